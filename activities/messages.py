@@ -28,6 +28,14 @@ class MediaBlock(BaseModel):
 ContentBlock = TextBlock | MediaBlock
 
 
+MediaKind = Literal["image", "audio", "video", "document", "file"]
+
+
+def _images_only() -> list[MediaKind]:
+    """Most chat models take images and nothing else binary."""
+    return ["image"]
+
+
 class ToolCall(BaseModel):
     id: str
     name: str
@@ -71,9 +79,7 @@ class ModelSpec(BaseModel):
     base_url: str | None = None
     context_window: int | None = None
     max_output_tokens: int | None = None
-    accepts: list[Literal["image", "audio", "video", "document", "file"]] = Field(
-        default_factory=lambda: ["image"]
-    )
+    accepts: list[MediaKind] = Field(default_factory=_images_only)
 
 
 class Usage(BaseModel):

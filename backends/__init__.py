@@ -5,7 +5,49 @@ backends themselves. Everything here may be imported inside a workflow
 sandbox; the parts that do I/O are only *called* from activities.
 """
 
+from backends.composite import (
+    CompositeBackend,
+    RouteMatch,
+    Router,
+    SearchPlan,
+    SearchTarget,
+    normalize_prefix,
+)
+from backends.filesystem import FilesystemBackend
+from backends.formatting import (
+    ReadPlan,
+    Rendered,
+    format_delete,
+    format_edit,
+    format_error,
+    format_execute,
+    format_glob,
+    format_grep,
+    format_ls,
+    format_read,
+    format_write,
+    needs_offload,
+    offload_stub,
+    permission_denied,
+    plan_read,
+)
+from backends.local_shell import LocalShellBackend
 from backends.paths import validate_path
+
+# -- backends (added as they land) --
+# -- permissions --
+from backends.permissions import (
+    FilesystemPermission,
+    check_execute_config,
+    check_permission,
+    delete_blockers,
+    filter_grep_matches,
+    filter_ls_entries,
+    filter_paths,
+    first_matching_rule,
+    interrupt_fires,
+    matching_interrupt_rule,
+)
 from backends.protocol import (
     BackendProtocol,
     DeleteResult,
@@ -21,24 +63,55 @@ from backends.protocol import (
     ReadResult,
     WriteResult,
 )
-
-# -- backends (added as they land) --
-
-# -- permissions --
+from backends.state import StateBackend
 
 __all__ = [
     "BackendProtocol",
+    "CompositeBackend",
     "DeleteResult",
     "EditResult",
     "ExecuteResult",
     "FileDownloadResult",
     "FileInfo",
     "FileUploadResult",
+    "FilesystemBackend",
+    "FilesystemPermission",
     "GlobResult",
     "GrepMatch",
     "GrepResult",
+    "LocalShellBackend",
     "LsResult",
+    "ReadPlan",
     "ReadResult",
+    "Rendered",
+    "RouteMatch",
+    "Router",
+    "SearchPlan",
+    "SearchTarget",
+    "StateBackend",
     "WriteResult",
+    "check_execute_config",
+    "check_permission",
+    "delete_blockers",
+    "filter_grep_matches",
+    "filter_ls_entries",
+    "filter_paths",
+    "first_matching_rule",
+    "format_delete",
+    "format_edit",
+    "format_error",
+    "format_execute",
+    "format_glob",
+    "format_grep",
+    "format_ls",
+    "format_read",
+    "format_write",
+    "interrupt_fires",
+    "matching_interrupt_rule",
+    "needs_offload",
+    "normalize_prefix",
+    "offload_stub",
+    "permission_denied",
+    "plan_read",
     "validate_path",
 ]

@@ -1,0 +1,441 @@
+"""Run one tool call against one backend and render what the model sees.
+
+The single implementation behind both the tool activities and the workflow's
+in-workflow State path, so the two can never disagree. It is pure Python with
+no Temporal or I/O of its own (only the backend it is handed does I/O), which
+is what lets the workflow run it deterministically.
+
+Paths in ``request.args`` are backend-local (the workflow's route removed the
+prefix); ``request.route_prefix`` puts it back on everything shown to the
+model and on everything checked against ``request.permissions``, because
+permission rules are written for virtual paths.
+"""
+
+from __future__ import annotations
+
+import base64
+import posixpath
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from activities.messages import ContentBlock, MediaBlock
+from activities.tool_types import (
+    TOOL_ARGS,
+    DeleteArgs,
+    EditFileArgs,
+    ExecuteArgs,
+    GlobArgs,
+    GrepArgs,
+    LsArgs,
+    ReadFileArgs,
+    ToolOutcome,
+    ToolRequest,
+    WriteFileArgs,
+)
+from backends.formatting import (
+    DEFAULT_GREP_MAX,
+    Rendered,
+    delete_blocked,
+    format_delete,
+    format_edit,
+    format_error,
+    format_execute,
+    format_glob,
+    format_grep,
+    format_ls,
+    format_read,
+    format_write,
+    permission_denied,
+    plan_read,
+)
+from backends.paths import validate_path
+from backends.permissions import (
+    check_permission,
+    delete_blockers,
+    filter_grep_matches,
+    filter_ls_entries,
+    filter_paths,
+)
+from backends.protocol import (
+    BackendProtocol,
+    DeleteResult,
+    EditResult,
+    ExecuteResult,
+    FileInfo,
+    GlobResult,
+    GrepMatch,
+    GrepResult,
+    LsResult,
+    ReadResult,
+    WriteResult,
+)
+
+DEFAULT_EXECUTE_TIMEOUT = 120.0
+"""Seconds a command may run when the model gives no timeout (SPEC §1 LocalShell)."""
+MAX_EXECUTE_TIMEOUT = 3600.0
+"""Largest timeout the model may ask for (SPEC §2)."""
+
+MUTATING_TOOLS = frozenset({"write_file", "edit_file", "delete", "execute"})
+"""Tools whose retry must not apply twice (journaled by the activities)."""
+SEARCH_TOOLS = frozenset({"glob", "grep"})
+"""Tools that may run unboundedly long on a big tree and get a hard time limit."""
+
+_PATH_ARGS = ("path", "file_path")
+
+# SPEC §6: extension -> content block type. Video needs frame sampling and is
+# not turned into a block here.
+_MEDIA_TYPES: dict[str, str] = {
+    **dict.fromkeys((".png", ".jpg", ".jpeg", ".gif", ".webp", ".heic", ".heif"), "image"),
+    **dict.fromkeys((".wav", ".mp3", ".aiff", ".aac", ".ogg", ".flac"), "audio"),
+    **dict.fromkeys((".pdf", ".ppt", ".pptx"), "document"),
+}
+_VIDEO_EXTENSIONS = frozenset(
+    (".mp4", ".mpeg", ".mov", ".avi", ".flv", ".mpg", ".webm", ".wmv", ".3gpp", ".mkv")
+)
+_MIME_TYPES: dict[str, str] = {
+    ".png": "image/png",
+    ".jpg": "image/jpeg",
+    ".jpeg": "image/jpeg",
+    ".gif": "image/gif",
+    ".webp": "image/webp",
+    ".heic": "image/heic",
+    ".heif": "image/heif",
+    ".wav": "audio/wav",
+    ".mp3": "audio/mpeg",
+    ".aiff": "audio/aiff",
+    ".aac": "audio/aac",
+    ".ogg": "audio/ogg",
+    ".flac": "audio/flac",
+    ".pdf": "application/pdf",
+    ".ppt": "application/vnd.ms-powerpoint",
+    ".pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+}
+
+
+class InvalidToolRequest(ValueError):
+    """The request breaks the workflow/activity contract (bad args, bad path, wrong tool).
+
+    Not a model mistake the model can fix by reading an error: the workflow
+    validates arguments before routing, so this means a bug or a tampered
+    request, and retrying cannot help.
+    """
+
+
+# --------------------------------------------------------------------------- paths
+
+
+def to_virtual(route_prefix: str, local_path: str) -> str:
+    """Map a backend-local path back under the route prefix (keeps a trailing ``/``)."""
+    prefix = route_prefix.rstrip("/")
+    if not prefix:
+        return local_path
+    if local_path in ("", "/"):
+        return prefix + "/" if local_path == "/" else prefix
+    return prefix + (local_path if local_path.startswith("/") else "/" + local_path)
+
+
+def _localise_message(message: str, local_path: str, virtual_path: str) -> str:
+    """Backends name their own (local) path in errors; show the model the virtual one."""
+    if local_path == virtual_path or virtual_path in message:
+        return message
+    return message.replace(local_path, virtual_path)
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+def parse_args(request: ToolRequest) -> BaseModel:
+    """Validate ``request.args`` against the tool's schema and normalise its paths.
+
+    Raises :class:`InvalidToolRequest`.
+    """
+    model = TOOL_ARGS.get(request.tool)
+    if model is None:
+        raise InvalidToolRequest(f"unknown tool {request.tool!r}")
+    try:
+        args = model.model_validate(request.args)
+    except ValidationError as exc:
+        raise InvalidToolRequest(f"invalid arguments for {request.tool}: {exc}") from exc
+    updates: dict[str, Any] = {}
+    for name in _PATH_ARGS:
+        value = getattr(args, name, None)
+        if value is not None:
+            try:
+                updates[name] = validate_path(value)
+            except ValueError as exc:
+                raise InvalidToolRequest(f"invalid {name} for {request.tool}: {exc}") from exc
+    try:
+        validate_path(request.route_prefix)
+    except ValueError as exc:
+        raise InvalidToolRequest(f"invalid route_prefix: {exc}") from exc
+    return args.model_copy(update=updates) if updates else args
+
+
+# --------------------------------------------------------------------------- outcomes
+
+
+def outcome(rendered: Rendered, touched_path: str | None = None) -> ToolOutcome:
+    """A ToolOutcome from rendered text; ``touched_path`` only counts on success."""
+    if rendered.is_error:
+        return ToolOutcome(content=rendered.text, status="error")
+    return ToolOutcome(content=rendered.text, touched_path=touched_path)
+
+
+def render_mutation(
+    request: ToolRequest, result: WriteResult | EditResult | DeleteResult | ExecuteResult
+) -> ToolOutcome:
+    """Render a write/edit/delete/execute result as :func:`run_tool` would.
+
+    Shared with the idempotency journal, which rebuilds the outcome of an
+    operation that was applied before a crash from the recorded facts.
+    """
+    if isinstance(result, ExecuteResult):
+        return outcome(format_execute(result))
+    local = result.path
+    virtual = to_virtual(request.route_prefix, local) if local else local
+    update: dict[str, Any] = {"path": virtual}
+    if result.error is not None:
+        update["error"] = _localise_message(result.error, local, virtual)
+    shown = result.model_copy(update=update)
+    touched = local if not isinstance(result, DeleteResult) else None
+    if isinstance(shown, WriteResult):
+        return outcome(format_write(shown), touched)
+    if isinstance(shown, EditResult):
+        return outcome(format_edit(shown), touched)
+    return outcome(format_delete(shown))
+
+
+def _media_content(virtual_path: str, result: ReadResult) -> ToolOutcome | None:
+    """Image/audio/document bytes become one content block (SPEC §6); else None."""
+    data = result.data
+    if not data:
+        return None
+    extension = posixpath.splitext(virtual_path)[1].lower()
+    block_type = _MEDIA_TYPES.get(extension)
+    if block_type is None:
+        if extension in _VIDEO_EXTENSIONS:
+            return ToolOutcome(
+                content=(
+                    f"[{virtual_path} is a video ({len(data)} bytes); video frames cannot "
+                    "be read on this backend.]"
+                ),
+                status="error",
+            )
+        return None
+    blocks: list[ContentBlock] = [
+        MediaBlock(
+            type=block_type,  # type: ignore[arg-type]
+            base64=_as_base64(data, result.encoding),
+            mime_type=_MIME_TYPES[extension],
+            path=virtual_path,
+        )
+    ]
+    return ToolOutcome(content=blocks)
+
+
+def _as_base64(data: bytes, encoding: str) -> str:
+    """Base64 text of ``data``, accepting data a backend already base64-encoded."""
+    if encoding == "base64":
+        try:
+            base64.b64decode(data, validate=True)
+        except ValueError:
+            pass
+        else:
+            return data.decode("ascii")
+    return base64.b64encode(data).decode("ascii")
+
+
+# --------------------------------------------------------------------------- gates
+
+
+def _denied(request: ToolRequest, operation: str, local_path: str) -> ToolOutcome | None:
+    """Entry gate (defence in depth: the workflow gates first with the same rules)."""
+    if not request.permissions:
+        return None
+    virtual = to_virtual(request.route_prefix, local_path)
+    if check_permission(request.permissions, operation, virtual) == "deny":
+        return outcome(permission_denied(operation, virtual))
+    return None
+
+
+def _delete_gate(
+    backend: BackendProtocol, request: ToolRequest, local_path: str
+) -> ToolOutcome | None:
+    """Recursive delete: refuse when the subtree overlaps a write-deny pattern."""
+    rules = request.permissions
+    if not any(rule.mode == "deny" and rule.governs("write") for rule in rules):
+        return None
+    virtual = to_virtual(request.route_prefix, local_path)
+    blockers = delete_blockers(rules, virtual, has_descendants=not _is_leaf(backend, local_path))
+    return outcome(delete_blocked(virtual, blockers)) if blockers else None
+
+
+def _is_leaf(backend: BackendProtocol, local_path: str) -> bool:
+    """True when ``local_path`` is confirmed to be a regular file (no descendants)."""
+    if local_path == "/":
+        return False
+    listing = backend.ls(posixpath.dirname(local_path) or "/")
+    return any(
+        entry.path.rstrip("/") == local_path and not entry.is_dir for entry in listing.entries
+    )
+
+
+# --------------------------------------------------------------------------- tools
+
+
+def _ls(backend: BackendProtocol, request: ToolRequest, args: LsArgs) -> ToolOutcome:
+    denied = _denied(request, "read", args.path)
+    if denied:
+        return denied
+    result = backend.ls(args.path)
+    if result.error is not None:
+        return outcome(format_ls(_error_copy(result, request, args.path)))
+    entries = [
+        FileInfo.model_validate(
+            {**entry.model_dump(), "path": to_virtual(request.route_prefix, entry.path)}
+        )
+        for entry in result.entries
+    ]
+    kept = filter_ls_entries(request.permissions, entries)
+    return outcome(format_ls(LsResult(entries=kept)))
+
+
+def _read(backend: BackendProtocol, request: ToolRequest, args: ReadFileArgs) -> ToolOutcome:
+    denied = _denied(request, "read", args.file_path)
+    if denied:
+        return denied
+    virtual = to_virtual(request.route_prefix, args.file_path)
+    plan = plan_read(args.offset, args.limit)
+    if plan.early is not None:
+        return outcome(format_read(ReadResult(path=virtual), plan))
+    result = backend.read(args.file_path, plan.offset, plan.limit)
+    if result.error is None and result.data is not None:
+        media = _media_content(virtual, result)
+        if media is not None:
+            if media.status == "success":
+                media.touched_path = args.file_path
+            return media
+    shown = _error_copy(result, request, args.file_path).model_copy(update={"path": virtual})
+    return outcome(format_read(shown, plan), args.file_path)
+
+
+def _write(backend: BackendProtocol, request: ToolRequest, args: WriteFileArgs) -> ToolOutcome:
+    denied = _denied(request, "write", args.file_path)
+    if denied:
+        return denied
+    return render_mutation(request, backend.write(args.file_path, args.content))
+
+
+def _edit(backend: BackendProtocol, request: ToolRequest, args: EditFileArgs) -> ToolOutcome:
+    denied = _denied(request, "write", args.file_path)
+    if denied:
+        return denied
+    result = backend.edit(args.file_path, args.old_string, args.new_string, args.replace_all)
+    return render_mutation(request, result)
+
+
+def _delete(backend: BackendProtocol, request: ToolRequest, args: DeleteArgs) -> ToolOutcome:
+    if not backend.can_delete:
+        return outcome(format_error("delete is not supported by this backend."))
+    blocked = _delete_gate(backend, request, args.file_path)
+    if blocked:
+        return blocked
+    return render_mutation(request, backend.delete(args.file_path))
+
+
+def _glob(backend: BackendProtocol, request: ToolRequest, args: GlobArgs) -> ToolOutcome:
+    root = args.path or "/"
+    denied = _denied(request, "read", root)
+    if denied:
+        return denied
+    result = backend.glob(args.pattern, root)
+    if result.error is not None:
+        return outcome(format_glob(_error_copy(result, request, root)))
+    virtual = [to_virtual(request.route_prefix, path) for path in result.matches]
+    kept = filter_paths(request.permissions, virtual)
+    return outcome(format_glob(GlobResult(matches=kept, truncated=result.truncated)))
+
+
+def _grep(backend: BackendProtocol, request: ToolRequest, args: GrepArgs) -> ToolOutcome:
+    root = args.path or "/"
+    denied = _denied(request, "read", root)
+    if denied:
+        return denied
+    max_count = DEFAULT_GREP_MAX if args.max_count is None else args.max_count
+    if max_count <= 0:
+        return outcome(format_error(f"max_count must be at least 1, got {max_count}."))
+    result = backend.grep(args.pattern, root, args.glob, max_count)
+    if result.error is not None:
+        return outcome(
+            format_grep(
+                _error_copy(result, request, root),
+                pattern=args.pattern,
+                output_mode=args.output_mode,
+            )
+        )
+    virtual = [
+        GrepMatch(path=to_virtual(request.route_prefix, m.path), line=m.line, text=m.text)
+        for m in result.matches
+    ]
+    kept, removed = filter_grep_matches(request.permissions, virtual)
+    shown = GrepResult(matches=kept, truncated=result.truncated)
+    return outcome(
+        format_grep(
+            shown,
+            pattern=args.pattern,
+            output_mode=args.output_mode,
+            removed_by_permissions=removed,
+        )
+    )
+
+
+def _execute(backend: BackendProtocol, request: ToolRequest, args: ExecuteArgs) -> ToolOutcome:
+    if not backend.can_execute:
+        return outcome(format_error("execute is not supported by this backend."))
+    problem = execute_timeout_problem(args.timeout)
+    if problem:
+        return outcome(format_error(problem))
+    return render_mutation(request, backend.execute(args.command, args.timeout))
+
+
+def execute_timeout_problem(timeout: float | None) -> str | None:
+    """Why a model-supplied execute timeout is refused, or None when it is fine."""
+    if timeout is None:
+        return None
+    if timeout < 0:
+        return f"timeout must not be negative, got {timeout:g}."
+    if timeout > MAX_EXECUTE_TIMEOUT:
+        return f"timeout {timeout:g}s exceeds the maximum of {MAX_EXECUTE_TIMEOUT:g}s."
+    return None
+
+
+def _error_copy(result: Any, request: ToolRequest, local_path: str) -> Any:
+    """The result with its error message naming the virtual path."""
+    if result.error is None:
+        return result
+    virtual = to_virtual(request.route_prefix, local_path)
+    return result.model_copy(update={"error": _localise_message(result.error, local_path, virtual)})
+
+
+_HANDLERS: Mapping[str, Callable[[BackendProtocol, ToolRequest, Any], ToolOutcome]] = {
+    "ls": _ls,
+    "read_file": _read,
+    "write_file": _write,
+    "edit_file": _edit,
+    "delete": _delete,
+    "glob": _glob,
+    "grep": _grep,
+    "execute": _execute,
+}
+
+
+def run_tool(backend: BackendProtocol, request: ToolRequest) -> ToolOutcome:
+    """Run ``request`` on ``backend``: gate, call, filter, format.
+
+    Expected failures come back as an error-status outcome; only a request
+    that breaks the contract raises (:class:`InvalidToolRequest`).
+    """
+    args = parse_args(request)
+    return _HANDLERS[request.tool](backend, request, args)

@@ -1,0 +1,285 @@
+"""Exactly-once effects for write/edit/delete/execute across activity retries.
+
+Temporal retries an activity whose worker died before reporting, even when the
+work itself was done. Each mutating call is therefore journaled on the tools
+worker's disk, keyed by (backend, workflow id, tool call id, tool, args):
+
+1. before applying, an *intent* is stored: a fingerprint of the target's state
+   (``pre``) and, where it can be predicted, the state a successful apply
+   leaves behind (``post``);
+2. the operation is applied;
+3. the outcome is stored next to the intent.
+
+A retry that finds an outcome returns it unchanged. A retry that finds only an
+intent (the worker died between 2 and 3) decides from the target's current
+state: ``post`` reached means the first attempt applied, so its success is
+rebuilt without touching anything; ``pre`` still there means it never applied,
+so it is applied now. ``execute`` has no observable post-state, so an
+interrupted command is reported as "may have run" instead of being re-run.
+
+Entries are written atomically (temp file, fsync, rename, directory fsync) and
+one attempt at a time per key (``flock``), so a slow old attempt and its retry
+cannot interleave on the same worker host.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import re
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from activities.dispatch import render_mutation, to_virtual
+from activities.tool_types import (
+    DeleteArgs,
+    EditFileArgs,
+    ToolOutcome,
+    ToolRequest,
+    WriteFileArgs,
+)
+from backends.formatting import format_error
+from backends.protocol import BackendProtocol, DeleteResult, EditResult, WriteResult
+from backends.textops import apply_edit, decode_text
+
+CRASH_AFTER_APPLY_ENV = "FILEGATE_TEST_CRASH_AFTER_APPLY"
+"""Test hook: when set to a tool call id, the process exits with status 137 right
+after applying that call and before journaling its outcome (the crash window)."""
+
+MISSING = "missing"
+"""Fingerprint of a path that does not exist."""
+
+DEFAULT_RETENTION_SECONDS = 7 * 24 * 3600.0
+"""Journal entries older than this are pruned: retries never come that late."""
+
+_SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]")
+
+
+class Intent(BaseModel):
+    """What the journal knows before applying."""
+
+    pre: str | None = None
+    post: str | None = None
+    occurrences: int = 0
+
+
+class JournalEntry(BaseModel):
+    backend: str
+    workflow_id: str
+    tool_call_id: str
+    tool: str
+    intent: Intent
+    outcome: ToolOutcome | None = None
+    created_at: float = 0.0
+
+
+def _sha256(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def fingerprint(backend: BackendProtocol, path: str) -> str:
+    """A short token for a path's current state: content hash, ``missing`` or ``other:<code>``."""
+    [result] = backend.download([path])
+    if result.error is None and result.content is not None:
+        return _sha256(result.content)
+    if result.code == "file_not_found":
+        return MISSING
+    return f"other:{result.code or 'error'}"
+
+
+def _intent_for(backend: BackendProtocol, args: BaseModel) -> Intent:
+    """Fingerprint the target and predict the state a successful apply leaves."""
+    if isinstance(args, WriteFileArgs):
+        pre = fingerprint(backend, args.file_path)
+        return Intent(pre=pre, post=_sha256(args.content.encode("utf-8")))
+    if isinstance(args, EditFileArgs):
+        [current] = backend.download([args.file_path])
+        if current.error is not None or current.content is None:
+            return Intent(pre=fingerprint(backend, args.file_path))
+        pre = _sha256(current.content)
+        text = decode_text(current.content)
+        if text is None:
+            return Intent(pre=pre)
+        new_text, result = apply_edit(
+            args.file_path, text, args.old_string, args.new_string, args.replace_all
+        )
+        if new_text is None:
+            return Intent(pre=pre)
+        return Intent(
+            pre=pre, post=_sha256(new_text.encode("utf-8")), occurrences=result.occurrences
+        )
+    if isinstance(args, DeleteArgs):
+        return Intent(pre=fingerprint(backend, args.file_path), post=MISSING)
+    return Intent()
+
+
+def _applied_result(args: BaseModel, intent: Intent) -> WriteResult | EditResult | DeleteResult:
+    """The backend result a successful first attempt returned, rebuilt from the intent."""
+    if isinstance(args, WriteFileArgs):
+        return WriteResult(path=args.file_path)
+    if isinstance(args, EditFileArgs):
+        return EditResult(path=args.file_path, occurrences=intent.occurrences)
+    assert isinstance(args, DeleteArgs)
+    return DeleteResult(path=args.file_path)
+
+
+def interrupted_execute_outcome() -> ToolOutcome:
+    return ToolOutcome(
+        content=format_error(
+            "the worker running this command stopped before reporting its result, so the "
+            "command may or may not have run. It was not run again. Check the workspace "
+            "(e.g. with ls or read_file) before deciding whether to run it again."
+        ).text,
+        status="error",
+    )
+
+
+def concurrent_change_outcome(path: str) -> ToolOutcome:
+    return ToolOutcome(
+        content=format_error(
+            f"{path} changed while this edit was being retried, so it was not applied "
+            "again. Read the file and repeat the edit if it is still needed."
+        ).text,
+        status="error",
+    )
+
+
+def crash_if_requested(tool_call_id: str) -> None:
+    """The crash-window test hook (see :data:`CRASH_AFTER_APPLY_ENV`)."""
+    if tool_call_id and os.environ.get(CRASH_AFTER_APPLY_ENV) == tool_call_id:
+        os._exit(137)
+
+
+class ToolJournal:
+    """The per-worker journal of mutating tool calls (one JSON file per call)."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    # ------------------------------------------------------------------ storage
+
+    @staticmethod
+    def key(backend_name: str, request: ToolRequest, args: BaseModel) -> str:
+        """Retries carry identical args; a reused call id with other args is another call."""
+        material = json.dumps(
+            [
+                backend_name,
+                request.workflow_id,
+                request.tool_call_id,
+                request.tool,
+                args.model_dump(mode="json"),
+            ],
+            sort_keys=True,
+            separators=(",", ":"),
+        )
+        return hashlib.sha256(material.encode("utf-8")).hexdigest()
+
+    def entry_path(self, backend_name: str, key: str) -> Path:
+        return self.root / _SAFE_NAME.sub("_", backend_name) / f"{key}.json"
+
+    def load(self, path: Path) -> JournalEntry | None:
+        try:
+            return JournalEntry.model_validate_json(path.read_bytes())
+        except FileNotFoundError:
+            return None
+
+    def store(self, path: Path, entry: JournalEntry) -> None:
+        """Atomically replace ``path`` with ``entry`` and make it durable."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(entry.model_dump_json().encode("utf-8"))
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+    @contextlib.contextmanager
+    def _locked(self, path: Path) -> Iterator[None]:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path.with_suffix(".lock"), "a+b") as lock:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+
+    def prune(self, max_age_seconds: float = DEFAULT_RETENTION_SECONDS) -> int:
+        """Delete entries (and locks) older than ``max_age_seconds``; returns how many."""
+        cutoff = time.time() - max_age_seconds
+        removed = 0
+        for path in self.root.glob("*/*"):
+            with contextlib.suppress(OSError):
+                if path.stat().st_mtime < cutoff:
+                    path.unlink()
+                    removed += 1
+        return removed
+
+    # ------------------------------------------------------------------ the protocol
+
+    def run(
+        self,
+        backend_name: str,
+        backend: BackendProtocol,
+        request: ToolRequest,
+        args: BaseModel,
+        apply: Callable[[], ToolOutcome],
+    ) -> ToolOutcome:
+        """Apply a mutating call at most once per key; return its (original) outcome."""
+        path = self.entry_path(backend_name, self.key(backend_name, request, args))
+        with self._locked(path):
+            entry = self.load(path)
+            if entry is not None and entry.outcome is not None:
+                return entry.outcome
+            if entry is None:
+                entry = JournalEntry(
+                    backend=backend_name,
+                    workflow_id=request.workflow_id,
+                    tool_call_id=request.tool_call_id,
+                    tool=request.tool,
+                    intent=_intent_for(backend, args),
+                    created_at=time.time(),
+                )
+                self.store(path, entry)
+                recovered = None
+            else:
+                recovered = self._recover(backend, request, args, entry.intent)
+            result = recovered if recovered is not None else apply()
+            if recovered is None:
+                crash_if_requested(request.tool_call_id)
+            entry.outcome = result
+            self.store(path, entry)
+            return result
+
+    def _recover(
+        self, backend: BackendProtocol, request: ToolRequest, args: BaseModel, intent: Intent
+    ) -> ToolOutcome | None:
+        """Outcome for an intent left without a result, or None to apply now."""
+        if request.tool == "execute":
+            return interrupted_execute_outcome()
+        target = getattr(args, "file_path", None)
+        assert isinstance(target, str)
+        current = fingerprint(backend, target)
+        if intent.post is not None and current == intent.post:
+            return render_mutation(request, _applied_result(args, intent))
+        if current == intent.pre or not isinstance(args, EditFileArgs):
+            # Never applied (or a write/delete, which converge when applied again).
+            return None
+        return concurrent_change_outcome(to_virtual(request.route_prefix, target))

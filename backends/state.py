@@ -1,0 +1,370 @@
+"""The State backend: files held in a plain dict owned by the agent workflow.
+
+Pure and deterministic so it can run *inside* a Temporal workflow: no clock,
+no I/O, no randomness. Timestamps are whatever the caller last gave
+:meth:`StateBackend.set_now` (the workflow passes ``workflow.now()``), so a
+replay produces identical state. :meth:`StateBackend.to_dict` /
+:meth:`StateBackend.from_dict` carry the files across continue-as-new as plain
+JSON-compatible data.
+
+Directories are implied by file paths (there are no empty directories), like
+the reference implementation's state backend.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from backends.globbing import glob_paths, grep_paths, resolve_glob
+from backends.paths import is_within, validate_path
+from backends.protocol import (
+    DEFAULT_READ_LIMIT,
+    DeleteResult,
+    EditResult,
+    ErrorCode,
+    ExecuteResult,
+    FileDownloadResult,
+    FileInfo,
+    FileUploadResult,
+    GlobResult,
+    GrepMatch,
+    GrepResult,
+    LsResult,
+    ReadResult,
+    WriteResult,
+)
+from backends.textops import apply_edit, decode_text, grep_text, read_window
+
+STATE_FORMAT_VERSION = 1
+
+
+@dataclass
+class _File:
+    """One stored file. Text is kept as ``str`` (edits and greps need it); bytes
+    that are not UTF-8 text stay ``bytes``. Valid UTF-8 round-trips exactly, so
+    storing it decoded never changes what ``download`` returns."""
+
+    content: str | bytes
+    created_at: str | None
+    modified_at: str | None
+
+    def data(self) -> bytes:
+        return self.content.encode("utf-8") if isinstance(self.content, str) else self.content
+
+
+class StateBackend:
+    """In-memory, thread-scoped files; the default backend of an agent."""
+
+    def __init__(self, now: str | None = None) -> None:
+        self._files: dict[str, _File] = {}
+        self.now: str | None = now
+        """ISO timestamp stamped on files written next (None: leave unset)."""
+
+    # -- workflow plumbing ---------------------------------------------------
+
+    def set_now(self, now: str | None) -> None:
+        """Set the timestamp for the following operations (the workflow's clock)."""
+        self.now = now
+
+    @property
+    def can_execute(self) -> bool:
+        return False
+
+    @property
+    def can_delete(self) -> bool:
+        return True
+
+    def paths(self) -> list[str]:
+        """All file paths, sorted."""
+        return sorted(self._files)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Canonical JSON-compatible snapshot (sorted paths; binary as base64)."""
+        files: dict[str, dict[str, Any]] = {}
+        for path in sorted(self._files):
+            record = self._files[path]
+            if isinstance(record.content, str):
+                content, encoding = record.content, "utf-8"
+            else:
+                content, encoding = base64.b64encode(record.content).decode("ascii"), "base64"
+            files[path] = {
+                "content": content,
+                "encoding": encoding,
+                "created_at": record.created_at,
+                "modified_at": record.modified_at,
+            }
+        return {"version": STATE_FORMAT_VERSION, "files": files}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], now: str | None = None) -> StateBackend:
+        """Rebuild a backend from :meth:`to_dict` output; ValueError on malformed data."""
+        if data.get("version") != STATE_FORMAT_VERSION:
+            raise ValueError(f"unsupported state format version {data.get('version')!r}")
+        files = data.get("files")
+        if not isinstance(files, Mapping):
+            raise ValueError("state 'files' must be a mapping")
+        backend = cls(now=now)
+        for raw_path, record in files.items():
+            path = validate_path(raw_path)
+            if path != raw_path or path == "/":
+                raise ValueError(f"state holds a non-canonical path {raw_path!r}")
+            if not isinstance(record, Mapping):
+                raise ValueError(f"state record for {path} must be a mapping")
+            content = record.get("content")
+            if not isinstance(content, str):
+                raise ValueError(f"state content for {path} must be a string")
+            stored: str | bytes
+            if record.get("encoding") == "base64":
+                try:
+                    stored = base64.b64decode(content, validate=True)
+                except binascii.Error as exc:
+                    raise ValueError(f"state content for {path} is not base64") from exc
+            elif record.get("encoding") == "utf-8":
+                stored = content
+            else:
+                raise ValueError(f"unknown encoding {record.get('encoding')!r} for {path}")
+            backend._files[path] = _File(
+                stored, _optional_str(record, "created_at"), _optional_str(record, "modified_at")
+            )
+        return backend
+
+    # -- lookups -------------------------------------------------------------
+
+    def _is_dir(self, path: str) -> bool:
+        """True when some file lives below ``path`` (directories are implied)."""
+        if path == "/":
+            return True
+        return any(p.startswith(path + "/") for p in self._files)
+
+    def _under(self, root: str) -> Iterator[str]:
+        return (p for p in self._files if is_within(p, root))
+
+    def _file_ancestor(self, path: str) -> str | None:
+        """An existing *file* that would have to be a directory for ``path`` to exist."""
+        parts = path.strip("/").split("/")
+        for depth in range(1, len(parts)):
+            ancestor = "/" + "/".join(parts[:depth])
+            if ancestor in self._files:
+                return ancestor
+        return None
+
+    def _store(self, path: str, content: str | bytes) -> tuple[str, ErrorCode] | None:
+        """Create or overwrite a file; the error (message, code) when the path cannot hold one."""
+        if path == "/" or self._is_dir(path):
+            return f"{path} is a directory", "is_directory"
+        ancestor = self._file_ancestor(path)
+        if ancestor is not None:
+            return f"cannot create {path}: {ancestor} is a file", "not_a_directory"
+        previous = self._files.get(path)
+        created = previous.created_at if previous is not None else self.now
+        if isinstance(content, bytes):
+            text = decode_text(content)
+            content = text if text is not None else content
+        self._files[path] = _File(content, created, self.now)
+        return None
+
+    def _missing(self, path: str) -> tuple[str, ErrorCode]:
+        if self._is_dir(path):
+            return f"{path} is a directory", "is_directory"
+        return f"file not found: {path}", "file_not_found"
+
+    # -- protocol ------------------------------------------------------------
+
+    def ls(self, path: str) -> LsResult:
+        try:
+            root = validate_path(path)
+        except ValueError as exc:
+            return LsResult(error=str(exc), code="invalid_path")
+        if root in self._files:
+            return LsResult(error=f"{root} is a file, not a directory", code="not_a_directory")
+        if not self._is_dir(root):
+            return LsResult(error=f"directory not found: {root}", code="file_not_found")
+        base = root.rstrip("/")
+        entries: dict[str, FileInfo] = {}
+        for file_path in self._under(root):
+            name, _, rest = file_path[len(base) + 1 :].partition("/")
+            if rest:
+                directory = f"{base}/{name}/"
+                entries.setdefault(directory, FileInfo(path=directory, is_dir=True))
+            else:
+                record = self._files[file_path]
+                entries[file_path] = FileInfo(
+                    path=file_path, size=len(record.data()), modified_at=record.modified_at
+                )
+        return LsResult(entries=[entries[p] for p in sorted(entries)])
+
+    def read(self, path: str, offset: int = 0, limit: int = DEFAULT_READ_LIMIT) -> ReadResult:
+        try:
+            virtual = validate_path(path)
+        except ValueError as exc:
+            return ReadResult(path=str(path), error=str(exc), code="invalid_path")
+        record = self._files.get(virtual)
+        if record is None:
+            message, code = self._missing(virtual)
+            return ReadResult(path=virtual, error=message, code=code)
+        if isinstance(record.content, bytes):
+            return ReadResult(
+                path=virtual, data=record.content, encoding="base64", size=len(record.content)
+            )
+        result = read_window(virtual, record.content, offset, limit)
+        if result.ok:
+            result.size = len(record.data())
+        return result
+
+    def write(self, path: str, content: str) -> WriteResult:
+        try:
+            virtual = validate_path(path)
+        except ValueError as exc:
+            return WriteResult(path=str(path), error=str(exc), code="invalid_path")
+        failure = self._store(virtual, content)
+        if failure is not None:
+            return WriteResult(path=virtual, error=failure[0], code=failure[1])
+        return WriteResult(path=virtual)
+
+    def edit(self, path: str, old: str, new: str, replace_all: bool = False) -> EditResult:
+        try:
+            virtual = validate_path(path)
+        except ValueError as exc:
+            return EditResult(path=str(path), error=str(exc), code="invalid_path")
+        record = self._files.get(virtual)
+        if record is None:
+            message, code = self._missing(virtual)
+            return EditResult(path=virtual, error=message, code=code)
+        if isinstance(record.content, bytes):
+            return EditResult(
+                path=virtual, error=f"{virtual} is a binary file; cannot edit", code="binary_file"
+            )
+        new_content, result = apply_edit(virtual, record.content, old, new, replace_all)
+        if new_content is not None:
+            record.content = new_content
+            record.modified_at = self.now
+        return result
+
+    def delete(self, path: str) -> DeleteResult:
+        try:
+            virtual = validate_path(path)
+        except ValueError as exc:
+            return DeleteResult(path=str(path), error=str(exc), code="invalid_path")
+        if virtual == "/":
+            return DeleteResult(
+                path=virtual, error="refusing to delete the root directory", code="invalid_argument"
+            )
+        doomed = list(self._under(virtual))
+        if not doomed:
+            return DeleteResult(
+                path=virtual, error=f"file not found: {virtual}", code="file_not_found"
+            )
+        for file_path in doomed:
+            del self._files[file_path]
+        return DeleteResult(path=virtual)
+
+    def glob(self, pattern: str, path: str = "/") -> GlobResult:
+        try:
+            root, _ = resolve_glob(pattern, path)
+            matches = glob_paths(pattern, path, self._files)
+        except ValueError as exc:
+            return GlobResult(error=str(exc), code="invalid_path")
+        if not self._is_dir(root):
+            return GlobResult(error=f"directory not found: {root}", code="file_not_found")
+        return GlobResult(matches=matches)
+
+    def grep(
+        self,
+        literal: str,
+        path: str | None = None,
+        glob: str | None = None,
+        max_count: int | None = None,
+    ) -> GrepResult:
+        try:
+            root = validate_path(path)
+        except ValueError as exc:
+            return GrepResult(error=str(exc), code="invalid_path")
+        if max_count is not None and max_count < 1:
+            return GrepResult(
+                error=f"max_count must be at least 1, got {max_count}", code="invalid_argument"
+            )
+        if not (root in self._files or self._is_dir(root)):
+            return GrepResult(error=f"path not found: {root}", code="file_not_found")
+        record = self._files.get(root)
+        if record is not None and isinstance(record.content, bytes):
+            return GrepResult(error=f"{root} is a binary file: cannot grep", code="binary_file")
+        try:
+            candidates = grep_paths(root, glob, self._under(root))
+        except ValueError as exc:
+            return GrepResult(error=str(exc), code="invalid_path")
+        return _grep_files(literal, self._texts(candidates), max_count)
+
+    def _texts(self, paths: Iterable[str]) -> Iterator[tuple[str, str]]:
+        """(path, text) of the text files among ``paths``; binary files are skipped."""
+        for file_path in paths:
+            content = self._files[file_path].content
+            if isinstance(content, str):
+                yield file_path, content
+
+    def upload(self, files: list[tuple[str, bytes]]) -> list[FileUploadResult]:
+        results: list[FileUploadResult] = []
+        for path, data in files:
+            try:
+                virtual = validate_path(path)
+            except ValueError as exc:
+                results.append(
+                    FileUploadResult(path=str(path), error=str(exc), code="invalid_path")
+                )
+                continue
+            failure = self._store(virtual, bytes(data))
+            if failure is not None:
+                results.append(FileUploadResult(path=virtual, error=failure[0], code=failure[1]))
+            else:
+                results.append(FileUploadResult(path=virtual))
+        return results
+
+    def download(self, paths: list[str]) -> list[FileDownloadResult]:
+        results: list[FileDownloadResult] = []
+        for path in paths:
+            try:
+                virtual = validate_path(path)
+            except ValueError as exc:
+                results.append(
+                    FileDownloadResult(path=str(path), error=str(exc), code="invalid_path")
+                )
+                continue
+            record = self._files.get(virtual)
+            if record is None:
+                message, code = self._missing(virtual)
+                results.append(FileDownloadResult(path=virtual, error=message, code=code))
+            else:
+                results.append(FileDownloadResult(path=virtual, content=record.data()))
+        return results
+
+    def execute(self, command: str, timeout: float | None = None) -> ExecuteResult:
+        return ExecuteResult(
+            error="execute is not supported: the state backend has no shell",
+            code="unsupported",
+        )
+
+
+def _grep_files(
+    literal: str, texts: Iterable[tuple[str, str]], max_count: int | None
+) -> GrepResult:
+    """Literal search over sorted (path, text) pairs under one ``max_count`` budget."""
+    matches: list[GrepMatch] = []
+    for file_path, text in texts:
+        # One extra match tells us whether stopping here cut anything.
+        wanted = None if max_count is None else max_count - len(matches) + 1
+        hits = grep_text(literal, file_path, text, wanted)
+        if max_count is not None and len(matches) + len(hits) > max_count:
+            matches.extend(hits[: max_count - len(matches)])
+            return GrepResult(matches=matches, truncated=True)
+        matches.extend(hits)
+    return GrepResult(matches=matches)
+
+
+def _optional_str(record: Mapping[str, Any], key: str) -> str | None:
+    value = record.get(key)
+    if value is not None and not isinstance(value, str):
+        raise ValueError(f"state field {key!r} must be a string or null")
+    return value

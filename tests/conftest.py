@@ -1,0 +1,54 @@
+"""Session fixtures for the real services: Temporal dev server and S3 (weed mini).
+
+Lazy by design: a server starts only when a test asks for it, once per
+session, and is stopped at session end. Other test files add their own
+fixtures next to their tests; this file stays about the shared services.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+import pytest_asyncio
+from minio import Minio
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+
+from backends.embedded import S3DevServer, TemporalDevServer
+
+
+@pytest.fixture(scope="session")
+def temporal_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TemporalDevServer]:
+    """A real ``temporal server start-dev`` (SQLite in a tmp dir, loopback, free port)."""
+    with TemporalDevServer(tmp_path_factory.mktemp("temporal")) as server:
+        yield server
+
+
+@pytest_asyncio.fixture(scope="session")
+async def temporal_client(temporal_server: TemporalDevServer) -> AsyncIterator[Client]:
+    """A client on the session server using the pydantic data converter, as the worker does."""
+    client = await Client.connect(
+        temporal_server.address,
+        namespace=temporal_server.namespace,
+        data_converter=pydantic_data_converter,
+    )
+    yield client
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3DevServer]:
+    """A real SeaweedFS S3 gateway with a generated identity (signatures checked)."""
+    with S3DevServer(tmp_path_factory.mktemp("s3")) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def minio_client(s3_server: S3DevServer) -> Minio:
+    """A minio client holding the session S3 server's credentials."""
+    return Minio(
+        s3_server.endpoint,
+        access_key=s3_server.access_key,
+        secret_key=s3_server.secret_key,
+        secure=False,
+    )

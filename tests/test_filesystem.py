@@ -1,0 +1,287 @@
+"""FilesystemBackend specifics: symlinks, streaming reads, ripgrep parity, OS errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from backends.filesystem import FilesystemBackend
+from backends.protocol import GrepResult
+
+HAS_RG = shutil.which("rg") is not None
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> tuple[Path, Path]:
+    """A root plus an outside directory holding a secret."""
+    root = tmp_path / "root"
+    outside = tmp_path / "outside"
+    root.mkdir()
+    outside.mkdir()
+    (outside / "secret.txt").write_text("TOPSECRET\n")
+    return root, outside
+
+
+def test_symlinks_pointing_outside_are_refused(tree: tuple[Path, Path]) -> None:
+    root, outside = tree
+    (root / "linkdir").symlink_to(outside)
+    (root / "linkfile").symlink_to(outside / "secret.txt")
+    (root / "ok.txt").write_text("TOPSECRET is not here\n")
+    fs = FilesystemBackend(root)
+    for path in ("/linkfile", "/linkdir/secret.txt"):
+        assert fs.read(path).code == "invalid_path"
+        assert fs.edit(path, "TOP", "X").code == "invalid_path"
+        assert fs.write(path, "overwritten").code == "invalid_path"
+        assert fs.download([path])[0].code == "invalid_path"
+    assert fs.write("/linkdir/new.txt", "x").code == "invalid_path"
+    assert fs.ls("/linkdir").code == "invalid_path"
+    assert fs.glob("**/*.txt").matches == ["/ok.txt"]
+    assert fs.glob("*", "/linkdir").code == "invalid_path"
+    assert [m.path for m in fs.grep("TOPSECRET").matches] == ["/ok.txt"]
+    assert fs.grep("TOPSECRET", path="/linkdir").code == "invalid_path"
+    assert [e.path for e in fs.ls("/").entries] == ["/ok.txt"]  # outward links are not listed
+    assert fs.delete("/linkdir").ok  # removes the link, not its target
+    assert (outside / "secret.txt").read_text() == "TOPSECRET\n"
+    assert not (root / "linkdir").exists()
+
+
+def test_symlinks_inside_the_root_work(tree: tuple[Path, Path]) -> None:
+    root, _ = tree
+    (root / "real").mkdir()
+    (root / "real" / "f.txt").write_text("inside\n")
+    (root / "alias").symlink_to(root / "real")
+    (root / "f-link.txt").symlink_to(root / "real" / "f.txt")
+    fs = FilesystemBackend(root)
+    assert fs.read("/alias/f.txt").lines == ["inside"]
+    assert fs.read("/f-link.txt").lines == ["inside"]
+    assert fs.ls("/alias").entries[0].path == "/alias/f.txt"
+    assert fs.glob("**/*.txt").matches == ["/real/f.txt"]  # walks do not follow links
+
+
+def test_dotted_names_and_non_virtual_mode(tmp_path: Path) -> None:
+    fs = FilesystemBackend(tmp_path)
+    assert fs.write("/a..b.txt", "ok").ok
+    assert (tmp_path / "a..b.txt").read_text() == "ok"
+    host = FilesystemBackend(tmp_path, virtual_mode=False)
+    target = str(tmp_path / "host.txt")
+    assert host.write(target, "host").ok
+    assert host.read(target).lines == ["host"]
+    assert host.read(str(tmp_path / ".." / "x")).code == "invalid_path"
+
+
+def test_media_and_size_limits(tmp_path: Path) -> None:
+    fs = FilesystemBackend(tmp_path, max_file_bytes=1000)
+    fs.upload([("/pic.PNG", b"plain text but an image name"), ("/big.bin", b"\x00" * 2000)])
+    pic = fs.read("/pic.PNG")
+    assert pic.is_binary and pic.data == b"plain text but an image name"
+    big = fs.read("/big.bin")
+    assert big.code == "too_large" and "1000" in (big.error or "")
+    assert fs.download(["/big.bin"])[0].code == "too_large"
+    fs.write("/long.txt", "x\n" * 5000)  # text reads stream: no size limit
+    assert fs.read("/long.txt", offset=4999).lines == ["x"]
+
+
+def test_write_preserves_mode_and_leaves_no_temp_files(tmp_path: Path) -> None:
+    fs = FilesystemBackend(tmp_path)
+    fs.write("/run.sh", "echo 1\n")
+    os.chmod(tmp_path / "run.sh", 0o755)
+    assert fs.edit("/run.sh", "1", "2").ok
+    assert stat.S_IMODE(os.stat(tmp_path / "run.sh").st_mode) == 0o755
+    assert sorted(os.listdir(tmp_path)) == ["run.sh"]
+
+
+def test_special_files_are_never_opened(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "pipe")
+    (tmp_path / "a.txt").write_text("needle\n")
+    fs = FilesystemBackend(tmp_path)
+    assert fs.read("/pipe").code == "invalid_path"  # would block forever if opened normally
+    assert fs.grep("needle").matches[0].path == "/a.txt"
+    assert fs.glob("*").matches == ["/a.txt"]
+    assert fs.write("/pipe", "x").code == "invalid_path"
+
+
+def test_delete_root_is_refused(tmp_path: Path) -> None:
+    fs = FilesystemBackend(tmp_path)
+    fs.write("/x.txt", "x")
+    assert fs.delete("/").code == "invalid_argument"
+    assert (tmp_path / "x.txt").exists()
+    assert fs.execute("echo hi").code == "unsupported"
+
+
+def _codes_as_nobody(base: Path) -> list[str | None]:
+    """Run the backend in a forked child that dropped to uid ``nobody`` (real EACCES)."""
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child: never return into pytest
+        status = 1
+        try:
+            os.close(read_fd)
+            os.setgid(65534)
+            os.setuid(65534)
+            fs = FilesystemBackend(base)
+            codes = [
+                fs.read("/locked.txt").code,
+                fs.write("/ro/new.txt", "x").code,
+                fs.ls("/ro/inner").code,
+                fs.edit("/locked.txt", "n", "m").code,
+            ]
+            os.write(write_fd, json.dumps(codes).encode())
+            status = 0
+        finally:
+            os._exit(status)
+    os.close(write_fd)
+    with os.fdopen(read_fd, "rb") as fh:
+        payload = fh.read()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    return list(json.loads(payload))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to switch to an unprivileged user")
+def test_os_permission_denied_is_an_error_value() -> None:
+    base = Path(tempfile.mkdtemp(prefix="filegate-perm-"))
+    try:
+        os.chmod(base, 0o755)
+        (base / "locked.txt").write_text("no")
+        os.chmod(base / "locked.txt", 0o600)
+        (base / "ro" / "inner").mkdir(parents=True)
+        os.chmod(base / "ro", 0o755)
+        os.chmod(base / "ro" / "inner", 0o700)
+        assert _codes_as_nobody(base) == ["permission_denied"] * 4
+    finally:
+        shutil.rmtree(base)
+
+
+# -- ripgrep and the pure-Python path agree --------------------------------
+
+
+def _random_tree(root: Path, seed: int) -> None:
+    rng = random.Random(seed)
+    words = ["needle", "hay", "Needle", "needles", "nee dle", "ñeedle", "needle\r", "x"]
+    dirs = ["", "a", "a/b", ".hidden", "a/.dot", "c", "c/d/e", "node_modules"]
+    for i in range(120):
+        d = root / rng.choice(dirs)
+        d.mkdir(parents=True, exist_ok=True)
+        ext = rng.choice([".py", ".md", ".txt", ".bin", ""])
+        name = rng.choice(["", "."]) + f"f{i}{ext}"
+        lines = [" ".join(rng.choice(words) for _ in range(rng.randint(0, 4))) for _ in range(8)]
+        body = "\n".join(lines) + rng.choice(["", "\n"])
+        data = body.encode()
+        kind = rng.random()
+        if kind < 0.08:
+            data += b"\x00tail"
+        elif kind < 0.14:
+            data = b"needle \xff\xfe\n" + data
+        (d / name).write_bytes(data)
+    (root / ".gitignore").write_text("*.py\nneedle\n")  # must NOT hide anything
+    (root / "a" / "big.txt").write_text(("hay\n" * 40_000) + "needle at the end\n")
+    (root / "zlink.txt").symlink_to(root / "a" / "big.txt")
+
+
+def _as_rows(result: GrepResult) -> list[tuple[str, int, str]]:
+    assert result.ok, result.error
+    return [(m.path, m.line, m.text) for m in result.matches]
+
+
+@pytest.mark.skipif(not HAS_RG, reason="ripgrep not installed: only the Python path exists")
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_ripgrep_and_python_give_identical_results(tmp_path: Path, seed: int) -> None:
+    _random_tree(tmp_path, seed)
+    with_rg = FilesystemBackend(tmp_path)
+    pure = FilesystemBackend(tmp_path, use_ripgrep=False)
+    assert with_rg._rg is not None and pure._rg is None
+    calls: list[dict[str, object]] = [
+        {"literal": "needle"},
+        {"literal": "needle", "glob": "*.py"},
+        {"literal": "needle", "glob": "**/*.{md,txt}"},
+        {"literal": "needle", "glob": ".*"},
+        {"literal": "needle", "glob": "a/**"},
+        {"literal": "needle", "glob": ".hidden/*"},
+        {"literal": "needle", "path": "/a"},
+        {"literal": "needle", "path": "/.hidden"},
+        {"literal": "needle", "max_count": 5},
+        {"literal": "ñeedle"},
+        {"literal": ""},
+        {"literal": "nee dle", "glob": "/c/**"},
+    ]
+    total = 0
+    for call in calls:
+        literal = str(call.pop("literal"))
+        a = _as_rows(with_rg.grep(literal, **call))  # type: ignore[arg-type]
+        b = _as_rows(pure.grep(literal, **call))  # type: ignore[arg-type]
+        assert a == b, (literal, call)
+        total += len(a)
+    assert total > 50  # the comparison is not vacuous
+    end = _as_rows(with_rg.grep("needle at the end"))
+    assert end == [("/a/big.txt", 40_001, "needle at the end")]
+
+
+# -- streaming reads -------------------------------------------------------
+
+
+def _make_big(path: Path, lines: int) -> None:
+    with path.open("wb") as fh:
+        block = b"".join(b"row %09d\n" % i for i in range(100_000))
+        for _ in range(lines // 100_000):
+            fh.write(block)
+
+
+_RSS_SCRIPT = """
+import json, resource, sys
+from backends.filesystem import FilesystemBackend
+def hwm():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+fs = FilesystemBackend(sys.argv[1])
+fs.read("/small.txt")
+before = hwm()
+r = fs.read("/big.txt", offset=5_000_000, limit=3)
+print(json.dumps({"delta_kb": hwm() - before, "lines": r.lines, "total": r.total_lines,
+                  "next": r.next_offset}))
+"""
+
+
+@pytest.mark.slow
+def test_read_far_into_a_huge_file_streams(tmp_path: Path) -> None:
+    _make_big(tmp_path / "big.txt", 6_000_000)  # 84 MB
+    (tmp_path / "small.txt").write_text("warm up\n")
+    project = Path(__file__).resolve().parents[1]
+    proc = subprocess.run(
+        [sys.executable, "-c", _RSS_SCRIPT, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=project,
+        env={"PYTHONPATH": str(project)},
+        check=True,
+    )
+    out = json.loads(proc.stdout)
+    # rows repeat every 100 000 lines, so line 5 000 001 is "row 0"
+    assert out["lines"] == ["row 000000000", "row 000000001", "row 000000002"]
+    assert out["total"] == 6_000_000 and out["next"] == 5_000_003
+    assert out["delta_kb"] < 50 * 1024, out
+
+
+def test_stream_window_matches_in_memory_reader(tmp_path: Path) -> None:
+    """Chunk boundaries (1 MiB) must not change what a window contains."""
+    from backends.textops import read_window
+
+    rng = random.Random(7)
+    pieces = ["a" * rng.randint(0, 3000) for _ in range(1500)]
+    text = "\n".join(pieces) + "\nlast"
+    (tmp_path / "f.txt").write_text(text)
+    fs = FilesystemBackend(tmp_path)
+    for offset, limit in [(0, 5), (340, 10), (700, 2000), (1499, 3), (1500, 1), (1501, 1)]:
+        got = fs.read("/f.txt", offset=offset, limit=limit)
+        want = read_window("/f.txt", text, offset, limit)
+        assert got.model_dump() == want.model_dump(), (offset, limit)

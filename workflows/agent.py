@@ -1,0 +1,548 @@
+"""AgentWorkflow: the durable model loop around the file tools.
+
+The workflow owns everything that must be deterministic and survive worker
+restarts: the transcript, tool visibility, the permission gate, pending
+approvals, the read-before-edit set and the State backend's files. Model
+calls and every non-State tool call are activities; the State backend runs
+in-workflow because its operations are pure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from activities.dispatch import run_tool
+    from activities.messages import (
+        Message,
+        ModelRequest,
+        ModelResponse,
+        TextBlock,
+        ToolCall,
+        Usage,
+    )
+    from activities.tool_types import ToolName, ToolOutcome, ToolRequest
+    from activities.tools import outcome_for_activity_error, tool_activity_options
+    from backends.composite import Router
+    from backends.formatting import Rendered, format_error, not_read_before_edit
+    from backends.paths import is_within, validate_path
+    from backends.permissions import check_execute_config, matching_interrupt_rule
+    from backends.state import StateBackend
+    from workflows import fanout
+    from workflows import tool_descriptions as descriptions
+    from workflows.approvals import (
+        EDITED_NOTE,
+        ApprovalBook,
+        call_signature,
+        rejection_text,
+        repeated_rejection_text,
+    )
+    from workflows.gate import PATH_FIELDS, CheckedCall, check_call, deny_gate, rule_index
+    from workflows.inputs import (
+        AgentInput,
+        AgentResult,
+        AgentStatus,
+        BackendRef,
+        CarryOver,
+        Decision,
+        DecisionAck,
+        PendingApproval,
+        StopReason,
+        UserMessage,
+    )
+
+MODEL_ACTIVITY = "filegate.model"
+
+
+def _rendered(result: Rendered) -> ToolOutcome:
+    return ToolOutcome(content=result.text, status="error" if result.is_error else "success")
+
+
+def transcript_json(messages: list[Message]) -> list[dict[str, Any]]:
+    """SPEC §10 transcript: role/content plus tool_calls, tool_call_id, status when set."""
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        item = message.model_dump(mode="json", exclude_none=True, exclude={"name"})
+        out.append(item)
+    return out
+
+
+@workflow.defn(name="AgentWorkflow")
+class AgentWorkflow:
+    """One agent thread: model turns, gated tool calls, human approvals."""
+
+    @workflow.init
+    def __init__(self, input: AgentInput) -> None:
+        self._input = input
+        carry = input.carry or CarryOver()
+        self._messages: list[Message] = list(carry.messages)
+        self._seen: set[str] = set(carry.seen_paths)
+        self._call_index = carry.call_index
+        self._usage = carry.usage.model_copy()
+        counters = carry.counters
+        self._steps = counters.get("steps", 0)
+        self._tool_calls = counters.get("tool_calls", 0)
+        self._tool_errors = counters.get("tool_errors", 0)
+        self._book = ApprovalBook(seq=carry.approval_seq, rejected=carry.rejected)
+        self._book.total = counters.get("approvals", 0)
+        self._inbox: list[Message] = []
+        self._end_requested = False
+        self._state = "running"
+        self._awaiting_model = carry.awaiting_model
+        spec = input.backend
+        self._router = Router([route.prefix for route in spec.routes])
+        self._enabled = descriptions.whitelisted_tools(input.tools)
+        self._states: dict[str, StateBackend] = {}
+        for ref in spec.all_backends():
+            if ref.kind == "state" and ref.name not in self._states:
+                saved = carry.state_files.get(ref.name)
+                self._states[ref.name] = (
+                    StateBackend.from_dict(saved) if saved is not None else StateBackend()
+                )
+        if input.carry is None:
+            self._messages.extend(input.messages)
+            if input.task:
+                self._messages.append(Message(role="user", content=input.task))
+            self._awaiting_model = bool(self._messages)
+
+    # ------------------------------------------------------------------ run
+
+    @workflow.run
+    async def run(self, input: AgentInput) -> AgentResult:
+        self._check_config()
+        final = ""
+        steps_this_run = 0
+        while True:
+            self._drain_inbox()
+            if not self._awaiting_model:
+                reason = await self._wait_for_more()
+                if reason is not None:
+                    return self._result(final or self._last_answer(), reason)
+                continue
+            if self._steps >= input.limits.max_steps:
+                return self._result(self._last_answer(), "max_steps")
+            limit = input.limits.max_total_tokens
+            if limit is not None and self._usage.input_tokens + self._usage.output_tokens >= limit:
+                return self._result(self._last_answer(), "token_limit")
+            if steps_this_run >= input.continue_as_new_after_steps or (
+                steps_this_run > 0 and workflow.info().is_continue_as_new_suggested()
+            ):
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                workflow.continue_as_new(self._continued_input())
+            response = await self._call_model()
+            steps_this_run += 1
+            reply = response.message.model_copy(update={"role": "assistant"})
+            self._messages.append(reply)
+            if reply.tool_calls:
+                await self._run_tool_calls(reply.tool_calls)
+                continue
+            final = reply.text()
+            self._awaiting_model = False
+            if not input.wait_for_messages:
+                return self._result(final, "final_answer")
+
+    def _check_config(self) -> None:
+        spec = self._input.backend
+        unreachable = [r.prefix for r in spec.routes if r.backend.shell_path is None]
+        try:
+            check_execute_config(
+                self._input.permissions,
+                can_execute=spec.default.can_execute,
+                unreachable_prefixes=unreachable,
+            )
+        except ValueError as error:
+            raise ApplicationError(
+                str(error), type="InvalidConfiguration", non_retryable=True
+            ) from None
+
+    async def _wait_for_more(self) -> StopReason | None:
+        """Idle after a final answer: None when a new user message arrived."""
+        if not self._input.wait_for_messages or self._end_requested:
+            return "ended" if self._end_requested else "final_answer"
+        self._state = "idle"
+        timeout = self._input.idle_timeout_seconds
+        try:
+            await workflow.wait_condition(
+                lambda: bool(self._inbox) or self._end_requested,
+                timeout=timedelta(seconds=timeout) if timeout is not None else None,
+            )
+        except TimeoutError:
+            return "idle_timeout"
+        self._state = "running"
+        if self._inbox:
+            return None
+        return "ended"
+
+    def _drain_inbox(self) -> None:
+        if self._inbox:
+            self._messages.extend(self._inbox)
+            self._inbox.clear()
+            self._awaiting_model = True
+
+    def _last_answer(self) -> str:
+        for message in reversed(self._messages):
+            if message.role == "assistant" and not message.tool_calls:
+                return message.text()
+        return ""
+
+    def _result(self, final: str, reason: StopReason) -> AgentResult:
+        self._state = "done"
+        return AgentResult(
+            final_answer=final,
+            stop_reason=reason,
+            steps=self._steps,
+            tool_calls=self._tool_calls,
+            tool_errors=self._tool_errors,
+            approvals=self._book.total,
+            usage=self._usage,
+            transcript=transcript_json(self._messages),
+        )
+
+    def _continued_input(self) -> AgentInput:
+        carry = CarryOver(
+            messages=self._messages,
+            state_files={name: backend.to_dict() for name, backend in self._states.items()},
+            seen_paths=sorted(self._seen),
+            rejected=dict(self._book.rejected),
+            call_index=self._call_index,
+            counters={
+                "steps": self._steps,
+                "tool_calls": self._tool_calls,
+                "tool_errors": self._tool_errors,
+                "approvals": self._book.total,
+            },
+            usage=self._usage,
+            approval_seq=self._book.seq,
+            awaiting_model=self._awaiting_model,
+        )
+        return self._input.model_copy(update={"carry": carry, "messages": [], "task": None})
+
+    # ---------------------------------------------------------------- model
+
+    def _visible(self) -> list[ToolName]:
+        return descriptions.visible_tools(self._enabled, self._input.backend)
+
+    async def _call_model(self) -> ModelResponse:
+        visible = self._visible()
+        spec = self._input.model
+        if spec.max_output_tokens is None and self._input.limits.max_output_tokens is not None:
+            spec = spec.model_copy(
+                update={"max_output_tokens": self._input.limits.max_output_tokens}
+            )
+        request = ModelRequest(
+            model=spec,
+            system=descriptions.system_prompt(
+                self._input.system_prompt, visible, self._input.backend
+            ),
+            messages=self._messages,
+            tools=descriptions.tool_specs(visible, self._input.tool_descriptions),
+            call_index=self._call_index,
+        )
+        limits = self._input.limits
+        response = await workflow.execute_activity(
+            MODEL_ACTIVITY,
+            request,
+            result_type=ModelResponse,
+            start_to_close_timeout=timedelta(seconds=limits.model_timeout_seconds),
+            retry_policy=RetryPolicy(
+                initial_interval=timedelta(seconds=1),
+                backoff_coefficient=2.0,
+                maximum_interval=timedelta(seconds=60),
+                maximum_attempts=limits.model_max_attempts,
+                non_retryable_error_types=["ModelRequestError"],
+            ),
+        )
+        self._call_index += 1
+        self._steps += 1
+        self._usage = Usage(
+            input_tokens=self._usage.input_tokens + response.usage.input_tokens,
+            output_tokens=self._usage.output_tokens + response.usage.output_tokens,
+        )
+        return response
+
+    # ---------------------------------------------------------------- tools
+
+    async def _run_tool_calls(self, calls: list[ToolCall]) -> None:
+        """Run one turn's calls concurrently; calls on the same path keep their order."""
+        chains: dict[str, asyncio.Task[ToolOutcome]] = {}
+        tasks: list[asyncio.Task[ToolOutcome]] = []
+        for call in calls:
+            key = self._order_key(call)
+            previous = chains.get(key) if key is not None else None
+            task = asyncio.create_task(self._one_call(call, previous))
+            if key is not None:
+                chains[key] = task
+            tasks.append(task)
+        outcomes = await asyncio.gather(*tasks)
+        for call, outcome in zip(calls, outcomes, strict=True):
+            self._tool_calls += 1
+            if outcome.status == "error":
+                self._tool_errors += 1
+            self._messages.append(
+                Message(
+                    role="tool",
+                    content=outcome.content,
+                    tool_call_id=call.id,
+                    status=outcome.status,
+                    name=call.name,
+                )
+            )
+
+    @staticmethod
+    def _order_key(call: ToolCall) -> str | None:
+        if call.name == "execute":
+            return "<shell>"
+        field = PATH_FIELDS.get(call.name)
+        if field is None or not isinstance(call.args, dict):
+            return None
+        raw = call.args.get(field)
+        try:
+            return validate_path(raw)
+        except ValueError:
+            return None
+
+    def _check(self, tool: str, args: Any) -> CheckedCall | Rendered:
+        return check_call(
+            tool,
+            args,
+            allowed=self._visible(),
+            router=self._router,
+            max_args_chars=self._input.limits.max_tool_args_chars,
+            max_execute_timeout=self._input.limits.max_execute_timeout,
+        )
+
+    def _gate(self, call: CheckedCall) -> Rendered | None:
+        return deny_gate(self._input.permissions, call, has_descendants=self._has_descendants(call))
+
+    def _has_descendants(self, call: CheckedCall) -> bool:
+        """Only the State backend can be asked cheaply; remote targets count as trees."""
+        if call.tool != "delete" or call.local_path is None:
+            return True
+        ref = self._input.backend.backend_for(call.prefix)
+        if ref.kind != "state":
+            return True
+        return any(
+            p.startswith(call.local_path.rstrip("/") + "/") for p in self._states[ref.name].paths()
+        )
+
+    async def _one_call(
+        self, call: ToolCall, previous: asyncio.Task[ToolOutcome] | None
+    ) -> ToolOutcome:
+        if previous is not None:
+            await workflow.wait([previous])
+        checked = self._check(call.name, call.args)
+        if isinstance(checked, Rendered):
+            return _rendered(checked)
+        refused = self._gate(checked)
+        if refused is not None:
+            return _rendered(refused)
+        note = ""
+        rule = matching_interrupt_rule(self._input.permissions, checked.tool, checked.args)
+        if rule is not None:
+            decided = await self._ask_human(call, checked, rule)
+            if isinstance(decided, ToolOutcome):
+                return decided
+            if decided is not checked:
+                note = EDITED_NOTE.format(args=decided.args)
+            checked = decided
+        outcome = await self._execute(checked, call.id, edited=bool(note))
+        if note:
+            outcome = _with_note(outcome, note)
+        return outcome
+
+    async def _ask_human(
+        self, call: ToolCall, checked: CheckedCall, rule: Any
+    ) -> CheckedCall | ToolOutcome:
+        """Wait for a decision; return the call to run or the final tool result."""
+        signature = call_signature(checked.tool, checked.args)
+        earlier = self._book.previous_rejection(signature)
+        if earlier is not None:
+            return ToolOutcome(content=repeated_rejection_text(earlier or None), status="error")
+        index = rule_index(self._input.permissions, rule)
+        approval = self._book.open(
+            tool=checked.tool,
+            args=checked.args,
+            rule=rule.model_dump(mode="json") | {"index": index},
+            tool_call_id=call.id,
+            now=workflow.now().isoformat(),
+        )
+        timeout, on_timeout = self._input.approvals.policy_for(index)
+        decided = lambda: self._book.is_decided(approval.id)  # noqa: E731
+        try:
+            await workflow.wait_condition(
+                decided, timeout=timedelta(seconds=timeout) if timeout is not None else None
+            )
+        except TimeoutError:
+            if on_timeout == "reject":
+                self._book.record(
+                    Decision(id=approval.id, decision="reject", reason="approval timed out")
+                )
+            else:
+                self._book.escalate(approval.id)
+                await workflow.wait_condition(decided)
+        decision = self._book.close(approval.id)
+        if decision.decision == "approve":
+            return checked
+        if decision.decision == "respond":
+            return ToolOutcome(content=decision.message or "", status="success")
+        if decision.decision == "reject":
+            self._book.remember_rejection(signature, decision.reason)
+            return ToolOutcome(content=rejection_text(decision.reason), status="error")
+        edited = self._check(checked.tool, decision.args)
+        if isinstance(edited, Rendered):
+            return _rendered(edited)
+        refused = self._gate(edited)
+        if refused is not None:
+            return _rendered(refused)
+        return edited
+
+    async def _execute(
+        self, call: CheckedCall, tool_call_id: str, *, edited: bool = False
+    ) -> ToolOutcome:
+        if call.tool == "edit_file" and call.path not in self._seen:
+            return _rendered(not_read_before_edit(call.path or ""))
+        ref = self._input.backend.backend_for(call.prefix)
+        if call.tool == "delete" and not ref.can_delete:
+            return _rendered(format_error(f"delete is not supported for {call.path}"))
+        if fanout.needs_fanout(self._router, call.tool, call.args):
+
+            async def run_target(prefix: str | None, args: dict[str, Any]) -> ToolOutcome:
+                return await self._on_backend(call.tool, prefix, args, tool_call_id, edited)
+
+            return _rendered(await fanout.fan_out(self._router, call.tool, call.args, run_target))
+        local_args = dict(call.args)
+        if call.path is not None and call.local_path is not None:
+            local_args[PATH_FIELDS[call.tool]] = call.local_path
+        outcome = await self._on_backend(call.tool, call.prefix, local_args, tool_call_id, edited)
+        if outcome.status == "success" and call.path is not None:
+            if call.tool in ("read_file", "write_file", "edit_file"):
+                self._seen.add(call.path)
+            elif call.tool == "delete":
+                self._seen = {p for p in self._seen if not is_within(p, call.path)}
+        return outcome
+
+    async def _on_backend(
+        self,
+        tool: ToolName,
+        prefix: str | None,
+        local_args: dict[str, Any],
+        tool_call_id: str,
+        edited: bool = False,
+    ) -> ToolOutcome:
+        """Run one call with backend-local args on the backend serving route ``prefix``."""
+        ref = self._input.backend.backend_for(prefix)
+        request = ToolRequest(
+            tool=tool,
+            backend=ref.name,
+            args=local_args,
+            tool_call_id=tool_call_id,
+            workflow_id=workflow.info().workflow_id,
+            route_prefix=prefix or "/",
+            permissions=self._input.permissions,
+            reviewer_edited=edited,
+        )
+        return await self._dispatch(ref, request)
+
+    async def _dispatch(self, ref: BackendRef, request: ToolRequest) -> ToolOutcome:
+        if ref.kind == "state":
+            backend = self._states[ref.name]
+            backend.set_now(workflow.now().isoformat())
+            return run_tool(backend, request)
+        options = tool_activity_options(request.tool, execute_timeout=request.args.get("timeout"))
+        try:
+            return await workflow.execute_activity(
+                f"filegate.{request.tool}",
+                request,
+                result_type=ToolOutcome,
+                task_queue=ref.task_queue,
+                **options,
+            )
+        except ActivityError as error:
+            return outcome_for_activity_error(request.tool, error)
+
+    # ------------------------------------------------------------- handlers
+
+    def _check_edit(self, tool: str, args: dict[str, Any]) -> str | None:
+        checked = self._check(tool, args)
+        if isinstance(checked, Rendered):
+            return checked.text
+        refused = self._gate(checked)
+        return refused.text if refused is not None else None
+
+    @workflow.query(name="pending_approvals")
+    def pending_approvals(self) -> list[PendingApproval]:
+        return [a for a in self._book.pending.values() if not self._book.is_decided(a.id)]
+
+    @workflow.query(name="status")
+    def status(self) -> AgentStatus:
+        pending = self.pending_approvals()
+        state = self._state
+        if state == "running" and pending:
+            state = "awaiting_approval"
+        last = transcript_json(self._messages[-1:])
+        return AgentStatus(
+            step=self._steps,
+            state=state,  # type: ignore[arg-type]
+            pending_approvals=pending,
+            last_message=last[0] if last else None,
+            tool_calls=self._tool_calls,
+            tool_errors=self._tool_errors,
+        )
+
+    @workflow.query(name="transcript")
+    def transcript(self) -> list[dict[str, Any]]:
+        return transcript_json(self._messages)
+
+    @workflow.signal(name="decide")
+    def decide_signal(self, decision: Decision) -> None:
+        """Fire-and-forget decision; invalid ones are logged and dropped."""
+        try:
+            self._book.check(decision, self._check_edit)
+        except ValueError as error:
+            workflow.logger.warning("ignored decision %s: %s", decision.id, error)
+            return
+        self._book.record(decision)
+
+    @workflow.update(name="decide")
+    def decide_update(self, decision: Decision) -> DecisionAck:
+        self._book.record(decision)
+        return DecisionAck(id=decision.id, decision=decision.decision)
+
+    @decide_update.validator
+    def _validate_decide(self, decision: Decision) -> None:
+        self._book.check(decision, self._check_edit)
+
+    @workflow.signal(name="add_message")
+    def add_message_signal(self, message: UserMessage) -> None:
+        self._accept_message(message)
+
+    @workflow.update(name="add_message")
+    def add_message_update(self, message: UserMessage) -> int:
+        self._accept_message(message)
+        return len(self._inbox)
+
+    @add_message_update.validator
+    def _validate_add_message(self, message: UserMessage) -> None:
+        if self._state == "done":
+            raise ValueError("the agent thread has finished")
+        if not message.end and not message.content.strip():
+            raise ValueError("empty message")
+
+    def _accept_message(self, message: UserMessage) -> None:
+        if message.end:
+            self._end_requested = True
+        if message.content.strip():
+            self._inbox.append(Message(role="user", content=message.content))
+
+
+def _with_note(outcome: ToolOutcome, note: str) -> ToolOutcome:
+    """Prefix the result with the reviewer-edit note (text or block content)."""
+    if isinstance(outcome.content, str):
+        return outcome.model_copy(update={"content": f"{note}\n{outcome.content}"})
+    return outcome.model_copy(update={"content": [TextBlock(text=note), *outcome.content]})

@@ -1,0 +1,254 @@
+"""Typed input, output and handler payloads of the agent workflow.
+
+Everything here enters workflow history, so it holds names and references only
+(never credentials): a remote backend is a *name* served by workers on a task
+queue, and its capabilities are declared because the workflow cannot probe an
+object that lives in another process.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from activities.messages import Message, ModelSpec, Usage
+from activities.tool_types import ToolName
+from backends.permissions import FilesystemPermission
+
+DEFAULT_MAX_EXECUTE_TIMEOUT = 3600.0
+"""Largest ``execute`` timeout the model may ask for (SPEC §2)."""
+
+
+class BackendRef(BaseModel):
+    """One backend as the workflow knows it: where it runs and what it can do.
+
+    ``kind="state"`` keeps files in the workflow itself (no worker needed);
+    ``kind="remote"`` sends each call to ``task_queue`` where a tools worker
+    serves a backend registered under ``name``.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["state", "remote"] = "state"
+    name: str = "state"
+    task_queue: str | None = None
+    can_execute: bool = False
+    can_delete: bool = True
+    shell_path: str | None = None
+    """Host directory at which the default backend's shell sees this backend's
+    root (for the shell-vs-virtual-paths prompt); None = the shell cannot reach it."""
+
+    @model_validator(mode="after")
+    def _remote_needs_queue(self) -> BackendRef:
+        if self.kind == "remote" and not self.task_queue:
+            raise ValueError(f"remote backend {self.name!r} needs a task_queue")
+        if self.kind == "state" and self.can_execute:
+            raise ValueError("the State backend cannot execute commands")
+        return self
+
+
+class RouteSpec(BaseModel):
+    """A composite route: virtual ``prefix`` served by ``backend``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    prefix: str
+    backend: BackendRef
+
+
+class BackendSpec(BaseModel):
+    """The agent's file space: a default backend plus optional composite routes."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    default: BackendRef = Field(default_factory=BackendRef)
+    routes: list[RouteSpec] = Field(default_factory=list)
+
+    @property
+    def is_composite(self) -> bool:
+        return bool(self.routes)
+
+    def backend_for(self, prefix: str | None) -> BackendRef:
+        """The backend serving route ``prefix`` (None = the default)."""
+        if prefix is None:
+            return self.default
+        for route in self.routes:
+            if _norm_prefix(route.prefix) == _norm_prefix(prefix):
+                return route.backend
+        return self.default
+
+    def all_backends(self) -> list[BackendRef]:
+        return [self.default, *(r.backend for r in self.routes)]
+
+
+def _norm_prefix(prefix: str) -> str:
+    return "/" + prefix.strip("/") + "/" if prefix.strip("/") else "/"
+
+
+class Limits(BaseModel):
+    """Budgets that end a run (stop reasons) or bound a single call."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_steps: int = 50
+    """Model calls per run before stopping with ``max_steps``."""
+    max_total_tokens: int | None = None
+    """Input + output tokens summed over the run before stopping with ``token_limit``."""
+    max_output_tokens: int | None = None
+    """Passed to the model as its per-call output cap when the spec sets none."""
+    max_execute_timeout: float = DEFAULT_MAX_EXECUTE_TIMEOUT
+    max_tool_args_chars: int = 1_000_000
+    """Serialized tool-call arguments above this size are refused (history stays small)."""
+    model_timeout_seconds: float = 600.0
+    model_max_attempts: int = 5
+
+
+class RuleTimeout(BaseModel):
+    """Approval timeout override for the permission rule at ``rule_index``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    rule_index: int
+    timeout_seconds: float | None
+    on_timeout: Literal["reject", "escalate"] = "reject"
+
+
+class ApprovalConfig(BaseModel):
+    """How long an approval may stay pending and what happens then.
+
+    ``reject`` answers the model as if a reviewer rejected the call;
+    ``escalate`` marks the approval as escalated (visible in the query) and
+    keeps waiting without a deadline.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    timeout_seconds: float | None = None
+    on_timeout: Literal["reject", "escalate"] = "reject"
+    per_rule: list[RuleTimeout] = Field(default_factory=list)
+
+    def policy_for(self, rule_index: int | None) -> tuple[float | None, str]:
+        for override in self.per_rule:
+            if override.rule_index == rule_index:
+                return override.timeout_seconds, override.on_timeout
+        return self.timeout_seconds, self.on_timeout
+
+
+class CarryOver(BaseModel):
+    """Thread state handed to the next run by continue-as-new."""
+
+    messages: list[Message] = Field(default_factory=list)
+    state_files: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    seen_paths: list[str] = Field(default_factory=list)
+    rejected: dict[str, str] = Field(default_factory=dict)
+    """Signatures of rejected calls -> the reviewer's reason ('' when none)."""
+    call_index: int = 0
+    counters: dict[str, int] = Field(default_factory=dict)
+    usage: Usage = Field(default_factory=Usage)
+    approval_seq: int = 0
+    awaiting_model: bool = False
+
+
+class AgentInput(BaseModel):
+    """Everything an agent run needs; no secrets (keys live in the workers' env)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task: str | None = None
+    messages: list[Message] = Field(default_factory=list)
+    model: ModelSpec = Field(default_factory=ModelSpec)
+    backend: BackendSpec = Field(default_factory=BackendSpec)
+    permissions: list[FilesystemPermission] = Field(default_factory=list)
+    tools: list[ToolName] | None = None
+    """Whitelist of tool names (read_file is always kept); None = all."""
+    tool_descriptions: dict[str, str] = Field(default_factory=dict)
+    """User-supplied descriptions; used verbatim, never rewritten."""
+    system_prompt: str | None = None
+    limits: Limits = Field(default_factory=Limits)
+    approvals: ApprovalConfig = Field(default_factory=ApprovalConfig)
+    wait_for_messages: bool = False
+    """After a final answer, wait for ``add_message`` instead of completing."""
+    idle_timeout_seconds: float | None = None
+    """With ``wait_for_messages``: complete after this long without a new message."""
+    continue_as_new_after_steps: int = 200
+    """Steps per run before the thread continues as new (history stays bounded)."""
+    carry: CarryOver | None = None
+
+    @model_validator(mode="after")
+    def _has_something_to_do(self) -> AgentInput:
+        if (
+            self.carry is None
+            and not self.task
+            and not self.messages
+            and not self.wait_for_messages
+        ):
+            raise ValueError("AgentInput needs a task or messages (or wait_for_messages=True)")
+        return self
+
+
+StopReason = Literal["final_answer", "max_steps", "token_limit", "idle_timeout", "ended"]
+
+
+class AgentResult(BaseModel):
+    final_answer: str
+    stop_reason: StopReason
+    steps: int = 0
+    tool_calls: int = 0
+    tool_errors: int = 0
+    approvals: int = 0
+    usage: Usage = Field(default_factory=Usage)
+    transcript: list[dict[str, Any]] = Field(default_factory=list)
+
+
+DecisionKind = Literal["approve", "edit", "reject", "respond"]
+
+
+class Decision(BaseModel):
+    """A reviewer's answer to one pending approval (signal or update ``decide``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    decision: DecisionKind
+    args: dict[str, Any] | None = None
+    """``edit``: the replacement tool arguments."""
+    reason: str | None = None
+    """``reject``: optional reason passed on to the model."""
+    message: str | None = None
+    """``respond``: the text that becomes the tool result."""
+
+
+class PendingApproval(BaseModel):
+    id: str
+    tool: str
+    args: dict[str, Any]
+    rule: dict[str, Any] | None
+    requested_at: str
+    tool_call_id: str
+    escalated: bool = False
+
+
+class DecisionAck(BaseModel):
+    """Returned by the ``decide`` update once the decision is recorded."""
+
+    id: str
+    decision: DecisionKind
+
+
+class UserMessage(BaseModel):
+    """Payload of ``add_message``: a new user turn (``end`` closes an idle thread)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    content: str = ""
+    end: bool = False
+
+
+class AgentStatus(BaseModel):
+    step: int
+    state: Literal["running", "awaiting_approval", "idle", "done"]
+    pending_approvals: list[PendingApproval] = Field(default_factory=list)
+    last_message: dict[str, Any] | None = None
+    tool_calls: int = 0
+    tool_errors: int = 0
