@@ -1,48 +1,176 @@
-"""Filegate command line: run the agent worker or a tools worker for one backend.
+"""Filegate command line: workers, scripted runs, the demo, and human approvals.
 
 ``filegate worker --role agent`` serves the AgentWorkflow and the model
 activity; ``filegate worker --role tools --backend filesystem --root DIR
 --task-queue Q`` serves the file-tool activities of one backend on its own
 task queue (its configuration and credentials never leave this process).
 ``python worker.py --role ...`` is the same as ``filegate worker --role ...``.
-Subcommands live behind argparse subparsers so more (run, demo, approvals)
-can be added next to ``worker``.
+
+``filegate run`` and ``filegate demo`` start for their own duration whatever is
+missing (embedded Temporal and S3 servers, an agent worker and a tools worker)
+and stop what they started. ``filegate approvals / approve / reject / respond /
+edit / status`` are plain clients of any Temporal address: they find pending
+approvals with a visibility query and send decisions as the workflow's
+``decide`` update, so a bad id is refused immediately (SPEC §5, §10).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import os
+import shlex
 import signal
 import sys
-from collections.abc import Callable, Sequence
+import tempfile
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from temporalio.client import Client
+from temporalio.client import (
+    Client,
+    WorkflowFailureError,
+    WorkflowHandle,
+    WorkflowQueryFailedError,
+    WorkflowUpdateFailedError,
+)
+from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.service import RPCError, TLSConfig
 from temporalio.worker import Worker
 
+from activities.messages import ModelSpec
 from activities.model import call_model
+from activities.tool_types import TOOL_ORDER
+from backends.embedded import LOOPBACK, ManagedServer, S3DevServer, TemporalDevServer, is_listening
+from backends.permissions import FilesystemPermission, check_execute_config
 from backends.protocol import BackendProtocol
-from backends.settings import Settings
-from workflows import AgentWorkflow
+from backends.settings import ENV_PREFIX, Settings
+from workflows import (
+    AgentInput,
+    AgentResult,
+    AgentWorkflow,
+    BackendRef,
+    BackendSpec,
+    Decision,
+    PendingApproval,
+    RouteSpec,
+)
 
 log = logging.getLogger("filegate.worker")
 
 BACKEND_KINDS = ("filesystem", "local-shell", "state")
 
+DEFAULT_TEMPORAL_ADDRESS: str = Settings.model_fields["temporal_address"].default
+"""Temporal's usual local address; ``run`` starts or reuses a server there."""
 
-async def connect(settings: Settings | None = None) -> Client:
+QUERY_TIMEOUT = timedelta(seconds=5)
+"""RPC budget of one query: a workflow whose worker is gone must not hang a CLI."""
+
+
+class CliError(Exception):
+    """A failure the CLI reports as one clear line and a non-zero exit code."""
+
+    def __init__(self, message: str, code: int = 1) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+# =========================================================================== connection
+
+
+@dataclass(frozen=True)
+class Target:
+    """Which Temporal frontend a command talks to, and whether the user chose it."""
+
+    settings: Settings
+    tls: TLSConfig | None = None
+    configured: bool = False
+    """True when the address came from a flag or the environment: never auto-start."""
+
+
+_TLS_ENV = {
+    "tls_cert": ("FILEGATE_TLS_CERT", "TEMPORAL_TLS_CERT"),
+    "tls_key": ("FILEGATE_TLS_KEY", "TEMPORAL_TLS_KEY"),
+    "tls_ca": ("FILEGATE_TLS_CA", "TEMPORAL_TLS_CA"),
+}
+"""TLS file paths: flag, else ``FILEGATE_*``, else the ``temporal`` CLI's variable."""
+
+
+def _env_first(names: Sequence[str]) -> str | None:
+    for name in names:
+        value = os.environ.get(name, "").strip()
+        if value:
+            return value
+    return None
+
+
+def _read_file(path: str, what: str) -> bytes:
+    try:
+        return Path(path).expanduser().read_bytes()
+    except OSError as exc:
+        raise CliError(f"cannot read {what} {path}: {exc.strerror or exc}", 2) from None
+
+
+def tls_config(args: argparse.Namespace) -> TLSConfig | None:
+    """A TLS config when any certificate option is set (mTLS when cert and key are)."""
+    paths = {key: getattr(args, key, None) or _env_first(names) for key, names in _TLS_ENV.items()}
+    if not any(paths.values()):
+        return None
+    if bool(paths["tls_cert"]) != bool(paths["tls_key"]):
+        raise CliError("--tls-cert and --tls-key go together", 2)
+
+    def load(key: str, what: str) -> bytes | None:
+        path = paths[key]
+        return _read_file(path, what) if path else None
+
+    return TLSConfig(
+        server_root_ca_cert=load("tls_ca", "CA certificate"),
+        client_cert=load("tls_cert", "client certificate"),
+        client_private_key=load("tls_key", "client key"),
+    )
+
+
+def target_from(args: argparse.Namespace) -> Target:
+    """Settings from the environment, overridden by ``--address`` / ``--namespace``."""
+    settings = Settings.from_env()
+    updates: dict[str, Any] = {}
+    if getattr(args, "address", None):
+        updates["temporal_address"] = args.address
+    if getattr(args, "namespace", None):
+        updates["temporal_namespace"] = args.namespace
+    configured = bool(updates.get("temporal_address")) or any(
+        os.environ.get(name, "").strip()
+        for name in (ENV_PREFIX + "TEMPORAL_ADDRESS", Settings.FALLBACK_ENV["temporal_address"])
+    )
+    return Target(settings.model_copy(update=updates), tls_config(args), configured)
+
+
+async def connect(settings: Settings | None = None, tls: TLSConfig | None = None) -> Client:
     """A client with the pydantic converter every Filegate process must share."""
     settings = settings or Settings.from_env()
-    return await Client.connect(
-        settings.temporal_address,
-        namespace=settings.temporal_namespace,
-        data_converter=pydantic_data_converter,
-    )
+    try:
+        return await Client.connect(
+            settings.temporal_address,
+            namespace=settings.temporal_namespace,
+            data_converter=pydantic_data_converter,
+            tls=tls or False,
+        )
+    except RuntimeError as exc:  # the core SDK reports connection failures this way
+        raise CliError(
+            f"cannot connect to Temporal at {settings.temporal_address}: {exc}. Start one "
+            "(`filegate run` does it for you) or set TEMPORAL_ADDRESS."
+        ) from None
+
+
+# =========================================================================== workers
 
 
 def agent_worker(client: Client, task_queue: str, **options: Any) -> Worker:
@@ -116,9 +244,685 @@ async def run_until_stopped(worker: Worker, stop: asyncio.Event | None = None) -
             loop.remove_signal_handler(sig)
 
 
+@asynccontextmanager
+async def in_process_workers(
+    client: Client,
+    agent_queue: str,
+    tools_queue: str,
+    backends: dict[str, BackendProtocol],
+    journal_dir: Path,
+) -> AsyncIterator[None]:
+    """An agent worker and one tools worker, polling for the duration of the block."""
+    async with (
+        agent_worker(client, agent_queue),
+        tools_worker(client, tools_queue, backends, journal_dir),
+    ):
+        yield
+
+
+# =========================================================================== local services
+
+
+@dataclass(frozen=True)
+class S3Access:
+    """Where the artifact store is. Handed to tools workers once large-result
+    offload lands (SPEC §7); until then ``run``/``demo`` only make sure it is up."""
+
+    endpoint: str
+    access_key: str | None
+    secret_key: str | None
+    bucket: str
+    secure: bool = False
+
+
+@dataclass
+class LocalServices:
+    """The servers a command uses: configured, found running, or started by it."""
+
+    temporal_address: str
+    s3: S3Access
+    started: list[ManagedServer] = field(default_factory=list)
+
+    def describe(self) -> list[str]:
+        mine = {type(s).__name__ for s in self.started}
+        return [
+            f"Temporal at {self.temporal_address}"
+            + (" (embedded dev server, started)" if "TemporalDevServer" in mine else " (reused)"),
+            f"S3 at {self.s3.endpoint}"
+            + (" (embedded SeaweedFS, started)" if "S3DevServer" in mine else " (configured)"),
+        ]
+
+
+def _split_address(address: str) -> tuple[str, int]:
+    host, _, port = address.rpartition(":")
+    return host or LOOPBACK, int(port)
+
+
+@asynccontextmanager
+async def local_services(
+    target: Target, state_dir: Path, *, reuse_default: bool
+) -> AsyncIterator[LocalServices]:
+    """Start what is missing, yield where everything is, stop what was started.
+
+    Temporal: a configured address is used as is. Otherwise ``reuse_default``
+    (``run``) reuses a server on 127.0.0.1:7233 or starts one there, so another
+    terminal's ``filegate approvals`` finds it; without it (``demo``) a private
+    server starts on a free port. S3: a configured endpoint is used as is,
+    otherwise the embedded server starts on a free port. Both start in parallel.
+    """
+    settings = target.settings
+    starting: list[ManagedServer] = []
+    address = settings.temporal_address
+    if not target.configured:
+        host, port = _split_address(DEFAULT_TEMPORAL_ADDRESS)
+        if not (reuse_default and is_listening(host, port)):
+            server = TemporalDevServer(
+                state_dir / "temporal", host=host, port=port if reuse_default else None
+            )
+            address = server.address
+            starting.append(server)
+    if settings.s3_endpoint:
+        secret = settings.s3_secret_key.get_secret_value() if settings.s3_secret_key else None
+        s3 = S3Access(
+            settings.s3_endpoint, settings.s3_access_key, secret, settings.s3_bucket,
+            settings.s3_secure,
+        )  # fmt: skip
+    else:
+        weed = S3DevServer(state_dir / "s3", buckets=[settings.s3_bucket])
+        s3 = S3Access(weed.endpoint, weed.access_key, weed.secret_key, settings.s3_bucket)
+        starting.append(weed)
+    services = LocalServices(address, s3)
+    try:
+        outcomes = await asyncio.gather(
+            *(asyncio.to_thread(server.start) for server in starting), return_exceptions=True
+        )
+        services.started = [s for s, out in zip(starting, outcomes, strict=True) if s.running]
+        failures = [out for out in outcomes if isinstance(out, BaseException)]
+        if failures:
+            raise CliError(f"could not start a local service: {failures[0]}")
+        yield services
+    finally:
+        await asyncio.gather(*(asyncio.to_thread(server.stop) for server in services.started))
+
+
+def state_dir_for(settings: Settings, scratch: Path | None) -> Path:
+    """``FILEGATE_STATE_DIR`` when set, else ``scratch`` (a temp dir), else the default."""
+    if os.environ.get(ENV_PREFIX + "STATE_DIR", "").strip() or scratch is None:
+        return settings.state_dir.resolve()
+    return scratch
+
+
+# =========================================================================== progress
+
+
+def _one_line(text: str, width: int = 100) -> str:
+    """The first two non-blank lines of ``text``, cut to ``width``, plus how many more."""
+    lines = [part.strip() for part in text.strip().splitlines() if part.strip()]
+    line = " | ".join(lines[:2])
+    line = line if len(line) <= width else line[: width - 3] + "..."
+    return line + (f" (+{len(lines) - 2} more lines)" if len(lines) > 2 else "")
+
+
+def _content_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    return "\n".join(
+        b.get("text", f"[{b.get('type', 'block')}]") for b in content if isinstance(b, dict)
+    )
+
+
+def _args_text(args: dict[str, Any], width: int = 80) -> str:
+    text = json.dumps(args, ensure_ascii=False)
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+class Progress:
+    """Prints a run as it happens: tool calls, their results, approvals, the answer.
+
+    Fed from the ``transcript`` and ``pending_approvals`` queries, so it shows the
+    same thing for in-process and remote workers.
+    """
+
+    def __init__(self, write: Callable[[str], None]) -> None:
+        self.write = write
+        self.seen = 0
+        self.tool_names: dict[str, str] = {}
+        self.approvals_seen: set[str] = set()
+
+    def transcript(self, messages: list[dict[str, Any]]) -> None:
+        if len(messages) < self.seen:  # history was compacted: start over quietly
+            self.seen = len(messages)
+        for message in messages[self.seen :]:
+            self._message(message)
+        self.seen = len(messages)
+
+    def _message(self, message: dict[str, Any]) -> None:
+        role = message.get("role")
+        text = _content_text(message.get("content", ""))
+        if role == "user":
+            self.write(f"user: {_one_line(text)}")
+        elif role == "assistant":
+            for call in message.get("tool_calls") or []:
+                self.tool_names[call["id"]] = call["name"]
+                self.write(f"  -> {call['name']} {_args_text(call.get('args', {}))}")
+            if text.strip():
+                self.write(f"assistant: {_one_line(text)}")
+        elif role == "tool":
+            name = self.tool_names.get(message.get("tool_call_id", ""), "tool")
+            status = "ok" if message.get("status", "success") == "success" else "ERROR"
+            self.write(f"  <- {name} [{status}] {_one_line(text)}")
+
+    def new_approvals(self, pending: list[PendingApproval]) -> list[PendingApproval]:
+        fresh = [a for a in pending if a.id not in self.approvals_seen]
+        self.approvals_seen.update(a.id for a in fresh)
+        return fresh
+
+
+async def follow(
+    handle: WorkflowHandle[Any, AgentResult],
+    progress: Progress,
+    on_approval: Callable[[PendingApproval], Awaitable[None]],
+    interval: float = 0.2,
+) -> AgentResult:
+    """Wait for the run's result while printing progress and reporting new approvals."""
+    result_task: asyncio.Task[AgentResult] = asyncio.create_task(handle.result())
+    try:
+        while not result_task.done():
+            try:
+                # Approvals first: the transcript read after them already holds
+                # the tool calls they belong to, so output stays in order.
+                pending = await handle.query(
+                    AgentWorkflow.pending_approvals, rpc_timeout=QUERY_TIMEOUT
+                )
+                progress.transcript(
+                    await handle.query(AgentWorkflow.transcript, rpc_timeout=QUERY_TIMEOUT)
+                )
+                for approval in progress.new_approvals(pending):
+                    await on_approval(approval)
+            except (RPCError, WorkflowQueryFailedError) as exc:
+                log.debug("progress query failed: %s", exc)
+            await asyncio.wait({result_task}, timeout=interval)
+        result = result_task.result()
+    finally:
+        result_task.cancel()
+    progress.transcript(result.transcript)
+    return result
+
+
+def _say(text: str = "") -> None:
+    print(text, flush=True)
+
+
+def _failure_text(exc: BaseException) -> str:
+    """The innermost cause's message: what actually went wrong."""
+    while exc.__cause__ is not None:
+        exc = exc.__cause__
+    return getattr(exc, "message", None) or str(exc)
+
+
+# =========================================================================== run
+
+
+def parse_model(text: str) -> ModelSpec:
+    """``scripted:FILE`` | ``openai:NAME`` | ``anthropic:NAME`` -> a ModelSpec."""
+    provider, sep, name = text.partition(":")
+    if not sep or not name or provider not in ("scripted", "openai", "anthropic"):
+        raise CliError(f"--model {text!r}: use scripted:FILE, openai:NAME or anthropic:NAME", 2)
+    if provider != "scripted":
+        return ModelSpec(provider=provider, name=name)  # type: ignore[arg-type]
+    from activities.providers.scripted import load_script
+
+    path = Path(name).expanduser().resolve()
+    try:
+        load_script(path.read_text(encoding="utf-8"), f"file {path}")
+    except OSError as exc:
+        raise CliError(f"cannot read script {path}: {exc.strerror or exc}", 2) from None
+    except Exception as exc:  # load_script raises a non-retryable ApplicationError
+        raise CliError(_failure_text(exc), 2) from None
+    return ModelSpec(provider="scripted", name=str(path))
+
+
+def load_permissions(path: str | None) -> list[FilesystemPermission]:
+    """``--permissions FILE``: a JSON list of ``{operations, paths, mode}``."""
+    if not path:
+        return []
+    try:
+        data = json.loads(_read_file(path, "permissions file"))
+    except json.JSONDecodeError as exc:
+        raise CliError(f"permissions file {path} is not valid JSON: {exc}", 2) from None
+    if not isinstance(data, list):
+        raise CliError(f"permissions file {path} must hold a JSON list of rules", 2)
+    try:
+        return [FilesystemPermission.model_validate(rule) for rule in data]
+    except ValueError as exc:
+        raise CliError(f"invalid rule in {path}: {exc}", 2) from None
+
+
+def _approval_hint(workflow_id: str) -> Callable[[PendingApproval], Awaitable[None]]:
+    async def show(approval: PendingApproval) -> None:
+        _say(
+            f"  ?? approval {approval.id} needed: {approval.tool} {_args_text(approval.args)}\n"
+            f"     decide from another terminal: filegate approve {approval.id} "
+            f"--workflow {workflow_id}  (or reject / respond / edit)"
+        )
+
+    return show
+
+
+async def _run_command(args: argparse.Namespace) -> int:
+    target = target_from(args)
+    model = parse_model(args.model)
+    rules = load_permissions(args.permissions)
+    root = Path(args.root).expanduser().resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    if args.shell:
+        try:
+            check_execute_config(rules, can_execute=True)
+        except ValueError as exc:
+            raise CliError(str(exc), 2) from None
+    workflow_id = args.workflow_id or f"filegate-run-{uuid.uuid4().hex[:12]}"
+    # Queues derive from the workflow id: re-running with the same --workflow-id
+    # attaches to a still-running thread and serves it again.
+    agent_queue = f"{workflow_id}.agent"
+    tools_queue = f"{workflow_id}.tools"
+    name = "workspace"
+    backend = make_backend("local-shell" if args.shell else "filesystem", root)
+    ref = BackendRef(
+        kind="remote", name=name, task_queue=tools_queue,
+        can_execute=args.shell, shell_path=str(root) if args.shell else None,
+    )  # fmt: skip
+    input = AgentInput(
+        task=args.task, model=model, backend=BackendSpec(default=ref), permissions=rules
+    )
+    state_dir = target.settings.state_dir.resolve()
+    _say(f"workflow id: {workflow_id}")
+    async with local_services(target, state_dir, reuse_default=True) as services:
+        for line in services.describe():
+            log.info("%s", line)
+        settings = target.settings.model_copy(
+            update={"temporal_address": services.temporal_address}
+        )
+        client = await connect(settings, target.tls)
+        async with in_process_workers(
+            client, agent_queue, tools_queue, {name: backend}, state_dir / "journal" / name
+        ):
+            handle = await client.start_workflow(
+                AgentWorkflow.run, input, id=workflow_id, task_queue=agent_queue,
+                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            )  # fmt: skip
+            try:
+                result = await follow(handle, Progress(_say), _approval_hint(workflow_id))
+            except WorkflowFailureError as exc:
+                raise CliError(f"workflow {workflow_id} failed: {_failure_text(exc)}") from None
+    if args.transcript:
+        out = Path(args.transcript).expanduser()
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(result.transcript, indent=2, ensure_ascii=False) + "\n")
+    _say(
+        f"completed: {result.stop_reason} after {result.steps} model calls, "
+        f"{result.tool_calls} tool calls ({result.tool_errors} errors), "
+        f"{result.approvals} approvals"
+    )
+    _say(f"final answer: {result.final_answer}")
+    return 0
+
+
+# =========================================================================== approvals
+
+
+RUNNING_AGENTS = "WorkflowType = 'AgentWorkflow' AND ExecutionStatus = 'Running'"
+
+
+def _quoted(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+async def pending_approvals(client: Client, workflow_id: str | None = None) -> list[dict[str, Any]]:
+    """Pending approvals of every running AgentWorkflow (or of one), SPEC §10 shape."""
+    query = RUNNING_AGENTS
+    if workflow_id:
+        query += f" AND WorkflowId = {_quoted(workflow_id)}"
+    ids = sorted({wf.id async for wf in client.list_workflows(query)})
+
+    async def of(wf_id: str) -> list[PendingApproval]:
+        try:
+            return await client.get_workflow_handle(wf_id).query(
+                AgentWorkflow.pending_approvals, rpc_timeout=QUERY_TIMEOUT
+            )
+        except (RPCError, WorkflowQueryFailedError) as exc:
+            print(f"filegate: skipped {wf_id}: {exc}", file=sys.stderr)
+            return []
+
+    found = await asyncio.gather(*(of(wf_id) for wf_id in ids))
+    return [
+        {"workflow_id": wf_id, "id": a.id, "tool": a.tool, "args": a.args, "rule": a.rule}
+        for wf_id, approvals in zip(ids, found, strict=True)
+        for a in approvals
+    ]
+
+
+async def _approvals_command(args: argparse.Namespace) -> int:
+    target = target_from(args)
+    client = await connect(target.settings, target.tls)
+    items = await pending_approvals(client, args.workflow)
+    if args.json:
+        _say(json.dumps(items, indent=2, ensure_ascii=False))
+        return 0
+    if not items:
+        _say("no pending approvals")
+    for item in items:
+        rule = item["rule"] or {}
+        _say(
+            f"{item['workflow_id']}  {item['id']}  {item['tool']} {_args_text(item['args'])}"
+            f"  (rule: {rule.get('mode', '?')} {', '.join(rule.get('paths', []))})"
+        )
+    return 0
+
+
+def _decision_from(args: argparse.Namespace) -> Decision:
+    if args.decision != "edit":
+        return Decision(
+            id=args.id, decision=args.decision,
+            reason=getattr(args, "reason", None), message=getattr(args, "message", None),
+        )  # fmt: skip
+    try:
+        edited = json.loads(args.args)
+    except json.JSONDecodeError as exc:
+        raise CliError(f"--args is not valid JSON: {exc}", 2) from None
+    if not isinstance(edited, dict):
+        raise CliError("--args must be a JSON object of tool arguments", 2)
+    return Decision(id=args.id, decision="edit", args=edited)
+
+
+async def _decide_command(args: argparse.Namespace) -> int:
+    decision = _decision_from(args)
+    target = target_from(args)
+    client = await connect(target.settings, target.tls)
+    handle = client.get_workflow_handle(args.workflow)
+    try:
+        ack = await handle.execute_update(AgentWorkflow.decide_update, decision)
+    except WorkflowUpdateFailedError as exc:
+        raise CliError(
+            f"{args.decision} refused by {args.workflow}: {_failure_text(exc)}"
+        ) from None
+    except RPCError as exc:
+        raise CliError(f"cannot reach workflow {args.workflow}: {exc.message}") from None
+    _say(f"{ack.decision}: approval {ack.id} of {args.workflow}")
+    return 0
+
+
+async def _status_command(args: argparse.Namespace) -> int:
+    target = target_from(args)
+    client = await connect(target.settings, target.tls)
+    handle = client.get_workflow_handle(args.workflow_id)
+    try:
+        status = await handle.query(AgentWorkflow.status, rpc_timeout=QUERY_TIMEOUT)
+    except (RPCError, WorkflowQueryFailedError) as exc:
+        raise CliError(f"cannot query workflow {args.workflow_id}: {_failure_text(exc)}") from None
+    _say(status.model_dump_json(indent=2))
+    return 0
+
+
+# =========================================================================== demo
+
+DEMO_TASK = "Fix greet() in src/app.py, note a plan, write a report, and keep out of the vault."
+
+DEMO_APP = '''"""A tiny app the demo agent fixes."""
+
+
+def greet(name):
+    return None  # TODO: say hello
+
+
+if __name__ == "__main__":
+    print(greet("filegate"))
+'''
+DEMO_FIX = ("return None  # TODO: say hello", 'return f"hello, {name}!"')
+DEMO_REPORT = "# Report\n\ngreet() now says hello.\n"
+DEMO_KEYS = "vault keys: do not touch\n"
+DEMO_FINAL = "greet() is fixed, the report is written (approved), and the vault is untouched."
+
+DEMO_RULES = [
+    FilesystemPermission(operations=["write"], paths=["/vault/**"], mode="deny"),
+    FilesystemPermission(operations=["write"], paths=["/docs/**"], mode="interrupt"),
+]
+
+
+def _call(call_id: str, name: str, **args: Any) -> dict[str, Any]:
+    return {"id": call_id, "name": name, "args": args}
+
+
+def demo_script(python: str) -> dict[str, Any]:
+    """The scripted agent: every tool, one denied write, one write awaiting approval."""
+    return {
+        "turns": [
+            {"tool_calls": [
+                _call("ls1", "ls", path="/"),
+                _call("glob1", "glob", pattern="**/*.py"),
+                _call("grep1", "grep", pattern="TODO", output_mode="content"),
+            ]},
+            {"tool_calls": [_call("read1", "read_file", file_path="/src/app.py")]},
+            {"tool_calls": [
+                _call("edit1", "edit_file", file_path="/src/app.py",
+                      old_string=DEMO_FIX[0], new_string=DEMO_FIX[1]),
+                _call("write1", "write_file", file_path="/notes/plan.md",
+                      content="1. fix greet()\n2. write the report\n"),
+            ]},
+            {"tool_calls": [
+                _call("denied1", "write_file", file_path="/vault/leaked.txt", content="oops"),
+                _call("approved1", "write_file", file_path="/docs/report.md", content=DEMO_REPORT),
+            ]},
+            {"tool_calls": [
+                _call("exec1", "execute", command=f"{shlex.quote(python)} src/app.py"),
+                _call("read2", "read_file", file_path="/docs/report.md"),
+            ]},
+            {"tool_calls": [
+                _call("delete1", "delete", file_path="/notes"),
+                _call("glob2", "glob", pattern="**/*.md"),
+            ]},
+            {"content": DEMO_FINAL},
+        ]
+    }  # fmt: skip
+
+
+@dataclass
+class DemoDirs:
+    """The demo's three backend roots: a shell workspace and two routed directories."""
+
+    workspace: Path
+    docs: Path
+    vault: Path
+
+    @classmethod
+    def create(cls, base: Path) -> DemoDirs:
+        dirs = cls(base / "workspace", base / "docs", base / "vault")
+        (dirs.workspace / "src").mkdir(parents=True)
+        (dirs.workspace / "src" / "app.py").write_text(DEMO_APP)
+        dirs.docs.mkdir()
+        dirs.vault.mkdir()
+        (dirs.vault / "keys.txt").write_text(DEMO_KEYS)
+        return dirs
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    detail: str = ""
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text()
+    except OSError:
+        return None
+
+
+def demo_checks(result: AgentResult, dirs: DemoDirs, approved: list[str]) -> list[Check]:
+    """Every step's expected outcome, from the transcript and the real directories."""
+    out = {m["tool_call_id"]: m for m in result.transcript if m["role"] == "tool"}
+
+    def text(call_id: str) -> str:
+        return _content_text(out.get(call_id, {}).get("content", ""))
+
+    def ok(call_id: str) -> bool:
+        return out.get(call_id, {}).get("status") == "success"
+
+    used = {
+        call["name"]
+        for m in result.transcript
+        if m["role"] == "assistant"
+        for call in m.get("tool_calls") or []
+    }
+    app = _read(dirs.workspace / "src" / "app.py") or ""
+    listing = set(text("ls1").splitlines())
+    return [
+        Check("ls shows the workspace and both routes",
+              ok("ls1") and {"/src/", "/docs/", "/vault/"} <= listing, text("ls1")),
+        Check("glob finds the Python file", text("glob1") == "/src/app.py", text("glob1")),
+        Check("grep finds the TODO", "/src/app.py" in text("grep1") and "TODO" in text("grep1")),
+        Check("read_file shows the bug", ok("read1") and "return None" in text("read1")),
+        Check("edit_file fixed the file on disk",
+              ok("edit1") and DEMO_FIX[1] in app and "TODO" not in app),
+        Check("write_file wrote the plan", ok("write1")),
+        Check("write to /vault was DENIED and nothing was written",
+              not ok("denied1") and "denied" in text("denied1").lower()
+              and not (dirs.vault / "leaked.txt").exists()
+              and _read(dirs.vault / "keys.txt") == DEMO_KEYS, _one_line(text("denied1"))),
+        Check("write to /docs waited for approval, approved by signal, then ran",
+              len(approved) == 1 and result.approvals == 1 and ok("approved1")
+              and _read(dirs.docs / "report.md") == DEMO_REPORT),
+        Check("execute ran the fixed app",
+              "hello, filegate!" in text("exec1") and "exit code 0" in text("exec1"),
+              _one_line(text("exec1"))),
+        Check("read_file reads the approved report", ok("read2") and "greet()" in text("read2")),
+        Check("delete removed /notes", ok("delete1") and not (dirs.workspace / "notes").exists()),
+        Check("glob sees the report and not the deleted plan",
+              "/docs/report.md" in text("glob2") and "plan.md" not in text("glob2")),
+        Check("every tool was used", used == set(TOOL_ORDER), ", ".join(sorted(used))),
+        Check("the agent finished with its answer",
+              result.stop_reason == "final_answer" and result.final_answer == DEMO_FINAL),
+    ]  # fmt: skip
+
+
+async def s3_check(s3: S3Access) -> Check:
+    """The artifact store answers signed requests and has the bucket.
+
+    Hook for large-result offload (SPEC §7): once tools workers take an artifact
+    store, the demo adds a step that reads an offloaded result back from here.
+    """
+
+    def probe() -> bool:
+        from minio import Minio
+
+        client = Minio(s3.endpoint, s3.access_key, s3.secret_key, secure=s3.secure)
+        return client.bucket_exists(s3.bucket)
+
+    try:
+        ok = await asyncio.to_thread(probe)
+    except Exception as exc:  # any S3 or connection error is a failed check
+        return Check("S3 artifact store reachable", False, str(exc))
+    return Check(f"S3 artifact store reachable (bucket {s3.bucket})", ok)
+
+
+async def run_demo(client: Client, dirs: DemoDirs, journal: Path) -> tuple[AgentResult, list[str]]:
+    """Run the scripted agent with in-process workers; approve its approval by signal."""
+    suffix = uuid.uuid4().hex[:8]
+    agent_queue, tools_queue = f"filegate-demo-{suffix}", f"filegate-demo-{suffix}-tools"
+    from backends.filesystem import FilesystemBackend
+    from backends.local_shell import LocalShellBackend
+
+    backends: dict[str, BackendProtocol] = {
+        "workspace": LocalShellBackend(dirs.workspace),
+        "docs": FilesystemBackend(dirs.docs),
+        "vault": FilesystemBackend(dirs.vault),
+    }
+
+    def ref(name: str, shell: bool = False) -> BackendRef:
+        return BackendRef(
+            kind="remote", name=name, task_queue=tools_queue, can_execute=shell,
+            shell_path=str(dirs.workspace) if shell else None,
+        )  # fmt: skip
+
+    input = AgentInput(
+        task=DEMO_TASK,
+        model=ModelSpec(provider="scripted", options={"script": demo_script(sys.executable)}),
+        backend=BackendSpec(
+            default=ref("workspace", shell=True),
+            routes=[RouteSpec(prefix="/docs/", backend=ref("docs")),
+                    RouteSpec(prefix="/vault/", backend=ref("vault"))],
+        ),
+        permissions=DEMO_RULES,
+    )  # fmt: skip
+    approved: list[str] = []
+    workflow_id = f"filegate-demo-{suffix}"
+    async with in_process_workers(client, agent_queue, tools_queue, backends, journal):
+        handle = await client.start_workflow(
+            AgentWorkflow.run, input, id=workflow_id, task_queue=agent_queue
+        )
+        _say(f"[demo] workflow {workflow_id} started")
+
+        async def approve(approval: PendingApproval) -> None:
+            _say(
+                f"  ?? approval {approval.id} pending: {approval.tool} {_args_text(approval.args)}"
+            )
+            await handle.signal(
+                AgentWorkflow.decide_signal, Decision(id=approval.id, decision="approve")
+            )
+            approved.append(approval.id)
+            _say(f"  !! approved {approval.id} by signal")
+
+        result = await asyncio.wait_for(follow(handle, Progress(_say), approve), 60)
+    return result, approved
+
+
+async def _demo_command(args: argparse.Namespace) -> int:
+    target = target_from(args)
+    began = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="filegate-demo-") as scratch:
+        base = Path(scratch)
+        dirs = DemoDirs.create(base)
+        state_dir = state_dir_for(target.settings, base / "state")
+        _say("[demo] starting services (what is not already configured)...")
+        async with local_services(target, state_dir, reuse_default=False) as services:
+            for line in services.describe():
+                _say(f"[demo] {line}")
+            settings = target.settings.model_copy(
+                update={"temporal_address": services.temporal_address}
+            )
+            client = await connect(settings, target.tls)
+            _say(f"[demo] workspace {dirs.workspace}; /docs and /vault are routed directories")
+            _say("[demo] rules: write /vault/** -> deny; write /docs/** -> interrupt (approval)")
+            try:
+                result, approved = await run_demo(client, dirs, base / "journal")
+            except (TimeoutError, WorkflowFailureError) as exc:
+                raise CliError(
+                    f"demo run did not complete: {_failure_text(exc) or 'timeout'}"
+                ) from None
+            checks = [*demo_checks(result, dirs, approved), await s3_check(services.s3)]
+            _say("[demo] stopping what the demo started...")
+    _say("")
+    _say("Summary")
+    for check in checks:
+        detail = f"  ({_one_line(check.detail, 70)})" if check.detail and not check.ok else ""
+        _say(f"  {'PASS' if check.ok else 'FAIL'}  {check.name}{detail}")
+    _say("  skip  large tool result offloaded to S3 and read back (not implemented yet)")
+    failed = [c for c in checks if not c.ok]
+    elapsed = time.monotonic() - began
+    if failed:
+        _say(f"demo FAILED: {len(failed)} of {len(checks)} checks failed ({elapsed:.1f} s)")
+        return 1
+    _say(f"demo OK: {len(checks)} checks passed in {elapsed:.1f} s")
+    return 0
+
+
+# =========================================================================== worker command
+
+
 async def _worker_command(args: argparse.Namespace) -> int:
-    settings = Settings.from_env()
-    client = await connect(settings)
+    target = target_from(args)
+    settings = target.settings
+    client = await connect(settings, target.tls)
     if args.role == "agent":
         queue = args.task_queue or os.environ.get("FILEGATE_TASK_QUEUE") or settings.task_queue
         worker = agent_worker(client, queue)
@@ -133,8 +937,25 @@ async def _worker_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_worker_parser(sub: Any) -> None:
-    parser = sub.add_parser("worker", help="run a Temporal worker")
+# =========================================================================== parser
+
+
+def _connection_options() -> argparse.ArgumentParser:
+    """Options every command that talks to Temporal shares."""
+    parent = argparse.ArgumentParser(add_help=False)
+    group = parent.add_argument_group("Temporal connection")
+    group.add_argument(
+        "--address", help="frontend host:port (default: TEMPORAL_ADDRESS or 127.0.0.1:7233)"
+    )
+    group.add_argument("--namespace", help="namespace (default: TEMPORAL_NAMESPACE or default)")
+    group.add_argument("--tls-cert", help="client certificate (PEM) for mTLS")
+    group.add_argument("--tls-key", help="client private key (PEM) for mTLS")
+    group.add_argument("--tls-ca", help="server CA certificate (PEM)")
+    return parent
+
+
+def _add_worker_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+    parser = sub.add_parser("worker", parents=[common], help="run a Temporal worker")
     parser.add_argument("--role", choices=("agent", "tools"), required=True)
     parser.add_argument("--backend", choices=BACKEND_KINDS, default="filesystem")
     parser.add_argument("--root", help="workspace directory of a filesystem/local-shell backend")
@@ -144,31 +965,116 @@ def _add_worker_parser(sub: Any) -> None:
     parser.set_defaults(handler=_worker_command)
 
 
-COMMANDS: dict[str, Callable[[Any], None]] = {"worker": _add_worker_parser}
-"""Subcommand name -> function adding its parser; extend to add commands."""
+def _add_run_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+    parser = sub.add_parser(
+        "run", parents=[common], help="run one agent task on a directory (SPEC §10)"
+    )
+    parser.add_argument("task", help="the task for the agent")
+    parser.add_argument(
+        "--model", required=True, help="scripted:FILE | openai:NAME | anthropic:NAME"
+    )
+    parser.add_argument("--root", required=True, help="directory the agent works in")
+    parser.add_argument("--permissions", help="JSON file: list of {operations, paths, mode}")
+    parser.add_argument("--transcript", help="write the final transcript JSON here")
+    parser.add_argument("--workflow-id", help="workflow id (default: generated and printed)")
+    parser.add_argument("--shell", action="store_true", help="LocalShell backend (adds execute)")
+    parser.set_defaults(handler=_run_command)
+
+
+def _add_demo_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+    parser = sub.add_parser(
+        "demo", parents=[common], help="self-checking demo: every tool, a deny, an approval"
+    )
+    parser.set_defaults(handler=_demo_command)
+
+
+def _add_approval_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
+    listing = sub.add_parser("approvals", parents=[common], help="list pending approvals")
+    listing.add_argument("--json", action="store_true", help="print a JSON list")
+    listing.add_argument("--workflow", help="only this workflow")
+    listing.set_defaults(handler=_approvals_command)
+
+    helps = {
+        "approve": "run the pending call as asked",
+        "reject": "do not run the call; tell the model (optionally why)",
+        "respond": "do not run the call; MESSAGE becomes the tool result",
+        "edit": "run the call with reviewer-supplied arguments",
+    }
+    for kind, text in helps.items():
+        parser = sub.add_parser(kind, parents=[common], help=text)
+        parser.add_argument("id", help="approval id (see `filegate approvals`)")
+        parser.add_argument("--workflow", required=True, help="workflow id")
+        if kind == "reject":
+            parser.add_argument("--reason", help="reason passed on to the model")
+        elif kind == "respond":
+            parser.add_argument("--message", required=True, help="text of the tool result")
+        elif kind == "edit":
+            parser.add_argument("--args", required=True, help="replacement tool arguments (JSON)")
+        parser.set_defaults(handler=_decide_command, decision=kind)
+
+    status = sub.add_parser("status", parents=[common], help="print a workflow's status query")
+    status.add_argument("workflow_id")
+    status.set_defaults(handler=_status_command)
+
+
+COMMANDS: dict[str, Callable[[Any, argparse.ArgumentParser], None]] = {
+    "worker": _add_worker_parser,
+    "run": _add_run_parser,
+    "demo": _add_demo_parser,
+    "approvals": _add_approval_parsers,
+}
+"""Command group -> function adding its parser(s); extend to add commands."""
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="filegate", description=__doc__.splitlines()[0])
+    doc = __doc__ or "Filegate"
+    parser = argparse.ArgumentParser(prog="filegate", description=doc.splitlines()[0])
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True)
+    common = _connection_options()
     for add in COMMANDS.values():
-        add(sub)
+        add(sub, common)
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args_list = list(sys.argv[1:] if argv is None else argv)
+async def _dispatch(args: argparse.Namespace) -> int:
+    try:
+        code: int = await args.handler(args)
+    except CliError as exc:
+        print(f"filegate: {exc}", file=sys.stderr, flush=True)
+        return exc.code
+    return code
+
+
+def run_cli(argv: Sequence[str]) -> int:
+    """Parse ``argv`` and run the command; returns the exit code (no process exit)."""
+    args_list = list(argv)
     # `python worker.py --role agent` is shorthand for `filegate worker --role agent`.
     if args_list and args_list[0].startswith("--role"):
         args_list.insert(0, "worker")
     args = build_parser().parse_args(args_list)
+    quiet = args.command not in ("worker",) and not args.verbose
     logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
+        level=logging.DEBUG if args.verbose else logging.WARNING if quiet else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    code: int = asyncio.run(args.handler(args))
-    return code
+    try:
+        return asyncio.run(_dispatch(args))
+    except KeyboardInterrupt:
+        print("filegate: interrupted", file=sys.stderr)
+        return 130
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Console entry point. Called without ``argv`` it ends the process itself with
+    ``os._exit``: a connected temporalio client can crash the interpreter at exit
+    (sdk-python issue 300), and everything this CLI started is stopped by now."""
+    if argv is not None:
+        return run_cli(argv)
+    code = run_cli(sys.argv[1:])
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":

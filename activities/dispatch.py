@@ -8,7 +8,9 @@ is what lets the workflow run it deterministically.
 Paths in ``request.args`` are backend-local (the workflow's route removed the
 prefix); ``request.route_prefix`` puts it back on everything shown to the
 model and on everything checked against ``request.permissions``, because
-permission rules are written for virtual paths.
+permission rules are written for virtual paths. With ``request.want_raw``
+(composite fan-out), ls/glob/grep also return their filtered result in
+structured form, with backend-local paths, for the workflow to merge.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from pydantic import BaseModel, ValidationError
 
 from activities.messages import ContentBlock, MediaBlock
 from activities.tool_types import (
+    DEFAULT_MAX_EXECUTE_TIMEOUT,
     TOOL_ARGS,
     DeleteArgs,
     EditFileArgs,
@@ -29,6 +32,7 @@ from activities.tool_types import (
     GlobArgs,
     GrepArgs,
     LsArgs,
+    RawListing,
     ReadFileArgs,
     ToolOutcome,
     ToolRequest,
@@ -74,8 +78,9 @@ from backends.protocol import (
 
 DEFAULT_EXECUTE_TIMEOUT = 120.0
 """Seconds a command may run when the model gives no timeout (SPEC §1 LocalShell)."""
-MAX_EXECUTE_TIMEOUT = 3600.0
-"""Largest timeout the model may ask for (SPEC §2)."""
+MAX_EXECUTE_TIMEOUT = DEFAULT_MAX_EXECUTE_TIMEOUT
+"""Default cap on the timeout the model may ask for; ``ToolRequest.max_execute_timeout``
+carries the workflow's own (SPEC §2)."""
 
 MUTATING_TOOLS = frozenset({"write_file", "edit_file", "delete", "execute"})
 """Tools whose retry must not apply twice (journaled by the activities)."""
@@ -291,7 +296,8 @@ def _ls(backend: BackendProtocol, request: ToolRequest, args: LsArgs) -> ToolOut
         return denied
     result = backend.ls(args.path)
     if result.error is not None:
-        return outcome(format_ls(_error_copy(result, request, args.path)))
+        shown = outcome(format_ls(_error_copy(result, request, args.path)))
+        return _with_raw(request, shown, RawListing(ls=result))
     entries = [
         FileInfo.model_validate(
             {**entry.model_dump(), "path": to_virtual(request.route_prefix, entry.path)}
@@ -299,6 +305,14 @@ def _ls(backend: BackendProtocol, request: ToolRequest, args: LsArgs) -> ToolOut
         for entry in result.entries
     ]
     kept = filter_ls_entries(request.permissions, entries)
+    if request.want_raw:
+        allowed = {entry.path for entry in kept}
+        local = [
+            entry
+            for entry, virtual in zip(result.entries, entries, strict=True)
+            if virtual.path in allowed
+        ]
+        return _raw_outcome(RawListing(ls=LsResult(entries=local)), len(local), "entries")
     return outcome(format_ls(LsResult(entries=kept)))
 
 
@@ -352,9 +366,15 @@ def _glob(backend: BackendProtocol, request: ToolRequest, args: GlobArgs) -> Too
         return denied
     result = backend.glob(args.pattern, root)
     if result.error is not None:
-        return outcome(format_glob(_error_copy(result, request, root)))
+        shown = outcome(format_glob(_error_copy(result, request, root)))
+        return _with_raw(request, shown, RawListing(glob=result))
     virtual = [to_virtual(request.route_prefix, path) for path in result.matches]
     kept = filter_paths(request.permissions, virtual)
+    if request.want_raw:
+        allowed = set(kept)
+        local = [p for p, v in zip(result.matches, virtual, strict=True) if v in allowed]
+        raw = RawListing(glob=GlobResult(matches=local, truncated=result.truncated))
+        return _raw_outcome(raw, len(local), "paths")
     return outcome(format_glob(GlobResult(matches=kept, truncated=result.truncated)))
 
 
@@ -368,18 +388,28 @@ def _grep(backend: BackendProtocol, request: ToolRequest, args: GrepArgs) -> Too
         return outcome(format_error(f"max_count must be at least 1, got {max_count}."))
     result = backend.grep(args.pattern, root, args.glob, max_count)
     if result.error is not None:
-        return outcome(
+        shown_error = outcome(
             format_grep(
                 _error_copy(result, request, root),
                 pattern=args.pattern,
                 output_mode=args.output_mode,
             )
         )
+        return _with_raw(request, shown_error, RawListing(grep=result))
     virtual = [
         GrepMatch(path=to_virtual(request.route_prefix, m.path), line=m.line, text=m.text)
         for m in result.matches
     ]
     kept, removed = filter_grep_matches(request.permissions, virtual)
+    if request.want_raw:
+        allowed = {(m.path, m.line) for m in kept}
+        local = [
+            m for m, v in zip(result.matches, virtual, strict=True) if (v.path, v.line) in allowed
+        ]
+        raw = RawListing(
+            grep=GrepResult(matches=local, truncated=result.truncated), removed=removed
+        )
+        return _raw_outcome(raw, len(local), "matches")
     shown = GrepResult(matches=kept, truncated=result.truncated)
     return outcome(
         format_grep(
@@ -394,21 +424,37 @@ def _grep(backend: BackendProtocol, request: ToolRequest, args: GrepArgs) -> Too
 def _execute(backend: BackendProtocol, request: ToolRequest, args: ExecuteArgs) -> ToolOutcome:
     if not backend.can_execute:
         return outcome(format_error("execute is not supported by this backend."))
-    problem = execute_timeout_problem(args.timeout)
+    problem = execute_timeout_problem(args.timeout, request.max_execute_timeout)
     if problem:
         return outcome(format_error(problem))
     return render_mutation(request, backend.execute(args.command, args.timeout))
 
 
-def execute_timeout_problem(timeout: float | None) -> str | None:
+def execute_timeout_problem(
+    timeout: float | None, maximum: float = MAX_EXECUTE_TIMEOUT
+) -> str | None:
     """Why a model-supplied execute timeout is refused, or None when it is fine."""
     if timeout is None:
         return None
     if timeout < 0:
         return f"timeout must not be negative, got {timeout:g}."
-    if timeout > MAX_EXECUTE_TIMEOUT:
-        return f"timeout {timeout:g}s exceeds the maximum of {MAX_EXECUTE_TIMEOUT:g}s."
+    if timeout > maximum:
+        return f"timeout {timeout:g}s exceeds the maximum of {maximum:g}s."
     return None
+
+
+def _raw_outcome(raw: RawListing, count: int, noun: str) -> ToolOutcome:
+    """A fan-out part: the structured result plus a one-line summary (history stays small)."""
+    return ToolOutcome(content=f"{count} {noun} (structured result)", raw=raw)
+
+
+def _with_raw(request: ToolRequest, shown: ToolOutcome, raw: RawListing) -> ToolOutcome:
+    """Attach a backend error's structured form when the fan-out asked for it.
+
+    The Router tells a search root missing from one backend (harmless in a
+    fan-out) from a real failure, so it needs the error code, not just text.
+    """
+    return shown.model_copy(update={"raw": raw}) if request.want_raw else shown
 
 
 def _error_copy(result: Any, request: ToolRequest, local_path: str) -> Any:

@@ -13,6 +13,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from activities.messages import ContentBlock
 from backends.permissions import FilesystemPermission
+from backends.protocol import GlobResult, GrepResult, LsResult
+
+DEFAULT_MAX_EXECUTE_TIMEOUT = 3600.0
+"""Largest ``execute`` timeout the model may ask for, unless the workflow sets its own."""
 
 ToolName = Literal[
     "ls", "read_file", "write_file", "edit_file", "delete", "glob", "grep", "execute"
@@ -108,6 +112,19 @@ TOOL_ARGS: dict[ToolName, type[_Args]] = {
 }
 
 
+def activity_call_id(step: int, index: int, model_call_id: str) -> str:
+    """The id a tool call is known by to the activities (and their idempotency journal).
+
+    Models number their calls per response and some reuse ids across turns
+    (``call_0`` every turn) or even within one, so the model's id alone would
+    let two different calls of one thread share a journal entry. The model
+    step (1-based, counted across continue-as-new) and the call's position
+    in that step make it unique per workflow; the model's own id is kept at
+    the end for readability. Deterministic, so replay sees the same value.
+    """
+    return f"{step}:{index}:{model_call_id}"
+
+
 class ToolRequest(BaseModel):
     """One tool call routed to a backend worker.
 
@@ -115,6 +132,10 @@ class ToolRequest(BaseModel):
     backend-local by the route; ``route_prefix`` maps result paths back to
     virtual paths so the activity can filter them against ``permissions``
     (virtual-path rules) before anything enters workflow history.
+
+    ``tool_call_id`` must be unique per workflow (the workflow builds it with
+    :func:`activity_call_id`): together with the workflow id, backend, tool
+    and args it keys the idempotency journal of mutating tools.
     """
 
     tool: ToolName
@@ -125,6 +146,32 @@ class ToolRequest(BaseModel):
     route_prefix: str = "/"
     permissions: list[FilesystemPermission] = Field(default_factory=list)
     reviewer_edited: bool = False
+    max_execute_timeout: float = DEFAULT_MAX_EXECUTE_TIMEOUT
+    """Largest ``execute`` timeout accepted (the workflow passes its Limits)."""
+    want_raw: bool = False
+    """ls/glob/grep: also return the structured result (:attr:`ToolOutcome.raw`).
+    Only the composite fan-out needs it; single-backend calls keep history small."""
+
+
+class RawListing(BaseModel):
+    """Structured ls/glob/grep answer of one backend, for the composite fan-out merge.
+
+    Exactly the field named after the tool is set. Paths are **backend-local**
+    (as the Router's ``merge_*`` expect them, which map them back under the
+    route prefix), entries denied for read are already removed, and an error
+    keeps the backend's own (local) message so the Router maps it once.
+    ``removed`` counts matches the permission filter dropped (it suppresses
+    grep's "grep is literal" hint after the merge).
+
+    A wrapper rather than a bare ``LsResult | GlobResult | GrepResult`` union:
+    an empty glob and an empty grep result serialise identically, so the
+    union could not be told apart when read back from history.
+    """
+
+    ls: LsResult | None = None
+    glob: GlobResult | None = None
+    grep: GrepResult | None = None
+    removed: int = 0
 
 
 class ToolOutcome(BaseModel):
@@ -136,3 +183,8 @@ class ToolOutcome(BaseModel):
     """Backend-local path read or written successfully (feeds the read-before-edit set)."""
     artifact: str | None = None
     """Artifact reference when the full result was offloaded to S3."""
+    raw: RawListing | None = None
+    """Set for ls/glob/grep when the request had ``want_raw``. ``content`` is then
+    only a short summary (the workflow renders the merged answer itself), except
+    for errors without a structured result (e.g. the entry gate), whose text is
+    the whole answer."""

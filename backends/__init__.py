@@ -5,6 +5,8 @@ backends themselves. Everything here may be imported inside a workflow
 sandbox; the parts that do I/O are only *called* from activities.
 """
 
+from backends.artifacts import ArtifactRef, ArtifactStore
+from backends.audit import AuditRecord, AuditSink, FileAuditSink, audit_context
 from backends.composite import (
     CompositeBackend,
     RouteMatch,
@@ -32,6 +34,14 @@ from backends.formatting import (
     plan_read,
 )
 from backends.local_shell import LocalShellBackend
+from backends.media import (
+    VIDEO_READ_NOTE,
+    MediaOutcome,
+    VideoLimits,
+    describe_read_file,
+    media_blocks,
+    video_supported,
+)
 from backends.paths import validate_path
 
 # -- backends (added as they land) --
@@ -47,6 +57,13 @@ from backends.permissions import (
     first_matching_rule,
     interrupt_fires,
     matching_interrupt_rule,
+)
+from backends.policy import (
+    Policy,
+    PolicyBackend,
+    PolicyConfig,
+    build_policy_chain,
+    register_policy_kind,
 )
 from backends.protocol import (
     BackendProtocol,
@@ -64,13 +81,20 @@ from backends.protocol import (
     WriteResult,
 )
 from backends.state import StateBackend
+from backends.store import StoreBackend
 
 __all__ = [
+    "VIDEO_READ_NOTE",
+    "ArtifactRef",
+    "ArtifactStore",
+    "AuditRecord",
+    "AuditSink",
     "BackendProtocol",
     "CompositeBackend",
     "DeleteResult",
     "EditResult",
     "ExecuteResult",
+    "FileAuditSink",
     "FileDownloadResult",
     "FileInfo",
     "FileUploadResult",
@@ -81,6 +105,10 @@ __all__ = [
     "GrepResult",
     "LocalShellBackend",
     "LsResult",
+    "MediaOutcome",
+    "Policy",
+    "PolicyBackend",
+    "PolicyConfig",
     "ReadPlan",
     "ReadResult",
     "Rendered",
@@ -89,10 +117,15 @@ __all__ = [
     "SearchPlan",
     "SearchTarget",
     "StateBackend",
+    "StoreBackend",
+    "VideoLimits",
     "WriteResult",
+    "audit_context",
+    "build_policy_chain",
     "check_execute_config",
     "check_permission",
     "delete_blockers",
+    "describe_read_file",
     "filter_grep_matches",
     "filter_ls_entries",
     "filter_paths",
@@ -108,10 +141,13 @@ __all__ = [
     "format_write",
     "interrupt_fires",
     "matching_interrupt_rule",
+    "media_blocks",
     "needs_offload",
     "normalize_prefix",
     "offload_stub",
     "permission_denied",
     "plan_read",
+    "register_policy_kind",
     "validate_path",
+    "video_supported",
 ]

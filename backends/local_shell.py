@@ -19,7 +19,7 @@ import selectors
 import signal
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from contextlib import suppress
 
 from backends.filesystem import DEFAULT_MAX_FILE_BYTES, FilesystemBackend
@@ -71,40 +71,64 @@ class LocalShellBackend(FilesystemBackend):
             return ExecuteResult(
                 error=f"timeout must be positive, got {timeout}", code="invalid_argument"
             )
-        try:
-            proc = subprocess.Popen(
-                command,
-                shell=True,
-                cwd=self.cwd,
-                env=self.command_env(),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                start_new_session=True,
-            )
-        except OSError as exc:
-            return ExecuteResult(error=f"could not start the shell: {exc}", code="io_error")
-        capture = _Capture(self.max_output_bytes)
-        timed_out = False
-        try:
-            timed_out = not _pump(proc, capture, time.monotonic() + limit)
-        finally:
-            _kill_group(proc)
-            with suppress(OSError, subprocess.TimeoutExpired):
-                proc.wait(timeout=5)
-            capture.close()
-        output, truncated = capture.render(self.max_output_bytes)
-        if timed_out:
-            return ExecuteResult(
-                output=output,
-                truncated=truncated,
-                error=f"command timed out after {limit:g} s and was killed",
-                code="timeout",
-            )
-        code = proc.returncode
-        if code is not None and code < 0:
-            code = 128 - code  # killed by signal N: report like a shell (128 + N)
-        return ExecuteResult(output=output, exit_code=code, truncated=truncated)
+        return run_command(
+            command,
+            shell=True,
+            cwd=self.cwd,
+            env=self.command_env(),
+            timeout=limit,
+            max_output_bytes=self.max_output_bytes,
+        )
+
+
+def run_command(
+    args: str | Sequence[str],
+    *,
+    shell: bool,
+    cwd: str | None,
+    env: Mapping[str, str],
+    timeout: float,
+    max_output_bytes: int,
+) -> ExecuteResult:
+    """Run one command in its own session: capped output, ``[stderr] `` prefix, group kill.
+
+    Shared by every backend that executes (the host shell, sandboxes), so the
+    timeout, output-cap and process-cleanup rules live in one place.
+    """
+    try:
+        proc = subprocess.Popen(
+            args,
+            shell=shell,
+            cwd=cwd,
+            env=dict(env),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        return ExecuteResult(error=f"could not start the shell: {exc}", code="io_error")
+    capture = _Capture(max_output_bytes)
+    timed_out = False
+    try:
+        timed_out = not _pump(proc, capture, time.monotonic() + timeout)
+    finally:
+        _kill_group(proc)
+        with suppress(OSError, subprocess.TimeoutExpired):
+            proc.wait(timeout=5)
+        capture.close()
+    output, truncated = capture.render(max_output_bytes)
+    if timed_out:
+        return ExecuteResult(
+            output=output,
+            truncated=truncated,
+            error=f"command timed out after {timeout:g} s and was killed",
+            code="timeout",
+        )
+    code = proc.returncode
+    if code is not None and code < 0:
+        code = 128 - code  # killed by signal N: report like a shell (128 + N)
+    return ExecuteResult(output=output, exit_code=code, truncated=truncated)
 
 
 class _Capture:
@@ -186,4 +210,4 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
                 stream.close()
 
 
-__all__ = ["LocalShellBackend"]
+__all__ = ["LocalShellBackend", "run_command"]

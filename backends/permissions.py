@@ -20,6 +20,7 @@ Three kinds of question are answered here:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -111,7 +112,7 @@ def normalise_rule_path(pattern: str) -> str:
             raise ValueError(f"permission path {pattern!r}: '..' components are not allowed")
     canonical = "/" + "/".join(_components(pattern))
     try:
-        wc_glob.compile(canonical, flags=RULE_FLAGS)
+        _regexes(canonical)
     except Exception as exc:
         raise ValueError(f"permission path {pattern!r} is not a valid glob: {exc}") from exc
     return canonical
@@ -173,13 +174,21 @@ def glob_anchor(pattern: str) -> str:
 
 
 @lru_cache(maxsize=4096)
-def _matcher(pattern: str) -> wc_glob.WcMatcher:
-    return wc_glob.compile(pattern, flags=RULE_FLAGS)
+def _regexes(pattern: str) -> tuple[re.Pattern[str], ...]:
+    """wcmatch's own translation of ``pattern`` to regular expressions.
+
+    Matching through ``re`` rather than ``WcMatcher.match`` keeps the module
+    usable inside the Temporal workflow sandbox: ``WcMatcher.match`` calls
+    ``os.fspath``, which the sandbox forbids. For strings and these flags
+    (no NEGATE, no REALPATH) the two are equivalent; the tests check it.
+    """
+    include, _exclude = wc_glob.translate(pattern, flags=RULE_FLAGS)
+    return tuple(re.compile(regex) for regex in include)
 
 
 def pattern_matches(pattern: str, path: str) -> bool:
     """True when validated ``path`` matches rule ``pattern`` (dotfiles included)."""
-    return bool(_matcher(pattern).match(path))
+    return any(regex.match(path) for regex in _regexes(pattern))
 
 
 def _ancestors(path: str) -> list[str]:
@@ -200,7 +209,7 @@ def _covers_subtree(alt: _Alternative, root: str) -> bool:
     ``a/r`` with ``a`` matching ``Q``, and ``**`` then matches any longer tail
     (``DOTGLOB`` includes dot names). Anything else is treated as partial.
     """
-    return alt.raw.endswith("/**") and (pattern_matches(alt.raw, root) or is_within(alt.anchor, root))
+    return alt.raw.endswith("/**") and pattern_matches(alt.raw, root)
 
 
 def _delete_overlap(alt: _Alternative, target: str) -> bool:

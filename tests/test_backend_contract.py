@@ -211,8 +211,9 @@ def test_grep_glob_filter(grep_subject: Subject) -> None:
     ]
 
 
-@pytest.mark.parametrize(("max_count", "kept", "truncated"), [(1, 1, True), (3, 3, True),
-                                                              (4, 4, False), (50, 4, False)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("max_count", "kept", "truncated"), [(1, 1, True), (3, 3, True), (4, 4, False), (50, 4, False)]
+)
 def test_grep_max_count_budget(
     grep_subject: Subject, max_count: int, kept: int, truncated: bool
 ) -> None:

@@ -285,3 +285,59 @@ def test_stream_window_matches_in_memory_reader(tmp_path: Path) -> None:
         got = fs.read("/f.txt", offset=offset, limit=limit)
         want = read_window("/f.txt", text, offset, limit)
         assert got.model_dump() == want.model_dump(), (offset, limit)
+
+
+# -- glob: compiled matcher, pruning and disk walk agree with wcmatch ---------
+
+_GLOB_COMPONENTS = ["a", "b", ".h", "x.py", ".env", "src", "a..b.txt", "y.md", ".git", "é.py"]
+_GLOB_PATTERNS = [
+    "*.py", "**/*.py", "src/*.py", "src/**", "**", "*", ".*", ".env", "{a,b}/*", "a/**/b",
+    "*.{py,md}", "**/.git/*", ".h/**", "*/*", "?.py", "[a-z].py", "/*.py", "/src/**/*.py",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("pattern", _GLOB_PATTERNS)
+def test_glob_matcher_agrees_with_wcmatch_and_prunes_safely(pattern: str) -> None:
+    from wcmatch import glob as wc_glob
+
+    from backends.globbing import GLOB_FLAGS, GlobMatcher, _expand, _path_form
+
+    matcher = GlobMatcher(pattern)
+    wc_patterns = ["/".join(_path_form(alt)) for alt in _expand(pattern)]
+    rng = random.Random(pattern)
+    for _ in range(1500):
+        parts = [rng.choice(_GLOB_COMPONENTS) for _ in range(rng.randint(1, 4))]
+        rel = "/".join(parts)
+        want = wc_glob.globmatch(rel, wc_patterns, flags=GLOB_FLAGS)
+        assert matcher.match(rel) is want, (pattern, rel)
+        reachable = all(matcher.may_enter("/".join(parts[:i])) for i in range(1, len(parts)))
+        if want:
+            assert reachable, ("pruned a match", pattern, rel)
+        if reachable:
+            prefix = "/".join(parts[:-1]) + "/" if len(parts) > 1 else ""
+            assert matcher.match_in_walk(prefix, parts[-1]) is want, (pattern, rel)
+
+
+@pytest.mark.parametrize("pattern", _GLOB_PATTERNS)
+def test_disk_glob_equals_in_memory_glob(tmp_path: Path, pattern: str) -> None:
+    from backends.globbing import glob_paths
+
+    rng = random.Random(11)
+    files: set[str] = set()
+    for _ in range(600):
+        parts = [rng.choice(_GLOB_COMPONENTS) for _ in range(rng.randint(1, 4))]
+        path = "/" + "/".join(parts)
+        if any(f == path or f.startswith(path + "/") or path.startswith(f + "/") for f in files):
+            continue  # a name cannot be both a file and a directory
+        files.add(path)
+    fs = FilesystemBackend(tmp_path)
+    for path in files:
+        assert fs.write(path, "x").ok
+    for root in ("/", "/a", "/src", "/b/a"):
+        result = fs.glob(pattern, root)
+        anchored = pattern.startswith("/")  # the root is ignored
+        if not anchored and not any(f.startswith(root.rstrip("/") + "/") for f in files):
+            assert result.code in ("file_not_found", "not_a_directory")
+            continue
+        assert result.matches == glob_paths(pattern, root, files), root
+    assert len(files) > 40 and fs.glob("**").matches  # a real tree was compared

@@ -631,3 +631,56 @@ def test_execute_config_accepts_scoped_or_harmless_setups() -> None:
         can_execute=True,
         unreachable_prefixes=["/memories/", "/store"],
     )
+
+
+# --------------------------------------------------------------------------- #
+# The sandbox-safe matcher agrees with wcmatch.globmatch
+# --------------------------------------------------------------------------- #
+
+EQUIVALENCE_PATTERNS = [
+    "/**",
+    "/*",
+    "/secrets/**",
+    "/secrets",
+    "/a/*/c",
+    "/**/id_rsa",
+    "/{a,b}/x",
+    "/src/*.{py,txt}",
+    "/a/b?",
+    "/a/[xy].txt",
+    "/a/\\*",
+    "/a/**/b/**",
+    "/a..b.txt",
+]
+EQUIVALENCE_PATHS = [
+    "/",
+    "/a",
+    "/a/b",
+    "/a/bc",
+    "/a/*",
+    "/a/x.txt",
+    "/a/.b/c",
+    "/a/b/c",
+    "/a/q/b/z",
+    "/b/x",
+    "/secrets",
+    "/secrets/.env",
+    "/secrets/.ssh/id_rsa",
+    "/src/m.py",
+    "/.git/config",
+    "/home/.ssh/id_rsa",
+    "/a..b.txt",
+]
+
+
+def test_regex_matcher_equals_wcmatch_globmatch() -> None:
+    """Rules match through wcmatch's regex translation (sandbox-safe); it must
+    agree with wcmatch's own matcher on every validated path."""
+    from wcmatch import glob as wc_glob
+
+    from backends.permissions import RULE_FLAGS, pattern_matches
+
+    for pattern in EQUIVALENCE_PATTERNS:
+        for path in EQUIVALENCE_PATHS:
+            expected = wc_glob.globmatch(path, pattern, flags=RULE_FLAGS)
+            assert pattern_matches(pattern, path) is expected, (pattern, path)

@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 from pydantic import BaseModel
-from temporalio import workflow
+from temporalio import activity, workflow
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError, CancelledError
 from temporalio.testing import ActivityEnvironment
@@ -35,7 +35,7 @@ from temporalio.worker import Worker
 with workflow.unsafe.imports_passed_through():
     from activities.dispatch import run_tool
     from activities.idempotency import CRASH_AFTER_APPLY_ENV, ToolJournal
-    from activities.tool_types import ToolOutcome, ToolRequest
+    from activities.tool_types import ToolOutcome, ToolRequest, activity_call_id
     from activities.tools import (
         TOOL_ACTIVITY_NAMES,
         FileToolActivities,
@@ -240,6 +240,94 @@ async def test_entry_gate_in_the_activity(tools: FileToolActivities, root: Path)
     out = await run(tools, request)
     assert out.status == "error" and "/src/*.py" in str(out.content)
     assert (root / "src" / "app.py").exists()
+
+
+# --------------------------------------------------------------------------- structured results
+
+
+def _raw(tool: str, **args: Any) -> ToolRequest:
+    """A fan-out part on route ``/mnt`` with ``/mnt/secret/**`` denied for read."""
+    deny = [FilesystemPermission(operations=["read"], paths=["/mnt/secret/**"], mode="deny")]
+    return req(tool, **args).model_copy(
+        update={"want_raw": True, "route_prefix": "/mnt", "permissions": deny}
+    )
+
+
+async def test_want_raw_returns_filtered_local_results(tools: FileToolActivities) -> None:
+    out = await run(tools, _raw("glob", pattern="**/*.*"))
+    assert out.raw is not None and out.raw.glob is not None
+    assert out.raw.ls is None and out.raw.grep is None
+    # Local paths (the Router maps them under the route), denied ones already gone.
+    assert out.raw.glob.matches == ["/notes.md", "/src/app.py"]
+    assert out.status == "success" and out.content == "2 paths (structured result)"
+
+    out = await run(tools, _raw("grep", pattern="hello", output_mode="count"))
+    assert out.raw is not None and out.raw.grep is not None
+    assert [(m.path, m.line, m.text) for m in out.raw.grep.matches] == [
+        ("/notes.md", 1, "hello notes"),
+        ("/src/app.py", 2, "print('hello')"),
+    ]
+    assert out.raw.removed == 1  # the secret's match was dropped in the activity
+    assert "password-hint" not in out.model_dump_json()
+
+    out = await run(tools, _raw("ls", path="/secret"))
+    assert out.raw is not None and out.raw.ls is not None and out.raw.ls.entries == []
+    out = await run(tools, _raw("ls", path="/"))
+    assert out.raw is not None and out.raw.ls is not None
+    assert [e.path for e in out.raw.ls.entries] == ["/notes.md", "/secret/", "/src/"]
+
+
+async def test_want_raw_keeps_backend_errors_and_is_off_by_default(
+    tools: FileToolActivities,
+) -> None:
+    out = await run(tools, _raw("glob", pattern="*", path="/absent"))
+    # The error code lets the Router tell "root absent in this route" from a failure;
+    # the message stays local so the Router maps it to the virtual path exactly once.
+    assert out.status == "error" and out.raw is not None and out.raw.glob is not None
+    assert out.raw.glob.code == "file_not_found" and "/mnt" not in str(out.raw.glob.error)
+    assert "/mnt/absent" in str(out.content)
+    # The entry gate answers before any backend call: no structured result.
+    out = await run(tools, _raw("grep", pattern="x", path="/secret/password-hint.txt"))
+    assert out.status == "error" and out.raw is None
+    for tool, args in (("ls", {"path": "/"}), ("glob", {"pattern": "*"})):
+        plain = await run(tools, req(tool, **args))
+        assert plain.raw is None and "/notes.md" in str(plain.content)
+
+
+async def test_execute_timeout_cap_comes_from_the_request(tools: FileToolActivities) -> None:
+    capped = req("execute", "shell", command="true", timeout=10).model_copy(
+        update={"max_execute_timeout": 5}
+    )
+    out = await run(tools, capped)
+    assert out.status == "error" and "maximum of 5s" in str(out.content)
+    out = await run(tools, req("execute", "shell", command="true", timeout=10))
+    assert out.status == "success" and "exit code 0" in str(out.content)
+    out = await run(tools, req("execute", "shell", command="true", timeout=3601))
+    assert out.status == "error" and "maximum of 3600s" in str(out.content)
+
+
+def test_activity_call_ids_are_unique_per_workflow() -> None:
+    # Models reuse their ids across turns; step and position keep the calls apart.
+    ids = {activity_call_id(step, index, "call_0") for step in (1, 2) for index in (0, 1)}
+    assert len(ids) == 4 and activity_call_id(2, 0, "e1") == "2:0:e1"
+
+
+def test_package_exports_the_activities() -> None:
+    import activities
+
+    tools = activities.FileToolActivities({}, tempfile.mkdtemp())
+    names = {activity._Definition.must_from_callable(fn).name for fn in tools.activities()}
+    assert names == {f"filegate.{tool}" for tool in activities.TOOL_ORDER}
+    assert names == set(activities.TOOL_ACTIVITY_NAMES.values())
+    model = activity._Definition.must_from_callable(activities.call_model)
+    assert model.name == "filegate.model"
+    assert activities.run_tool is run_tool
+    heavy = ("openai", "anthropic", "av", "PIL", "minio")
+    code = f"import sys, activities; print([m for m in {heavy!r} if m in sys.modules])"
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert done.stdout.strip() == "[]"
 
 
 # --------------------------------------------------------------------------- contract errors

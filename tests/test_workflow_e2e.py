@@ -25,8 +25,11 @@ from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from activities.messages import ModelRequest, ModelSpec
+from activities.providers.common import RAW_ARGS_KEY
+from activities.tool_types import ToolRequest
 from backends.filesystem import FilesystemBackend
 from backends.local_shell import LocalShellBackend
 from backends.permissions import FilesystemPermission
@@ -44,6 +47,7 @@ from workflows import (
     RouteSpec,
     UserMessage,
 )
+from workflows.agent import sandboxed_runner
 from workflows.inputs import RuleTimeout
 
 pytestmark = pytest.mark.services
@@ -344,6 +348,188 @@ async def test_composite_across_two_task_queues(temporal_client: Client, tmp_pat
     assert first.system.startswith("Be careful.")
     assert "## Shell paths vs. virtual paths" in first.system
     assert "`/memories/`" in first.system and "`/scratch/`" in first.system
+
+
+# --------------------------------------------------------------------------- sandbox
+
+
+@pytest.mark.parametrize("runner", ["plain-sandbox", "sandboxed_runner"])
+async def test_state_tools_in_sandboxed_worker(temporal_client: Client, runner: str) -> None:
+    """glob/grep/ls/edit on the in-workflow State backend under the real workflow sandbox.
+
+    The State backend's matchers (wcmatch, bracex) run inside workflow code;
+    both the SDK's default sandbox and the runner the package offers must work.
+    """
+    workflow_runner = SandboxedWorkflowRunner() if runner == "plain-sandbox" else sandboxed_runner()
+    files = {
+        "/proj/src/app.py": "def main():\n    return 'TODO'\n",
+        "/proj/src/util.py": "x = 1  # TODO\n",
+        "/proj/README.md": "# Proj\nTODO: docs\n",
+        "/proj/.hidden/cfg.md": "TODO hidden\n",
+        "/proj/data.json": '{"a": "TODO"}\n',
+    }
+    model = scripted(
+        calls(*((f"w{k}", "write_file", {"file_path": p, "content": c})
+                for k, (p, c) in enumerate(files.items()))),
+        calls(
+            ("g1", "glob", {"pattern": "**/*.{py,md}", "path": "/proj"}),
+            ("g2", "glob", {"pattern": "src/[a-t]*.py", "path": "/proj"}),
+            ("s1", "grep", {"pattern": "TODO", "path": "/proj", "glob": "*.py",
+                            "output_mode": "content"}),
+            ("s2", "grep", {"pattern": "TODO", "path": "/proj/src", "output_mode": "count"}),
+            ("s3", "grep", {"pattern": "TO.*DO"}),
+            ("l1", "ls", {"path": "/proj"}),
+            ("r1", "read_file", {"file_path": "/proj/src/app.py"}),
+        ),
+        calls(
+            ("e1", "edit_file",
+             {"file_path": "/proj/src/app.py", "old_string": "'TODO'", "new_string": "'done'"}),
+            ("e2", "edit_file",
+             {"file_path": "/proj/src/util.py", "old_string": "nope", "new_string": "x"}),
+        ),
+        calls(
+            ("r2", "read_file", {"file_path": "/proj/src/app.py"}),
+            ("s4", "grep", {"pattern": "TODO", "path": "/proj/src"}),
+        ),
+        final("sandboxed"),
+    )  # fmt: skip
+    queue = uid("agent")
+    async with agent_worker(temporal_client, queue, workflow_runner=workflow_runner):
+        result = await run_agent(temporal_client, queue, AgentInput(task="go", model=model))
+    assert result.final_answer == "sandboxed" and result.stop_reason == "final_answer"
+    out = results(result)
+    assert out["g1"]["content"].splitlines() == [
+        "/proj/README.md",
+        "/proj/src/app.py",
+        "/proj/src/util.py",
+    ]  # braces and '**' expanded; the dot-directory is not entered
+    assert out["g2"]["content"] == "/proj/src/app.py"
+    assert out["s1"]["content"] == (
+        "/proj/src/app.py:\n  2:     return 'TODO'\n/proj/src/util.py:\n  1: x = 1  # TODO"
+    )
+    assert out["s2"]["content"].splitlines() == ["/proj/src/app.py: 1", "/proj/src/util.py: 1"]
+    assert "No matches found" in out["s3"]["content"] and "literal" in out["s3"]["content"]
+    assert out["l1"]["content"].splitlines() == [
+        "/proj/.hidden/",
+        "/proj/README.md",
+        "/proj/data.json",
+        "/proj/src/",
+    ]
+    assert out["e1"]["status"] == "success"
+    assert out["e2"]["status"] == "error" and "nope" in out["e2"]["content"]
+    assert "'done'" in out["r2"]["content"] and "TODO" not in out["r2"]["content"]
+    assert out["s4"]["content"] == "/proj/src/util.py"
+    assert result.tool_errors == 1
+
+
+async def test_malformed_json_arguments_are_named(temporal_client: Client) -> None:
+    """Provider-unparsable arguments ({RAW_ARGS_KEY: text}) get a clear error, not 'extra field'."""
+    broken = '{"file_path": "/a.txt", "content": "unterminated'
+    model = scripted(
+        calls(
+            ("bad", "write_file", {RAW_ARGS_KEY: broken}),
+            ("ok", "write_file", {"file_path": "/a.txt", "content": "fine"}),
+        ),
+        final(),
+    )
+    async with running_agent(temporal_client) as queue:
+        result = await run_agent(temporal_client, queue, AgentInput(task="go", model=model))
+    out = results(result)
+    assert out["bad"]["status"] == "error"
+    assert "not valid JSON" in out["bad"]["content"] and "unterminated" in out["bad"]["content"]
+    assert "extra" not in out["bad"]["content"].lower()
+    assert out["ok"]["status"] == "success"
+
+
+def _tool_requests(history: Any) -> list[ToolRequest]:
+    """Decode the inputs of every file-tool activity scheduled in a history."""
+    found: list[ToolRequest] = []
+    for event in history.events:
+        if event.event_type != EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            continue
+        attrs = event.activity_task_scheduled_event_attributes
+        if attrs.activity_type.name == "filegate.model":
+            continue
+        [request] = pydantic_data_converter.payload_converter.from_payloads(
+            list(attrs.input.payloads), [ToolRequest]
+        )
+        found.append(request)
+    return found
+
+
+async def test_composite_fanout_merges_structured_results(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    """Fan-out parts travel as structured, filtered results and are merged once.
+
+    Covers shadowing (a default-backend copy under a route prefix is never
+    shown), read-deny filtering inside the route's activity, the regex hint
+    staying silent when permissions removed the only matches, and history
+    hygiene: only fan-out parts ask for (and carry) the structured result.
+    """
+    top, mem = tmp_path / "top", tmp_path / "mem"
+    (top / "memories").mkdir(parents=True)
+    (top / "memories" / "shadow.md").write_text("alpha shadowed\n")
+    (top / "top.txt").write_text("alpha top\n")
+    (mem / "secret").mkdir(parents=True)
+    (mem / "x.md").write_text("alpha mem\n")
+    (mem / "secret" / "k.md").write_text("alpha key a.*b\n")
+    rules = [FilesystemPermission(operations=["read"], paths=["/memories/secret/**"], mode="deny")]
+    model = scripted(
+        calls(
+            ("g1", "glob", {"pattern": "**/*"}),
+            ("l1", "ls", {"path": "/"}),
+            ("s1", "grep", {"pattern": "alpha", "output_mode": "content"}),
+            ("s2", "grep", {"pattern": "a.*b"}),
+            ("s3", "grep", {"pattern": "x|y"}),
+            ("s4", "grep", {"pattern": "alpha", "max_count": 1, "output_mode": "count"}),
+            ("r1", "read_file", {"file_path": "/memories/x.md"}),
+        ),
+        final(),
+    )
+    async with AsyncExitStack() as stack:
+        queue = await stack.enter_async_context(running_agent(temporal_client))
+        top_q = await stack.enter_async_context(
+            running_tools(temporal_client, {"top": FilesystemBackend(top)}, tmp_path / "j1")
+        )
+        mem_q = await stack.enter_async_context(
+            running_tools(temporal_client, {"mem": FilesystemBackend(mem)}, tmp_path / "j2")
+        )
+        spec = BackendSpec(
+            default=remote("top", top_q),
+            routes=[RouteSpec(prefix="/memories", backend=remote("mem", mem_q))],
+        )
+        input = AgentInput(
+            task="go",
+            model=model,
+            backend=spec,
+            permissions=rules,
+            limits=Limits(max_execute_timeout=50),
+        )
+        workflow_id = uid("wf")
+        result = await temporal_client.execute_workflow(
+            AgentWorkflow.run, input, id=workflow_id, task_queue=queue
+        )
+        REPLAY_IDS.append(workflow_id)
+        history = await temporal_client.get_workflow_handle(workflow_id).fetch_history()
+    out = results(result)
+    assert out["g1"]["content"].splitlines() == ["/memories/x.md", "/top.txt"]
+    assert out["l1"]["content"].splitlines() == ["/memories/", "/top.txt"]
+    assert out["s1"]["content"] == "/memories/x.md:\n  1: alpha mem\n/top.txt:\n  1: alpha top"
+    assert out["s2"]["content"] == "No matches found"  # removed by permissions: no hint
+    assert "literal" in out["s3"]["content"]  # nothing existed: the hint is right
+    first_row, note = out["s4"]["content"].split("\n\n")
+    assert first_row in ("/memories/x.md: 1", "/top.txt: 1")  # one shared budget of 1
+    assert "incomplete" in note
+    assert "secret" not in str(result.transcript) and "shadow" not in str(result.transcript)
+    requests = _tool_requests(history)
+    fanned = [r for r in requests if r.tool in ("ls", "glob", "grep")]
+    assert fanned and all(r.want_raw for r in fanned)
+    assert {r.backend for r in fanned} == {"top", "mem"}
+    [read] = [r for r in requests if r.tool == "read_file"]
+    assert not read.want_raw and read.args == {"file_path": "/x.md", "offset": 0, "limit": 100}
+    assert read.tool_call_id == "1:6:r1"  # step 1, position 6, the model's id
+    assert {r.max_execute_timeout for r in requests} == {50}
 
 
 # --------------------------------------------------------------------------- gate

@@ -5,6 +5,13 @@ restarts: the transcript, tool visibility, the permission gate, pending
 approvals, the read-before-edit set and the State backend's files. Model
 calls and every non-State tool call are activities; the State backend runs
 in-workflow because its operations are pure.
+
+Sandbox: everything this module uses from ``activities``/``backends``/
+``workflows`` is pure and imported once, passed through from the host, with
+the pure third-party matchers it relies on (``wcmatch``, ``bracex``) passed
+through too, so the sandbox never re-imports them per workflow run.
+:data:`SANDBOX_PASSTHROUGH` lists them for a worker that wants to declare
+them on its runner as well (see :func:`sandboxed_runner`).
 """
 
 from __future__ import annotations
@@ -16,8 +23,16 @@ from typing import Any
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 with workflow.unsafe.imports_passed_through():
+    # Pure third-party pattern matchers used by the State backend, the Router
+    # and the permission rules: pass them through explicitly (not only as
+    # transitive imports) so a later sandboxed import finds the host modules.
+    import bracex  # noqa: F401
+    import wcmatch.fnmatch
+    import wcmatch.glob  # noqa: F401
+
     from activities.dispatch import run_tool
     from activities.messages import (
         Message,
@@ -27,7 +42,7 @@ with workflow.unsafe.imports_passed_through():
         ToolCall,
         Usage,
     )
-    from activities.tool_types import ToolName, ToolOutcome, ToolRequest
+    from activities.tool_types import ToolName, ToolOutcome, ToolRequest, activity_call_id
     from activities.tools import outcome_for_activity_error, tool_activity_options
     from backends.composite import Router
     from backends.formatting import Rendered, format_error, not_read_before_edit
@@ -58,6 +73,15 @@ with workflow.unsafe.imports_passed_through():
     )
 
 MODEL_ACTIVITY = "filegate.model"
+
+SANDBOX_PASSTHROUGH: tuple[str, ...] = ("activities", "backends", "bracex", "wcmatch")
+"""Modules the agent workflow may share with the host: pure and deterministic."""
+
+
+def sandboxed_runner() -> SandboxedWorkflowRunner:
+    """The default sandbox with :data:`SANDBOX_PASSTHROUGH` passed through."""
+    restrictions = SandboxRestrictions.default.with_passthrough_modules(*SANDBOX_PASSTHROUGH)
+    return SandboxedWorkflowRunner(restrictions=restrictions)
 
 
 def _rendered(result: Rendered) -> ToolOutcome:
@@ -140,7 +164,7 @@ class AgentWorkflow:
             reply = response.message.model_copy(update={"role": "assistant"})
             self._messages.append(reply)
             if reply.tool_calls:
-                await self._run_tool_calls(reply.tool_calls)
+                await self._run_tool_calls(reply.tool_calls, self._steps)
                 continue
             final = reply.text()
             self._awaiting_model = False
@@ -268,14 +292,19 @@ class AgentWorkflow:
 
     # ---------------------------------------------------------------- tools
 
-    async def _run_tool_calls(self, calls: list[ToolCall]) -> None:
-        """Run one turn's calls concurrently; calls on the same path keep their order."""
+    async def _run_tool_calls(self, calls: list[ToolCall], step: int) -> None:
+        """Run one turn's calls concurrently; calls on the same path keep their order.
+
+        ``step`` (the model call that produced ``calls``) makes the activities'
+        tool-call ids unique per workflow (:func:`activity_call_id`).
+        """
         chains: dict[str, asyncio.Task[ToolOutcome]] = {}
         tasks: list[asyncio.Task[ToolOutcome]] = []
-        for call in calls:
+        for index, call in enumerate(calls):
             key = self._order_key(call)
             previous = chains.get(key) if key is not None else None
-            task = asyncio.create_task(self._one_call(call, previous))
+            call_id = activity_call_id(step, index, call.id)
+            task = asyncio.create_task(self._one_call(call, call_id, previous))
             if key is not None:
                 chains[key] = task
             tasks.append(task)
@@ -332,7 +361,7 @@ class AgentWorkflow:
         )
 
     async def _one_call(
-        self, call: ToolCall, previous: asyncio.Task[ToolOutcome] | None
+        self, call: ToolCall, call_id: str, previous: asyncio.Task[ToolOutcome] | None
     ) -> ToolOutcome:
         if previous is not None:
             await workflow.wait([previous])
@@ -351,7 +380,7 @@ class AgentWorkflow:
             if decided is not checked:
                 note = EDITED_NOTE.format(args=decided.args)
             checked = decided
-        outcome = await self._execute(checked, call.id, edited=bool(note))
+        outcome = await self._execute(checked, call_id, edited=bool(note))
         if note:
             outcome = _with_note(outcome, note)
         return outcome
@@ -413,7 +442,9 @@ class AgentWorkflow:
         if fanout.needs_fanout(self._router, call.tool, call.args):
 
             async def run_target(prefix: str | None, args: dict[str, Any]) -> ToolOutcome:
-                return await self._on_backend(call.tool, prefix, args, tool_call_id, edited)
+                return await self._on_backend(
+                    call.tool, prefix, args, tool_call_id, edited, want_raw=True
+                )
 
             return _rendered(await fanout.fan_out(self._router, call.tool, call.args, run_target))
         local_args = dict(call.args)
@@ -434,6 +465,8 @@ class AgentWorkflow:
         local_args: dict[str, Any],
         tool_call_id: str,
         edited: bool = False,
+        *,
+        want_raw: bool = False,
     ) -> ToolOutcome:
         """Run one call with backend-local args on the backend serving route ``prefix``."""
         ref = self._input.backend.backend_for(prefix)
@@ -446,6 +479,8 @@ class AgentWorkflow:
             route_prefix=prefix or "/",
             permissions=self._input.permissions,
             reviewer_edited=edited,
+            max_execute_timeout=self._input.limits.max_execute_timeout,
+            want_raw=want_raw,
         )
         return await self._dispatch(ref, request)
 

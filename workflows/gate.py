@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from activities.providers.common import RAW_ARGS_KEY
 from activities.tool_types import TOOL_ARGS, ToolName
 from backends.composite import Router
 from backends.formatting import Rendered, format_error, permission_denied
@@ -76,6 +77,14 @@ def check_call(
         return format_error(f"unknown tool {tool!r}; available tools: {names}")
     if not isinstance(raw_args, dict):
         return format_error(f"arguments for {tool} must be a JSON object")
+    unparsed = raw_args.get(RAW_ARGS_KEY)
+    if set(raw_args) == {RAW_ARGS_KEY} and isinstance(unparsed, str):
+        # The provider could not parse the model's argument text (truncated or
+        # not JSON); say so instead of "extra field __raw__".
+        return format_error(
+            f"arguments for {tool} were not valid JSON: {_preview(unparsed)}. "
+            "Send the arguments as one JSON object matching the tool's schema."
+        )
     size = len(json.dumps(raw_args, default=str))
     if size > max_args_chars:
         return format_error(
@@ -107,6 +116,11 @@ def check_call(
         )
     args[field] = path
     return CheckedCall(name, args, path, match.prefix, match.local_path)
+
+
+def _preview(text: str, limit: int = 200) -> str:
+    """The start of unparsable argument text, quoted (enough to see what went wrong)."""
+    return repr(text if len(text) <= limit else text[:limit] + "...")
 
 
 def _bulk_denied(rules: list[FilesystemPermission], op: str, root: str) -> bool:

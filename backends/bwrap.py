@@ -1,0 +1,166 @@
+"""The bubblewrap sandbox: ``bwrap`` namespaces around every command.
+
+What a command sees: read-only ``/usr`` (with ``/bin``, ``/lib*``, ``/sbin``
+as symlinks into it, as on merged-/usr Debian), a handful of harmless ``/etc``
+files, a fresh ``/proc`` and minimal ``/dev``, a private ``/tmp`` tmpfs, and
+the backend's root directory read-write at ``/workspace`` (its cwd). No
+network (``--unshare-all``: net, ipc, pid, uts, cgroup, user where possible),
+every capability dropped (bwrap *keeps* them for a root caller otherwise), a
+new session (no TIOCSTI into the worker's terminal), a clean environment.
+
+Killing: bwrap runs in its own process group (:func:`run_command`) and
+``--die-with-parent`` ties the sandbox's pid 1 to it; when pid 1 of a pid
+namespace dies the kernel kills every process in it, so a timeout, a
+cancelled activity or a command that left background jobs never leaks
+processes, however many it forked.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from backends.filesystem import DEFAULT_MAX_FILE_BYTES
+from backends.local_shell import MINIMAL_PATH, run_command
+from backends.protocol import ExecuteResult
+from backends.sandbox import (
+    DEFAULT_MAX_OUTPUT_BYTES,
+    DEFAULT_OP_TIMEOUT,
+    DEFAULT_TIMEOUT,
+    WORKSPACE,
+    BaseSandbox,
+)
+
+_ETC_FILES = (
+    "/etc/alternatives",  # Debian's /usr/bin/awk etc. are symlinks through here
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/localtime",
+    "/etc/passwd",
+    "/etc/group",
+    "/etc/nsswitch.conf",
+)
+_USR_LINKS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
+_PROBE_TIMEOUT = 15.0
+
+
+class SandboxUnavailableError(RuntimeError):
+    """bwrap is missing or cannot create its namespaces on this host."""
+
+
+class BwrapSandboxBackend(BaseSandbox):
+    """A sandbox per command with ``bwrap``; files live in ``root_dir`` on the host."""
+
+    def __init__(
+        self,
+        root_dir: str | os.PathLike[str],
+        *,
+        bwrap_path: str = "bwrap",
+        env: Mapping[str, str] | None = None,
+        ro_binds: Sequence[str] = (),
+        default_timeout: float = DEFAULT_TIMEOUT,
+        max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
+        max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+        op_timeout: float = DEFAULT_OP_TIMEOUT,
+        check: bool = True,
+    ) -> None:
+        """``ro_binds``: extra host directories mounted read-only at the same path.
+
+        ``check`` (default) probes bwrap now and raises
+        :class:`SandboxUnavailableError` with the reason, so a worker fails at
+        start rather than on its first tool call.
+        """
+        super().__init__(
+            default_timeout=default_timeout,
+            max_output_bytes=max_output_bytes,
+            max_file_bytes=max_file_bytes,
+            op_timeout=op_timeout,
+        )
+        Path(root_dir).mkdir(parents=True, exist_ok=True)
+        self.root = os.path.realpath(root_dir)
+        self.bwrap_path = bwrap_path
+        self.env = {"PATH": MINIMAL_PATH, "HOME": WORKSPACE, "LANG": "C.UTF-8", **(env or {})}
+        for name in self.env:
+            if not name or "=" in name or "\x00" in name:
+                raise ValueError(f"invalid environment variable name {name!r}")
+        self.ro_binds = [os.path.realpath(p) for p in ro_binds]
+        if check:
+            self.check_available()
+
+    def _executable(self) -> str:
+        found = shutil.which(self.bwrap_path)
+        if found is None:
+            raise SandboxUnavailableError(
+                f"bubblewrap not found at {self.bwrap_path!r}: install the Debian package "
+                "'bubblewrap' or pass bwrap_path"
+            )
+        return found
+
+    def bwrap_argv(self) -> list[str]:
+        """The bwrap invocation up to (not including) the command."""
+        argv = [self._executable(), "--unshare-all", "--cap-drop", "ALL"]
+        argv += ["--die-with-parent", "--new-session", "--hostname", "sandbox"]
+        argv += ["--ro-bind", "/usr", "/usr"]
+        for name in _USR_LINKS:
+            if os.path.exists(f"/usr/{name}"):
+                argv += ["--symlink", f"usr/{name}", f"/{name}"]
+        for path in _ETC_FILES:
+            argv += ["--ro-bind-try", path, path]
+        for path in self.ro_binds:
+            argv += ["--ro-bind", path, path]
+        argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+        argv += ["--bind", self.root, WORKSPACE, "--chdir", WORKSPACE, "--clearenv"]
+        for name, value in self.env.items():
+            argv += ["--setenv", name, value]
+        return [*argv, "--"]
+
+    def run_in_sandbox(self, command: str, timeout: float, max_output_bytes: int) -> ExecuteResult:
+        try:
+            argv = [*self.bwrap_argv(), "/bin/sh", "-c", command]
+        except SandboxUnavailableError as exc:
+            return ExecuteResult(error=str(exc), code="unsupported")
+        return run_command(
+            argv,
+            shell=False,
+            cwd=self.root,
+            env={"PATH": MINIMAL_PATH},
+            timeout=timeout,
+            max_output_bytes=max_output_bytes,
+        )
+
+    def check_available(self) -> None:
+        """Raise :class:`SandboxUnavailableError` unless a real sandbox starts here.
+
+        Two probes: the minimal ``bwrap --ro-bind / / true`` (namespaces at
+        all), then our full sandbox running the file helper's interpreter.
+        """
+        exe = self._executable()
+        try:
+            probe = subprocess.run(
+                [exe, "--ro-bind", "/", "/", "true"],
+                capture_output=True,
+                timeout=_PROBE_TIMEOUT,
+                check=False,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise SandboxUnavailableError(f"could not run {exe}: {exc}") from exc
+        if probe.returncode != 0:
+            stderr = probe.stderr.decode("utf-8", "replace").strip()
+            raise SandboxUnavailableError(
+                f"bwrap cannot create namespaces here (user namespaces disabled or not "
+                f"permitted?): `{exe} --ro-bind / / true` exited {probe.returncode}: {stderr}"
+            )
+        full = self.run_in_sandbox("exec python3 -I -S -c 'print(40 + 2)'", _PROBE_TIMEOUT, 4096)
+        if full.exit_code != 0 or full.output.strip() != "42":
+            detail = (full.error or full.output).strip()
+            raise SandboxUnavailableError(
+                f"the bwrap sandbox does not start or has no python3 inside "
+                f"(exit {full.exit_code}): {detail}"
+            )
+
+
+__all__ = ["BwrapSandboxBackend", "SandboxUnavailableError"]

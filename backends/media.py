@@ -1,0 +1,542 @@
+"""Media reads (SPEC §6): binary read results become content blocks for the model.
+
+``read_file`` on an image, audio file or document returns one content block
+(type, base64, mime). A video is sampled instead: ``offset``/``limit`` are
+seconds, one JPEG frame every 2 s, each preceded by a ``Frame at t=...`` text
+block, under caps on frames, decode time and output bytes so one call can
+never flood the context or pin a worker. The frames do not go in the tool
+result itself (providers want a turn's tool results contiguous): the caller
+sends them as a user message after the turn's tool results, and the tool
+result carries a short summary.
+
+The backend's ``encoding`` decides text versus binary; the extension only
+picks the block type and mime. Video support is optional (``av`` + ``pillow``,
+the ``video`` extra) and imported lazily, only when a video is decoded. Video
+decoding is CPU-heavy and bounded by wall-clock time, so it belongs in an
+activity, never in workflow code.
+
+The block models live in ``activities.messages``; they are imported where a
+block is built, not at module level, because importing the ``activities``
+package loads Temporal and ``backends`` must stay importable without it.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import importlib.util
+import io
+import math
+import posixpath
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
+
+from backends.formatting import (
+    empty_file_message,
+    format_error,
+    format_read,
+    plan_read,
+)
+from backends.protocol import ReadResult
+from backends.textops import decode_text, read_window
+
+if TYPE_CHECKING:
+    from av.container import InputContainer
+    from av.video.frame import VideoFrame
+    from av.video.stream import VideoStream
+
+    from activities.messages import ContentBlock, MediaKind
+
+IMAGE_EXTENSIONS = frozenset((".png", ".jpg", ".jpeg", ".gif", ".webp", ".heic", ".heif"))
+VIDEO_EXTENSIONS = frozenset(
+    (".mp4", ".mpeg", ".mov", ".avi", ".flv", ".mpg", ".webm", ".wmv", ".3gpp", ".mkv")
+)
+AUDIO_EXTENSIONS = frozenset((".wav", ".mp3", ".aiff", ".aac", ".ogg", ".flac"))
+DOCUMENT_EXTENSIONS = frozenset((".pdf", ".ppt", ".pptx"))
+
+MIME_TYPES: dict[str, str] = {
+    ".png": "image/png",
+    ".jpg": "image/jpeg",
+    ".jpeg": "image/jpeg",
+    ".gif": "image/gif",
+    ".webp": "image/webp",
+    ".heic": "image/heic",
+    ".heif": "image/heif",
+    ".mp4": "video/mp4",
+    ".mpeg": "video/mpeg",
+    ".mpg": "video/mpeg",
+    ".mov": "video/quicktime",
+    ".avi": "video/x-msvideo",
+    ".flv": "video/x-flv",
+    ".webm": "video/webm",
+    ".wmv": "video/x-ms-wmv",
+    ".3gpp": "video/3gpp",
+    ".mkv": "video/x-matroska",
+    ".wav": "audio/wav",
+    ".mp3": "audio/mpeg",
+    ".aiff": "audio/aiff",
+    ".aac": "audio/aac",
+    ".ogg": "audio/ogg",
+    ".flac": "audio/flac",
+    ".pdf": "application/pdf",
+    ".ppt": "application/vnd.ms-powerpoint",
+    ".pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+}
+"""A fixed table rather than :mod:`mimetypes`, whose answers depend on the host."""
+
+GENERIC_MIME = "application/octet-stream"
+
+DEFAULT_VIDEO_WINDOW = 100
+"""Seconds sampled when the model gives no ``limit`` (equals read_file's default limit)."""
+
+FRAME_MIME = "image/jpeg"
+
+VIDEO_READ_NOTE = (
+    "Videos come back as sampled frames: offset and limit are seconds to skip and to "
+    f"sample (default: the first {DEFAULT_VIDEO_WINDOW} s), one frame every 2 s."
+)
+"""Sentence for the read_file tool description, only when :func:`video_supported`."""
+
+
+def describe_read_file(base: str, *, video: bool | None = None) -> str:
+    """The read_file description, advertising video only when it can be decoded.
+
+    ``video`` should be the capability of the worker that serves reads (probe
+    it there with :func:`video_supported`); None probes this process.
+    """
+    enabled = video_supported() if video is None else video
+    return f"{base} {VIDEO_READ_NOTE}" if enabled else base
+
+
+@dataclass(frozen=True)
+class VideoLimits:
+    """Sampling rate and the caps that bound one video read (SPEC §6)."""
+
+    frame_interval: float = 2.0
+    """Seconds between sampled frames (0.5 fps)."""
+    max_frames: int = 64
+    max_decode_seconds: float = 10.0
+    """Wall-clock budget for demuxing, decoding and encoding frames."""
+    max_output_bytes: int = 4 * 1024 * 1024
+    """Budget for the base64 text of all frames (what the model request carries)."""
+    max_width: int = 2920
+    max_height: int = 1080
+    jpeg_quality: int = 85
+
+
+DEFAULT_VIDEO_LIMITS = VideoLimits()
+
+_FALLBACK_QUALITIES = (60, 35)
+"""Qualities tried when the *first* frame alone is over the byte budget, so a read
+always makes progress instead of pointing the model back at the same offset."""
+
+
+@dataclass(frozen=True)
+class MediaOutcome:
+    """What a binary read shows the model.
+
+    ``content`` is the tool result (text, or content blocks for image/audio/
+    document/file). ``frames`` holds a video's sampled frames (a ``Frame at``
+    text block before each JPEG image block); the caller sends them as a user
+    message after the turn's tool results. ``kind`` says which path produced it.
+    """
+
+    content: str | list[ContentBlock]
+    is_error: bool = False
+    frames: list[ContentBlock] = field(default_factory=list)
+    kind: MediaKind | Literal["text"] = "file"
+
+
+# --------------------------------------------------------------------------- classification
+
+
+def video_supported() -> bool:
+    """Whether ``av`` and ``pillow`` are installed (without importing them).
+
+    ``find_spec`` keeps this cheap; an installed-but-broken ``av`` is reported
+    as a clear error when a video is actually decoded.
+    """
+    try:
+        return (
+            importlib.util.find_spec("av") is not None
+            and importlib.util.find_spec("PIL.Image") is not None
+        )
+    except (ImportError, ValueError):
+        return False
+
+
+def extension_of(path: str) -> str:
+    """Lower-cased extension of the last path component (``""`` for dotfiles)."""
+    name = posixpath.basename(path)
+    dot = name.rfind(".")
+    return name[dot:].lower() if dot > 0 else ""
+
+
+def media_kind(path: str, *, video: bool | None = None) -> MediaKind:
+    """Content block type for binary content at ``path``.
+
+    Unknown extensions, and videos when video support is off, are ``file``.
+    ``video`` overrides the :func:`video_supported` probe.
+    """
+    ext = extension_of(path)
+    if ext in IMAGE_EXTENSIONS:
+        return "image"
+    if ext in AUDIO_EXTENSIONS:
+        return "audio"
+    if ext in DOCUMENT_EXTENSIONS:
+        return "document"
+    if ext in VIDEO_EXTENSIONS:
+        enabled = video_supported() if video is None else video
+        return "video" if enabled else "file"
+    return "file"
+
+
+def is_video_path(path: str) -> bool:
+    """True for a video extension, whether or not video support is installed."""
+    return extension_of(path) in VIDEO_EXTENSIONS
+
+
+def mime_type_for(path: str) -> str:
+    return MIME_TYPES.get(extension_of(path), GENERIC_MIME)
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def _b64_len(size: int) -> int:
+    return 4 * math.ceil(size / 3)
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+def media_blocks(
+    path: str,
+    result: ReadResult,
+    *,
+    offset: int = 0,
+    limit: int = DEFAULT_VIDEO_WINDOW,
+    video: bool | None = None,
+    limits: VideoLimits = DEFAULT_VIDEO_LIMITS,
+) -> MediaOutcome | None:
+    """Render a read result that carries bytes; None when it is not binary.
+
+    ``path`` is the path shown to the model (virtual). ``offset``/``limit``
+    are the model's read_file arguments: lines for bytes that turn out to be
+    UTF-8 text, seconds for a video. ``video`` overrides the installed-check.
+    """
+    if result.error is not None or result.data is None:
+        return None
+    data = result.data
+    if not data:
+        return MediaOutcome(content=empty_file_message(path), kind="text")
+    if result.encoding == "utf-8":
+        text = decode_text(data)
+        if text is not None:
+            return _text_outcome(path, text, offset, limit)
+    kind = media_kind(path, video=video)
+    if kind == "video":
+        return video_frames(path, data, offset=offset, limit=limit, limits=limits)
+    from activities.messages import MediaBlock  # see module docstring
+
+    block = MediaBlock(type=kind, base64=_b64(data), mime_type=mime_type_for(path), path=path)
+    return MediaOutcome(content=[block], kind=kind)
+
+
+def _text_outcome(path: str, text: str, offset: int, limit: int) -> MediaOutcome:
+    """The backend said UTF-8: show text, whatever the extension claims."""
+    plan = plan_read(offset, limit)
+    window = (
+        ReadResult(path=path) if plan.early else read_window(path, text, plan.offset, plan.limit)
+    )
+    rendered = format_read(window, plan)
+    return MediaOutcome(content=rendered.text, is_error=rendered.is_error, kind="text")
+
+
+# --------------------------------------------------------------------------- video
+
+
+def format_timestamp(seconds: float) -> str:
+    """``HH:MM:SS.mmm`` (milliseconds rounded)."""
+    millis = max(0, round(seconds * 1000))
+    hours, rest = divmod(millis, 3_600_000)
+    minutes, rest = divmod(rest, 60_000)
+    secs, millis = divmod(rest, 1000)
+    return f"{hours:02d}:{minutes:02d}:{secs:02d}.{millis:03d}"
+
+
+def _seconds(value: float) -> str:
+    """Seconds as the model should pass them back: integral values without a point."""
+    return str(int(value)) if float(value).is_integer() else f"{value:.3f}"
+
+
+class VideoDecodeError(Exception):
+    """The bytes are not a decodable video (message is shown to the model)."""
+
+
+@dataclass
+class _Sample:
+    time: float
+    jpeg: bytes
+    width: int
+    height: int
+
+
+@dataclass
+class _Sampling:
+    """What the sampler produced and why it stopped."""
+
+    samples: list[_Sample] = field(default_factory=list)
+    duration: float | None = None
+    size: tuple[int, int] = (0, 0)
+    stop: Literal["done", "frames", "time", "bytes", "damaged"] = "done"
+    resume_at: float | None = None
+    """Offset (seconds) that continues where a cap cut the window."""
+    damage: str = ""
+    decoded_until: float | None = None
+    """Time of the last decoded frame (where damage stopped the decoder)."""
+
+
+def video_frames(
+    path: str,
+    data: bytes,
+    *,
+    offset: int = 0,
+    limit: int = DEFAULT_VIDEO_WINDOW,
+    limits: VideoLimits = DEFAULT_VIDEO_LIMITS,
+    clock: Callable[[], float] = time.monotonic,
+) -> MediaOutcome:
+    """Sample ``[offset, offset + limit)`` seconds of a video into JPEG frames."""
+    if limit <= 0:
+        return _error(
+            f"limit={limit} asks for no video. For videos limit is the number of seconds "
+            f"to sample; pass limit >= 1 (default {DEFAULT_VIDEO_WINDOW})."
+        )
+    note = ""
+    if offset < 0:
+        note = f"[Note: offset {offset} is negative; reading from the start (offset 0).]\n"
+        offset = 0
+    try:
+        sampling = _sample(data, float(offset), float(offset + limit), limits, clock)
+    except VideoDecodeError as exc:
+        return _error(f"cannot read {path} as a video: {exc}")
+    if not sampling.samples:
+        if sampling.stop == "time":
+            return _error(
+                f"decoding {path} did not reach t={_seconds(offset)} s within the "
+                f"{limits.max_decode_seconds:g} s decode budget. Try a different offset."
+            )
+        if sampling.stop == "damaged":
+            return _error(f"cannot read {path} as a video: {sampling.damage}.")
+        if sampling.stop == "bytes":
+            return _error(
+                f"a single frame of {path} is over the {limits.max_output_bytes}-byte "
+                "output budget even at low quality."
+            )
+        if sampling.duration is None:
+            return _error(f"offset {offset} s is past the last frame of {path}.")
+        return _error(
+            f"offset {offset} s is past the end of {path}, which is "
+            f"{sampling.duration:.3f} s long. Use an offset below {math.ceil(sampling.duration)}."
+        )
+    from activities.messages import MediaBlock, TextBlock  # see module docstring
+
+    frames: list[ContentBlock] = []
+    for sample in sampling.samples:
+        frames.append(TextBlock(text=f"Frame at t={format_timestamp(sample.time)}"))
+        frames.append(
+            MediaBlock(type="image", base64=_b64(sample.jpeg), mime_type=FRAME_MIME, path=path)
+        )
+    summary = note + _summary(path, offset, limit, sampling, limits)
+    return MediaOutcome(content=summary, frames=frames, kind="video")
+
+
+def _error(message: str) -> MediaOutcome:
+    return MediaOutcome(content=format_error(message).text, is_error=True, kind="video")
+
+
+def _summary(path: str, offset: int, limit: int, sampling: _Sampling, limits: VideoLimits) -> str:
+    duration = sampling.duration
+    end = offset + limit if duration is None else min(offset + limit, duration)
+    window = f"the first {_seconds(end)} s" if offset == 0 else f"[{offset:.3f} s, {end:.3f} s)"
+    length = f"{duration:.3f} s, " if duration is not None else ""
+    width, height = sampling.size
+    count = len(sampling.samples)
+    first, last = sampling.samples[0].time, sampling.samples[-1].time
+    lines = [
+        f"Video {path} ({length}{width}x{height}): sampled {count} "
+        f"frame{'s' if count != 1 else ''} from {window}, one every "
+        f"{limits.frame_interval:g} s (t={format_timestamp(first)} to "
+        f"t={format_timestamp(last)}). The frames follow in the next message."
+    ]
+    resume = sampling.resume_at
+    if sampling.stop == "damaged":
+        until = sampling.decoded_until if sampling.decoded_until is not None else last
+        lines.append(f"[Decoding stopped after t={format_timestamp(until)}: {sampling.damage}.]")
+    elif sampling.stop != "done" and resume is not None:
+        reason = {
+            "frames": f"the {limits.max_frames}-frame limit",
+            "time": f"the {limits.max_decode_seconds:g} s decode-time limit",
+            "bytes": f"the {limits.max_output_bytes}-byte output limit",
+        }[sampling.stop]
+        lines.append(
+            f"[Stopped early at {reason}: continue with offset={_seconds(resume)} "
+            "to read the rest of the window.]"
+        )
+    elif duration is not None and offset + limit < duration:
+        lines.append(
+            f"[{duration - (offset + limit):.3f} s of video remain: continue with "
+            f"offset={offset + limit}.]"
+        )
+    return "\n".join(lines)
+
+
+def _open(data: bytes) -> tuple[InputContainer, VideoStream]:
+    try:
+        import av
+        from PIL import Image  # noqa: F401  (fail here, before decoding, if pillow is broken)
+    except ImportError as exc:  # installed-but-broken counts as unsupported
+        raise VideoDecodeError(f"video support is not installed correctly ({exc})") from exc
+    try:
+        container = av.open(io.BytesIO(data), mode="r")
+    except (av.FFmpegError, OSError, ValueError) as exc:
+        raise VideoDecodeError(f"the data is not a recognised video format ({_why(exc)})") from exc
+    if not container.streams.video:
+        container.close()
+        raise VideoDecodeError("the file has no video stream")
+    stream = container.streams.video[0]
+    stream.thread_type = "AUTO"
+    return container, stream
+
+
+def _stream_times(container: InputContainer, stream: VideoStream) -> tuple[float, float | None]:
+    """(start time, duration) in seconds; duration None when the file does not say."""
+    base = float(stream.time_base) if stream.time_base is not None else 0.0
+    start = stream.start_time * base if stream.start_time is not None else 0.0
+    if stream.duration is not None and base:
+        return start, stream.duration * base
+    if container.duration is not None:
+        return start, container.duration / 1_000_000
+    return start, None
+
+
+def _fit(width: int, height: int, limits: VideoLimits) -> tuple[int, int]:
+    """Largest size with the same aspect ratio inside the box (never upscales)."""
+    scale = min(1.0, limits.max_width / width, limits.max_height / height)
+    if scale >= 1.0:
+        return width, height
+    return max(1, math.floor(width * scale)), max(1, math.floor(height * scale))
+
+
+def _jpeg(frame: VideoFrame, size: tuple[int, int], quality: int) -> bytes:
+    image = frame.to_image(width=size[0], height=size[1])
+    out = io.BytesIO()
+    image.save(out, format="JPEG", quality=quality)
+    return out.getvalue()
+
+
+def _decoded(
+    container: InputContainer, stream: VideoStream, start: float, offset: float
+) -> Iterator[VideoFrame]:
+    """Frames from (a keyframe at or before) ``offset``; from the top if seeking fails."""
+    if offset > 0 and stream.time_base is not None:
+        import av
+
+        # Unseekable input: decode from where the demuxer is (the top) instead.
+        with contextlib.suppress(av.FFmpegError):
+            container.seek(int((start + offset) / stream.time_base), stream=stream, backward=True)
+    yield from container.decode(stream)
+
+
+def _sample(
+    data: bytes, offset: float, end: float, limits: VideoLimits, clock: Callable[[], float]
+) -> _Sampling:
+    """Pick the first frame at or after each target time ``offset + k * interval``."""
+    import av
+
+    began = clock()
+    container, stream = _open(data)
+    out = _Sampling()
+    try:
+        start, out.duration = _stream_times(container, stream)
+        if out.duration is not None:
+            end = min(end, out.duration)
+        out.size = (stream.codec_context.width, stream.codec_context.height)
+        target = offset
+        used = 0
+        last_seen: float | None = None
+        frames = _decoded(container, stream, start, offset)
+        while target < end:
+            try:
+                frame = next(frames, None)
+            except av.FFmpegError as exc:
+                out.stop, out.damage = "damaged", f"the data is damaged ({_why(exc)})"
+                break
+            if frame is None:
+                out.damage = _ended_early(stream, last_seen, out.duration)
+                out.stop = "damaged" if out.damage else "done"
+                break
+            if frame.time is not None:
+                last_seen = out.decoded_until = frame.time - start
+            if last_seen is not None and last_seen >= target - 1e-3:
+                t = max(last_seen, 0.0)
+                size = _fit(frame.width, frame.height, limits)
+                out.size = (frame.width, frame.height)
+                jpeg = _encode_within(
+                    frame, size, limits, limits.max_output_bytes - used, first=not out.samples
+                )
+                if jpeg is None:
+                    out.stop, out.resume_at = "bytes", target
+                    break
+                used += _b64_len(len(jpeg))
+                out.samples.append(_Sample(t, jpeg, *size))
+                while target <= t + 1e-3:
+                    target += limits.frame_interval
+                if target < end and len(out.samples) > limits.max_frames:
+                    out.stop, out.resume_at = "frames", target
+                    break
+            if clock() - began > limits.max_decode_seconds and target < end:
+                out.stop, out.resume_at = "time", target
+                break
+    finally:
+        container.close()
+    return out
+
+
+def _why(exc: Exception) -> str:
+    """FFmpeg's own reason without the errno and file-name decoration."""
+    reason = getattr(exc, "strerror", None)
+    return str(reason) if reason else str(exc)
+
+
+def _ended_early(stream: VideoStream, last_seen: float | None, duration: float | None) -> str:
+    """Why frames stopped well before the stated duration, or ``""`` if they did not.
+
+    "Well before" allows two frame intervals of slack so sparse or variable
+    frame rates do not read as damage.
+    """
+    if duration is None or last_seen is None:
+        return ""
+    rate = float(stream.average_rate) if stream.average_rate else 0.0
+    slack = (2.0 / rate if rate > 0 else 2.0) + 0.5
+    if duration - last_seen <= slack:
+        return ""
+    return (
+        f"no decodable frames follow, although the file claims to last {duration:.3f} s "
+        "(it is probably truncated or damaged)"
+    )
+
+
+def _encode_within(
+    frame: VideoFrame, size: tuple[int, int], limits: VideoLimits, budget: int, *, first: bool
+) -> bytes | None:
+    """The frame as JPEG if its base64 fits ``budget``; the first frame may drop quality."""
+    qualities = (limits.jpeg_quality, *_FALLBACK_QUALITIES) if first else (limits.jpeg_quality,)
+    for quality in qualities:
+        jpeg = _jpeg(frame, size, quality)
+        if _b64_len(len(jpeg)) <= budget:
+            return jpeg
+    return None

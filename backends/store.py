@@ -1,0 +1,619 @@
+"""The Store backend: persistent, cross-thread files in an S3 bucket (SPEC §1).
+
+Files of one namespace (e.g. ``("users", "u1")``) live under the key prefix
+``users/u1/``; the virtual path ``/notes/a.md`` is the object
+``users/u1/notes/a.md``. Directories are implied by keys, as in the State
+backend. Some S3 servers (SeaweedFS) keep empty "folders" after their last
+object is deleted, so a directory only counts when a real object lies below
+it: listings never show ghosts.
+
+Also home of the S3 plumbing the artifact store shares: the namespace rule,
+a client with short timeouts and few retries (a wrong endpoint fails fast
+instead of hanging an activity), failure -> short message, and the streamed
+text window over an object.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+from collections.abc import Iterator
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, BinaryIO, cast
+
+import urllib3
+from minio import Minio
+from minio.deleteobjects import DeleteObject
+from minio.error import InvalidResponseError, MinioException, S3Error, ServerError
+
+from backends.filesystem import FilesystemBackend, _scan_file
+from backends.globbing import glob_paths, grep_paths, resolve_glob
+from backends.paths import validate_path
+from backends.protocol import (
+    DEFAULT_READ_LIMIT,
+    DeleteResult,
+    EditResult,
+    ErrorCode,
+    ExecuteResult,
+    FileDownloadResult,
+    FileInfo,
+    FileUploadResult,
+    GlobResult,
+    GrepMatch,
+    GrepResult,
+    LsResult,
+    ReadResult,
+    WriteResult,
+)
+from backends.textops import apply_edit, bad_limit, decode_text, is_media_path
+
+if TYPE_CHECKING:
+    from minio.datatypes import Object
+
+    from backends.settings import Settings
+
+NAMESPACE_COMPONENT = re.compile(r"[A-Za-z0-9._@+:~-]+")
+DEFAULT_MAX_FILE_BYTES = 16 << 20
+"""Largest object read whole (binary reads, edits, downloads); text windows stream."""
+
+S3_FAILURES: tuple[type[BaseException], ...] = (
+    MinioException,
+    urllib3.exceptions.HTTPError,
+    OSError,
+)
+"""What a call to S3 raises for expected failures (server said no, network down)."""
+
+_MISSING_CODES = frozenset({"NoSuchKey", "NoSuchObject", "NotFound"})
+_CREDENTIAL_CODES = frozenset(
+    {"InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "InvalidToken"}
+)
+_TEXT_TYPE = "text/plain; charset=utf-8"
+_BINARY_TYPE = "application/octet-stream"
+
+
+# -- shared S3 plumbing --------------------------------------------------------
+
+
+def validate_component(value: object, what: str = "namespace component") -> str:
+    """Return ``value`` if it is a legal key component; ValueError otherwise.
+
+    ``.`` and ``..`` match the character rule but are refused: some S3
+    servers map keys onto a filesystem, where they would climb.
+    """
+    if (
+        not isinstance(value, str)
+        or not NAMESPACE_COMPONENT.fullmatch(value)
+        or value in (".", "..")
+    ):
+        raise ValueError(f"invalid {what} {value!r}: use 1+ characters of [A-Za-z0-9._@+:~-]")
+    return value
+
+
+def normalize_namespace(namespace: tuple[str, ...] | list[str] | str) -> tuple[str, ...]:
+    """A validated, non-empty namespace tuple (a plain string is one component)."""
+    parts = (namespace,) if isinstance(namespace, str) else tuple(namespace)
+    if not parts:
+        raise ValueError("namespace must have at least one component")
+    return tuple(validate_component(part) for part in parts)
+
+
+def make_client(
+    endpoint: str,
+    access_key: str,
+    secret_key: str,
+    *,
+    secure: bool = False,
+    connect_timeout: float = 3.0,
+    read_timeout: float = 30.0,
+    retries: int = 2,
+) -> Minio:
+    """A minio client whose pool gives up quickly on an unreachable endpoint.
+
+    minio's default pool retries 5 times with no connect timeout of its own;
+    inside an activity that looks like a hang. Temporal retries the activity
+    anyway, so a couple of quick transport retries is all we want here.
+    """
+    http_client = urllib3.PoolManager(
+        timeout=urllib3.Timeout(connect=connect_timeout, read=read_timeout),
+        retries=urllib3.Retry(
+            total=retries,
+            backoff_factor=0.2,
+            status_forcelist=(500, 502, 503, 504),
+            raise_on_status=False,  # let minio parse the S3 error body
+        ),
+        maxsize=10,
+    )
+    return Minio(endpoint, access_key, secret_key, secure=secure, http_client=http_client)
+
+
+def client_from_settings(settings: Settings) -> Minio:
+    """The S3 client configured by ``FILEGATE_S3_*``; ValueError when unconfigured."""
+    if not settings.s3_endpoint:
+        raise ValueError("no S3 endpoint configured: set FILEGATE_S3_ENDPOINT")
+    if not settings.s3_access_key or settings.s3_secret_key is None:
+        raise ValueError("S3 credentials missing: set FILEGATE_S3_ACCESS_KEY/_SECRET_KEY")
+    return make_client(
+        settings.s3_endpoint,
+        settings.s3_access_key,
+        settings.s3_secret_key.get_secret_value(),
+        secure=settings.s3_secure,
+    )
+
+
+def is_missing(exc: BaseException) -> bool:
+    """True for the S3 "no such object" answer."""
+    return isinstance(exc, S3Error) and exc.code in _MISSING_CODES
+
+
+def s3_message(exc: BaseException) -> str:
+    """A short, credential-free description of an S3 failure."""
+    if isinstance(exc, S3Error):
+        if exc.code in _CREDENTIAL_CODES:
+            return f"S3 refused the request ({exc.code}): check the S3 access key and secret"
+        return f"S3 error {exc.code}: {exc.message}"
+    if isinstance(exc, ServerError):
+        return f"S3 server error (HTTP {exc.status_code})"
+    if isinstance(exc, InvalidResponseError):
+        return "S3 endpoint answered with something that is not S3"
+    if isinstance(exc, urllib3.exceptions.MaxRetryError):
+        return f"S3 endpoint unreachable: {type(exc.reason).__name__ if exc.reason else 'error'}"
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return f"S3 request failed: {text[:200]}"
+
+
+def ensure_bucket(client: Minio, bucket: str) -> None:
+    """Create ``bucket`` unless it exists (a concurrent creator is fine)."""
+    if client.bucket_exists(bucket):
+        return
+    try:
+        client.make_bucket(bucket)
+    except S3Error as exc:
+        if exc.code not in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
+            raise
+
+
+@contextlib.contextmanager
+def open_object(client: Minio, bucket: str, key: str) -> Iterator[Any]:
+    """GET ``key`` as a readable stream, always handing the connection back."""
+    response = client.get_object(bucket, key)
+    try:
+        yield response
+    finally:
+        response.close()
+        response.release_conn()
+
+
+def stream_text_window(fh: BinaryIO, path: str, offset: int, limit: int) -> ReadResult | None:
+    """One streamed pass: the line window of ``fh``, or None when it is binary.
+
+    Reuses the Filesystem backend's single-pass reader (it only needs
+    ``fh.read``) so every backend shares one definition of a window.
+    """
+    reader = FilesystemBackend._stream_window
+    return reader(cast(FilesystemBackend, None), fh, path, max(offset, 0), limit)
+
+
+def object_window(
+    client: Minio,
+    bucket: str,
+    key: str,
+    path: str,
+    offset: int,
+    limit: int,
+    max_binary_bytes: int = DEFAULT_MAX_FILE_BYTES,
+    wrap: Any = None,
+) -> ReadResult:
+    """``read`` of one object: a streamed text window, or base64 bytes when binary.
+
+    Media extensions are always bytes (SPEC §6). ``wrap`` may wrap the
+    response stream (the artifact store hashes what passes). S3 failures
+    propagate; the caller turns them into values.
+    """
+    if limit <= 0:
+        return bad_limit(path, limit)
+    with open_object(client, bucket, key) as response:
+        size = int(response.headers.get("content-length") or 0)
+        if not is_media_path(path):
+            stream = wrap(response) if wrap is not None else response
+            result = stream_text_window(stream, path, offset, limit)
+            if result is not None:
+                if result.ok:
+                    result.size = size
+                return result
+        if size > max_binary_bytes:
+            return ReadResult(
+                path=path,
+                size=size,
+                error=f"{path} is a binary file of {size} bytes, over the "
+                f"{max_binary_bytes}-byte limit",
+                code="too_large",
+            )
+        if is_media_path(path):
+            data = response.read()
+            return ReadResult(path=path, data=data, encoding="base64", size=len(data))
+    with open_object(client, bucket, key) as response:  # the text pass consumed the stream
+        data = response.read()
+    return ReadResult(path=path, data=data, encoding="base64", size=len(data))
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+# -- the backend -----------------------------------------------------------------
+
+
+class StoreBackend:
+    """Persistent files of one namespace in an S3 bucket; safe to share across threads.
+
+    Construction does no I/O (the bucket must exist: see :meth:`ensure_bucket`
+    and :meth:`from_settings`). Every expected failure, S3 ones included, is
+    an error value; nothing raises out of a protocol method.
+    """
+
+    def __init__(
+        self,
+        client: Minio,
+        bucket: str,
+        namespace: tuple[str, ...] | list[str] | str,
+        *,
+        max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+    ) -> None:
+        self.client = client
+        self.bucket = bucket
+        self.namespace = normalize_namespace(namespace)
+        self.max_file_bytes = max_file_bytes
+        self._prefix = "/".join(self.namespace) + "/"
+
+    @classmethod
+    def from_settings(
+        cls, settings: Settings, namespace: tuple[str, ...] | list[str] | str
+    ) -> StoreBackend:
+        """A backend on the configured S3 bucket (created if missing)."""
+        backend = cls(client_from_settings(settings), settings.s3_bucket, namespace)
+        backend.ensure_bucket()
+        return backend
+
+    def ensure_bucket(self) -> None:
+        """Create the bucket if it does not exist (raises on S3 failure: setup time)."""
+        ensure_bucket(self.client, self.bucket)
+
+    @property
+    def can_execute(self) -> bool:
+        return False
+
+    @property
+    def can_delete(self) -> bool:
+        return True
+
+    # -- key mapping ------------------------------------------------------------
+
+    def _key(self, vpath: str) -> str:
+        return self._prefix + vpath[1:]
+
+    def _dir_prefix(self, vpath: str) -> str:
+        return self._prefix if vpath == "/" else self._key(vpath) + "/"
+
+    def _virtual(self, key: str) -> str | None:
+        """The virtual path of an object key, or None for markers / foreign keys."""
+        rel = key[len(self._prefix) :]
+        if not key.startswith(self._prefix) or not rel or rel.endswith("/"):
+            return None
+        vpath = "/" + rel
+        try:
+            return vpath if validate_path(vpath) == vpath else None
+        except ValueError:
+            return None
+
+    # -- lookups ----------------------------------------------------------------
+
+    def _objects_under(self, vroot: str) -> Iterator[tuple[str, Object]]:
+        """(virtual path, object) of every file strictly below ``vroot``."""
+        for obj in self.client.list_objects(
+            self.bucket, prefix=self._dir_prefix(vroot), recursive=True
+        ):
+            vpath = self._virtual(obj.object_name or "")
+            if vpath is not None:
+                yield vpath, obj
+
+    def _files_under(self, vroot: str) -> list[str]:
+        return [vpath for vpath, _ in self._objects_under(vroot)]
+
+    def _is_dir(self, vpath: str) -> bool:
+        """True for the root and for any prefix holding at least one real file."""
+        if vpath == "/":
+            return True
+        return next(self._objects_under(vpath), None) is not None
+
+    def _is_file(self, vpath: str) -> bool:
+        if vpath == "/":
+            return False
+        try:
+            self.client.stat_object(self.bucket, self._key(vpath))
+        except S3Error as exc:
+            if is_missing(exc):
+                return False
+            raise
+        return True
+
+    def _missing(self, vpath: str) -> tuple[str, ErrorCode]:
+        if self._is_dir(vpath):
+            return f"{vpath} is a directory", "is_directory"
+        return f"file not found: {vpath}", "file_not_found"
+
+    def _unwritable(self, vpath: str) -> tuple[str, ErrorCode] | None:
+        """Why ``vpath`` cannot hold a file (a directory, or under a file), else None."""
+        if self._is_dir(vpath):
+            return f"{vpath} is a directory", "is_directory"
+        parts = vpath.strip("/").split("/")
+        for depth in range(1, len(parts)):
+            ancestor = "/" + "/".join(parts[:depth])
+            if self._is_file(ancestor):
+                return f"cannot create {vpath}: {ancestor} is a file", "not_a_directory"
+        return None
+
+    def _put(self, vpath: str, data: bytes, content_type: str) -> tuple[str, ErrorCode] | None:
+        failure = self._unwritable(vpath)
+        if failure is not None:
+            return failure
+        self.client.put_object(
+            self.bucket, self._key(vpath), io.BytesIO(data), len(data), content_type=content_type
+        )
+        return None
+
+    def _get_whole(self, vpath: str) -> bytes | tuple[str, ErrorCode]:
+        """All bytes of a file, or (message, code) when missing / too large."""
+        if vpath == "/":
+            return "/ is a directory", "is_directory"
+        try:
+            with open_object(self.client, self.bucket, self._key(vpath)) as response:
+                size = int(response.headers.get("content-length") or 0)
+                if size > self.max_file_bytes:
+                    return (
+                        f"{vpath} has {size} bytes, over the {self.max_file_bytes}-byte limit",
+                        "too_large",
+                    )
+                return bytes(response.read())
+        except S3Error as exc:
+            if is_missing(exc):
+                return self._missing(vpath)
+            raise
+
+    # -- protocol ---------------------------------------------------------------
+
+    def ls(self, path: str) -> LsResult:
+        try:
+            vroot = validate_path(path)
+        except ValueError as exc:
+            return LsResult(error=str(exc), code="invalid_path")
+        try:
+            if self._is_file(vroot):
+                return LsResult(error=f"{vroot} is a file, not a directory", code="not_a_directory")
+            base = vroot.rstrip("/")
+            entries: list[FileInfo] = []
+            for obj in self.client.list_objects(self.bucket, prefix=self._dir_prefix(vroot)):
+                name = obj.object_name or ""
+                if obj.is_dir:
+                    child = base + "/" + name[len(self._dir_prefix(vroot)) :].rstrip("/")
+                    if self._virtual(name.rstrip("/")) == child and self._is_dir(child):
+                        entries.append(FileInfo(path=child + "/", is_dir=True))
+                elif self._virtual(name) is not None:
+                    entries.append(
+                        FileInfo(
+                            path="/" + name[len(self._prefix) :],
+                            size=obj.size,
+                            modified_at=_iso(obj.last_modified),
+                        )
+                    )
+        except S3_FAILURES as exc:
+            return LsResult(error=s3_message(exc), code="io_error")
+        if not entries and vroot != "/":
+            return LsResult(error=f"directory not found: {vroot}", code="file_not_found")
+        entries.sort(key=lambda e: e.path)
+        return LsResult(entries=entries)
+
+    def read(self, path: str, offset: int = 0, limit: int = DEFAULT_READ_LIMIT) -> ReadResult:
+        try:
+            vpath = validate_path(path)
+        except ValueError as exc:
+            return ReadResult(path=str(path), error=str(exc), code="invalid_path")
+        if vpath == "/":
+            return ReadResult(path=vpath, error="/ is a directory", code="is_directory")
+        try:
+            return object_window(
+                self.client, self.bucket, self._key(vpath), vpath, offset, limit,
+                self.max_file_bytes,
+            )  # fmt: skip
+        except S3_FAILURES as exc:
+            try:
+                if is_missing(exc):
+                    message, code = self._missing(vpath)
+                    return ReadResult(path=vpath, error=message, code=code)
+            except S3_FAILURES as again:
+                exc = again
+            return ReadResult(path=vpath, error=s3_message(exc), code="io_error")
+
+    def write(self, path: str, content: str) -> WriteResult:
+        try:
+            vpath = validate_path(path)
+        except ValueError as exc:
+            return WriteResult(path=str(path), error=str(exc), code="invalid_path")
+        try:
+            failure = self._put(vpath, content.encode("utf-8"), _TEXT_TYPE)
+        except S3_FAILURES as exc:
+            return WriteResult(path=vpath, error=s3_message(exc), code="io_error")
+        if failure is not None:
+            return WriteResult(path=vpath, error=failure[0], code=failure[1])
+        return WriteResult(path=vpath)
+
+    def edit(self, path: str, old: str, new: str, replace_all: bool = False) -> EditResult:
+        try:
+            vpath = validate_path(path)
+        except ValueError as exc:
+            return EditResult(path=str(path), error=str(exc), code="invalid_path")
+        try:
+            data = self._get_whole(vpath)
+            if isinstance(data, tuple):
+                return EditResult(path=vpath, error=data[0], code=data[1])
+            text = decode_text(data)
+            if text is None:
+                return EditResult(
+                    path=vpath, error=f"{vpath} is a binary file: cannot edit", code="binary_file"
+                )
+            new_text, result = apply_edit(vpath, text, old, new, replace_all)
+            if new_text is not None:
+                encoded = new_text.encode("utf-8")
+                self.client.put_object(
+                    self.bucket, self._key(vpath), io.BytesIO(encoded), len(encoded),
+                    content_type=_TEXT_TYPE,
+                )  # fmt: skip
+            return result
+        except S3_FAILURES as exc:
+            return EditResult(path=vpath, error=s3_message(exc), code="io_error")
+
+    def delete(self, path: str) -> DeleteResult:
+        try:
+            vpath = validate_path(path)
+        except ValueError as exc:
+            return DeleteResult(path=str(path), error=str(exc), code="invalid_path")
+        if vpath == "/":
+            return DeleteResult(
+                path=vpath, error="refusing to delete the root directory", code="invalid_argument"
+            )
+        try:
+            keys = [self._key(p) for p in self._files_under(vpath)]
+            if self._is_file(vpath):
+                keys.append(self._key(vpath))
+            if not keys:
+                return DeleteResult(
+                    path=vpath, error=f"file not found: {vpath}", code="file_not_found"
+                )
+            remove_keys(self.client, self.bucket, keys)
+        except S3_FAILURES as exc:
+            return DeleteResult(path=vpath, error=s3_message(exc), code="io_error")
+        return DeleteResult(path=vpath)
+
+    def glob(self, pattern: str, path: str = "/") -> GlobResult:
+        try:
+            vroot, _ = resolve_glob(pattern, path)
+        except ValueError as exc:
+            return GlobResult(error=str(exc), code="invalid_path")
+        try:
+            files = self._files_under(vroot)
+            matches = glob_paths(pattern, path, files)
+        except ValueError as exc:
+            return GlobResult(error=str(exc), code="invalid_path")
+        except S3_FAILURES as exc:
+            return GlobResult(error=s3_message(exc), code="io_error")
+        if not files and vroot != "/":
+            return GlobResult(error=f"directory not found: {vroot}", code="file_not_found")
+        return GlobResult(matches=matches)
+
+    def grep(
+        self,
+        literal: str,
+        path: str | None = None,
+        glob: str | None = None,
+        max_count: int | None = None,
+    ) -> GrepResult:
+        try:
+            vroot = validate_path(path)
+        except ValueError as exc:
+            return GrepResult(error=str(exc), code="invalid_path")
+        if max_count is not None and max_count < 1:
+            return GrepResult(
+                error=f"max_count must be at least 1, got {max_count}", code="invalid_argument"
+            )
+        try:
+            explicit = self._is_file(vroot)
+            files = [vroot] if explicit else self._files_under(vroot)
+            if not files and vroot != "/":
+                return GrepResult(error=f"path not found: {vroot}", code="file_not_found")
+            candidates = grep_paths(vroot, glob, files)
+            matches: list[GrepMatch] = []
+            for vpath in candidates:
+                # One extra match tells whether stopping here cut anything.
+                wanted = None if max_count is None else max_count - len(matches) + 1
+                hits = self._scan(vpath, literal, wanted)
+                if hits is None:
+                    if explicit:
+                        return GrepResult(
+                            error=f"{vpath} is a binary file: cannot grep", code="binary_file"
+                        )
+                    continue
+                matches.extend(hits)
+                if max_count is not None and len(matches) > max_count:
+                    return GrepResult(matches=matches[:max_count], truncated=True)
+        except ValueError as exc:
+            return GrepResult(error=str(exc), code="invalid_path")
+        except S3_FAILURES as exc:
+            return GrepResult(error=s3_message(exc), code="io_error")
+        return GrepResult(matches=matches)
+
+    def _scan(self, vpath: str, literal: str, limit: int | None) -> list[GrepMatch] | None:
+        """Hits in one object (streamed), or None when it is binary or vanished."""
+        try:
+            with open_object(self.client, self.bucket, self._key(vpath)) as response:
+                return _scan_file(response, literal, vpath, limit)
+        except S3Error as exc:
+            if is_missing(exc):  # deleted between listing and reading
+                return []
+            raise
+
+    def upload(self, files: list[tuple[str, bytes]]) -> list[FileUploadResult]:
+        results: list[FileUploadResult] = []
+        for path, data in files:
+            try:
+                vpath = validate_path(path)
+            except ValueError as exc:
+                results.append(
+                    FileUploadResult(path=str(path), error=str(exc), code="invalid_path")
+                )
+                continue
+            try:
+                failure = self._put(vpath, bytes(data), _BINARY_TYPE)
+            except S3_FAILURES as exc:
+                results.append(FileUploadResult(path=vpath, error=s3_message(exc), code="io_error"))
+                continue
+            if failure is not None:
+                results.append(FileUploadResult(path=vpath, error=failure[0], code=failure[1]))
+            else:
+                results.append(FileUploadResult(path=vpath))
+        return results
+
+    def download(self, paths: list[str]) -> list[FileDownloadResult]:
+        results: list[FileDownloadResult] = []
+        for path in paths:
+            try:
+                vpath = validate_path(path)
+            except ValueError as exc:
+                results.append(
+                    FileDownloadResult(path=str(path), error=str(exc), code="invalid_path")
+                )
+                continue
+            try:
+                data = self._get_whole(vpath)
+            except S3_FAILURES as exc:
+                results.append(
+                    FileDownloadResult(path=vpath, error=s3_message(exc), code="io_error")
+                )
+                continue
+            if isinstance(data, tuple):
+                results.append(FileDownloadResult(path=vpath, error=data[0], code=data[1]))
+            else:
+                results.append(FileDownloadResult(path=vpath, content=data))
+        return results
+
+    def execute(self, command: str, timeout: float | None = None) -> ExecuteResult:
+        return ExecuteResult(
+            error="execute is not supported: the store backend has no shell", code="unsupported"
+        )
+
+
+def remove_keys(client: Minio, bucket: str, keys: list[str]) -> None:
+    """Delete ``keys`` in batches; raise the first per-key failure S3 reports."""
+    for start in range(0, len(keys), 1000):
+        batch = [DeleteObject(key) for key in keys[start : start + 1000]]
+        for error in client.remove_objects(bucket, batch):
+            raise MinioException(f"could not delete {error.name}: {error.code} {error.message}")
