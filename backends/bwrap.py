@@ -5,8 +5,14 @@ as symlinks into it, as on merged-/usr Debian), a handful of harmless ``/etc``
 files, a fresh ``/proc`` and minimal ``/dev``, a private ``/tmp`` tmpfs, and
 the backend's root directory read-write at ``/workspace`` (its cwd). No
 network (``--unshare-all``: net, ipc, pid, uts, cgroup, user where possible),
-every capability dropped (bwrap *keeps* them for a root caller otherwise), a
-new session (no TIOCSTI into the worker's terminal), a clean environment.
+every capability dropped (bwrap *keeps* them for a root caller otherwise),
+no nested user namespaces, kernel knobs in ``/proc`` read-only, a new
+session (no TIOCSTI into the worker's terminal), a clean environment.
+
+Running as root: the sandbox's uid 0 is still host uid 0 (without any
+capability). Everything it can reach is mounted read-only or is the
+workspace, and that is what the isolation tests check; running the worker as
+an unprivileged user is stronger still.
 
 Killing: bwrap runs in its own process group (:func:`run_command`) and
 ``--die-with-parent`` ties the sandbox's pid 1 to it; when pid 1 of a pid
@@ -17,6 +23,7 @@ processes, however many it forked.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
@@ -44,8 +51,26 @@ _ETC_FILES = (
     "/etc/group",
     "/etc/nsswitch.conf",
 )
+_PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus", "fs", "acpi", "scsi", "driver")
+"""Kernel knobs under a fresh /proc that sandbox uid 0 could otherwise write.
+
+bwrap 0.8 leaves ``/proc/sys`` writable; a root caller's sandbox runs as host
+uid 0 (capabilities dropped, but sysctl files only check the uid), so e.g.
+``kernel.core_pattern`` would be a way out. Bound read-only from the host's
+/proc: sysctls are global, and ``/proc/sys/net`` follows the reader's netns.
+"""
 _USR_LINKS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
 _PROBE_TIMEOUT = 15.0
+
+
+@functools.cache
+def _supports_disable_userns(exe: str) -> bool:
+    """bwrap >= 0.8 can forbid nested user namespaces."""
+    try:
+        shown = subprocess.run([exe, "--help"], capture_output=True, timeout=_PROBE_TIMEOUT)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return b"--disable-userns" in shown.stdout + shown.stderr
 
 
 class SandboxUnavailableError(RuntimeError):
@@ -102,7 +127,11 @@ class BwrapSandboxBackend(BaseSandbox):
 
     def bwrap_argv(self) -> list[str]:
         """The bwrap invocation up to (not including) the command."""
-        argv = [self._executable(), "--unshare-all", "--cap-drop", "ALL"]
+        exe = self._executable()
+        argv = [exe, "--unshare-all", "--cap-drop", "ALL"]
+        if _supports_disable_userns(exe):
+            # No nested user namespaces: no second chance at capabilities.
+            argv += ["--unshare-user", "--disable-userns"]
         argv += ["--die-with-parent", "--new-session", "--hostname", "sandbox"]
         argv += ["--ro-bind", "/usr", "/usr"]
         for name in _USR_LINKS:
@@ -112,7 +141,10 @@ class BwrapSandboxBackend(BaseSandbox):
             argv += ["--ro-bind-try", path, path]
         for path in self.ro_binds:
             argv += ["--ro-bind", path, path]
-        argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+        argv += ["--proc", "/proc"]
+        for name in _PROC_READ_ONLY:
+            argv += ["--ro-bind-try", f"/proc/{name}", f"/proc/{name}"]
+        argv += ["--dev", "/dev", "--tmpfs", "/tmp"]
         argv += ["--bind", self.root, WORKSPACE, "--chdir", WORKSPACE, "--clearenv"]
         for name, value in self.env.items():
             argv += ["--setenv", name, value]

@@ -29,7 +29,7 @@ import io
 import math
 import posixpath
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
@@ -121,7 +121,7 @@ class VideoLimits:
     """Wall-clock budget for demuxing, decoding and encoding frames."""
     max_output_bytes: int = 4 * 1024 * 1024
     """Budget for the base64 text of all frames (what the model request carries)."""
-    max_width: int = 2920
+    max_width: int = 1920
     max_height: int = 1080
     jpeg_quality: int = 85
 
@@ -307,7 +307,6 @@ def video_frames(
     offset: int = 0,
     limit: int = DEFAULT_VIDEO_WINDOW,
     limits: VideoLimits = DEFAULT_VIDEO_LIMITS,
-    clock: Callable[[], float] = time.monotonic,
 ) -> MediaOutcome:
     """Sample ``[offset, offset + limit)`` seconds of a video into JPEG frames."""
     if limit <= 0:
@@ -320,7 +319,7 @@ def video_frames(
         note = f"[Note: offset {offset} is negative; reading from the start (offset 0).]\n"
         offset = 0
     try:
-        sampling = _sample(data, float(offset), float(offset + limit), limits, clock)
+        sampling = _sample(data, float(offset), float(offset + limit), limits)
     except VideoDecodeError as exc:
         return _error(f"cannot read {path} as a video: {exc}")
     if not sampling.samples:
@@ -451,13 +450,11 @@ def _decoded(
     yield from container.decode(stream)
 
 
-def _sample(
-    data: bytes, offset: float, end: float, limits: VideoLimits, clock: Callable[[], float]
-) -> _Sampling:
+def _sample(data: bytes, offset: float, end: float, limits: VideoLimits) -> _Sampling:
     """Pick the first frame at or after each target time ``offset + k * interval``."""
     import av
 
-    began = clock()
+    began = time.monotonic()
     container, stream = _open(data)
     out = _Sampling()
     try:
@@ -495,10 +492,10 @@ def _sample(
                 out.samples.append(_Sample(t, jpeg, *size))
                 while target <= t + 1e-3:
                     target += limits.frame_interval
-                if target < end and len(out.samples) > limits.max_frames:
+                if target < end and len(out.samples) >= limits.max_frames:
                     out.stop, out.resume_at = "frames", target
                     break
-            if clock() - began > limits.max_decode_seconds and target < end:
+            if time.monotonic() - began > limits.max_decode_seconds and target < end:
                 out.stop, out.resume_at = "time", target
                 break
     finally:

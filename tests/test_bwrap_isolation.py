@@ -8,6 +8,7 @@ isolation must hold for root too.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import stat
@@ -122,15 +123,27 @@ def test_writes_outside_workspace_leave_host_unchanged(
 def test_no_capabilities_and_proc_sys_read_only(sb: BwrapSandboxBackend) -> None:
     caps = sb.execute("grep CapEff /proc/self/status")
     assert caps.output.split() == ["CapEff:", "0000000000000000"]
+    # Opening for write (never writing) is enough to tell: these knobs are global.
+    knobs = ["/proc/sys/kernel/core_pattern", "/proc/sys/vm/drop_caches", "/proc/sysrq-trigger"]
     probe = sb.execute(
         "python3 -I -S -c \"import os\n"
-        "try:\n"
-        "    os.close(os.open('/proc/sys/kernel/core_pattern', os.O_WRONLY))\n"
-        "    print('WRITABLE')\n"
-        "except OSError as e:\n"
-        "    print('refused', e.errno)\""
+        f"for p in {knobs!r}:\n"
+        "    try:\n"
+        "        os.close(os.open(p, os.O_WRONLY))\n"
+        "        print('WRITABLE', p)\n"
+        "    except OSError as e:\n"
+        "        print('refused', e.errno)\""
     )
-    assert probe.output.startswith("refused"), probe.output
+    assert probe.exit_code == 0 and "WRITABLE" not in probe.output, probe.output
+    assert probe.output.count("refused") == len(knobs)
+
+
+def test_no_nested_user_namespace_to_regain_capabilities(sb: BwrapSandboxBackend) -> None:
+    result = sb.execute(
+        "unshare -U -r -m sh -c 'umount /proc/sys && echo UNMOUNTED; "
+        "grep CapEff /proc/self/status'; echo rc=$?"
+    )
+    assert "UNMOUNTED" not in result.output and "rc=0" not in result.output, result.output
 
 
 # -- network -------------------------------------------------------------------
@@ -260,10 +273,8 @@ def _assert_no_leftovers(marker: str, grace: float = 3.0) -> None:
 
 
 def with_suppress_kill(pid: int) -> None:
-    try:
+    with contextlib.suppress(OSError):
         os.kill(pid, 9)
-    except OSError:
-        pass
 
 
 def test_runaway_loop_killed_on_time(sb: BwrapSandboxBackend) -> None:

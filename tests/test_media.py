@@ -442,7 +442,8 @@ def test_decode_time_cap_before_any_frame_is_an_error() -> None:
 
 
 @pytest.mark.parametrize(
-    ("size", "expected"), [((4000, 3000), (1440, 1080)), ((1000, 3000), (360, 1080))]
+    ("size", "expected"),
+    [((4000, 3000), (1440, 1080)), ((1000, 3000), (360, 1080)), ((4000, 1000), (1920, 480))],
 )
 def test_huge_frames_are_downscaled_to_fit_full_hd(
     size: tuple[int, int], expected: tuple[int, int]

@@ -142,7 +142,8 @@ def test_edit_success_and_errors(sb: BwrapSandboxBackend, root: Path) -> None:
     assert ok.ok and ok.occurrences == 1
     assert (root / "e.txt").read_text() == "alpha BETA alpha\nend"
     many = sb.edit("/e.txt", "alpha", "x")
-    assert many.code == "multiple_matches" and many.occurrences == 2 and "2 times" in (many.error or "")
+    assert many.code == "multiple_matches" and many.occurrences == 2
+    assert "2 times" in (many.error or "")
     every = sb.edit("/e.txt", "alpha", "x", replace_all=True)
     assert every.ok and every.occurrences == 2
     assert (root / "e.txt").read_text() == "x BETA x\nend"

@@ -1,0 +1,327 @@
+"""The user-facing CLI as real subprocesses against the session Temporal and S3 servers.
+
+``filegate run`` with a scripted file on a temp root (permissions, transcript,
+workspace effects); a run waiting on interrupt approvals while other processes
+list them and send all four decisions; bad ids and bad input refused with
+clear messages and the documented exit codes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.client import Client, WorkflowQueryFailedError
+from temporalio.service import RPCError
+
+from backends.embedded import S3DevServer, TemporalDevServer
+from worker import CliError, load_permissions, parse_model, target_from
+from workflows import AgentWorkflow
+
+pytestmark = pytest.mark.services
+
+WORKER = str(Path(__file__).resolve().parent.parent / "worker.py")
+ROLES = {"user", "assistant", "tool"}
+
+
+@pytest.fixture
+def cli_env(
+    temporal_server: TemporalDevServer, s3_server: S3DevServer, tmp_path: Path
+) -> dict[str, str]:
+    """Environment pointing every CLI process at the session servers."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FILEGATE_", "TEMPORAL_"))}
+    env.update(
+        TEMPORAL_ADDRESS=temporal_server.address,
+        TEMPORAL_NAMESPACE=temporal_server.namespace,
+        FILEGATE_S3_ENDPOINT=s3_server.endpoint,
+        FILEGATE_S3_ACCESS_KEY=s3_server.access_key,
+        FILEGATE_S3_SECRET_KEY=s3_server.secret_key,
+        FILEGATE_STATE_DIR=str(tmp_path / "state"),
+    )
+    return env
+
+
+def cli(env: dict[str, str], *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, WORKER, *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def cli_parallel(env: dict[str, str], *commands: list[str]) -> list[tuple[int, str, str]]:
+    """Several CLI processes at once (each pays the interpreter start-up only in parallel)."""
+    procs = [
+        subprocess.Popen(
+            [sys.executable, WORKER, *args],
+            env=env,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for args in commands
+    ]
+    outputs = [proc.communicate(timeout=60) for proc in procs]
+    return [(p.returncode, out, err) for p, (out, err) in zip(procs, outputs, strict=True)]
+
+
+def write_json(path: Path, data: Any) -> str:
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+def call(call_id: str, name: str, **args: Any) -> dict[str, Any]:
+    return {"id": call_id, "name": name, "args": args}
+
+
+def assert_transcript_shape(transcript: Any) -> None:
+    """SPEC §10: a list of {role, content, tool_calls?, tool_call_id?, status?}."""
+    assert isinstance(transcript, list) and transcript
+    for message in transcript:
+        assert message["role"] in ROLES
+        assert set(message) <= {"role", "content", "tool_calls", "tool_call_id", "status"}
+        content = message["content"]
+        assert isinstance(content, str) or (
+            isinstance(content, list) and all(isinstance(b, dict) and "type" in b for b in content)
+        )
+        for tc in message.get("tool_calls", []):
+            assert set(tc) == {"id", "name", "args"} and isinstance(tc["args"], dict)
+        if message["role"] == "tool":
+            assert isinstance(message["tool_call_id"], str)
+            assert message["status"] in ("success", "error")
+
+
+def by_call(transcript: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {m["tool_call_id"]: m for m in transcript if m["role"] == "tool"}
+
+
+def test_run_scripted_file(cli_env: dict[str, str], tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "main.py").write_text("x = 1  # FIXME\n")
+    (root / "secret").mkdir()
+    (root / "secret" / "key.txt").write_text("k\n")
+    script = write_json(
+        tmp_path / "script.json",
+        {
+            "turns": [
+                {"tool_calls": [
+                    call("r", "read_file", file_path="/src/main.py"),
+                    call("g", "grep", pattern="FIXME"),
+                    call("l", "ls", path="/"),
+                ]},
+                {"tool_calls": [
+                    call("e", "edit_file", file_path="/src/main.py",
+                         old_string="# FIXME", new_string="# fixed"),
+                    call("w", "write_file", file_path="/out/notes.md", content="notes\n"),
+                    call("d", "write_file", file_path="/secret/key.txt", content="stolen"),
+                    call("x", "delete", file_path="/secret"),
+                ]},
+                {"content": "all good"},
+            ]
+        },
+    )  # fmt: skip
+    perms = write_json(
+        tmp_path / "perms.json",
+        [{"operations": ["write"], "paths": ["/secret/**"], "mode": "deny"}],
+    )
+    out = tmp_path / "out" / "transcript.json"
+    began = time.monotonic()
+    proc = cli(cli_env, "run", "tidy up", "--model", f"scripted:{script}", "--root", str(root),
+               "--permissions", perms, "--transcript", str(out))  # fmt: skip
+    elapsed = time.monotonic() - began
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    match = re.search(r"^workflow id: (\S+)$", proc.stdout, re.M)
+    assert match and match.group(1).startswith("filegate-run-")
+    assert "final answer: all good" in proc.stdout
+    transcript = json.loads(out.read_text())
+    assert_transcript_shape(transcript)
+    assert transcript[0] == {"role": "user", "content": "tidy up"}
+    assert transcript[-1]["role"] == "assistant" and transcript[-1]["content"] == "all good"
+    results = by_call(transcript)
+    assert results["r"]["status"] == "success" and "FIXME" in results["r"]["content"]
+    assert results["g"]["content"] == "/src/main.py"
+    assert set(results["l"]["content"].splitlines()) == {"/secret/", "/src/"}
+    assert results["e"]["status"] == "success"
+    assert results["w"]["status"] == "success"
+    assert results["d"]["status"] == "error" and "denied" in results["d"]["content"]
+    assert results["x"]["status"] == "error" and "/secret/**" in results["x"]["content"]
+    assert (root / "src" / "main.py").read_text() == "x = 1  # fixed\n"
+    assert (root / "out" / "notes.md").read_text() == "notes\n"
+    assert (root / "secret" / "key.txt").read_text() == "k\n"
+    assert elapsed < 30, f"run took {elapsed:.1f}s"
+
+
+async def test_run_waits_for_decisions_from_other_processes(
+    cli_env: dict[str, str], temporal_client: Client, tmp_path: Path
+) -> None:
+    root = tmp_path / "ws"
+    writes = [
+        call(n, "write_file", file_path=f"/docs/{n}.txt", content=f"orig {n}")
+        for n in ("a", "b", "c", "d")
+    ]
+    script = write_json(
+        tmp_path / "script.json",
+        {"turns": [{"tool_calls": writes}, {"content": "decided"}]},
+    )
+    perms = write_json(
+        tmp_path / "perms.json",
+        [{"operations": ["write"], "paths": ["/docs/**"], "mode": "interrupt"}],
+    )
+    workflow_id = f"cli-approvals-{uuid.uuid4().hex[:8]}"
+    transcript_path = tmp_path / "t.json"
+    run = subprocess.Popen(
+        [sys.executable, WORKER, "run", "write docs", "--model", f"scripted:{script}",
+         "--root", str(root), "--permissions", perms, "--transcript", str(transcript_path),
+         "--workflow-id", workflow_id],
+        env=cli_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        handle = temporal_client.get_workflow_handle(workflow_id)
+
+        async def four_pending() -> list[Any]:
+            deadline = time.monotonic() + 30
+            while True:
+                with contextlib.suppress(RPCError, WorkflowQueryFailedError):
+                    found = await handle.query(AgentWorkflow.pending_approvals)
+                    if len(found) == 4:
+                        return found
+                assert time.monotonic() < deadline, "the run never asked for 4 approvals"
+                await asyncio.sleep(0.2)
+
+        T0=time.monotonic(); ids = {a.args["file_path"]: a.id for a in await four_pending()}; print("pending", time.monotonic()-T0)
+        assert not (root / "docs").exists()  # nothing ran while waiting
+        listing, status, bad, bad_edit = cli_parallel(
+            cli_env,
+            ["approvals", "--json"],
+            ["status", workflow_id],
+            ["approve", "nope", "--workflow", workflow_id],
+            ["edit", ids["/docs/d.txt"], "--workflow", workflow_id,
+             "--args", json.dumps({"file_path": "/../x", "content": "y"})],
+        )  # fmt: skip
+        print("wave1", time.monotonic()-T0); assert listing[0] == 0, listing[2]
+        approvals = [a for a in json.loads(listing[1]) if a["workflow_id"] == workflow_id]
+        for item in approvals:
+            assert set(item) == {"workflow_id", "id", "tool", "args", "rule"}
+            assert item["tool"] == "write_file" and item["rule"]["mode"] == "interrupt"
+        assert {item["args"]["file_path"]: item["id"] for item in approvals} == ids
+        assert status[0] == 0 and '"awaiting_approval"' in status[1]
+        assert bad[0] == 1 and "no pending approval with id 'nope'" in bad[2]
+        assert bad_edit[0] == 1 and "edited args refused" in bad_edit[2]
+
+        decisions = [
+            ["approve", ids["/docs/a.txt"]],
+            ["reject", ids["/docs/b.txt"], "--reason", "not today"],
+            ["respond", ids["/docs/c.txt"], "--message", "c is handled elsewhere"],
+            ["edit", ids["/docs/d.txt"], "--args",
+             json.dumps({"file_path": "/docs/d.txt", "content": "edited d"})],
+        ]  # fmt: skip
+        acks = cli_parallel(
+            cli_env, *([kind, approval_id, "--workflow", workflow_id, *extra]
+                       for kind, approval_id, *extra in decisions)
+        )  # fmt: skip
+        print("wave2", time.monotonic()-T0)
+        for (kind, approval_id, *_), (code, out, err) in zip(decisions, acks, strict=True):
+            assert code == 0, err
+            assert f"{kind}: approval {approval_id}" in out
+        output, _ = await asyncio.to_thread(run.communicate, timeout=60)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.communicate()
+    print("done", time.monotonic()-T0); print(output)
+    assert run.returncode == 0, output
+    assert f"filegate approve {ids['/docs/a.txt']} --workflow {workflow_id}" in output
+    assert (root / "docs" / "a.txt").read_text() == "orig a"
+    assert not (root / "docs" / "b.txt").exists()
+    assert not (root / "docs" / "c.txt").exists()
+    assert (root / "docs" / "d.txt").read_text() == "edited d"
+    transcript = json.loads(transcript_path.read_text())
+    assert_transcript_shape(transcript)
+    results = by_call(transcript)
+    assert results["a"]["status"] == "success"
+    assert results["b"]["status"] == "error" and "not today" in results["b"]["content"]
+    assert results["c"]["content"] == "c is handled elsewhere"
+    assert "reviewer changed" in results["d"]["content"]
+
+
+def test_decision_for_unknown_workflow_fails(cli_env: dict[str, str]) -> None:
+    proc = cli(cli_env, "reject", "a1", "--workflow", f"missing-{uuid.uuid4().hex[:6]}")
+    assert proc.returncode == 1
+    assert "cannot reach workflow" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_bad_input_is_a_usage_error(cli_env: dict[str, str], tmp_path: Path) -> None:
+    perms = write_json(
+        tmp_path / "p.json", [{"operations": ["write"], "paths": ["/x/**"], "mode": "deny"}]
+    )
+    script = write_json(tmp_path / "s.json", {"turns": [{"content": "hi"}]})
+    bad_json, shell = cli_parallel(
+        cli_env,
+        ["edit", "a1", "--workflow", "wf", "--args", "{not json"],
+        ["run", "t", "--model", f"scripted:{script}", "--root", str(tmp_path / "ws"),
+         "--permissions", perms, "--shell"],
+    )  # fmt: skip
+    assert bad_json[0] == 2 and "--args is not valid JSON" in bad_json[2]
+    assert shell[0] == 2 and "shell bypasses path rules" in shell[2]
+
+
+# --------------------------------------------------------------------------- in-process parsing
+
+
+def test_parse_model(tmp_path: Path) -> None:
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps({"turns": [{"content": "x"}]}))
+    spec = parse_model(f"scripted:{script}")
+    assert spec.provider == "scripted" and spec.name == str(script.resolve())
+    assert parse_model("openai:gpt-4o-mini").name == "gpt-4o-mini"
+    assert parse_model("anthropic:claude-x").provider == "anthropic"
+    for bad in ("gpt-4o", "mystery:x", "openai:"):
+        with pytest.raises(CliError, match="--model"):
+            parse_model(bad)
+    script.write_text(json.dumps({"turns": [{}]}))
+    with pytest.raises(CliError, match=r"turns\.0"):
+        parse_model(f"scripted:{script}")
+    with pytest.raises(CliError, match="cannot read script"):
+        parse_model(f"scripted:{tmp_path / 'absent.json'}")
+
+
+def test_load_permissions(tmp_path: Path) -> None:
+    good = write_json(tmp_path / "g.json", [{"operations": ["read"], "paths": ["/a/**"]}])
+    [rule] = load_permissions(good)
+    assert rule.mode == "allow" and rule.paths == ["/a/**"]
+    assert load_permissions(None) == []
+    with pytest.raises(CliError, match="JSON list"):
+        load_permissions(write_json(tmp_path / "o.json", {"operations": ["read"]}))
+    with pytest.raises(CliError, match="invalid rule"):
+        load_permissions(write_json(tmp_path / "b.json", [{"operations": ["x"], "paths": ["/"]}]))
+
+
+def test_target_configured_only_when_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    from argparse import Namespace
+
+    for name in ("TEMPORAL_ADDRESS", "FILEGATE_TEMPORAL_ADDRESS", "FILEGATE_TLS_CA"):
+        monkeypatch.delenv(name, raising=False)
+    default = target_from(Namespace())
+    assert not default.configured and default.settings.temporal_address == "127.0.0.1:7233"
+    assert default.tls is None
+    monkeypatch.setenv("TEMPORAL_ADDRESS", "10.0.0.9:7233")
+    from_env = target_from(Namespace())
+    assert from_env.configured and from_env.settings.temporal_address == "10.0.0.9:7233"
+    flag = target_from(Namespace(address="h:1", namespace="ns"))
+    assert flag.settings.temporal_address == "h:1" and flag.settings.temporal_namespace == "ns"
+    with pytest.raises(CliError, match="go together"):
+        target_from(Namespace(tls_cert="/c.pem"))
