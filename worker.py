@@ -12,6 +12,10 @@ and stop what they started. ``filegate approvals / approve / reject / respond /
 edit / status`` are plain clients of any Temporal address: they find pending
 approvals with a visibility query and send decisions as the workflow's
 ``decide`` update, so a bad id is refused immediately (SPEC §5, §10).
+
+Client commands address the workflow's handlers by name (SPEC §9) and import
+neither the workflow nor the worker code: they start in about half the time.
+Commands that run workers import that code where they build them.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from temporalio.client import (
     Client,
@@ -44,25 +48,17 @@ from temporalio.client import (
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError, TLSConfig
-from temporalio.worker import Worker
 
-from activities.messages import ModelSpec
-from activities.model import call_model
-from activities.tool_types import TOOL_ORDER
 from backends.embedded import LOOPBACK, ManagedServer, S3DevServer, TemporalDevServer, is_listening
-from backends.permissions import FilesystemPermission, check_execute_config
-from backends.protocol import BackendProtocol
 from backends.settings import ENV_PREFIX, Settings
-from workflows import (
-    AgentInput,
-    AgentResult,
-    AgentWorkflow,
-    BackendRef,
-    BackendSpec,
-    Decision,
-    PendingApproval,
-    RouteSpec,
-)
+
+if TYPE_CHECKING:
+    from temporalio.worker import Worker
+
+    from activities.messages import ModelSpec
+    from backends.permissions import FilesystemPermission
+    from backends.protocol import BackendProtocol
+    from workflows import AgentResult
 
 log = logging.getLogger("filegate.worker")
 
@@ -70,6 +66,13 @@ BACKEND_KINDS = ("filesystem", "local-shell", "state")
 
 DEFAULT_TEMPORAL_ADDRESS: str = Settings.model_fields["temporal_address"].default
 """Temporal's usual local address; ``run`` starts or reuses a server there."""
+
+# AgentWorkflow handler names (SPEC §9), used by every client-side call.
+WORKFLOW_TYPE = "AgentWorkflow"
+PENDING_QUERY = "pending_approvals"
+STATUS_QUERY = "status"
+TRANSCRIPT_QUERY = "transcript"
+DECIDE_UPDATE = "decide"  # also the signal's name
 
 QUERY_TIMEOUT = timedelta(seconds=5)
 """RPC budget of one query: a workflow whose worker is gone must not hang a CLI."""
@@ -175,6 +178,11 @@ async def connect(settings: Settings | None = None, tls: TLSConfig | None = None
 
 def agent_worker(client: Client, task_queue: str, **options: Any) -> Worker:
     """The worker that runs AgentWorkflow and the model activity."""
+    from temporalio.worker import Worker
+
+    from activities.model import call_model
+    from workflows import AgentWorkflow
+
     return Worker(
         client,
         task_queue=task_queue,
@@ -212,6 +220,8 @@ def tools_worker(
     **options: Any,
 ) -> Worker:
     """A worker serving the ``filegate.<tool>`` activities for ``backends``."""
+    from temporalio.worker import Worker
+
     from activities.tools import FileToolActivities
 
     tools = FileToolActivities(backends, Path(journal_dir))
@@ -376,6 +386,10 @@ def _args_text(args: dict[str, Any], width: int = 80) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
+Approval = dict[str, Any]
+"""A pending approval as the ``pending_approvals`` query returns it (id, tool, args, rule...)."""
+
+
 class Progress:
     """Prints a run as it happens: tool calls, their results, approvals, the answer.
 
@@ -412,16 +426,16 @@ class Progress:
             status = "ok" if message.get("status", "success") == "success" else "ERROR"
             self.write(f"  <- {name} [{status}] {_one_line(text)}")
 
-    def new_approvals(self, pending: list[PendingApproval]) -> list[PendingApproval]:
-        fresh = [a for a in pending if a.id not in self.approvals_seen]
-        self.approvals_seen.update(a.id for a in fresh)
+    def new_approvals(self, pending: list[Approval]) -> list[Approval]:
+        fresh = [a for a in pending if a["id"] not in self.approvals_seen]
+        self.approvals_seen.update(a["id"] for a in fresh)
         return fresh
 
 
 async def follow(
     handle: WorkflowHandle[Any, AgentResult],
     progress: Progress,
-    on_approval: Callable[[PendingApproval], Awaitable[None]],
+    on_approval: Callable[[Approval], Awaitable[None]],
     interval: float = 0.2,
 ) -> AgentResult:
     """Wait for the run's result while printing progress and reporting new approvals."""
@@ -431,12 +445,8 @@ async def follow(
             try:
                 # Approvals first: the transcript read after them already holds
                 # the tool calls they belong to, so output stays in order.
-                pending = await handle.query(
-                    AgentWorkflow.pending_approvals, rpc_timeout=QUERY_TIMEOUT
-                )
-                progress.transcript(
-                    await handle.query(AgentWorkflow.transcript, rpc_timeout=QUERY_TIMEOUT)
-                )
+                pending = await handle.query(PENDING_QUERY, rpc_timeout=QUERY_TIMEOUT)
+                progress.transcript(await handle.query(TRANSCRIPT_QUERY, rpc_timeout=QUERY_TIMEOUT))
                 for approval in progress.new_approvals(pending):
                     await on_approval(approval)
             except (RPCError, WorkflowQueryFailedError) as exc:
@@ -465,13 +475,14 @@ def _failure_text(exc: BaseException) -> str:
 
 def parse_model(text: str) -> ModelSpec:
     """``scripted:FILE`` | ``openai:NAME`` | ``anthropic:NAME`` -> a ModelSpec."""
+    from activities.messages import ModelSpec
+    from activities.providers.scripted import load_script
+
     provider, sep, name = text.partition(":")
     if not sep or not name or provider not in ("scripted", "openai", "anthropic"):
         raise CliError(f"--model {text!r}: use scripted:FILE, openai:NAME or anthropic:NAME", 2)
     if provider != "scripted":
         return ModelSpec(provider=provider, name=name)  # type: ignore[arg-type]
-    from activities.providers.scripted import load_script
-
     path = Path(name).expanduser().resolve()
     try:
         load_script(path.read_text(encoding="utf-8"), f"file {path}")
@@ -484,6 +495,8 @@ def parse_model(text: str) -> ModelSpec:
 
 def load_permissions(path: str | None) -> list[FilesystemPermission]:
     """``--permissions FILE``: a JSON list of ``{operations, paths, mode}``."""
+    from backends.permissions import FilesystemPermission
+
     if not path:
         return []
     try:
@@ -498,11 +511,12 @@ def load_permissions(path: str | None) -> list[FilesystemPermission]:
         raise CliError(f"invalid rule in {path}: {exc}", 2) from None
 
 
-def _approval_hint(workflow_id: str) -> Callable[[PendingApproval], Awaitable[None]]:
-    async def show(approval: PendingApproval) -> None:
+def _approval_hint(workflow_id: str) -> Callable[[Approval], Awaitable[None]]:
+    async def show(approval: Approval) -> None:
         _say(
-            f"  ?? approval {approval.id} needed: {approval.tool} {_args_text(approval.args)}\n"
-            f"     decide from another terminal: filegate approve {approval.id} "
+            f"  ?? approval {approval['id']} needed: {approval['tool']} "
+            f"{_args_text(approval['args'])}\n"
+            f"     decide from another terminal: filegate approve {approval['id']} "
             f"--workflow {workflow_id}  (or reject / respond / edit)"
         )
 
@@ -510,6 +524,9 @@ def _approval_hint(workflow_id: str) -> Callable[[PendingApproval], Awaitable[No
 
 
 async def _run_command(args: argparse.Namespace) -> int:
+    from backends.permissions import check_execute_config
+    from workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec
+
     target = target_from(args)
     model = parse_model(args.model)
     rules = load_permissions(args.permissions)
@@ -570,7 +587,7 @@ async def _run_command(args: argparse.Namespace) -> int:
 # =========================================================================== approvals
 
 
-RUNNING_AGENTS = "WorkflowType = 'AgentWorkflow' AND ExecutionStatus = 'Running'"
+RUNNING_AGENTS = f"WorkflowType = '{WORKFLOW_TYPE}' AND ExecutionStatus = 'Running'"
 
 
 def _quoted(value: str) -> str:
@@ -584,18 +601,19 @@ async def pending_approvals(client: Client, workflow_id: str | None = None) -> l
         query += f" AND WorkflowId = {_quoted(workflow_id)}"
     ids = sorted({wf.id async for wf in client.list_workflows(query)})
 
-    async def of(wf_id: str) -> list[PendingApproval]:
+    async def of(wf_id: str) -> list[Approval]:
         try:
-            return await client.get_workflow_handle(wf_id).query(
-                AgentWorkflow.pending_approvals, rpc_timeout=QUERY_TIMEOUT
+            found: list[Approval] = await client.get_workflow_handle(wf_id).query(
+                PENDING_QUERY, rpc_timeout=QUERY_TIMEOUT
             )
+            return found
         except (RPCError, WorkflowQueryFailedError) as exc:
             print(f"filegate: skipped {wf_id}: {exc}", file=sys.stderr)
             return []
 
     found = await asyncio.gather(*(of(wf_id) for wf_id in ids))
     return [
-        {"workflow_id": wf_id, "id": a.id, "tool": a.tool, "args": a.args, "rule": a.rule}
+        {"workflow_id": wf_id, **{key: a.get(key) for key in ("id", "tool", "args", "rule")}}
         for wf_id, approvals in zip(ids, found, strict=True)
         for a in approvals
     ]
@@ -619,35 +637,37 @@ async def _approvals_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def _decision_from(args: argparse.Namespace) -> Decision:
-    if args.decision != "edit":
-        return Decision(
-            id=args.id, decision=args.decision,
-            reason=getattr(args, "reason", None), message=getattr(args, "message", None),
-        )  # fmt: skip
-    try:
-        edited = json.loads(args.args)
-    except json.JSONDecodeError as exc:
-        raise CliError(f"--args is not valid JSON: {exc}", 2) from None
-    if not isinstance(edited, dict):
-        raise CliError("--args must be a JSON object of tool arguments", 2)
-    return Decision(id=args.id, decision="edit", args=edited)
+def decision_payload(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``decide`` payload (the workflow's Decision model: id, decision, args/reason/message)."""
+    payload: dict[str, Any] = {"id": args.id, "decision": args.decision}
+    for key in ("reason", "message"):
+        if getattr(args, key, None) is not None:
+            payload[key] = getattr(args, key)
+    if args.decision == "edit":
+        try:
+            edited = json.loads(args.args)
+        except json.JSONDecodeError as exc:
+            raise CliError(f"--args is not valid JSON: {exc}", 2) from None
+        if not isinstance(edited, dict):
+            raise CliError("--args must be a JSON object of tool arguments", 2)
+        payload["args"] = edited
+    return payload
 
 
 async def _decide_command(args: argparse.Namespace) -> int:
-    decision = _decision_from(args)
+    decision = decision_payload(args)
     target = target_from(args)
     client = await connect(target.settings, target.tls)
     handle = client.get_workflow_handle(args.workflow)
     try:
-        ack = await handle.execute_update(AgentWorkflow.decide_update, decision)
+        ack: dict[str, Any] = await handle.execute_update(DECIDE_UPDATE, decision)
     except WorkflowUpdateFailedError as exc:
         raise CliError(
             f"{args.decision} refused by {args.workflow}: {_failure_text(exc)}"
         ) from None
     except RPCError as exc:
         raise CliError(f"cannot reach workflow {args.workflow}: {exc.message}") from None
-    _say(f"{ack.decision}: approval {ack.id} of {args.workflow}")
+    _say(f"{ack['decision']}: approval {ack['id']} of {args.workflow}")
     return 0
 
 
@@ -656,10 +676,10 @@ async def _status_command(args: argparse.Namespace) -> int:
     client = await connect(target.settings, target.tls)
     handle = client.get_workflow_handle(args.workflow_id)
     try:
-        status = await handle.query(AgentWorkflow.status, rpc_timeout=QUERY_TIMEOUT)
+        status = await handle.query(STATUS_QUERY, rpc_timeout=QUERY_TIMEOUT)
     except (RPCError, WorkflowQueryFailedError) as exc:
         raise CliError(f"cannot query workflow {args.workflow_id}: {_failure_text(exc)}") from None
-    _say(status.model_dump_json(indent=2))
+    _say(json.dumps(status, indent=2, ensure_ascii=False))
     return 0
 
 
@@ -683,8 +703,8 @@ DEMO_KEYS = "vault keys: do not touch\n"
 DEMO_FINAL = "greet() is fixed, the report is written (approved), and the vault is untouched."
 
 DEMO_RULES = [
-    FilesystemPermission(operations=["write"], paths=["/vault/**"], mode="deny"),
-    FilesystemPermission(operations=["write"], paths=["/docs/**"], mode="interrupt"),
+    {"operations": ["write"], "paths": ["/vault/**"], "mode": "deny"},
+    {"operations": ["write"], "paths": ["/docs/**"], "mode": "interrupt"},
 ]
 
 
@@ -759,6 +779,8 @@ def _read(path: Path) -> str | None:
 
 def demo_checks(result: AgentResult, dirs: DemoDirs, approved: list[str]) -> list[Check]:
     """Every step's expected outcome, from the transcript and the real directories."""
+    from activities.tool_types import TOOL_ORDER
+
     out = {m["tool_call_id"]: m for m in result.transcript if m["role"] == "tool"}
 
     def text(call_id: str) -> str:
@@ -828,8 +850,18 @@ async def run_demo(client: Client, dirs: DemoDirs, journal: Path) -> tuple[Agent
     """Run the scripted agent with in-process workers; approve its approval by signal."""
     suffix = uuid.uuid4().hex[:8]
     agent_queue, tools_queue = f"filegate-demo-{suffix}", f"filegate-demo-{suffix}-tools"
+    from activities.messages import ModelSpec
     from backends.filesystem import FilesystemBackend
     from backends.local_shell import LocalShellBackend
+    from backends.permissions import FilesystemPermission
+    from workflows import (
+        AgentInput,
+        AgentWorkflow,
+        BackendRef,
+        BackendSpec,
+        Decision,
+        RouteSpec,
+    )
 
     backends: dict[str, BackendProtocol] = {
         "workspace": LocalShellBackend(dirs.workspace),
@@ -851,7 +883,7 @@ async def run_demo(client: Client, dirs: DemoDirs, journal: Path) -> tuple[Agent
             routes=[RouteSpec(prefix="/docs/", backend=ref("docs")),
                     RouteSpec(prefix="/vault/", backend=ref("vault"))],
         ),
-        permissions=DEMO_RULES,
+        permissions=[FilesystemPermission.model_validate(rule) for rule in DEMO_RULES],
     )  # fmt: skip
     approved: list[str] = []
     workflow_id = f"filegate-demo-{suffix}"
@@ -861,15 +893,15 @@ async def run_demo(client: Client, dirs: DemoDirs, journal: Path) -> tuple[Agent
         )
         _say(f"[demo] workflow {workflow_id} started")
 
-        async def approve(approval: PendingApproval) -> None:
-            _say(
-                f"  ?? approval {approval.id} pending: {approval.tool} {_args_text(approval.args)}"
-            )
+        async def approve(approval: Approval) -> None:
+            approval_id = approval["id"]
+            args = _args_text(approval["args"])
+            _say(f"  ?? approval {approval_id} pending: {approval['tool']} {args}")
             await handle.signal(
-                AgentWorkflow.decide_signal, Decision(id=approval.id, decision="approve")
+                AgentWorkflow.decide_signal, Decision(id=approval_id, decision="approve")
             )
-            approved.append(approval.id)
-            _say(f"  !! approved {approval.id} by signal")
+            approved.append(approval_id)
+            _say(f"  !! approved {approval_id} by signal")
 
         result = await asyncio.wait_for(follow(handle, Progress(_say), approve), 60)
     return result, approved

@@ -15,14 +15,12 @@ structured form, with backend-local paths, for the workflow to merge.
 
 from __future__ import annotations
 
-import base64
 import posixpath
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from activities.messages import ContentBlock, MediaBlock
 from activities.tool_types import (
     DEFAULT_MAX_EXECUTE_TIMEOUT,
     TOOL_ARGS,
@@ -54,6 +52,7 @@ from backends.formatting import (
     permission_denied,
     plan_read,
 )
+from backends.media import media_blocks
 from backends.paths import validate_path
 from backends.permissions import (
     check_permission,
@@ -88,36 +87,6 @@ SEARCH_TOOLS = frozenset({"glob", "grep"})
 """Tools that may run unboundedly long on a big tree and get a hard time limit."""
 
 _PATH_ARGS = ("path", "file_path")
-
-# SPEC §6: extension -> content block type. Video needs frame sampling and is
-# not turned into a block here.
-_MEDIA_TYPES: dict[str, str] = {
-    **dict.fromkeys((".png", ".jpg", ".jpeg", ".gif", ".webp", ".heic", ".heif"), "image"),
-    **dict.fromkeys((".wav", ".mp3", ".aiff", ".aac", ".ogg", ".flac"), "audio"),
-    **dict.fromkeys((".pdf", ".ppt", ".pptx"), "document"),
-}
-_VIDEO_EXTENSIONS = frozenset(
-    (".mp4", ".mpeg", ".mov", ".avi", ".flv", ".mpg", ".webm", ".wmv", ".3gpp", ".mkv")
-)
-_MIME_TYPES: dict[str, str] = {
-    ".png": "image/png",
-    ".jpg": "image/jpeg",
-    ".jpeg": "image/jpeg",
-    ".gif": "image/gif",
-    ".webp": "image/webp",
-    ".heic": "image/heic",
-    ".heif": "image/heif",
-    ".wav": "audio/wav",
-    ".mp3": "audio/mpeg",
-    ".aiff": "audio/aiff",
-    ".aac": "audio/aac",
-    ".ogg": "audio/ogg",
-    ".flac": "audio/flac",
-    ".pdf": "application/pdf",
-    ".ppt": "application/vnd.ms-powerpoint",
-    ".pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
-}
-
 
 class InvalidToolRequest(ValueError):
     """The request breaks the workflow/activity contract (bad args, bad path, wrong tool).
@@ -212,46 +181,6 @@ def render_mutation(
     return outcome(format_delete(shown))
 
 
-def _media_content(virtual_path: str, result: ReadResult) -> ToolOutcome | None:
-    """Image/audio/document bytes become one content block (SPEC §6); else None."""
-    data = result.data
-    if not data:
-        return None
-    extension = posixpath.splitext(virtual_path)[1].lower()
-    block_type = _MEDIA_TYPES.get(extension)
-    if block_type is None:
-        if extension in _VIDEO_EXTENSIONS:
-            return ToolOutcome(
-                content=(
-                    f"[{virtual_path} is a video ({len(data)} bytes); video frames cannot "
-                    "be read on this backend.]"
-                ),
-                status="error",
-            )
-        return None
-    blocks: list[ContentBlock] = [
-        MediaBlock(
-            type=block_type,  # type: ignore[arg-type]
-            base64=_as_base64(data, result.encoding),
-            mime_type=_MIME_TYPES[extension],
-            path=virtual_path,
-        )
-    ]
-    return ToolOutcome(content=blocks)
-
-
-def _as_base64(data: bytes, encoding: str) -> str:
-    """Base64 text of ``data``, accepting data a backend already base64-encoded."""
-    if encoding == "base64":
-        try:
-            base64.b64decode(data, validate=True)
-        except ValueError:
-            pass
-        else:
-            return data.decode("ascii")
-    return base64.b64encode(data).decode("ascii")
-
-
 # --------------------------------------------------------------------------- gates
 
 
@@ -316,7 +245,9 @@ def _ls(backend: BackendProtocol, request: ToolRequest, args: LsArgs) -> ToolOut
     return outcome(format_ls(LsResult(entries=kept)))
 
 
-def _read(backend: BackendProtocol, request: ToolRequest, args: ReadFileArgs) -> ToolOutcome:
+def _read(
+    backend: BackendProtocol, request: ToolRequest, args: ReadFileArgs, *, allow_video: bool
+) -> ToolOutcome:
     denied = _denied(request, "read", args.file_path)
     if denied:
         return denied
@@ -325,12 +256,13 @@ def _read(backend: BackendProtocol, request: ToolRequest, args: ReadFileArgs) ->
     if plan.early is not None:
         return outcome(format_read(ReadResult(path=virtual), plan))
     result = backend.read(args.file_path, plan.offset, plan.limit)
-    if result.error is None and result.data is not None:
-        media = _media_content(virtual, result)
-        if media is not None:
-            if media.status == "success":
-                media.touched_path = args.file_path
-            return media
+    media = media_blocks(
+        virtual, result, offset=args.offset, limit=args.limit, video=None if allow_video else False
+    )
+    if media is not None:
+        if media.is_error:
+            return ToolOutcome(content=media.content, status="error")
+        return ToolOutcome(content=media.content, media=media.frames, touched_path=args.file_path)
     shown = _error_copy(result, request, args.file_path).model_copy(update={"path": virtual})
     return outcome(format_read(shown, plan), args.file_path)
 
@@ -467,7 +399,6 @@ def _error_copy(result: Any, request: ToolRequest, local_path: str) -> Any:
 
 _HANDLERS: Mapping[str, Callable[[BackendProtocol, ToolRequest, Any], ToolOutcome]] = {
     "ls": _ls,
-    "read_file": _read,
     "write_file": _write,
     "edit_file": _edit,
     "delete": _delete,
@@ -477,11 +408,18 @@ _HANDLERS: Mapping[str, Callable[[BackendProtocol, ToolRequest, Any], ToolOutcom
 }
 
 
-def run_tool(backend: BackendProtocol, request: ToolRequest) -> ToolOutcome:
+def run_tool(
+    backend: BackendProtocol, request: ToolRequest, *, allow_video: bool = True
+) -> ToolOutcome:
     """Run ``request`` on ``backend``: gate, call, filter, format.
 
     Expected failures come back as an error-status outcome; only a request
     that breaks the contract raises (:class:`InvalidToolRequest`).
+    ``allow_video=False`` keeps read_file from decoding video (the workflow
+    passes it: decoding is I/O-heavy, slow and not deterministic enough for
+    the workflow thread), so a video is then returned as a plain file block.
     """
     args = parse_args(request)
+    if isinstance(args, ReadFileArgs):
+        return _read(backend, request, args, allow_video=allow_video)
     return _HANDLERS[request.tool](backend, request, args)

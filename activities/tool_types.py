@@ -181,8 +181,13 @@ class ToolOutcome(BaseModel):
     status: Literal["success", "error"] = "success"
     touched_path: str | None = None
     """Backend-local path read or written successfully (feeds the read-before-edit set)."""
+    media: list[ContentBlock] = Field(default_factory=list)
+    """Video frames (a ``Frame at`` text block before each JPEG) for read_file of a
+    video. Not part of the tool result: the workflow sends them as one user message
+    after all of the turn's tool results (providers need tool results contiguous)."""
     artifact: str | None = None
-    """Artifact reference when the full result was offloaded to S3."""
+    """Artifact key (``<namespace>/<workflow_id>/<tool_call_id>``) when the full
+    result was offloaded to the artifact store and ``content`` is only a stub."""
     raw: RawListing | None = None
     """Set for ls/glob/grep when the request had ``want_raw``. ``content`` is then
     only a short summary (the workflow renders the merged answer itself), except

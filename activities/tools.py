@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Mapping
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from temporalio import activity
 from temporalio.common import RetryPolicy
@@ -45,9 +45,12 @@ from activities.dispatch import (
     run_tool,
 )
 from activities.idempotency import ToolJournal
-from activities.tool_types import TOOL_ORDER, ToolName, ToolOutcome, ToolRequest
-from backends.formatting import format_error
-from backends.protocol import BackendProtocol
+from activities.tool_types import TOOL_ORDER, ReadFileArgs, ToolName, ToolOutcome, ToolRequest
+from backends.formatting import format_error, format_read, needs_offload, offload_stub, plan_read
+from backends.protocol import BackendProtocol, ReadResult
+
+if TYPE_CHECKING:
+    from backends.artifacts import ArtifactStore
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +77,11 @@ HEARTBEAT_TIMEOUT = timedelta(seconds=10)
 """A worker that stops heartbeating this long is presumed dead and the call retried."""
 FILE_OP_TIMEOUT = timedelta(seconds=60)
 
+LARGE_RESULTS_DIR = "/large_tool_results/"
+"""Virtual directory under which offloaded tool results are read back (SPEC §7)."""
+OFFLOADED_TOOLS = frozenset({"execute"})
+"""Tools whose result may be offloaded; the others cut their own output (SPEC §7)."""
+
 
 def search_timeout_message(tool: str, seconds: float) -> str:
     """What the model reads when a glob/grep ran out of time (from the activity or server)."""
@@ -88,6 +96,7 @@ def tool_activity_options(
     *,
     execute_timeout: float | None = None,
     search_timeout: float = DEFAULT_SEARCH_TIMEOUT,
+    heartbeat_timeout: timedelta = HEARTBEAT_TIMEOUT,
 ) -> dict[str, Any]:
     """Keyword arguments for ``workflow.execute_activity`` of one tool.
 
@@ -106,7 +115,7 @@ def tool_activity_options(
     if tool in SEARCH_TOOLS:
         return {
             "start_to_close_timeout": timedelta(seconds=search_timeout + SEARCH_MARGIN),
-            "heartbeat_timeout": HEARTBEAT_TIMEOUT,
+            "heartbeat_timeout": heartbeat_timeout,
             "retry_policy": RetryPolicy(
                 maximum_attempts=2, non_retryable_error_types=list(NON_RETRYABLE_ERROR_TYPES)
             ),
@@ -115,12 +124,12 @@ def tool_activity_options(
         command = DEFAULT_EXECUTE_TIMEOUT if execute_timeout is None else execute_timeout
         return {
             "start_to_close_timeout": timedelta(seconds=command + EXECUTE_MARGIN),
-            "heartbeat_timeout": HEARTBEAT_TIMEOUT,
+            "heartbeat_timeout": heartbeat_timeout,
             "retry_policy": retry,
         }
     return {
         "start_to_close_timeout": FILE_OP_TIMEOUT,
-        "heartbeat_timeout": HEARTBEAT_TIMEOUT,
+        "heartbeat_timeout": heartbeat_timeout,
         "retry_policy": retry,
     }
 
@@ -283,6 +292,53 @@ async def run_blocking(
 # --------------------------------------------------------------------------- activities
 
 
+def _is_offloaded(request: ToolRequest, args: ReadFileArgs) -> bool:
+    """A read of ``/large_tool_results/<id>`` on the default route (not a backend file)."""
+    return request.route_prefix == "/" and args.file_path.startswith(LARGE_RESULTS_DIR)
+
+
+def offload_large(store: ArtifactStore, request: ToolRequest, outcome: ToolOutcome) -> ToolOutcome:
+    """Store a too-large text result and return a stub in its place (SPEC §7).
+
+    Keyed by workflow id and tool-call id, so a retried activity overwrites the
+    same object with the same bytes. A call id the store refuses as a key
+    keeps the full result (logged): losing output would be worse.
+    """
+    text = outcome.content
+    if not isinstance(text, str) or not needs_offload(text):
+        return outcome
+    try:
+        ref = store.put(
+            request.workflow_id, request.tool_call_id, text.encode(), "text/plain; charset=utf-8"
+        )
+    except ValueError as exc:
+        logger.warning("not offloading result of %s: %s", request.tool_call_id, exc)
+        return outcome
+    stub = offload_stub(LARGE_RESULTS_DIR + request.tool_call_id, text)
+    return outcome.model_copy(update={"content": stub, "artifact": ref.key})
+
+
+def read_offloaded(store: ArtifactStore, request: ToolRequest, args: ReadFileArgs) -> ToolOutcome:
+    """``read_file`` of an offloaded result of this thread, windowed like any file."""
+    from backends.artifacts import SHA256_METADATA, ArtifactRef
+
+    path = args.file_path
+    plan = plan_read(args.offset, args.limit)
+    if plan.early is not None:
+        return ToolOutcome(content=format_read(ReadResult(path=path), plan).text)
+    try:
+        key = store.key_for(request.workflow_id, path[len(LARGE_RESULTS_DIR) :])
+        stat = store.client.stat_object(store.bucket, key)
+        digest = (stat.metadata or {}).get(f"x-amz-meta-{SHA256_METADATA}", "")
+        ref = ArtifactRef(bucket=store.bucket, key=key, size=stat.size or 0, sha256=str(digest))
+    except Exception:
+        result = ReadResult(path=path, error=f"file not found: {path}", code="file_not_found")
+    else:
+        result = store.read_text_window(ref, plan.offset, plan.limit, path=path)
+    rendered = format_read(result, plan)
+    return ToolOutcome(content=rendered.text, status="error" if rendered.is_error else "success")
+
+
 class FileToolActivities:
     """The file tool activities for the backends this worker holds.
 
@@ -297,8 +353,13 @@ class FileToolActivities:
         *,
         search_timeout: float | None = None,
         heartbeat_interval: float = HEARTBEAT_INTERVAL,
+        artifacts: ArtifactStore | None = None,
     ) -> None:
+        """``artifacts`` enables SPEC §7 offload: large execute output is stored there
+        (only a stub enters history) and ``read_file('/large_tool_results/<id>')``
+        is answered from it on this worker."""
         self.backends = dict(backends)
+        self.artifacts = artifacts
         self.journal = ToolJournal(Path(journal_dir))
         self.search_timeout = search_timeout
         self.heartbeat_interval = heartbeat_interval
@@ -351,14 +412,27 @@ class FileToolActivities:
                 str(exc), type=INVALID_REQUEST_ERROR, non_retryable=True
             ) from exc
 
+        store = self.artifacts
+
         def call() -> ToolOutcome:
             return run_tool(backend, request)
 
         fn = call
-        if tool in MUTATING_TOOLS:
+        if store is not None and isinstance(args, ReadFileArgs) and _is_offloaded(request, args):
 
             def fn() -> ToolOutcome:
+                return read_offloaded(store, request, args)
+
+        elif tool in MUTATING_TOOLS:
+
+            def journaled() -> ToolOutcome:
                 return self.journal.run(request.backend, backend, request, args, call)
+
+            fn = journaled
+            if store is not None and tool in OFFLOADED_TOOLS:
+
+                def fn() -> ToolOutcome:
+                    return offload_large(store, request, journaled())
 
         deadline = None
         budget = 0.0

@@ -7,6 +7,7 @@ sandbox; the parts that do I/O are only *called* from activities.
 
 from backends.artifacts import ArtifactRef, ArtifactStore
 from backends.audit import AuditRecord, AuditSink, FileAuditSink, audit_context
+from backends.bwrap import BwrapSandboxBackend, SandboxUnavailableError
 from backends.composite import (
     CompositeBackend,
     RouteMatch,
@@ -80,6 +81,7 @@ from backends.protocol import (
     ReadResult,
     WriteResult,
 )
+from backends.sandbox import BaseSandbox
 from backends.state import StateBackend
 from backends.store import StoreBackend
 
@@ -90,6 +92,8 @@ __all__ = [
     "AuditRecord",
     "AuditSink",
     "BackendProtocol",
+    "BaseSandbox",
+    "BwrapSandboxBackend",
     "CompositeBackend",
     "DeleteResult",
     "EditResult",
@@ -114,6 +118,7 @@ __all__ = [
     "Rendered",
     "RouteMatch",
     "Router",
+    "SandboxUnavailableError",
     "SearchPlan",
     "SearchTarget",
     "StateBackend",

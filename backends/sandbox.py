@@ -82,8 +82,8 @@ _MARK = "@@filegate-reply@@ "
 R = TypeVar("R", bound=_Result)
 
 # The helper run inside the sandbox. Constant text (never formatted with caller
-# data); argv: workspace, operation, base64(JSON parameters).
-_HELPER = r'''
+# data); argv: workspace, operation, base64(marshal(parameters)) [, base64(upload bytes)].
+_HELPER = r"""
 import binascii, errno, marshal, os, stat, sys
 W, OP, P = sys.argv[1], sys.argv[2], marshal.loads(binascii.a2b_base64(sys.argv[3]))
 DATA = binascii.a2b_base64(sys.argv[4]) if len(sys.argv) > 4 else b""
@@ -281,7 +281,7 @@ except OSError as exc:
 except RecursionError:
     reply = {"err": "os", "errno": errno.ELOOP, "msg": "too deep"}
 sys.stdout.write("@@filegate-reply@@ " + dump(reply) + "\n")
-'''
+"""
 
 
 def _bytes(value: str) -> bytes:
@@ -377,10 +377,17 @@ class BaseSandbox(ABC):
             raise SandboxOpError(
                 f"sandbox operation timed out after {self.op_timeout:g} s", "timeout"
             )
+        if result.truncated:
+            raise SandboxOpError(
+                f"the answer is over {self._reply_cap} bytes: narrow the request", "too_large"
+            )
         reply: dict[str, Any] | None = None
         for line in result.output.splitlines():
             if line.startswith(_MARK):
-                reply = json.loads(line[len(_MARK) :])
+                try:
+                    reply = json.loads(line[len(_MARK) :])
+                except json.JSONDecodeError as exc:
+                    raise SandboxOpError(f"unreadable sandbox reply: {exc}") from exc
                 break
         if reply is None:
             detail = (result.error or result.output or f"exit code {result.exit_code}").strip()

@@ -233,7 +233,7 @@ def test_grep_unicode_and_quotes(sb: BwrapSandboxBackend) -> None:
 NASTY_NAMES = [
     "/plain.bin",
     "/with space/file name.bin",
-    "/quote's/\"double\".bin",
+    '/quote\'s/"double".bin',
     "/ünïcødé/日本語.bin",
     "/$(touch pwned)/`id`;rm -rf x.bin",
     "/-dash/--flag.bin",
@@ -348,3 +348,12 @@ def test_execute_custom_env(_bwrap_ok: None, root: Path) -> None:
     assert sb.execute('printf %s "$GREETING"').output == "hi there"
     with pytest.raises(ValueError):
         BwrapSandboxBackend(root, env={"A=B": "x"}, check=False)
+
+
+def test_oversized_helper_reply_is_an_error_value(sb: BwrapSandboxBackend) -> None:
+    for i in range(20):
+        assert sb.write(f"/many/{'long-name-' * 5}{i}.txt", "x").ok
+    sb._reply_cap = 300  # far below what listing 20 long names needs
+    result = sb.glob("*.txt")
+    assert result.code == "too_large" and "narrow" in (result.error or "")
+    assert sb.ls("/many").code == "too_large"

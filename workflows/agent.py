@@ -35,6 +35,7 @@ with workflow.unsafe.imports_passed_through():
 
     from activities.dispatch import run_tool
     from activities.messages import (
+        ContentBlock,
         Message,
         ModelRequest,
         ModelResponse,
@@ -309,6 +310,7 @@ class AgentWorkflow:
                 chains[key] = task
             tasks.append(task)
         outcomes = await asyncio.gather(*tasks)
+        frames: list[ContentBlock] = []
         for call, outcome in zip(calls, outcomes, strict=True):
             self._tool_calls += 1
             if outcome.status == "error":
@@ -322,6 +324,11 @@ class AgentWorkflow:
                     name=call.name,
                 )
             )
+            frames.extend(outcome.media)
+        if frames:
+            # SPEC §6: providers need a turn's tool results contiguous, so the
+            # video frames of the whole turn follow them as one user message.
+            self._messages.append(Message(role="user", content=frames))
 
     @staticmethod
     def _order_key(call: ToolCall) -> str | None:
@@ -488,8 +495,12 @@ class AgentWorkflow:
         if ref.kind == "state":
             backend = self._states[ref.name]
             backend.set_now(workflow.now().isoformat())
-            return run_tool(backend, request)
-        options = tool_activity_options(request.tool, execute_timeout=request.args.get("timeout"))
+            return run_tool(backend, request, allow_video=False)
+        options = tool_activity_options(
+            request.tool,
+            execute_timeout=request.args.get("timeout"),
+            heartbeat_timeout=timedelta(seconds=self._input.limits.tool_heartbeat_timeout_seconds),
+        )
         try:
             return await workflow.execute_activity(
                 f"filegate.{request.tool}",

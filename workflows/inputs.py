@@ -8,16 +8,13 @@ object that lives in another process.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from activities.messages import Message, ModelSpec, Usage
-from activities.tool_types import ToolName
+from activities.tool_types import DEFAULT_MAX_EXECUTE_TIMEOUT, ToolName
 from backends.permissions import FilesystemPermission
-
-DEFAULT_MAX_EXECUTE_TIMEOUT = 3600.0
-"""Largest ``execute`` timeout the model may ask for (SPEC §2)."""
 
 
 class BackendRef(BaseModel):
@@ -102,6 +99,9 @@ class Limits(BaseModel):
     """Serialized tool-call arguments above this size are refused (history stays small)."""
     model_timeout_seconds: float = 600.0
     model_max_attempts: int = 5
+    tool_heartbeat_timeout_seconds: Annotated[float, Field(gt=0)] = 10.0
+    """A tools worker silent this long is presumed dead and the call retried elsewhere.
+    Raise it for backends whose single operations can stall (slow network storage)."""
 
 
 class RuleTimeout(BaseModel):
