@@ -88,6 +88,7 @@ SEARCH_TOOLS = frozenset({"glob", "grep"})
 
 _PATH_ARGS = ("path", "file_path")
 
+
 class InvalidToolRequest(ValueError):
     """The request breaks the workflow/activity contract (bad args, bad path, wrong tool).
 
