@@ -44,6 +44,7 @@ from temporalio.client import (
     WorkflowHandle,
     WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
 )
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -56,13 +57,15 @@ if TYPE_CHECKING:
     from temporalio.worker import Worker
 
     from activities.messages import ModelSpec
+    from backends.artifacts import ArtifactStore
     from backends.permissions import FilesystemPermission
+    from backends.policy import PolicyConfig
     from backends.protocol import BackendProtocol
     from workflows import AgentResult
 
 log = logging.getLogger("filegate.worker")
 
-BACKEND_KINDS = ("filesystem", "local-shell", "state")
+BACKEND_KINDS = ("filesystem", "local-shell", "sandbox", "state")
 
 DEFAULT_TEMPORAL_ADDRESS: str = Settings.model_fields["temporal_address"].default
 """Temporal's usual local address; ``run`` starts or reuses a server there."""
@@ -76,6 +79,9 @@ DECIDE_UPDATE = "decide"  # also the signal's name
 
 QUERY_TIMEOUT = timedelta(seconds=5)
 """RPC budget of one query: a workflow whose worker is gone must not hang a CLI."""
+
+DECIDE_TIMEOUT = 20.0
+"""Seconds a decision waits for a worker to validate it (the update needs a live worker)."""
 
 
 class CliError(Exception):
@@ -100,9 +106,9 @@ class Target:
 
 
 _TLS_ENV = {
-    "tls_cert": ("FILEGATE_TLS_CERT", "TEMPORAL_TLS_CERT"),
-    "tls_key": ("FILEGATE_TLS_KEY", "TEMPORAL_TLS_KEY"),
-    "tls_ca": ("FILEGATE_TLS_CA", "TEMPORAL_TLS_CA"),
+    "tls_cert": ("FILEGATE_TLS_CERT", "TEMPORAL_TLS_CLIENT_CERT_PATH"),
+    "tls_key": ("FILEGATE_TLS_KEY", "TEMPORAL_TLS_CLIENT_KEY_PATH"),
+    "tls_ca": ("FILEGATE_TLS_CA", "TEMPORAL_TLS_SERVER_CA_CERT_PATH"),
 }
 """TLS file paths: flag, else ``FILEGATE_*``, else the ``temporal`` CLI's variable."""
 
@@ -209,6 +215,10 @@ def make_backend(kind: str, root: str | Path | None) -> BackendProtocol:
         from backends.local_shell import LocalShellBackend
 
         return LocalShellBackend(str(root))
+    if kind == "sandbox":
+        from backends.bwrap import BwrapSandboxBackend
+
+        return BwrapSandboxBackend(str(root))
     raise ValueError(f"unknown backend kind {kind!r}; choose one of {', '.join(BACKEND_KINDS)}")
 
 
@@ -217,14 +227,26 @@ def tools_worker(
     task_queue: str,
     backends: dict[str, BackendProtocol],
     journal_dir: str | Path,
+    *,
+    artifacts: ArtifactStore | None = None,
+    policies: PolicyConfig | None = None,
     **options: Any,
 ) -> Worker:
-    """A worker serving the ``filegate.<tool>`` activities for ``backends``."""
+    """A worker serving the ``filegate.<tool>`` activities for ``backends``.
+
+    ``artifacts`` turns on large-result offload (SPEC §7). ``policies`` defaults
+    to :meth:`PolicyConfig.from_env` (``FILEGATE_POLICY_FILE`` /
+    ``FILEGATE_POLICY_JSON``), read once here; workflows only name policies.
+    A per-queue rate limit is ``max_task_queue_activities_per_second=...`` in
+    ``options`` (enforced by the server across all workers of the queue).
+    """
     from temporalio.worker import Worker
 
     from activities.tools import FileToolActivities
+    from backends.policy import PolicyConfig
 
-    tools = FileToolActivities(backends, Path(journal_dir))
+    config = policies if policies is not None else PolicyConfig.from_env()
+    tools = FileToolActivities(backends, Path(journal_dir), artifacts=artifacts, policies=config)
     return Worker(
         client,
         task_queue=task_queue,
@@ -261,11 +283,12 @@ async def in_process_workers(
     tools_queue: str,
     backends: dict[str, BackendProtocol],
     journal_dir: Path,
+    artifacts: ArtifactStore | None = None,
 ) -> AsyncIterator[None]:
     """An agent worker and one tools worker, polling for the duration of the block."""
     async with (
         agent_worker(client, agent_queue),
-        tools_worker(client, tools_queue, backends, journal_dir),
+        tools_worker(client, tools_queue, backends, journal_dir, artifacts=artifacts),
     ):
         yield
 
@@ -275,14 +298,31 @@ async def in_process_workers(
 
 @dataclass(frozen=True)
 class S3Access:
-    """Where the artifact store is. Handed to tools workers once large-result
-    offload lands (SPEC §7); until then ``run``/``demo`` only make sure it is up."""
+    """Where the S3 server is; tools workers keep large results there (SPEC §7)."""
 
     endpoint: str
     access_key: str | None
     secret_key: str | None
     bucket: str
     secure: bool = False
+
+    def artifact_store(self) -> ArtifactStore | None:
+        """The large-result store on this S3 (bucket ``<bucket>-artifacts``, created if
+        missing); None without credentials (large results then stay inline)."""
+        from backends.artifacts import ArtifactStore
+
+        if not self.access_key or self.secret_key is None:
+            return None
+        settings = Settings.model_validate(
+            {
+                "s3_endpoint": self.endpoint,
+                "s3_access_key": self.access_key,
+                "s3_secret_key": self.secret_key,
+                "s3_bucket": self.bucket,
+                "s3_secure": self.secure,
+            }
+        )
+        return ArtifactStore.from_settings(settings)
 
 
 @dataclass
@@ -291,16 +331,9 @@ class LocalServices:
 
     temporal_address: str
     s3: S3Access
+    notes: list[str]
+    """One line per service: where it is and whether it was configured, reused or started."""
     started: list[ManagedServer] = field(default_factory=list)
-
-    def describe(self) -> list[str]:
-        mine = {type(s).__name__ for s in self.started}
-        return [
-            f"Temporal at {self.temporal_address}"
-            + (" (embedded dev server, started)" if "TemporalDevServer" in mine else " (reused)"),
-            f"S3 at {self.s3.endpoint}"
-            + (" (embedded SeaweedFS, started)" if "S3DevServer" in mine else " (configured)"),
-        ]
 
 
 def _split_address(address: str) -> tuple[str, int]:
@@ -323,25 +356,30 @@ async def local_services(
     settings = target.settings
     starting: list[ManagedServer] = []
     address = settings.temporal_address
+    how = "configured"
     if not target.configured:
         host, port = _split_address(DEFAULT_TEMPORAL_ADDRESS)
+        address, how = DEFAULT_TEMPORAL_ADDRESS, "found running, reused"
         if not (reuse_default and is_listening(host, port)):
             server = TemporalDevServer(
                 state_dir / "temporal", host=host, port=port if reuse_default else None
             )
-            address = server.address
+            address, how = server.address, "embedded dev server, started"
             starting.append(server)
+    notes = [f"Temporal at {address} ({how})"]
     if settings.s3_endpoint:
         secret = settings.s3_secret_key.get_secret_value() if settings.s3_secret_key else None
         s3 = S3Access(
             settings.s3_endpoint, settings.s3_access_key, secret, settings.s3_bucket,
             settings.s3_secure,
         )  # fmt: skip
+        notes.append(f"S3 at {s3.endpoint} (configured)")
     else:
         weed = S3DevServer(state_dir / "s3", buckets=[settings.s3_bucket])
         s3 = S3Access(weed.endpoint, weed.access_key, weed.secret_key, settings.s3_bucket)
         starting.append(weed)
-    services = LocalServices(address, s3)
+        notes.append(f"S3 at {s3.endpoint} (embedded SeaweedFS, started)")
+    services = LocalServices(address, s3, notes)
     try:
         outcomes = await asyncio.gather(
             *(asyncio.to_thread(server.start) for server in starting), return_exceptions=True
@@ -554,15 +592,16 @@ async def _run_command(args: argparse.Namespace) -> int:
     state_dir = target.settings.state_dir.resolve()
     _say(f"workflow id: {workflow_id}")
     async with local_services(target, state_dir, reuse_default=True) as services:
-        for line in services.describe():
-            log.info("%s", line)
+        for line in services.notes:
+            _say(line)
         settings = target.settings.model_copy(
             update={"temporal_address": services.temporal_address}
         )
         client = await connect(settings, target.tls)
         async with in_process_workers(
-            client, agent_queue, tools_queue, {name: backend}, state_dir / "journal" / name
-        ):
+            client, agent_queue, tools_queue, {name: backend}, state_dir / "journal" / name,
+            artifacts=await asyncio.to_thread(services.s3.artifact_store),
+        ):  # fmt: skip
             handle = await client.start_workflow(
                 AgentWorkflow.run, input, id=workflow_id, task_queue=agent_queue,
                 id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
@@ -660,7 +699,15 @@ async def _decide_command(args: argparse.Namespace) -> int:
     client = await connect(target.settings, target.tls)
     handle = client.get_workflow_handle(args.workflow)
     try:
-        ack: dict[str, Any] = await handle.execute_update(DECIDE_UPDATE, decision)
+        ack: dict[str, Any] = await handle.execute_update(
+            DECIDE_UPDATE, decision, rpc_timeout=timedelta(seconds=args.timeout)
+        )
+    except WorkflowUpdateRPCTimeoutOrCancelledError:
+        raise CliError(
+            f"no worker answered for {args.workflow} within {args.timeout:g} s: is the "
+            "`filegate run` (or agent worker) serving it still running? Check "
+            "`filegate approvals` before deciding again."
+        ) from None
     except WorkflowUpdateFailedError as exc:
         raise CliError(
             f"{args.decision} refused by {args.workflow}: {_failure_text(exc)}"
@@ -916,7 +963,7 @@ async def _demo_command(args: argparse.Namespace) -> int:
         state_dir = state_dir_for(target.settings, base / "state")
         _say("[demo] starting services (what is not already configured)...")
         async with local_services(target, state_dir, reuse_default=False) as services:
-            for line in services.describe():
+            for line in services.notes:
                 _say(f"[demo] {line}")
             settings = target.settings.model_copy(
                 update={"temporal_address": services.temporal_address}
@@ -963,7 +1010,17 @@ async def _worker_command(args: argparse.Namespace) -> int:
         name = args.name or args.backend
         backend = make_backend(args.backend, args.root)
         journal = Path(args.journal_dir or settings.state_dir / "journal" / name)
-        worker = tools_worker(client, args.task_queue, {name: backend}, journal)
+        artifacts = None
+        if settings.s3_endpoint:
+            from backends.artifacts import ArtifactStore
+
+            artifacts = ArtifactStore.from_settings(settings)
+        options: dict[str, Any] = {}
+        if args.max_activities_per_second is not None:
+            options["max_task_queue_activities_per_second"] = args.max_activities_per_second
+        worker = tools_worker(
+            client, args.task_queue, {name: backend}, journal, artifacts=artifacts, **options
+        )
     await run_until_stopped(worker)
     return 0
 
@@ -993,6 +1050,12 @@ def _add_worker_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     parser.add_argument("--task-queue", help="task queue (agent default: FILEGATE_TASK_QUEUE)")
     parser.add_argument("--name", help="backend name workflows use (default: the kind)")
     parser.add_argument("--journal-dir", help="idempotency journal directory (tools role)")
+    parser.add_argument(
+        "--max-activities-per-second",
+        type=float,
+        help="tools role: rate limit of the whole task queue, enforced by the Temporal server "
+        "across all its workers (Worker max_task_queue_activities_per_second)",
+    )
     parser.set_defaults(handler=_worker_command)
 
 
@@ -1035,6 +1098,10 @@ def _add_approval_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
         parser = sub.add_parser(kind, parents=[common], help=text)
         parser.add_argument("id", help="approval id (see `filegate approvals`)")
         parser.add_argument("--workflow", required=True, help="workflow id")
+        parser.add_argument(
+            "--timeout", type=float, default=DECIDE_TIMEOUT,
+            help=f"seconds to wait for a worker to accept (default {DECIDE_TIMEOUT:g})",
+        )  # fmt: skip
         if kind == "reject":
             parser.add_argument("--reason", help="reason passed on to the model")
         elif kind == "respond":
@@ -1048,11 +1115,27 @@ def _add_approval_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     status.set_defaults(handler=_status_command)
 
 
+def _add_ui_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+    parser = sub.add_parser("ui", parents=[common], help="approval web UI (the `ui` extra)")
+    parser.add_argument("--host", default=LOOPBACK, help="interface to listen on")
+    parser.add_argument("--port", type=int, default=8080, help="port to listen on")
+    parser.set_defaults(handler=_ui_command)
+
+
+async def _ui_command(args: argparse.Namespace) -> int:
+    try:  # the web stack is an optional extra: import it only for this command
+        from workflows.ui import ui_command
+    except ImportError as exc:
+        raise CliError(f"the web UI needs: pip install 'filegate[ui]' ({exc})", 2) from None
+    return await ui_command(args)
+
+
 COMMANDS: dict[str, Callable[[Any, argparse.ArgumentParser], None]] = {
     "worker": _add_worker_parser,
     "run": _add_run_parser,
     "demo": _add_demo_parser,
     "approvals": _add_approval_parsers,
+    "ui": _add_ui_parser,
 }
 """Command group -> function adding its parser(s); extend to add commands."""
 

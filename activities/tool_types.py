@@ -145,6 +145,9 @@ class ToolRequest(BaseModel):
     workflow_id: str = ""
     route_prefix: str = "/"
     permissions: list[FilesystemPermission] = Field(default_factory=list)
+    policies: list[str] | None = None
+    """Names of the worker's configured policies to apply (``AgentInput.policies``);
+    None = the worker's defaults. Names only: policy settings live on the worker."""
     reviewer_edited: bool = False
     max_execute_timeout: float = DEFAULT_MAX_EXECUTE_TIMEOUT
     """Largest ``execute`` timeout accepted (the workflow passes its Limits)."""

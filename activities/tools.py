@@ -13,6 +13,13 @@ group. Read-only and search tools and ``execute`` are interruptible;
 write/edit/delete are short and are let finish, since stopping one half-way
 could leave a half-written file.
 
+Policies (SPEC §8, worker-held): the worker's :class:`PolicyConfig` wraps the
+backend per call with the ``required`` policies plus those the request names
+(``ToolRequest.policies``; None = the config's defaults), and every backend
+operation of the call is audited under the workflow id and tool-call id. A
+name the worker does not configure fails the call for good (``UnknownPolicy``),
+which the workflow turns into an error tool result.
+
 :func:`tool_activity_options` and the constants above it are pure (datetime
 and RetryPolicy only): the workflow imports them to schedule the activities.
 """
@@ -46,7 +53,9 @@ from activities.dispatch import (
 )
 from activities.idempotency import ToolJournal
 from activities.tool_types import TOOL_ORDER, ReadFileArgs, ToolName, ToolOutcome, ToolRequest
+from backends.audit import audit_context
 from backends.formatting import format_error, format_read, needs_offload, offload_stub, plan_read
+from backends.policy import PolicyConfig, build_policy_chain
 from backends.protocol import BackendProtocol, ReadResult
 
 if TYPE_CHECKING:
@@ -61,8 +70,9 @@ TOOL_ACTIVITY_NAMES: dict[ToolName, str] = {tool: f"filegate.{tool}" for tool in
 
 INVALID_REQUEST_ERROR = "InvalidToolRequest"
 UNKNOWN_BACKEND_ERROR = "UnknownBackend"
+UNKNOWN_POLICY_ERROR = "UnknownPolicy"
 """``ApplicationError.type`` values the tool activities raise; never retried."""
-NON_RETRYABLE_ERROR_TYPES = [INVALID_REQUEST_ERROR, UNKNOWN_BACKEND_ERROR]
+NON_RETRYABLE_ERROR_TYPES = [INVALID_REQUEST_ERROR, UNKNOWN_BACKEND_ERROR, UNKNOWN_POLICY_ERROR]
 
 DEFAULT_SEARCH_TIMEOUT = 20.0
 """Seconds a glob/grep may search before it is stopped and the model told to narrow it."""
@@ -354,12 +364,17 @@ class FileToolActivities:
         search_timeout: float | None = None,
         heartbeat_interval: float = HEARTBEAT_INTERVAL,
         artifacts: ArtifactStore | None = None,
+        policies: PolicyConfig | None = None,
     ) -> None:
         """``artifacts`` enables SPEC §7 offload: large execute output is stored there
         (only a stub enters history) and ``read_file('/large_tool_results/<id>')``
-        is answered from it on this worker."""
+        is answered from it on this worker. ``policies`` (None = none configured)
+        wraps every call's backend; its audit file is opened here so a bad path
+        fails at worker start."""
         self.backends = dict(backends)
         self.artifacts = artifacts
+        self.policies = policies if policies is not None else PolicyConfig()
+        self.policies.audit_sink()
         self.journal = ToolJournal(Path(journal_dir))
         self.search_timeout = search_timeout
         self.heartbeat_interval = heartbeat_interval
@@ -411,11 +426,19 @@ class FileToolActivities:
             raise ApplicationError(
                 str(exc), type=INVALID_REQUEST_ERROR, non_retryable=True
             ) from exc
+        try:
+            guarded = build_policy_chain(backend, self.policies, names=request.policies)
+        except ValueError as exc:
+            raise ApplicationError(
+                str(exc), type=UNKNOWN_POLICY_ERROR, non_retryable=True
+            ) from exc
 
         store = self.artifacts
 
         def call() -> ToolOutcome:
-            return run_tool(backend, request)
+            # Set in the tool thread: contextvars do not follow a new thread.
+            with audit_context(request.workflow_id, request.tool_call_id):
+                return run_tool(guarded, request)
 
         fn = call
         if store is not None and isinstance(args, ReadFileArgs) and _is_offloaded(request, args):

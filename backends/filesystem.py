@@ -14,7 +14,6 @@ the ``..``/``~`` refusal of :func:`validate_path` still applies.
 
 from __future__ import annotations
 
-import codecs
 import errno
 import os
 import secrets
@@ -27,7 +26,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import BinaryIO, TypeVar
 
-from backends.globbing import GlobMatcher, GrepFileFilter, resolve_glob
+from backends.batch import RaisingOps
+from backends.globbing import GlobMatcher, GrepFileFilter, grep_scope, resolve_glob, spells_dot
 from backends.paths import join_path, validate_path
 from backends.protocol import (
     DEFAULT_READ_LIMIT,
@@ -46,23 +46,17 @@ from backends.protocol import (
     WriteResult,
     _Result,
 )
+from backends.streams import is_text_stream, scan_stream, stream_text_window
 from backends.textops import (
-    apply_edit,
     bad_limit,
-    decode_text,
     display_line,
-    grep_text,
     is_media_path,
     merge_grep_budget,
-    offset_past_end,
-    window_result,
 )
 
 DEFAULT_MAX_FILE_BYTES = 64 * 1024 * 1024
 """Largest file returned whole (binary read, download, edit)."""
 MAX_GLOB_RESULTS = 100_000
-_CHUNK = 1 << 20
-_WHOLE_FILE_SCAN = 8 << 20  # grep reads files up to this size in one go
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _RG_ENV_PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -74,7 +68,7 @@ class PathEscapeError(Exception):
     """A path that resolves (through a symlink) outside the root."""
 
 
-class _NotRegularFileError(Exception):
+class NotRegularFileError(Exception):
     """Device, FIFO, socket...: never opened for content."""
 
 
@@ -98,7 +92,7 @@ def error_value(result_type: type[R], path: str, exc: BaseException) -> R:
         code, message = "invalid_path", str(exc)
     elif isinstance(exc, PathEscapeError):
         code, message = "invalid_path", f"{path}: path escapes the root (symlink)"
-    elif isinstance(exc, _NotRegularFileError):
+    elif isinstance(exc, NotRegularFileError):
         code, message = "invalid_path", f"{path}: not a regular file"
     elif isinstance(exc, OSError):
         code = _ERRNO_CODES.get(exc.errno or 0, "io_error")
@@ -119,7 +113,7 @@ def error_value(result_type: type[R], path: str, exc: BaseException) -> R:
     return result
 
 
-_EXPECTED = (OSError, ValueError, PathEscapeError, _NotRegularFileError)
+_EXPECTED = (OSError, ValueError, PathEscapeError, NotRegularFileError)
 
 
 def _utf8_name(name: str) -> bool:
@@ -158,6 +152,7 @@ class FilesystemBackend:
         self._root_prefix = self.root.rstrip("/") + "/"
         rg = shutil.which("rg") if use_ripgrep is not False else None
         self._rg: str | None = rg
+        self._ops = RaisingOps(self._read_all, self._write_bytes, error_value, _EXPECTED)
 
     # -- capabilities --------------------------------------------------------
 
@@ -227,7 +222,7 @@ class FilesystemBackend:
         os.close(fd)
         if stat.S_ISDIR(st.st_mode):
             raise IsADirectoryError(errno.EISDIR, "is a directory")
-        raise _NotRegularFileError(vpath)
+        raise NotRegularFileError(vpath)
 
     def _read_all(self, vpath: str) -> bytes:
         fd, st = self._open_file(vpath)
@@ -254,7 +249,7 @@ class FilesystemBackend:
             if old is not None and stat.S_ISDIR(old.st_mode):
                 raise IsADirectoryError(errno.EISDIR, "is a directory")
             if old is not None and not stat.S_ISREG(old.st_mode):
-                raise _NotRegularFileError(vpath)
+                raise NotRegularFileError(vpath)
             tmp = f".{name[:40]}.{secrets.token_hex(6)}.filegate-tmp"
             flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
             fd = os.open(tmp, flags, 0o666, dir_fd=dfd)
@@ -384,7 +379,7 @@ class FilesystemBackend:
         with os.fdopen(fd, "rb", buffering=0) as fh:
             try:
                 if not is_media_path(vpath):
-                    text_result = self._stream_window(fh, vpath, max(offset, 0), limit)
+                    text_result = stream_text_window(fh, vpath, offset, limit)
                     if text_result is not None:
                         return text_result
                 return self._binary_result(fh, vpath, st)
@@ -406,90 +401,11 @@ class FilesystemBackend:
         data = fh.read(self.max_file_bytes + 1)
         return ReadResult(path=vpath, data=data, encoding="base64", size=len(data))
 
-    def _stream_window(
-        self, fh: BinaryIO, vpath: str, offset: int, limit: int
-    ) -> ReadResult | None:
-        """One pass over the file: count lines, keep the window, validate UTF-8.
-
-        Memory is one chunk plus the window, whatever the file size. Returns
-        None when the file turns out to be binary.
-        """
-        decoder = codecs.getincrementaldecoder("utf-8")()
-        stop = offset + limit
-        line_no = 0  # 0-based index of the line the cursor is in
-        current: list[bytes] = []
-        window: list[bytes] = []
-        last = b""
-        while True:
-            chunk = fh.read(_CHUNK)
-            if not chunk:
-                break
-            if b"\x00" in chunk:
-                return None
-            try:
-                decoder.decode(chunk)
-            except UnicodeDecodeError:
-                return None
-            last = chunk[-1:]
-            newlines = chunk.count(b"\n")
-            if line_no + newlines < offset or line_no >= stop:
-                line_no += newlines  # nothing of the window in this chunk
-                continue
-            start = 0
-            while True:
-                nl = chunk.find(b"\n", start)
-                in_window = offset <= line_no < stop
-                if nl == -1:
-                    if in_window:
-                        current.append(chunk[start:])
-                    break
-                if in_window:
-                    current.append(chunk[start:nl])
-                    window.append(b"".join(current))
-                    current = []
-                line_no += 1
-                start = nl + 1
-                if line_no >= stop:
-                    line_no += chunk.count(b"\n", start)
-                    break
-        try:
-            decoder.decode(b"", final=True)
-        except UnicodeDecodeError:
-            return None
-        total = line_no
-        if last and last != b"\n":
-            total += 1  # final line without a terminator
-            if offset <= line_no < stop:
-                window.append(b"".join(current))
-        if offset > 0 and offset >= total:
-            return offset_past_end(vpath, offset, total)
-        return window_result(vpath, [w.decode("utf-8") for w in window], offset, total)
-
     def write(self, path: str, content: str) -> WriteResult:
-        vpath = str(path)
-        try:
-            vpath = validate_path(path)
-            self._write_bytes(vpath, content.encode("utf-8"))
-        except _EXPECTED as exc:
-            return error_value(WriteResult, vpath, exc)
-        return WriteResult(path=vpath)
+        return self._ops.write(path, content)
 
     def edit(self, path: str, old: str, new: str, replace_all: bool = False) -> EditResult:
-        vpath = str(path)
-        try:
-            vpath = validate_path(path)
-            data = self._read_all(vpath)
-            text = decode_text(data)
-            if text is None:
-                return EditResult(
-                    path=vpath, error=f"{vpath} is a binary file: cannot edit", code="binary_file"
-                )
-            new_text, result = apply_edit(vpath, text, old, new, replace_all)
-            if new_text is not None:
-                self._write_bytes(vpath, new_text.encode("utf-8"))
-            return result
-        except _EXPECTED as exc:
-            return error_value(EditResult, vpath, exc)
+        return self._ops.edit(path, old, new, replace_all)
 
     def delete(self, path: str) -> DeleteResult:
         vpath = str(path)
@@ -541,15 +457,10 @@ class FilesystemBackend:
     ) -> GrepResult:
         vroot = str(path)
         try:
-            vroot = validate_path(path)
-            flt = GrepFileFilter(vroot, glob)
-            if max_count is not None and max_count < 1:
-                return GrepResult(
-                    error=f"max_count must be at least 1, got {max_count}",
-                    code="invalid_argument",
-                )
-            if "\n" in literal:
-                return GrepResult()  # matching is per line: nothing can match
+            scope = grep_scope(literal, path, glob, max_count)
+            if isinstance(scope, GrepResult):
+                return scope
+            vroot, flt = scope
             per_file = None if max_count is None else max_count + 1
             parts = self._parts(vroot)
             try:
@@ -558,7 +469,7 @@ class FilesystemBackend:
                 fd = -1
             if fd >= 0:
                 with os.fdopen(fd, "rb", buffering=0) as fh:
-                    found = _scan_file(fh, literal, vroot, per_file)
+                    found = scan_stream(fh, literal, vroot, per_file)
                 if found is None:
                     return GrepResult(
                         error=f"{vroot} is a binary file: cannot grep", code="binary_file"
@@ -596,7 +507,7 @@ class FilesystemBackend:
                 except OSError:
                     continue
                 with os.fdopen(fd, "rb", buffering=0) as fh:
-                    hits = _scan_file(fh, literal, base + rel, per_file)
+                    hits = scan_stream(fh, literal, base + rel, per_file)
                 if hits:
                     found.extend(hits)
         finally:
@@ -621,7 +532,7 @@ class FilesystemBackend:
         cmd += ["--line-number", "--null"]
         if per_file is not None:
             cmd += ["--max-count", str(per_file)]
-        if glob and _spells_dot(glob):
+        if glob and spells_dot(glob):
             cmd.append("--hidden")
         prefilter = _rg_prefilter(glob)
         if prefilter is not None:
@@ -667,33 +578,13 @@ class FilesystemBackend:
         except _EXPECTED:
             return False
         with os.fdopen(fd, "rb", buffering=0) as fh:
-            return _is_text_stream(fh)
+            return is_text_stream(fh)
 
     def upload(self, files: list[tuple[str, bytes]]) -> list[FileUploadResult]:
-        results: list[FileUploadResult] = []
-        for path, content in files:
-            vpath = str(path)
-            try:
-                vpath = validate_path(path)
-                self._write_bytes(vpath, bytes(content))
-            except _EXPECTED as exc:
-                results.append(error_value(FileUploadResult, vpath, exc))
-                continue
-            results.append(FileUploadResult(path=vpath))
-        return results
+        return self._ops.upload(files)
 
     def download(self, paths: list[str]) -> list[FileDownloadResult]:
-        results: list[FileDownloadResult] = []
-        for path in paths:
-            vpath = str(path)
-            try:
-                vpath = validate_path(path)
-                data = self._read_all(vpath)
-            except _EXPECTED as exc:
-                results.append(error_value(FileDownloadResult, vpath, exc))
-                continue
-            results.append(FileDownloadResult(path=vpath, content=data))
-        return results
+        return self._ops.download(paths)
 
     def execute(self, command: str, timeout: float | None = None) -> ExecuteResult:
         return ExecuteResult(
@@ -730,82 +621,6 @@ def _collect_glob(dfd: int, prefix: str, matcher: GlobMatcher, out: list[str]) -
             os.close(child)
 
 
-def _scan_file(fh: BinaryIO, literal: str, vpath: str, limit: int | None) -> list[GrepMatch] | None:
-    """Literal search of one open file; None when the file is binary.
-
-    Small files are read whole (fast ``in`` pre-check); big ones are streamed
-    line by line so memory stays bounded.
-    """
-    needle = literal.encode("utf-8")
-    head = fh.read(_WHOLE_FILE_SCAN + 1)
-    if len(head) <= _WHOLE_FILE_SCAN:
-        if needle not in head:
-            return [] if b"\x00" not in head else None
-        text = decode_text(head)
-        if text is None:
-            return None
-        return grep_text(literal, vpath, text, limit)
-    return _scan_stream(fh, head, literal, vpath, limit)
-
-
-def _scan_stream(
-    fh: BinaryIO, head: bytes, literal: str, vpath: str, limit: int | None
-) -> list[GrepMatch] | None:
-    decoder = codecs.getincrementaldecoder("utf-8")()
-    out: list[GrepMatch] = []
-    pending = ""
-    number = 0
-    chunk = head
-    while chunk:
-        if b"\x00" in chunk:
-            return None
-        try:
-            text = pending + decoder.decode(chunk)
-        except UnicodeDecodeError:
-            return None
-        lines = text.split("\n")
-        pending = lines.pop()
-        for line in lines:
-            number += 1
-            if literal in line and (limit is None or len(out) < limit):
-                out.append(
-                    GrepMatch.model_construct(path=vpath, line=number, text=display_line(line))
-                )
-        chunk = fh.read(_CHUNK)
-    try:
-        pending += decoder.decode(b"", final=True)
-    except UnicodeDecodeError:
-        return None
-    if pending:
-        number += 1
-        if literal in pending and (limit is None or len(out) < limit):
-            out.append(
-                GrepMatch.model_construct(path=vpath, line=number, text=display_line(pending))
-            )
-    return out
-
-
-def _is_text_stream(fh: BinaryIO) -> bool:
-    decoder = codecs.getincrementaldecoder("utf-8")()
-    while chunk := fh.read(_CHUNK):
-        if b"\x00" in chunk:
-            return False
-        try:
-            decoder.decode(chunk)
-        except UnicodeDecodeError:
-            return False
-    try:
-        decoder.decode(b"", final=True)
-    except UnicodeDecodeError:
-        return False
-    return True
-
-
-def _spells_dot(glob: str) -> bool:
-    """Does any segment of the glob start with a literal dot (so rg must see hidden files)?"""
-    return any(seg.startswith(".") for seg in glob.replace("{", "/").replace(",", "/").split("/"))
-
-
 def _rg_prefilter(glob: str | None) -> str | None:
     """A ripgrep ``--glob`` that is a superset of ours, or None when unsure.
 
@@ -819,4 +634,10 @@ def _rg_prefilter(glob: str | None) -> str | None:
     return glob
 
 
-__all__ = ["DEFAULT_MAX_FILE_BYTES", "FilesystemBackend", "PathEscapeError"]
+__all__ = [
+    "DEFAULT_MAX_FILE_BYTES",
+    "FilesystemBackend",
+    "NotRegularFileError",
+    "PathEscapeError",
+    "error_value",
+]

@@ -26,6 +26,8 @@ from wcmatch import fnmatch as wc_fnmatch
 from wcmatch import glob as wc_glob
 
 from backends.paths import is_within, validate_path
+from backends.protocol import GrepResult
+from backends.textops import bad_max_count
 
 GLOB_FLAGS = wc_glob.GLOBSTAR | wc_glob.BRACE
 _SEGMENT_FLAGS = 0  # no DOTMATCH: a leading dot must be spelled
@@ -237,3 +239,36 @@ def grep_paths(path: str | None, glob: str | None, files: Iterable[str]) -> list
         return [root]
     flt = GrepFileFilter(root, glob)
     return sorted(f for f in file_list if flt.wants(f))
+
+
+def spells_dot(glob: str) -> bool:
+    """Does any segment of ``glob`` start with a literal dot (so walkers must see hidden files)?"""
+    return any(seg.startswith(".") for seg in glob.replace("{", "/").replace(",", "/").split("/"))
+
+
+def grep_root(path: str | None, max_count: int | None) -> str | GrepResult:
+    """The validated grep root, or the error value for a bad ``path`` or ``max_count``."""
+    try:
+        root = validate_path(path)
+    except ValueError as exc:
+        return GrepResult(error=str(exc), code="invalid_path")
+    refused = bad_max_count(max_count)
+    return refused if refused is not None else root
+
+
+def grep_scope(
+    literal: str, path: str | None, glob: str | None, max_count: int | None
+) -> tuple[str, GrepFileFilter] | GrepResult:
+    """The validated root and file filter of a grep, or its whole answer when no
+    search is needed (bad ``max_count``; a literal with a newline matches nothing).
+
+    Raises ValueError for a bad path or glob (callers map it to their error value).
+    """
+    vroot = validate_path(path)
+    flt = GrepFileFilter(vroot, glob)
+    refused = bad_max_count(max_count)
+    if refused is not None:
+        return refused
+    if "\n" in literal:
+        return GrepResult()  # matching is per line: nothing can match
+    return vroot, flt

@@ -35,15 +35,15 @@ from contextlib import suppress
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+from backends.batch import RaisingOps
 from backends.filesystem import (
     DEFAULT_MAX_FILE_BYTES,
     MAX_GLOB_RESULTS,
+    NotRegularFileError,
     PathEscapeError,
-    _NotRegularFileError,
-    _spells_dot,
     error_value,
 )
-from backends.globbing import GlobMatcher, GrepFileFilter, resolve_glob
+from backends.globbing import GlobMatcher, grep_scope, resolve_glob, spells_dot
 from backends.paths import join_path, validate_path
 from backends.protocol import (
     DEFAULT_READ_LIMIT,
@@ -62,7 +62,6 @@ from backends.protocol import (
     _Result,
 )
 from backends.textops import (
-    apply_edit,
     bad_limit,
     decode_text,
     is_media_path,
@@ -311,7 +310,7 @@ def _fail(result_type: type[R], vpath: str, exc: BaseException) -> R:
     return error_value(result_type, vpath, exc)
 
 
-_EXPECTED = (OSError, ValueError, PathEscapeError, _NotRegularFileError, SandboxOpError)
+_EXPECTED = (OSError, ValueError, PathEscapeError, NotRegularFileError, SandboxOpError)
 
 
 class BaseSandbox(ABC):
@@ -336,6 +335,7 @@ class BaseSandbox(ABC):
         self.op_timeout = op_timeout
         # Whole files travel base64-encoded: 4/3 of the file plus JSON/stderr slack.
         self._reply_cap = max_file_bytes * 4 // 3 + (1 << 20)
+        self._ops = RaisingOps(self._get, self._put, _fail, _EXPECTED)
 
     # -- the primitive -------------------------------------------------------
 
@@ -396,7 +396,7 @@ class BaseSandbox(ABC):
         if kind == "escape":
             raise PathEscapeError(params.get("path", "?"))
         if kind == "notreg":
-            raise _NotRegularFileError(params.get("path", "?"))
+            raise NotRegularFileError(params.get("path", "?"))
         if kind == "os":
             raise OSError(int(reply["errno"]), _text(reply["msg"]))
         return reply
@@ -463,29 +463,10 @@ class BaseSandbox(ABC):
         return ReadResult(path=vpath, data=data, encoding="base64", size=len(data))
 
     def write(self, path: str, content: str) -> WriteResult:
-        vpath = str(path)
-        try:
-            vpath = validate_path(path)
-            self._put(vpath, content.encode("utf-8"))
-        except _EXPECTED as exc:
-            return _fail(WriteResult, vpath, exc)
-        return WriteResult(path=vpath)
+        return self._ops.write(path, content)
 
     def edit(self, path: str, old: str, new: str, replace_all: bool = False) -> EditResult:
-        vpath = str(path)
-        try:
-            vpath = validate_path(path)
-            text = decode_text(self._get(vpath))
-            if text is None:
-                return EditResult(
-                    path=vpath, error=f"{vpath} is a binary file: cannot edit", code="binary_file"
-                )
-            new_text, result = apply_edit(vpath, text, old, new, replace_all)
-            if new_text is not None:
-                self._put(vpath, new_text.encode("utf-8"))
-            return result
-        except _EXPECTED as exc:
-            return _fail(EditResult, vpath, exc)
+        return self._ops.edit(path, old, new, replace_all)
 
     def delete(self, path: str) -> DeleteResult:
         vpath = str(path)
@@ -505,7 +486,7 @@ class BaseSandbox(ABC):
         try:
             vroot, rel_pattern = resolve_glob(pattern, path)
             matcher = GlobMatcher(rel_pattern)
-            files = self._call("walk", path=vroot, hidden=_spells_dot(pattern))["files"]
+            files = self._call("walk", path=vroot, hidden=spells_dot(pattern))["files"]
         except _EXPECTED as exc:
             return _fail(GlobResult, vroot, exc)
         base = vroot.rstrip("/") + "/"
@@ -523,20 +504,15 @@ class BaseSandbox(ABC):
     ) -> GrepResult:
         vroot = str(path)
         try:
-            vroot = validate_path(path)
-            flt = GrepFileFilter(vroot, glob)
-            if max_count is not None and max_count < 1:
-                return GrepResult(
-                    error=f"max_count must be at least 1, got {max_count}",
-                    code="invalid_argument",
-                )
-            if "\n" in literal:
-                return GrepResult()  # matching is per line: nothing can match
+            scope = grep_scope(literal, path, glob, max_count)
+            if isinstance(scope, GrepResult):
+                return scope
+            vroot, flt = scope
             reply = self._call(
                 "grep",
                 path=vroot,
                 needle=literal,
-                hidden=bool(glob) and _spells_dot(glob or ""),
+                hidden=bool(glob) and spells_dot(glob or ""),
                 limit=None if max_count is None else max_count + 1,
                 max=self.max_file_bytes,
             )
@@ -559,30 +535,10 @@ class BaseSandbox(ABC):
         return GrepResult(matches=kept, truncated=truncated)
 
     def upload(self, files: list[tuple[str, bytes]]) -> list[FileUploadResult]:
-        results: list[FileUploadResult] = []
-        for path, content in files:
-            vpath = str(path)
-            try:
-                vpath = validate_path(path)
-                self._put(vpath, bytes(content))
-            except _EXPECTED as exc:
-                results.append(_fail(FileUploadResult, vpath, exc))
-                continue
-            results.append(FileUploadResult(path=vpath))
-        return results
+        return self._ops.upload(files)
 
     def download(self, paths: list[str]) -> list[FileDownloadResult]:
-        results: list[FileDownloadResult] = []
-        for path in paths:
-            vpath = str(path)
-            try:
-                vpath = validate_path(path)
-                data = self._get(vpath)
-            except _EXPECTED as exc:
-                results.append(_fail(FileDownloadResult, vpath, exc))
-                continue
-            results.append(FileDownloadResult(path=vpath, content=data))
-        return results
+        return self._ops.download(paths)
 
 
 __all__ = ["WORKSPACE", "BaseSandbox", "SandboxOpError"]

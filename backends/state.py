@@ -19,7 +19,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from backends.globbing import glob_paths, grep_paths, resolve_glob
+from backends.batch import download_values, upload_values
+from backends.globbing import glob_paths, grep_paths, grep_root, resolve_glob
 from backends.paths import is_within, validate_path
 from backends.protocol import (
     DEFAULT_READ_LIMIT,
@@ -279,14 +280,9 @@ class StateBackend:
         glob: str | None = None,
         max_count: int | None = None,
     ) -> GrepResult:
-        try:
-            root = validate_path(path)
-        except ValueError as exc:
-            return GrepResult(error=str(exc), code="invalid_path")
-        if max_count is not None and max_count < 1:
-            return GrepResult(
-                error=f"max_count must be at least 1, got {max_count}", code="invalid_argument"
-            )
+        root = grep_root(path, max_count)
+        if isinstance(root, GrepResult):
+            return root
         if not (root in self._files or self._is_dir(root)):
             return GrepResult(error=f"path not found: {root}", code="file_not_found")
         record = self._files.get(root)
@@ -306,39 +302,14 @@ class StateBackend:
                 yield file_path, content
 
     def upload(self, files: list[tuple[str, bytes]]) -> list[FileUploadResult]:
-        results: list[FileUploadResult] = []
-        for path, data in files:
-            try:
-                virtual = validate_path(path)
-            except ValueError as exc:
-                results.append(
-                    FileUploadResult(path=str(path), error=str(exc), code="invalid_path")
-                )
-                continue
-            failure = self._store(virtual, bytes(data))
-            if failure is not None:
-                results.append(FileUploadResult(path=virtual, error=failure[0], code=failure[1]))
-            else:
-                results.append(FileUploadResult(path=virtual))
-        return results
+        return upload_values(files, self._store)
 
     def download(self, paths: list[str]) -> list[FileDownloadResult]:
-        results: list[FileDownloadResult] = []
-        for path in paths:
-            try:
-                virtual = validate_path(path)
-            except ValueError as exc:
-                results.append(
-                    FileDownloadResult(path=str(path), error=str(exc), code="invalid_path")
-                )
-                continue
-            record = self._files.get(virtual)
-            if record is None:
-                message, code = self._missing(virtual)
-                results.append(FileDownloadResult(path=virtual, error=message, code=code))
-            else:
-                results.append(FileDownloadResult(path=virtual, content=record.data()))
-        return results
+        return download_values(paths, self._data)
+
+    def _data(self, path: str) -> bytes | tuple[str, ErrorCode]:
+        record = self._files.get(path)
+        return self._missing(path) if record is None else record.data()
 
     def execute(self, command: str, timeout: float | None = None) -> ExecuteResult:
         return ExecuteResult(

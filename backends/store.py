@@ -20,15 +20,15 @@ import io
 import re
 from collections.abc import Iterator
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, BinaryIO, cast
+from typing import TYPE_CHECKING, Any
 
 import urllib3
 from minio import Minio
 from minio.deleteobjects import DeleteObject
 from minio.error import InvalidResponseError, MinioException, S3Error, ServerError
 
-from backends.filesystem import FilesystemBackend, _scan_file
-from backends.globbing import glob_paths, grep_paths, resolve_glob
+from backends.batch import download_values, upload_values
+from backends.globbing import glob_paths, grep_paths, grep_root, resolve_glob
 from backends.paths import validate_path
 from backends.protocol import (
     DEFAULT_READ_LIMIT,
@@ -46,6 +46,7 @@ from backends.protocol import (
     ReadResult,
     WriteResult,
 )
+from backends.streams import scan_stream, stream_text_window
 from backends.textops import apply_edit, bad_limit, decode_text, is_media_path
 
 if TYPE_CHECKING:
@@ -182,16 +183,6 @@ def open_object(client: Minio, bucket: str, key: str) -> Iterator[Any]:
     finally:
         response.close()
         response.release_conn()
-
-
-def stream_text_window(fh: BinaryIO, path: str, offset: int, limit: int) -> ReadResult | None:
-    """One streamed pass: the line window of ``fh``, or None when it is binary.
-
-    Reuses the Filesystem backend's single-pass reader (it only needs
-    ``fh.read``) so every backend shares one definition of a window.
-    """
-    reader = FilesystemBackend._stream_window
-    return reader(cast(FilesystemBackend, None), fh, path, max(offset, 0), limit)
 
 
 def object_window(
@@ -517,14 +508,9 @@ class StoreBackend:
         glob: str | None = None,
         max_count: int | None = None,
     ) -> GrepResult:
-        try:
-            vroot = validate_path(path)
-        except ValueError as exc:
-            return GrepResult(error=str(exc), code="invalid_path")
-        if max_count is not None and max_count < 1:
-            return GrepResult(
-                error=f"max_count must be at least 1, got {max_count}", code="invalid_argument"
-            )
+        vroot = grep_root(path, max_count)
+        if isinstance(vroot, GrepResult):
+            return vroot
         try:
             explicit = self._is_file(vroot)
             files = [vroot] if explicit else self._files_under(vroot)
@@ -555,55 +541,29 @@ class StoreBackend:
         """Hits in one object (streamed), or None when it is binary or vanished."""
         try:
             with open_object(self.client, self.bucket, self._key(vpath)) as response:
-                return _scan_file(response, literal, vpath, limit)
+                return scan_stream(response, literal, vpath, limit)
         except S3Error as exc:
             if is_missing(exc):  # deleted between listing and reading
                 return []
             raise
 
     def upload(self, files: list[tuple[str, bytes]]) -> list[FileUploadResult]:
-        results: list[FileUploadResult] = []
-        for path, data in files:
-            try:
-                vpath = validate_path(path)
-            except ValueError as exc:
-                results.append(
-                    FileUploadResult(path=str(path), error=str(exc), code="invalid_path")
-                )
-                continue
-            try:
-                failure = self._put(vpath, bytes(data), _BINARY_TYPE)
-            except S3_FAILURES as exc:
-                results.append(FileUploadResult(path=vpath, error=s3_message(exc), code="io_error"))
-                continue
-            if failure is not None:
-                results.append(FileUploadResult(path=vpath, error=failure[0], code=failure[1]))
-            else:
-                results.append(FileUploadResult(path=vpath))
-        return results
+        return upload_values(files, self._upload_one)
 
     def download(self, paths: list[str]) -> list[FileDownloadResult]:
-        results: list[FileDownloadResult] = []
-        for path in paths:
-            try:
-                vpath = validate_path(path)
-            except ValueError as exc:
-                results.append(
-                    FileDownloadResult(path=str(path), error=str(exc), code="invalid_path")
-                )
-                continue
-            try:
-                data = self._get_whole(vpath)
-            except S3_FAILURES as exc:
-                results.append(
-                    FileDownloadResult(path=vpath, error=s3_message(exc), code="io_error")
-                )
-                continue
-            if isinstance(data, tuple):
-                results.append(FileDownloadResult(path=vpath, error=data[0], code=data[1]))
-            else:
-                results.append(FileDownloadResult(path=vpath, content=data))
-        return results
+        return download_values(paths, self._download_one)
+
+    def _upload_one(self, vpath: str, data: bytes) -> tuple[str, ErrorCode] | None:
+        try:
+            return self._put(vpath, data, _BINARY_TYPE)
+        except S3_FAILURES as exc:
+            return s3_message(exc), "io_error"
+
+    def _download_one(self, vpath: str) -> bytes | tuple[str, ErrorCode]:
+        try:
+            return self._get_whole(vpath)
+        except S3_FAILURES as exc:
+            return s3_message(exc), "io_error"
 
     def execute(self, command: str, timeout: float | None = None) -> ExecuteResult:
         return ExecuteResult(

@@ -10,7 +10,7 @@ dropped from what is *shown* (CRLF files read cleanly) but edits see raw text.
 
 from __future__ import annotations
 
-from backends.protocol import EditResult, GrepMatch, ReadResult
+from backends.protocol import EditResult, GrepMatch, GrepResult, ReadResult
 
 _NUL = b"\x00"
 
@@ -59,6 +59,15 @@ def bad_limit(path: str, limit: int) -> ReadResult:
     return ReadResult(
         path=path, error=f"limit must be positive, got {limit}", code="invalid_argument"
     )
+
+
+def bad_max_count(max_count: int | None) -> GrepResult | None:
+    """The error value for a grep ``max_count`` below 1; None when it is acceptable."""
+    if max_count is not None and max_count < 1:
+        return GrepResult(
+            error=f"max_count must be at least 1, got {max_count}", code="invalid_argument"
+        )
+    return None
 
 
 def window_result(path: str, window: list[str], offset: int, total_lines: int) -> ReadResult:

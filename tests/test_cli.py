@@ -26,7 +26,7 @@ from temporalio.service import RPCError
 
 from backends.embedded import S3DevServer, TemporalDevServer
 from worker import CliError, load_permissions, parse_model, target_from
-from workflows import AgentWorkflow
+from workflows import AgentInput, AgentWorkflow
 
 pytestmark = pytest.mark.services
 
@@ -256,10 +256,26 @@ async def test_run_waits_for_decisions_from_other_processes(
     assert "reviewer changed" in results["d"]["content"]
 
 
-def test_decision_for_unknown_workflow_fails(cli_env: dict[str, str]) -> None:
-    proc = cli(cli_env, "reject", "a1", "--workflow", f"missing-{uuid.uuid4().hex[:6]}")
-    assert proc.returncode == 1
-    assert "cannot reach workflow" in proc.stderr and "Traceback" not in proc.stderr
+async def test_decisions_fail_cleanly_without_a_target(
+    cli_env: dict[str, str], temporal_client: Client
+) -> None:
+    """Unknown workflow: exit 1 at once. Workflow nobody serves: exit 1 after --timeout."""
+    orphan = f"orphan-{uuid.uuid4().hex[:6]}"
+    handle = await temporal_client.start_workflow(
+        AgentWorkflow.run, AgentInput(task="x"), id=orphan, task_queue=f"nobody-{orphan}"
+    )
+    try:
+        missing, unserved = cli_parallel(
+            cli_env,
+            ["reject", "a1", "--workflow", f"missing-{uuid.uuid4().hex[:6]}"],
+            ["approve", "a1", "--workflow", orphan, "--timeout", "2"],
+        )
+    finally:
+        await handle.terminate("test over")
+    assert missing[0] == 1 and "cannot reach workflow" in missing[2]
+    assert unserved[0] == 1 and f"no worker answered for {orphan} within 2 s" in unserved[2]
+    for result in (missing, unserved):
+        assert "Traceback" not in result[2]
 
 
 def test_bad_input_is_a_usage_error(cli_env: dict[str, str], tmp_path: Path) -> None:
@@ -308,11 +324,12 @@ def test_load_permissions(tmp_path: Path) -> None:
         load_permissions(write_json(tmp_path / "b.json", [{"operations": ["x"], "paths": ["/"]}]))
 
 
-def test_target_configured_only_when_set(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_target_configured_only_when_set(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from argparse import Namespace
 
-    for name in ("TEMPORAL_ADDRESS", "FILEGATE_TEMPORAL_ADDRESS", "FILEGATE_TLS_CA"):
-        monkeypatch.delenv(name, raising=False)
+    for name in list(os.environ):
+        if name.startswith(("TEMPORAL_", "FILEGATE_")):
+            monkeypatch.delenv(name)
     default = target_from(Namespace())
     assert not default.configured and default.settings.temporal_address == "127.0.0.1:7233"
     assert default.tls is None
@@ -323,3 +340,15 @@ def test_target_configured_only_when_set(monkeypatch: pytest.MonkeyPatch) -> Non
     assert flag.settings.temporal_address == "h:1" and flag.settings.temporal_namespace == "ns"
     with pytest.raises(CliError, match="go together"):
         target_from(Namespace(tls_cert="/c.pem"))
+    # TLS files: flags win, then FILEGATE_TLS_*, then the temporal CLI's variables.
+    (tmp_path / "ca.pem").write_bytes(b"CA")
+    (tmp_path / "c.pem").write_bytes(b"CERT")
+    (tmp_path / "k.pem").write_bytes(b"KEY")
+    monkeypatch.setenv("TEMPORAL_TLS_SERVER_CA_CERT_PATH", str(tmp_path / "ca.pem"))
+    tls = target_from(Namespace()).tls
+    assert tls is not None and tls.server_root_ca_cert == b"CA" and tls.client_cert is None
+    monkeypatch.setenv("FILEGATE_TLS_CERT", str(tmp_path / "c.pem"))
+    tls = target_from(Namespace(tls_key=str(tmp_path / "k.pem"))).tls
+    assert tls is not None and (tls.client_cert, tls.client_private_key) == (b"CERT", b"KEY")
+    with pytest.raises(CliError, match="cannot read client key"):
+        target_from(Namespace(tls_key=str(tmp_path / "absent.pem")))

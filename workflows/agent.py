@@ -34,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
     import wcmatch.glob  # noqa: F401
 
     from activities.dispatch import run_tool
+    from activities.history import ModelTurn, ModelTurnResult, Purpose
     from activities.messages import (
         ContentBlock,
         Message,
@@ -48,18 +49,34 @@ with workflow.unsafe.imports_passed_through():
     from backends.composite import Router
     from backends.formatting import Rendered, format_error, not_read_before_edit
     from backends.paths import is_within, validate_path
-    from backends.permissions import check_execute_config, matching_interrupt_rule
+    from backends.permissions import check_execute_config
     from backends.state import StateBackend
     from workflows import fanout
     from workflows import tool_descriptions as descriptions
     from workflows.approvals import (
         EDITED_NOTE,
         ApprovalBook,
+        approval_deadline,
         call_signature,
         rejection_text,
         repeated_rejection_text,
     )
-    from workflows.gate import PATH_FIELDS, CheckedCall, check_call, deny_gate, rule_index
+    from workflows.context import (
+        cut_for_summary,
+        model_view,
+        summarize_threshold,
+        summary_message,
+        to_archive,
+        view_tokens,
+    )
+    from workflows.gate import (
+        PATH_FIELDS,
+        ApprovalTrigger,
+        CheckedCall,
+        approval_trigger,
+        check_call,
+        deny_gate,
+    )
     from workflows.inputs import (
         AgentInput,
         AgentResult,
@@ -117,7 +134,9 @@ class AgentWorkflow:
         self._book = ApprovalBook(seq=carry.approval_seq, rejected=carry.rejected)
         self._book.total = counters.get("approvals", 0)
         self._inbox: list[Message] = []
-        self._end_requested = False
+        self._end_requested = carry.end_requested
+        self._transcript = carry.transcript
+        self._context = carry.context.model_copy()
         self._state = "running"
         self._awaiting_model = carry.awaiting_model
         spec = input.backend
@@ -230,6 +249,7 @@ class AgentWorkflow:
         )
 
     def _continued_input(self) -> AgentInput:
+        self._drain_inbox()  # messages that arrived while handlers finished
         carry = CarryOver(
             messages=self._messages,
             state_files={name: backend.to_dict() for name, backend in self._states.items()},
@@ -245,6 +265,9 @@ class AgentWorkflow:
             usage=self._usage,
             approval_seq=self._book.seq,
             awaiting_model=self._awaiting_model,
+            end_requested=self._end_requested,
+            transcript=self._transcript,
+            context=self._context,
         )
         return self._input.model_copy(update={"carry": carry, "messages": [], "task": None})
 
@@ -265,15 +288,53 @@ class AgentWorkflow:
             system=descriptions.system_prompt(
                 self._input.system_prompt, visible, self._input.backend
             ),
-            messages=self._messages,
+            messages=[],
             tools=descriptions.tool_specs(visible, self._input.tool_descriptions),
             call_index=self._call_index,
         )
+        await self._maybe_summarize(request)
+        response = (await self._model_turn(request, "respond")).response
+        self._call_index += 1
+        self._steps += 1
+        return response
+
+    async def _maybe_summarize(self, request: ModelRequest) -> None:
+        """SPEC §7: at 85 % of the context window, a summary replaces older messages.
+
+        The summary call does not count as a step and does not advance
+        ``call_index`` (the scripted model's turn counter).
+        """
+        threshold = summarize_threshold(request.model)
+        view = model_view(self._messages, self._context)
+        if view_tokens(view, request.system) < threshold:
+            return
+        cut = cut_for_summary(self._messages, self._context, threshold)
+        if cut <= self._context.start:
+            return
+        result = await self._model_turn(request.model_copy(update={"tools": []}), "summarize")
+        summary = summary_message(result.response.message.text(), result.archived[-1:])
+        self._context = self._context.model_copy(update={"start": cut, "summary": summary})
+        self._transcript = None  # the view changed wholesale: send it afresh next time
+
+    async def _model_turn(self, request: ModelRequest, purpose: Purpose) -> ModelTurnResult:
+        """One model activity: the transcript by reference plus new messages when possible."""
+        view = model_view(self._messages, self._context)
+        ref = self._transcript
+        if ref is not None and ref.count > len(view):
+            ref = None
+        turn = ModelTurn(
+            **request.model_dump(exclude={"messages"}),
+            messages=view[ref.count :] if ref else view,
+            mode="turn",
+            transcript=ref,
+            purpose=purpose,
+            archive=to_archive(self._messages, self._context),
+        )
         limits = self._input.limits
-        response = await workflow.execute_activity(
+        result = await workflow.execute_activity(
             MODEL_ACTIVITY,
-            request,
-            result_type=ModelResponse,
+            turn,
+            result_type=ModelTurnResult,
             start_to_close_timeout=timedelta(seconds=limits.model_timeout_seconds),
             retry_policy=RetryPolicy(
                 initial_interval=timedelta(seconds=1),
@@ -283,13 +344,15 @@ class AgentWorkflow:
                 non_retryable_error_types=["ModelRequestError"],
             ),
         )
-        self._call_index += 1
-        self._steps += 1
+        self._context = self._context.model_copy(update={"archived_upto": len(self._messages)})
+        if purpose == "respond":
+            self._transcript = result.transcript
+        response = result.response
         self._usage = Usage(
             input_tokens=self._usage.input_tokens + response.usage.input_tokens,
             output_tokens=self._usage.output_tokens + response.usage.output_tokens,
         )
-        return response
+        return result
 
     # ---------------------------------------------------------------- tools
 
@@ -379,9 +442,9 @@ class AgentWorkflow:
         if refused is not None:
             return _rendered(refused)
         note = ""
-        rule = matching_interrupt_rule(self._input.permissions, checked.tool, checked.args)
-        if rule is not None:
-            decided = await self._ask_human(call, checked, rule)
+        trigger = approval_trigger(self._input.permissions, self._input.interrupt_on, checked)
+        if trigger is not None:
+            decided = await self._ask_human(call, checked, trigger)
             if isinstance(decided, ToolOutcome):
                 return decided
             if decided is not checked:
@@ -393,22 +456,22 @@ class AgentWorkflow:
         return outcome
 
     async def _ask_human(
-        self, call: ToolCall, checked: CheckedCall, rule: Any
+        self, call: ToolCall, checked: CheckedCall, trigger: ApprovalTrigger
     ) -> CheckedCall | ToolOutcome:
         """Wait for a decision; return the call to run or the final tool result."""
         signature = call_signature(checked.tool, checked.args)
         earlier = self._book.previous_rejection(signature)
         if earlier is not None:
             return ToolOutcome(content=repeated_rejection_text(earlier or None), status="error")
-        index = rule_index(self._input.permissions, rule)
         approval = self._book.open(
             tool=checked.tool,
             args=checked.args,
-            rule=rule.model_dump(mode="json") | {"index": index},
+            rule=trigger.rule,
             tool_call_id=call.id,
             now=workflow.now().isoformat(),
+            cwd=self._execute_cwd() if checked.tool == "execute" else None,
         )
-        timeout, on_timeout = self._input.approvals.policy_for(index)
+        timeout, on_timeout = approval_deadline(self._input.approvals, trigger)
         decided = lambda: self._book.is_decided(approval.id)  # noqa: E731
         try:
             await workflow.wait_condition(
@@ -437,6 +500,10 @@ class AgentWorkflow:
         if refused is not None:
             return _rendered(refused)
         return edited
+
+    def _execute_cwd(self) -> str:
+        """Where ``execute`` runs, for reviewers: the default backend's shell location."""
+        return self._input.backend.default.shell_path or "/"
 
     async def _execute(
         self, call: CheckedCall, tool_call_id: str, *, edited: bool = False
@@ -485,6 +552,7 @@ class AgentWorkflow:
             workflow_id=workflow.info().workflow_id,
             route_prefix=prefix or "/",
             permissions=self._input.permissions,
+            policies=self._input.policies,
             reviewer_edited=edited,
             max_execute_timeout=self._input.limits.max_execute_timeout,
             want_raw=want_raw,

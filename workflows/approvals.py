@@ -11,7 +11,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from workflows.inputs import Decision, PendingApproval
+from workflows.gate import ApprovalTrigger
+from workflows.inputs import ApprovalConfig, Decision, PendingApproval
 
 
 def call_signature(tool: str, args: dict[str, Any]) -> str:
@@ -31,6 +32,18 @@ def repeated_rejection_text(reason: str | None) -> str:
         + (f" ({reason})" if reason else "")
         + "; it was not run. Do not retry it unless the user asks you to."
     )
+
+
+def approval_deadline(config: ApprovalConfig, trigger: ApprovalTrigger) -> tuple[float | None, str]:
+    """``(timeout_seconds, on_timeout)`` for one approval.
+
+    Defaults and ``per_rule`` come from ``AgentInput.approvals``; an
+    interrupt_on entry's explicit settings win over them.
+    """
+    timeout, on_timeout = config.policy_for(trigger.rule_index)
+    overrides = dict(trigger.overrides)
+    timeout = overrides.get("timeout_seconds", timeout)
+    return timeout, overrides.get("on_timeout") or on_timeout
 
 
 EDITED_NOTE = "[A human reviewer changed this call before it ran; arguments used: {args}]"
@@ -55,6 +68,7 @@ class ApprovalBook:
         rule: dict[str, Any] | None,
         tool_call_id: str,
         now: str,
+        cwd: str | None = None,
     ) -> PendingApproval:
         self.seq += 1
         self.total += 1
@@ -65,6 +79,7 @@ class ApprovalBook:
             rule=rule,
             requested_at=now,
             tool_call_id=tool_call_id,
+            cwd=cwd,
         )
         self.pending[approval.id] = approval
         return approval

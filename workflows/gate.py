@@ -1,17 +1,34 @@
 """Turn a raw model tool call into a checked, routed call (pure; runs in the workflow).
 
 Order matters and mirrors SPEC §2-5: schema -> path validation -> route ->
-deny gate. Every refusal is a ``Rendered`` error the model reads as a tool
-result; nothing here raises for bad model input and nothing touches a backend.
+deny gate -> approval trigger. Every refusal is a ``Rendered`` error the model
+reads as a tool result; nothing here raises for bad model input and nothing
+touches a backend.
+
+Approvals come from two sources, merged per tool by :func:`approval_trigger`:
+
+- *generated*: ``mode="interrupt"`` permission rules (SPEC §5), for the
+  path-taking tools;
+- *explicit*: ``AgentInput.interrupt_on``, one :class:`ToolInterrupt` per tool
+  name (``always`` or argument predicates). An explicit entry for a tool
+  **replaces** the generated approvals for that tool: the user said exactly
+  when that tool needs a human, so interrupt rules no longer apply to it
+  (deny rules still do; the gate runs first). ``{"read_file": false}`` thus
+  switches approvals off for ``read_file`` while an interrupt rule keeps
+  asking for ``write_file``.
 """
 
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from functools import lru_cache
+from typing import Any, Literal
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from wcmatch import fnmatch as wc_fnmatch
 
 from activities.providers.common import RAW_ARGS_KEY
 from activities.tool_types import TOOL_ARGS, ToolName
@@ -24,6 +41,9 @@ from backends.permissions import (
     check_permission,
     delete_blocked_message,
     delete_blockers,
+    matching_interrupt_rule,
+    normalise_rule_path,
+    pattern_matches,
 )
 
 PATH_FIELDS: dict[str, str] = {
@@ -156,3 +176,206 @@ def rule_index(rules: list[FilesystemPermission], rule: FilesystemPermission) ->
         if candidate is rule:
             return index
     return rules.index(rule)
+
+
+# --------------------------------------------------------------------------- #
+# Explicit approval rules (AgentInput.interrupt_on)
+# --------------------------------------------------------------------------- #
+
+PredicateKind = Literal["glob", "contains", "equals", "regex"]
+_PREDICATE_KINDS: tuple[PredicateKind, ...] = ("glob", "contains", "equals", "regex")
+
+TEXT_GLOB_FLAGS = wc_fnmatch.BRACE | wc_fnmatch.DOTMATCH | wc_fnmatch.FORCEUNIX | wc_fnmatch.CASE
+"""Flags for ``glob`` on a non-path argument (e.g. a command): ``*`` matches any text."""
+
+
+@lru_cache(maxsize=1024)
+def _text_glob(pattern: str) -> tuple[re.Pattern[str], ...]:
+    """Compiled through ``re`` (not wcmatch's matcher) to stay sandbox-safe, like rule globs."""
+    include, _exclude = wc_fnmatch.translate(pattern, flags=TEXT_GLOB_FLAGS)
+    return tuple(re.compile(regex) for regex in include)
+
+
+class ArgPredicate(BaseModel):
+    """A test on one tool argument; exactly one of glob / contains / equals / regex.
+
+    - ``glob`` on the tool's path argument (``file_path``/``path``) is a
+      permission-style glob over the validated virtual path (``**`` crosses
+      directories, dotfiles included); on any other argument it matches the
+      whole text (``*`` matches anything, ``/`` too).
+    - ``contains``: the argument is a string holding this substring.
+    - ``equals``: the argument equals this JSON value.
+    - ``regex``: Python ``re.search`` on a string argument.
+
+    A missing or non-string argument never matches ``glob``/``contains``/``regex``.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    arg: str = Field(min_length=1, description="Argument name, e.g. 'file_path' or 'command'.")
+    glob: str | None = None
+    contains: str | None = None
+    equals: Any = None
+    regex: str | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> ArgPredicate:
+        given = [kind for kind in _PREDICATE_KINDS if kind in self.model_fields_set]
+        if len(given) != 1:
+            raise ValueError(
+                f"predicate on {self.arg!r} needs exactly one of glob, contains, equals, regex"
+            )
+        if self.regex is not None:
+            try:
+                re.compile(self.regex)
+            except re.error as exc:
+                raise ValueError(f"predicate on {self.arg!r}: invalid regex: {exc}") from exc
+        if self.glob is not None and not self.glob:
+            raise ValueError(f"predicate on {self.arg!r}: empty glob")
+        return self
+
+    @property
+    def kind(self) -> PredicateKind:
+        return next(k for k in _PREDICATE_KINDS if k in self.model_fields_set)
+
+    def matches(self, tool: str, args: dict[str, Any]) -> bool:
+        present = self.arg in args
+        value = args.get(self.arg)
+        kind = self.kind
+        if kind == "equals":
+            return present and value == self.equals
+        if not isinstance(value, str):
+            return False
+        if kind == "contains":
+            return (self.contains or "") in value
+        if kind == "regex":
+            return re.search(self.regex or "", value) is not None
+        pattern = self.glob or ""
+        if PATH_FIELDS.get(tool) == self.arg:
+            try:
+                return pattern_matches(normalise_rule_path(pattern), value)
+            except ValueError:
+                return False  # not a path glob (relative, '..'): cannot match a virtual path
+        return any(regex.match(value) for regex in _text_glob(pattern))
+
+    def describe(self) -> str:
+        kind = self.kind
+        return f"{self.arg} {kind} {json.dumps(getattr(self, kind), default=str)}"
+
+
+class ToolInterrupt(BaseModel):
+    """When calls of one tool wait for a human (``AgentInput.interrupt_on[tool]``).
+
+    ``always: true`` asks for every call; ``when`` asks when *all* its
+    predicates match (one predicate may be given without a list);
+    ``always: false`` (or the bare value ``false``) never asks, which also
+    switches off approvals generated from interrupt rules for that tool. The
+    bare value ``true`` is short for ``{"always": true}``.
+
+    ``timeout_seconds`` / ``on_timeout``, when given, override
+    ``AgentInput.approvals`` for this tool's approvals (``timeout_seconds:
+    null`` given explicitly means wait without a deadline).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    always: bool | None = None
+    when: list[ArgPredicate] = Field(default_factory=list)
+    description: str | None = Field(
+        default=None, description="Shown to reviewers instead of the generated description."
+    )
+    timeout_seconds: float | None = Field(default=None, gt=0)
+    on_timeout: Literal["reject", "escalate"] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, data: Any) -> Any:
+        if isinstance(data, bool):
+            return {"always": data}
+        if isinstance(data, dict) and isinstance(data.get("when"), dict):
+            return {**data, "when": [data["when"]]}
+        return data
+
+    @model_validator(mode="after")
+    def _one_trigger(self) -> ToolInterrupt:
+        if self.always is None and not self.when:
+            raise ValueError("an interrupt_on entry needs 'always' or 'when'")
+        if self.always is not None and self.when:
+            raise ValueError("give either 'always' or 'when', not both")
+        return self
+
+    def fires(self, tool: str, args: dict[str, Any]) -> bool:
+        if self.always is not None:
+            return self.always
+        return all(predicate.matches(tool, args) for predicate in self.when)
+
+    def describe(self, tool: str) -> str:
+        if self.description:
+            return self.description
+        if self.always is not None:
+            return f"interrupt_on[{tool}]: always"
+        return f"interrupt_on[{tool}]: when " + " and ".join(p.describe() for p in self.when)
+
+    def deadline_overrides(self) -> dict[str, Any]:
+        """The timeout settings this entry gives explicitly (the rest come from defaults)."""
+        return {
+            key: getattr(self, key)
+            for key in ("timeout_seconds", "on_timeout")
+            if key in self.model_fields_set
+        }
+
+
+@dataclass(frozen=True)
+class ApprovalTrigger:
+    """Why a call needs approval: what reviewers see and which timeout applies.
+
+    ``rule`` is the pending approval's ``rule`` (JSON; ``source`` is
+    ``permissions`` or ``interrupt_on``, ``description`` is one readable line);
+    ``rule_index`` is the permission rule's position (for
+    ``ApprovalConfig.per_rule``), None for interrupt_on entries;
+    ``overrides`` are an interrupt_on entry's explicit timeout settings.
+    """
+
+    rule: dict[str, Any]
+    rule_index: int | None = None
+    overrides: tuple[tuple[str, Any], ...] = ()
+
+
+def _describe_permission(index: int, rule: FilesystemPermission) -> str:
+    operations = "/".join(rule.operations)
+    return f"permission rule #{index}: {operations} {', '.join(rule.paths)} -> {rule.mode}"
+
+
+def approval_trigger(
+    rules: list[FilesystemPermission],
+    interrupt_on: Mapping[ToolName, ToolInterrupt],
+    call: CheckedCall,
+) -> ApprovalTrigger | None:
+    """The approval ``call`` needs, or None; an explicit entry replaces generated ones."""
+    explicit = interrupt_on.get(call.tool)
+    if explicit is not None:
+        if not explicit.fires(call.tool, call.args):
+            return None
+        rule = explicit.model_dump(mode="json", exclude_unset=True)
+        return ApprovalTrigger(
+            rule={
+                "source": "interrupt_on",
+                "tool": call.tool,
+                **rule,
+                "description": explicit.describe(call.tool),
+            },
+            overrides=tuple(explicit.deadline_overrides().items()),
+        )
+    matched = matching_interrupt_rule(rules, call.tool, call.args)
+    if matched is None:
+        return None
+    index = rule_index(rules, matched)
+    return ApprovalTrigger(
+        rule={
+            "source": "permissions",
+            **matched.model_dump(mode="json"),
+            "index": index,
+            "description": _describe_permission(index, matched),
+        },
+        rule_index=index,
+    )

@@ -12,9 +12,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from activities.history import TranscriptRef
 from activities.messages import Message, ModelSpec, Usage
 from activities.tool_types import DEFAULT_MAX_EXECUTE_TIMEOUT, ToolName
 from backends.permissions import FilesystemPermission
+from workflows.context import ContextState
+from workflows.gate import ToolInterrupt
 
 
 class BackendRef(BaseModel):
@@ -136,7 +139,14 @@ class ApprovalConfig(BaseModel):
 
 
 class CarryOver(BaseModel):
-    """Thread state handed to the next run by continue-as-new."""
+    """Thread state handed to the next run by continue-as-new.
+
+    The thread continues as new only at a step boundary (all of a turn's tool
+    calls finished), so no approval is pending then; the approval sequence and
+    rejection records travel here. ``messages`` is the full stored transcript:
+    with :func:`activities.history.filegate_data_converter` a large carry goes
+    to S3 and history keeps a reference.
+    """
 
     messages: list[Message] = Field(default_factory=list)
     state_files: dict[str, dict[str, Any]] = Field(default_factory=dict)
@@ -148,6 +158,11 @@ class CarryOver(BaseModel):
     usage: Usage = Field(default_factory=Usage)
     approval_seq: int = 0
     awaiting_model: bool = False
+    end_requested: bool = False
+    transcript: TranscriptRef | None = None
+    """The model-facing transcript in the artifact store (None = sent by value)."""
+    context: ContextState = Field(default_factory=ContextState)
+    """Summary and eviction bookkeeping of what the model is shown (workflows.context)."""
 
 
 class AgentInput(BaseModel):
@@ -173,6 +188,13 @@ class AgentInput(BaseModel):
     """With ``wait_for_messages``: complete after this long without a new message."""
     continue_as_new_after_steps: int = 200
     """Steps per run before the thread continues as new (history stays bounded)."""
+    interrupt_on: dict[ToolName, ToolInterrupt] = Field(default_factory=dict)
+    """Explicit approval rules per tool (``always`` or argument predicates), merged
+    with the approvals generated from ``interrupt`` permission rules; an entry
+    for a tool replaces the generated approvals of that tool (workflows.gate)."""
+    policies: list[str] | None = None
+    """Names of the tools workers' configured policies to apply to this run's calls
+    (the workers' ``required`` ones always apply); None = the workers' defaults."""
     carry: CarryOver | None = None
 
     @model_validator(mode="after")
@@ -227,6 +249,9 @@ class PendingApproval(BaseModel):
     requested_at: str
     tool_call_id: str
     escalated: bool = False
+    cwd: str | None = None
+    """``execute``: the directory the command runs in (the default backend's
+    ``shell_path``, or ``/`` when the shell's location is not declared)."""
 
 
 class DecisionAck(BaseModel):

@@ -21,11 +21,7 @@ from activities.messages import (
 )
 from activities.providers.common import (
     RAW_ARGS_KEY,
-    downgrade_messages,
-    lazy_import,
-    model_accepts,
-    require_env,
-    resolve_base_url,
+    prepare_sdk_call,
     sdk_errors,
     sdk_timeout,
 )
@@ -142,17 +138,9 @@ class AnthropicMessagesProvider:
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         spec = request.model
-        key_env = str(spec.options.get("api_key_env") or KEY_ENV)
-        api_key = require_env(key_env, f"the {PROVIDER} model provider")
-        base_url = resolve_base_url(spec.base_url, BASE_URL_ENV)
-        anthropic = lazy_import("anthropic", "anthropic")
-
-        def can_send(block: MediaBlock) -> bool:
-            return model_accepts(block, list(spec.accepts)) and encodable(block)
-
-        system, messages = to_anthropic(
-            request.system, downgrade_messages(request.messages, can_send)
-        )
+        call = prepare_sdk_call(request, PROVIDER, KEY_ENV, BASE_URL_ENV, "anthropic", encodable)
+        anthropic = call.sdk
+        system, messages = to_anthropic(request.system, call.messages)
         kwargs: dict[str, Any] = {
             "model": spec.name,
             "max_tokens": spec.max_output_tokens or DEFAULT_MAX_TOKENS,
@@ -166,12 +154,12 @@ class AnthropicMessagesProvider:
             kwargs["extra_body"] = dict(spec.options["params"])
 
         client = anthropic.AsyncAnthropic(
-            api_key=api_key,
-            base_url=base_url,
+            api_key=call.api_key,
+            base_url=call.base_url,
             max_retries=0,
             timeout=sdk_timeout(spec),
         )
-        with sdk_errors(PROVIDER, anthropic, api_key):
+        with sdk_errors(PROVIDER, anthropic, call.api_key):
             async with client:
                 response = await client.messages.create(**kwargs)
         return from_anthropic_response(response)

@@ -12,13 +12,21 @@ import os
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.messages import ContentBlock, MediaBlock, Message, ModelSpec, TextBlock
+from activities.messages import (
+    ContentBlock,
+    MediaBlock,
+    Message,
+    ModelRequest,
+    ModelSpec,
+    TextBlock,
+)
 
 RETRYABLE_TYPE = "ModelRetryable"
 REQUEST_ERROR_TYPE = "ModelRequestError"
@@ -184,6 +192,43 @@ def downgrade_messages(
         new = downgrade_blocks(m.content, can_send)
         out.append(m if new is m.content else m.model_copy(update={"content": new}))
     return out
+
+
+@dataclass(frozen=True)
+class SdkCall:
+    """What an SDK provider resolves before building its request."""
+
+    api_key: str
+    base_url: str | None
+    sdk: Any
+    """The imported SDK module."""
+    messages: list[Message]
+    """The transcript with media the model cannot take replaced by placeholders."""
+
+
+def prepare_sdk_call(
+    request: ModelRequest,
+    provider: str,
+    key_env: str,
+    base_url_env: str,
+    module: str,
+    encodable: Callable[[MediaBlock], bool],
+) -> SdkCall:
+    """The shared preamble of an SDK provider: credential, endpoint, SDK, sendable media.
+
+    ``options["api_key_env"]`` overrides ``key_env``; a block is sent only when the
+    spec accepts its type and the provider's wire format can ``encodable`` it.
+    """
+    spec = request.model
+    key_name = str(spec.options.get("api_key_env") or key_env)
+    api_key = require_env(key_name, f"the {provider} model provider")
+    base_url = resolve_base_url(spec.base_url, base_url_env)
+    sdk = lazy_import(module, module)
+
+    def can_send(block: MediaBlock) -> bool:
+        return model_accepts(block, list(spec.accepts)) and encodable(block)
+
+    return SdkCall(api_key, base_url, sdk, downgrade_messages(request.messages, can_send))
 
 
 def error_detail(exc: Any) -> str:

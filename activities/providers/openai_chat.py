@@ -21,11 +21,7 @@ from activities.messages import (
 )
 from activities.providers.common import (
     RAW_ARGS_KEY,
-    downgrade_messages,
-    lazy_import,
-    model_accepts,
-    require_env,
-    resolve_base_url,
+    prepare_sdk_call,
     retryable_error,
     sdk_errors,
     sdk_timeout,
@@ -182,19 +178,11 @@ class OpenAIChatProvider:
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         spec = request.model
-        key_env = str(spec.options.get("api_key_env") or KEY_ENV)
-        api_key = require_env(key_env, f"the {PROVIDER} model provider")
-        base_url = resolve_base_url(spec.base_url, BASE_URL_ENV)
-        openai = lazy_import("openai", "openai")
-
-        def can_send(block: MediaBlock) -> bool:
-            return model_accepts(block, list(spec.accepts)) and encodable(block)
-
+        call = prepare_sdk_call(request, PROVIDER, KEY_ENV, BASE_URL_ENV, "openai", encodable)
+        openai, base_url = call.sdk, call.base_url
         kwargs: dict[str, Any] = {
             "model": spec.name,
-            "messages": to_openai_messages(
-                request.system, downgrade_messages(request.messages, can_send)
-            ),
+            "messages": to_openai_messages(request.system, call.messages),
         }
         if request.tools:
             kwargs["tools"] = to_openai_tools(request.tools)
@@ -208,12 +196,12 @@ class OpenAIChatProvider:
             kwargs["extra_body"] = dict(spec.options["params"])
 
         client = openai.AsyncOpenAI(
-            api_key=api_key,
+            api_key=call.api_key,
             base_url=base_url,
             max_retries=0,
             timeout=sdk_timeout(spec),
         )
-        with sdk_errors(PROVIDER, openai, api_key):
+        with sdk_errors(PROVIDER, openai, call.api_key):
             async with client:
                 completion = await client.chat.completions.create(**kwargs)
         return from_openai_response(completion, request.call_index)

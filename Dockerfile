@@ -1,0 +1,33 @@
+# One image for every Filegate service (agent worker, tools workers, approval UI);
+# docker-compose.yml picks the role with the command. bubblewrap is for the
+# sandbox backend, ripgrep and fd speed up grep/glob on the filesystem backend.
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends bubblewrap ripgrep fd-find \
+    && rm -rf /var/lib/apt/lists/*
+
+WORKDIR /src
+COPY pyproject.toml README.md worker.py ./
+COPY backends ./backends
+COPY activities ./activities
+COPY workflows ./workflows
+RUN pip install '.[openai,anthropic,video,ui]' \
+    && rm -rf /src/build /src/*.egg-info
+
+# Unprivileged runtime user. /workspace and /data exist in the image with this
+# owner so fresh named volumes mounted there start out writable by it.
+RUN useradd --create-home --uid 10001 --user-group filegate \
+    && mkdir -p /workspace /data \
+    && chown filegate:filegate /workspace /data
+
+USER filegate
+WORKDIR /workspace
+ENV FILEGATE_STATE_DIR=/data
+
+CMD ["filegate", "--help"]

@@ -1,0 +1,218 @@
+"""Keeping workflow history small (SPEC §8): transcripts by reference, big payloads in S3.
+
+Two mechanisms, both backed by the same :class:`~backends.artifacts.ArtifactStore`:
+
+* **Transcript by reference.** The model activity's input carries a
+  :class:`TranscriptRef` (key, message count, sha256) plus only the messages
+  new since the previous call (:class:`ModelTurn`). The activity fetches the
+  previous transcript object, appends the new messages, stores the result
+  under a key fixed by the workflow id and the call index (so a retried
+  activity rewrites the same bytes and returns an equal ref) and hands the new
+  ref back with the response (:class:`ModelTurnResult`). Without a store on
+  the agent worker the activity answers ``transcript=None`` and the workflow
+  keeps sending the whole conversation by value (unit tests without S3).
+* **Payload codec.** :func:`filegate_data_converter` is the pydantic converter
+  plus :class:`ArtifactPayloadCodec`, which swaps any payload over
+  :data:`CODEC_THRESHOLD` bytes for a small reference (content-addressed, so
+  encoding twice is harmless). It is the safety net for whatever is still big
+  (a huge user task, a workflow result with a long transcript). The client
+  and *every* worker must use the same converter: a process without the codec
+  cannot read the references.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import hashlib
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from temporalio.api.common.v1 import Payload
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.converter import DataConverter, PayloadCodec
+
+from activities.messages import Message, ModelRequest, ModelResponse
+from backends.artifacts import ArtifactRef
+
+if TYPE_CHECKING:
+    from backends.artifacts import ArtifactStore
+
+CONVERSATION_DIR = "/conversation_history/"
+"""Virtual directory of archived conversation text (evicted messages, summarised transcripts)."""
+TRANSCRIPT_PREFIX = "transcript"
+CODEC_THRESHOLD = 128 * 1024
+"""Payloads above this many bytes leave history (Temporal warns at 256 KB, fails at 2 MB)."""
+CODEC_ENCODING = b"filegate/artifact-ref"
+CODEC_THREAD = "~payloads"
+"""Pseudo workflow-id component under which codec objects live (no workflow id starts with ~
+in practice, and ``~`` keeps them apart from real threads)."""
+
+Purpose = Literal["respond", "summarize"]
+
+
+class TranscriptRef(BaseModel):
+    """A stored model-facing transcript: where it is and how many messages it holds."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    artifact: ArtifactRef
+    count: int = Field(ge=0)
+
+
+class ModelTurn(ModelRequest):
+    """Input of the model activity when the workflow can send deltas.
+
+    A :class:`ModelRequest` (so tools reading history can decode it as one)
+    whose ``messages`` are only those after ``transcript.count`` (all of them
+    when ``transcript`` is None). ``archive`` maps names under
+    ``/conversation_history/`` to text the activity must store there (the
+    originals of evicted messages); each name is sent once. ``mode`` is
+    required so a plain request never decodes as a turn.
+    """
+
+    mode: Literal["turn"]
+    transcript: TranscriptRef | None = None
+    purpose: Purpose = "respond"
+    archive: dict[str, str] = Field(default_factory=dict)
+
+    def plain(self, messages: Sequence[Message]) -> ModelRequest:
+        """The provider-facing request with the full ``messages``."""
+        fields = self.model_dump(include=set(ModelRequest.model_fields) - {"messages"})
+        return ModelRequest.model_validate({**fields, "messages": list(messages)})
+
+
+class ModelTurnResult(BaseModel):
+    """The model's answer plus the ref to pass next time (None = keep sending by value)."""
+
+    response: ModelResponse
+    transcript: TranscriptRef | None = None
+    archived: list[str] = Field(default_factory=list)
+    """Virtual paths written under ``/conversation_history/`` by this call."""
+
+
+class TranscriptMismatch(RuntimeError):
+    """The stored transcript does not hold the message count its ref promises."""
+
+
+def conversation_key(name: str) -> str:
+    """Artifact key (below the thread prefix) of ``/conversation_history/<name>``."""
+    return CONVERSATION_DIR.strip("/") + "/" + name
+
+
+def transcript_key(call_index: int, purpose: Purpose) -> str:
+    """One object per model call: a retry rewrites it, a later call never does."""
+    suffix = "-summary" if purpose == "summarize" else ""
+    return f"{TRANSCRIPT_PREFIX}/{call_index:06d}{suffix}"
+
+
+def messages_markdown(messages: Sequence[Message]) -> str:
+    """A readable (and greppable) rendering of messages for ``/conversation_history/``."""
+    parts: list[str] = []
+    for n, message in enumerate(messages, 1):
+        head = f"## {n}. {message.role}"
+        if message.tool_call_id:
+            head += f" (tool_call_id={message.tool_call_id}, status={message.status})"
+        parts.append(head)
+        text = message.text()
+        if text:
+            parts.append(text)
+        for call in message.tool_calls or []:
+            parts.append(f"tool call {call.id}: {call.name} {json.dumps(call.args)}")
+        parts.append("")
+    return "\n".join(parts)
+
+
+class TranscriptStore:
+    """Transcript objects and conversation archives of threads, in one artifact store.
+
+    Blocking (minio); call from a thread in async code.
+    """
+
+    def __init__(self, store: ArtifactStore) -> None:
+        self.store = store
+
+    def load(self, ref: TranscriptRef) -> list[Message]:
+        data = json.loads(self.store.get(ref.artifact))
+        messages = [Message.model_validate(m) for m in data]
+        if len(messages) != ref.count:
+            raise TranscriptMismatch(
+                f"transcript {ref.artifact.key} holds {len(messages)} messages, "
+                f"its ref says {ref.count}"
+            )
+        return messages
+
+    def save(self, workflow_id: str, key: str, messages: Sequence[Message]) -> TranscriptRef:
+        body = json.dumps(
+            [m.model_dump(mode="json", exclude_none=True) for m in messages],
+            separators=(",", ":"),
+            ensure_ascii=False,
+        ).encode()
+        artifact = self.store.put(workflow_id, key, body, "application/json")
+        return TranscriptRef(artifact=artifact, count=len(messages))
+
+    def extend(
+        self,
+        workflow_id: str,
+        previous: TranscriptRef | None,
+        new: Sequence[Message],
+        key: str,
+    ) -> tuple[list[Message], TranscriptRef]:
+        """Previous transcript + ``new``, stored under ``key``: (full list, its ref)."""
+        full = self.load(previous) if previous is not None else []
+        full.extend(new)
+        return full, self.save(workflow_id, key, full)
+
+    def archive(self, workflow_id: str, name: str, text: str) -> str:
+        """Store ``text`` as ``/conversation_history/<name>``; returns that virtual path."""
+        self.store.put(workflow_id, conversation_key(name), text.encode(), "text/markdown")
+        return CONVERSATION_DIR + name
+
+
+# --------------------------------------------------------------------------- payload codec
+
+
+class ArtifactPayloadCodec(PayloadCodec):
+    """Moves payloads over ``threshold`` bytes into the artifact store (by sha256)."""
+
+    def __init__(self, store: ArtifactStore, threshold: int = CODEC_THRESHOLD) -> None:
+        self.store = store
+        self.threshold = threshold
+
+    async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        return [await self._encode_one(p) for p in payloads]
+
+    async def decode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        return [await self._decode_one(p) for p in payloads]
+
+    async def _encode_one(self, payload: Payload) -> Payload:
+        if payload.ByteSize() <= self.threshold:
+            return payload
+        data = payload.SerializeToString()
+        digest = hashlib.sha256(data).hexdigest()
+        ref = await asyncio.to_thread(self.store.put, CODEC_THREAD, digest, data)
+        return Payload(
+            metadata={"encoding": CODEC_ENCODING},
+            data=ref.model_dump_json().encode(),
+        )
+
+    async def _decode_one(self, payload: Payload) -> Payload:
+        if payload.metadata.get("encoding") != CODEC_ENCODING:
+            return payload
+        ref = ArtifactRef.model_validate_json(payload.data)
+        data = await asyncio.to_thread(self.store.get, ref)
+        restored = Payload()
+        restored.ParseFromString(data)
+        return restored
+
+
+def filegate_data_converter(store: ArtifactStore | None) -> DataConverter:
+    """The pydantic converter, plus the S3 payload codec when a store is given.
+
+    Use the same converter on the client and on every worker of a namespace.
+    """
+    if store is None:
+        return pydantic_data_converter
+    return dataclasses.replace(pydantic_data_converter, payload_codec=ArtifactPayloadCodec(store))

@@ -1,0 +1,354 @@
+"""docker-compose.yml and Dockerfile checked without Docker.
+
+No engine runs here, so the deployment files are checked against what they
+depend on: the Compose Specification's JSON schema, the CLI parser the services'
+commands go through (a renamed flag or subcommand fails here, not at deploy
+time), the settings model that reads ``FILEGATE_*`` variables, and the files
+the Dockerfile copies.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import copy
+import fnmatch
+import io
+import re
+import shlex
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+
+import worker
+from backends.settings import ENV_PREFIX, Settings
+
+ROOT = Path(__file__).resolve().parent.parent
+COMPOSE_FILE = ROOT / "docker-compose.yml"
+DOCKERFILE = ROOT / "Dockerfile"
+DOCKERIGNORE = ROOT / ".dockerignore"
+README = ROOT / "README.md"
+SCHEMA_FILE = ROOT.parent / "shared" / "data" / "compose-spec.schema.json"
+
+FILEGATE_IMAGE = "filegate:"
+SECRET_WORDS = ("PASSWORD", "SECRET", "_KEY", "TOKEN")
+INTERPOLATION = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?])[^}]*)?\}")
+
+
+def load_compose() -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load(COMPOSE_FILE.read_text(encoding="utf-8"))
+    return data
+
+
+COMPOSE = load_compose()
+SERVICES: dict[str, dict[str, Any]] = COMPOSE["services"]
+FILEGATE_SERVICES = sorted(
+    name for name, svc in SERVICES.items() if str(svc.get("image", "")).startswith(FILEGATE_IMAGE)
+)
+
+
+def as_argv(command: str | list[str]) -> list[str]:
+    return shlex.split(command) if isinstance(command, str) else [str(part) for part in command]
+
+
+def parse_cli(argv: list[str]) -> argparse.Namespace:
+    """Parse with the real ``filegate`` parser; an argparse error becomes a test failure."""
+    stderr = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(stderr):
+            return worker.build_parser().parse_args(argv)
+    except SystemExit:
+        pytest.fail(f"`filegate {shlex.join(argv)}` is not a valid command:\n{stderr.getvalue()}")
+
+
+def environment(service: dict[str, Any]) -> dict[str, str]:
+    env = service.get("environment") or {}
+    if isinstance(env, list):
+        env = dict(item.split("=", 1) if "=" in item else (item, "") for item in env)
+    # A key without a value is passed through from the deployer's environment.
+    return {str(key): "" if value is None else str(value) for key, value in env.items()}
+
+
+def known_env_var(name: str, readme: str) -> bool:
+    """A Settings field's variable, or one the README documents."""
+    fields = {ENV_PREFIX + field.upper() for field in Settings.model_fields}
+    return name in fields or f"`{name}`" in readme
+
+
+# =========================================================================== schema
+
+
+@pytest.fixture(scope="module")
+def compose_validator() -> jsonschema.Draft7Validator:
+    if not SCHEMA_FILE.is_file():
+        pytest.skip(f"Compose schema not found at {SCHEMA_FILE} (shared data dir absent)")
+    import json
+
+    schema = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
+    jsonschema.Draft7Validator.check_schema(schema)
+    return jsonschema.Draft7Validator(schema)
+
+
+def test_compose_file_matches_the_compose_spec(
+    compose_validator: jsonschema.Draft7Validator,
+) -> None:
+    errors = sorted(compose_validator.iter_errors(COMPOSE), key=lambda e: list(e.path))
+    assert not errors, "\n".join(f"{list(e.path)}: {e.message}" for e in errors)
+
+
+def test_schema_check_rejects_a_broken_file(
+    compose_validator: jsonschema.Draft7Validator,
+) -> None:
+    """The validator really looks at services: a misspelt key and a bad type fail."""
+    broken = copy.deepcopy(COMPOSE)
+    broken["services"]["temporal"]["helthcheck"] = {"test": ["CMD", "true"]}
+    broken["services"]["minio"]["ports"] = "9000:9000"
+    paths = {tuple(e.path) for e in compose_validator.iter_errors(broken)}
+    assert ("services", "temporal") in paths
+    assert ("services", "minio", "ports") in paths
+
+
+# =========================================================================== commands
+
+
+def test_every_filegate_role_is_deployed() -> None:
+    commands = {name: as_argv(SERVICES[name]["command"]) for name in FILEGATE_SERVICES}
+    roles = {" ".join(argv[1:4]) for argv in commands.values()}
+    assert "worker --role agent" in roles
+    assert any(argv[1] == "ui" for argv in commands.values())
+    backends = {
+        argv[argv.index("--backend") + 1] for argv in commands.values() if "--backend" in argv
+    }
+    assert backends == {"filesystem", "sandbox"}
+
+
+@pytest.mark.parametrize("name", FILEGATE_SERVICES)
+def test_service_command_parses_with_the_filegate_cli(name: str) -> None:
+    argv = as_argv(SERVICES[name]["command"])
+    assert argv[0] == "filegate", f"{name}: command must run the `filegate` entry point"
+    args = parse_cli(argv[1:])
+    assert args.command == argv[1]
+    assert callable(getattr(args, "handler", None)), f"{name}: `{argv[1]}` has no handler"
+    if args.command == "worker" and args.role == "tools":
+        assert args.task_queue, f"{name}: a tools worker needs its own --task-queue"
+
+
+def test_parser_check_catches_a_renamed_flag() -> None:
+    """The check above is only worth something if a wrong flag fails it."""
+    with pytest.raises(pytest.fail.Exception, match="not a valid command"):
+        parse_cli(["worker", "--role", "tools", "--workspace", "/workspace"])
+
+
+def test_tools_workers_have_distinct_queues_and_mounted_roots() -> None:
+    queues: dict[str, str] = {}
+    for name in FILEGATE_SERVICES:
+        argv = as_argv(SERVICES[name]["command"])
+        if "--role" not in argv or argv[argv.index("--role") + 1] != "tools":
+            continue
+        queue = argv[argv.index("--task-queue") + 1]
+        assert queue not in queues, f"{name} and {queues.get(queue)} share queue {queue}"
+        queues[queue] = name
+        root = argv[argv.index("--root") + 1]
+        targets = {str(v).split(":")[1] for v in SERVICES[name].get("volumes", [])}
+        assert root in targets, f"{name}: --root {root} is not a mounted volume"
+    assert len(queues) >= 2
+
+
+# =========================================================================== environment
+
+
+def test_filegate_env_vars_are_known_settings_or_documented() -> None:
+    readme = README.read_text(encoding="utf-8")
+    unknown = sorted(
+        f"{name}: {var}"
+        for name, svc in SERVICES.items()
+        for var in environment(svc)
+        if var.startswith(ENV_PREFIX) and not known_env_var(var, readme)
+    )
+    assert not unknown, f"FILEGATE_* variables neither in Settings nor README: {unknown}"
+
+
+def test_env_var_check_rejects_unknown_names() -> None:
+    readme = README.read_text(encoding="utf-8")
+    assert known_env_var("FILEGATE_S3_ENDPOINT", readme)
+    assert not known_env_var("FILEGATE_S3_ENDPOINT_URL", readme)
+
+
+def test_compose_settings_validate() -> None:
+    """What the Filegate services get parses as Settings (placeholders aside)."""
+    for name in FILEGATE_SERVICES:
+        env = {k: v for k, v in environment(SERVICES[name]).items() if "${" not in v}
+        settings = Settings.from_env(env)
+        assert settings.temporal_address == "temporal:7233", name
+        assert settings.s3_endpoint == "minio:9000", name
+
+
+def test_secrets_come_from_the_environment_only() -> None:
+    literal = sorted(
+        f"{name}: {var}"
+        for name, svc in SERVICES.items()
+        for var, value in environment(svc).items()
+        if any(word in var for word in SECRET_WORDS) and value and not INTERPOLATION.search(value)
+    )
+    assert not literal, f"secrets must be ${{VAR}} placeholders, not literals: {literal}"
+
+
+def test_required_variables_are_documented() -> None:
+    text = COMPOSE_FILE.read_text(encoding="utf-8")
+    required = {m.group(1) for m in INTERPOLATION.finditer(text) if m.group(2) == ":?"}
+    readme = README.read_text(encoding="utf-8")
+    assert required >= {"POSTGRES_PASSWORD", "MINIO_ROOT_PASSWORD", "FILEGATE_S3_SECRET_KEY"}
+    missing = sorted(var for var in required if f"`{var}`" not in readme)
+    assert not missing, f"required .env variables missing from README: {missing}"
+
+
+def test_model_keys_only_reach_the_agent_worker() -> None:
+    holders = {
+        name
+        for name, svc in SERVICES.items()
+        if {"OPENAI_API_KEY", "ANTHROPIC_API_KEY"} & environment(svc).keys()
+    }
+    assert holders == {"agent-worker"}
+
+
+# =========================================================================== wiring
+
+
+def test_published_ports_bind_to_loopback() -> None:
+    for name, svc in SERVICES.items():
+        for port in svc.get("ports", []):
+            assert str(port).startswith("127.0.0.1:"), f"{name} publishes {port} on all hosts"
+
+
+def test_dependencies_wait_on_real_signals() -> None:
+    for name, svc in SERVICES.items():
+        for dep, spec in (svc.get("depends_on") or {}).items():
+            assert dep in SERVICES, f"{name} depends on unknown {dep}"
+            condition = spec["condition"]
+            if condition == "service_healthy":
+                assert "healthcheck" in SERVICES[dep], f"{name} waits on {dep}'s health"
+            else:
+                assert condition == "service_completed_successfully", (name, dep)
+                restart = str(SERVICES[dep].get("restart", "no"))
+                assert restart == "no" or restart.startswith("on-failure"), dep
+    for name in FILEGATE_SERVICES:
+        deps = SERVICES[name]["depends_on"]
+        assert {"temporal", "temporal-namespace", "minio-buckets"} <= deps.keys(), name
+
+
+def test_long_running_infrastructure_has_healthchecks() -> None:
+    for name in ("postgresql", "temporal", "minio", "approval-ui"):
+        assert SERVICES[name]["healthcheck"]["test"], name
+
+
+def test_buckets_created_match_the_settings() -> None:
+    script = "\n".join(as_argv(SERVICES["minio-buckets"]["command"]))
+    bucket = Settings.from_env(environment(SERVICES["agent-worker"])).s3_bucket
+    assert f"store/{bucket} " in script
+    assert f"store/{bucket}-artifacts" in script
+
+
+def test_sandbox_worker_documents_its_relaxed_confinement() -> None:
+    opts = SERVICES["sandbox-worker"]["security_opt"]
+    assert {"seccomp=unconfined", "apparmor=unconfined", "systempaths=unconfined"} <= set(opts)
+    text = COMPOSE_FILE.read_text(encoding="utf-8")
+    assert "user namespaces" in text
+    for name in FILEGATE_SERVICES:
+        if name != "sandbox-worker":
+            assert not any("unconfined" in o for o in SERVICES[name].get("security_opt", [])), name
+
+
+# =========================================================================== Dockerfile
+
+
+def dockerfile_instructions() -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) with line continuations joined and comments dropped."""
+    text = re.sub(r"\\\n", " ", DOCKERFILE.read_text(encoding="utf-8"))
+    result = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            keyword, _, rest = line.partition(" ")
+            result.append((keyword.upper(), rest.strip()))
+    return result
+
+
+def ignored(path: str, patterns: list[str]) -> bool:
+    hit = False
+    for pattern in patterns:
+        negate = pattern.startswith("!")
+        pattern = pattern.lstrip("!").rstrip("/")
+        if fnmatch.fnmatch(path, pattern) or fnmatch.fnmatch(path, pattern + "/*"):
+            hit = not negate
+    return hit
+
+
+def test_compose_builds_this_dockerfile() -> None:
+    for name in FILEGATE_SERVICES:
+        build = SERVICES[name]["build"]
+        assert (ROOT / build["context"] / build["dockerfile"]).resolve() == DOCKERFILE
+
+
+def test_dockerfile_copies_existing_unignored_files() -> None:
+    patterns = [
+        line.strip()
+        for line in DOCKERIGNORE.read_text(encoding="utf-8").splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    sources: list[str] = []
+    for keyword, rest in dockerfile_instructions():
+        if keyword in ("COPY", "ADD"):
+            parts = [p for p in shlex.split(rest) if not p.startswith("--")]
+            sources.extend(parts[:-1])
+    assert sources
+    for source in sources:
+        assert (ROOT / source).exists(), f"Dockerfile copies missing {source}"
+        assert not ignored(source.rstrip("/"), patterns), f".dockerignore drops {source}"
+    # What the package build needs must be in the image.
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    packages = pyproject["tool"]["setuptools"]["packages"]["find"]["include"]
+    needed = {"pyproject.toml", pyproject["project"]["readme"]}
+    needed |= {f"{m}.py" for m in pyproject["tool"]["setuptools"]["py-modules"]}
+    needed |= {p.rstrip("*") for p in packages}
+    copied = {s.rstrip("/") for s in sources}
+    assert needed <= copied, f"not copied into the image: {sorted(needed - copied)}"
+
+
+def test_dockerfile_installs_extras_and_bubblewrap() -> None:
+    steps = dockerfile_instructions()
+    assert steps[0] == ("FROM", "python:3.11-slim")
+    runs = " ".join(rest for keyword, rest in steps if keyword == "RUN")
+    assert "bubblewrap" in runs
+    extras_found = re.search(r"pip install '\.\[([^\]]+)\]'", runs)
+    assert extras_found, "the project must be pip-installed with its extras"
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    declared = pyproject["project"]["optional-dependencies"].keys()
+    extras = set(extras_found.group(1).split(","))
+    # Every runtime extra (a new one, e.g. for the UI, must reach the image), never dev.
+    assert extras == set(declared) - {"dev"}
+    assert ("USER", "filegate") in steps, "services must not run as root"
+
+
+def test_package_data_reaches_the_image() -> None:
+    """The image installs a wheel, not the source tree: non-Python files the
+    packages load at run time (e.g. the UI's templates) must be package data."""
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"][
+        "setuptools"
+    ]
+    package_data: dict[str, list[str]] = setuptools.get("package-data", {})
+    missing = []
+    for top in (p.rstrip("*") for p in setuptools["packages"]["find"]["include"]):
+        for path in sorted((ROOT / top).rglob("*")):
+            if not path.is_file() or path.suffix in (".py", ".pyc") or "__pycache__" in path.parts:
+                continue
+            package_dir = next(d for d in path.parents if (d / "__init__.py").is_file())
+            package = ".".join(package_dir.relative_to(ROOT).parts)
+            relative = path.relative_to(package_dir).as_posix()
+            patterns = [*package_data.get(package, []), *package_data.get("*", [])]
+            if not any(fnmatch.fnmatch(relative, pattern) for pattern in patterns):
+                missing.append(path.relative_to(ROOT).as_posix())
+    assert not missing, f"not in [tool.setuptools.package-data], so not in the image: {missing}"

@@ -1,0 +1,124 @@
+"""The approval UI in a real headless Chromium (Debian's ``chromium``, never downloaded).
+
+uvicorn serves the app from its own thread on a free loopback port; Playwright
+drives the browser from the test's loop, where the agent and tools workers
+run. Two agents wait on approvals: the page approves one's write and rejects
+the other's edit with a reason (after the validator refused a bad edit), and
+both workflows must finish with exactly those outcomes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.async_api import Locator, Page, async_playwright, expect
+from temporalio.client import Client
+
+from backends.embedded import TemporalDevServer
+from tests.test_ui import free_port
+from tests.ui_support import agent_stack, client_factory, edit_call, tool_results, write_call
+from workflows.ui import create_app, uvicorn_server
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+SCREENSHOT = Path("/tmp/ui.png")
+
+pytestmark = [
+    pytest.mark.services,
+    pytest.mark.slow,
+    pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian chromium is not installed"),
+]
+
+
+@pytest.fixture
+def ui_url(temporal_server: TemporalDevServer) -> Iterator[str]:
+    """The UI served by uvicorn on its own thread and event loop."""
+    port = free_port()
+    server = uvicorn_server(create_app(client_factory(temporal_server)), "127.0.0.1", port)
+    thread = threading.Thread(target=server.run, name="ui-uvicorn", daemon=True)
+    thread.start()
+    for _ in range(200):
+        if server.started or not thread.is_alive():
+            break
+        threading.Event().wait(0.05)
+    assert server.started, "uvicorn did not start"
+    try:
+        yield f"http://127.0.0.1:{port}/"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+def card(page: Page, workflow_id: str, approval_id: str) -> Locator:
+    return page.locator(f'.card[data-key="{workflow_id}/{approval_id}"]')
+
+
+async def test_approve_and_reject_in_a_real_browser(
+    ui_url: str, temporal_client: Client, tmp_path: Path
+) -> None:
+    root = tmp_path / "ws"
+    async with (
+        agent_stack(temporal_client, root, tmp_path / "journal") as agents,
+        async_playwright() as pw,
+    ):
+        approved = await agents.start(write_call("w1", "/docs/report.md", "# Report\n\nall good\n"))
+        rejected = await agents.start(
+            edit_call("e1", "/docs/setup.py", 'version = "1.0"\n', 'version = "2.0"\n')
+        )
+        browser = await pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = await browser.new_page(viewport={"width": 1100, "height": 900})
+            await page.goto(ui_url)
+            write_card = card(page, approved.id, "a1")
+            edit_card = card(page, rejected.id, "a1")
+            # Polling brings both in even if visibility lagged at first load.
+            await expect(write_card).to_be_visible(timeout=20_000)
+            await expect(edit_card).to_be_visible(timeout=20_000)
+            await expect(write_card.locator("pre.content")).to_contain_text("all good")
+            await expect(edit_card.locator("pre.diff .del")).to_have_text('-version = "1.0"')
+            await expect(edit_card.locator("pre.diff .add")).to_have_text('+version = "2.0"')
+            await expect(edit_card.locator(".rule")).to_contain_text("interrupt write on /docs/**")
+            await page.screenshot(path=str(SCREENSHOT), full_page=True)
+
+            # A bad edit: the validator's refusal is shown, the card stays.
+            await edit_card.locator("summary").click()
+            bad = {"file_path": "/docs/../../x", "old_string": "a", "new_string": "b"}
+            await edit_card.locator("textarea[name=args]").fill(json.dumps(bad))
+            await edit_card.locator("button[data-decision=edit]").click()
+            await expect(edit_card.locator(".answer.error")).to_contain_text(
+                "edited args refused", timeout=10_000
+            )
+
+            await write_card.locator("button[data-decision=approve]").click()
+            await edit_card.locator("input[name=reason]").fill("keep version 1")
+            await edit_card.locator("button[data-decision=reject]").click()
+            log = page.locator("#log")
+            await expect(log).to_contain_text(f"approve: approval a1 of {approved.id}")
+            await expect(log).to_contain_text(f"reject: approval a1 of {rejected.id}")
+            # Decided approvals leave the list on the next refresh.
+            await expect(write_card).to_have_count(0, timeout=10_000)
+            await expect(edit_card).to_have_count(0, timeout=10_000)
+        finally:
+            await browser.close()
+        ran, refused = await asyncio.wait_for(
+            asyncio.gather(approved.result(), rejected.result()), 30
+        )
+    assert tool_results(ran)["w1"]["status"] == "success"
+    assert (root / "docs" / "report.md").read_text() == "# Report\n\nall good\n"
+    outcome = tool_results(refused)["e1"]
+    assert outcome["status"] == "error"
+    assert "rejected" in outcome["content"] and "keep version 1" in outcome["content"]
+    assert not (root / "docs" / "setup.py").exists()

@@ -1,0 +1,82 @@
+"""Shared set-up of the approval-UI tests: real workers, gated one-turn agents.
+
+Used by tests/test_ui.py (TestClient) and tests/test_ui_browser.py (Chromium).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from temporalio.client import Client, WorkflowHandle
+from temporalio.contrib.pydantic import pydantic_data_converter
+
+from activities.messages import ModelSpec
+from backends.embedded import TemporalDevServer
+from backends.filesystem import FilesystemBackend
+from backends.permissions import FilesystemPermission
+from worker import agent_worker, tools_worker
+from workflows import AgentInput, AgentResult, AgentWorkflow, BackendRef, BackendSpec
+from workflows.ui import ClientFactory
+
+DOCS_INTERRUPT = [FilesystemPermission(operations=["write"], paths=["/docs/**"], mode="interrupt")]
+
+
+def client_factory(server: TemporalDevServer) -> ClientFactory:
+    """Connects on whatever loop the app runs on (TestClient's or uvicorn's thread)."""
+
+    async def connect() -> Client:
+        return await Client.connect(
+            server.address, namespace=server.namespace, data_converter=pydantic_data_converter
+        )
+
+    return connect
+
+
+def write_call(call_id: str, path: str, content: str) -> dict[str, Any]:
+    return {"id": call_id, "name": "write_file", "args": {"file_path": path, "content": content}}
+
+
+def edit_call(call_id: str, path: str, old: str, new: str) -> dict[str, Any]:
+    args = {"file_path": path, "old_string": old, "new_string": new}
+    return {"id": call_id, "name": "edit_file", "args": args}
+
+
+def tool_results(result: AgentResult) -> dict[str, dict[str, Any]]:
+    return {m["tool_call_id"]: m for m in result.transcript if m["role"] == "tool"}
+
+
+@asynccontextmanager
+async def agent_stack(client: Client, root: Path, journal: Path) -> AsyncIterator[AgentStarter]:
+    """Agent + Filesystem tools workers; yields a starter for gated one-turn agents."""
+    suffix = uuid.uuid4().hex[:8]
+    queue, tools_queue = f"ui-agent-{suffix}", f"ui-tools-{suffix}"
+    root.mkdir(parents=True, exist_ok=True)
+    async with (
+        agent_worker(client, queue),
+        tools_worker(client, tools_queue, {"fs": FilesystemBackend(root)}, journal),
+    ):
+        yield AgentStarter(client, queue, tools_queue)
+
+
+class AgentStarter:
+    """Starts agents whose one tool turn waits on the /docs interrupt rule."""
+
+    def __init__(self, client: Client, queue: str, tools_queue: str) -> None:
+        self.client, self.queue, self.tools_queue = client, queue, tools_queue
+
+    async def start(self, *tool_calls: dict[str, Any]) -> WorkflowHandle[Any, AgentResult]:
+        script = {"turns": [{"tool_calls": list(tool_calls)}, {"content": "done"}]}
+        ref = BackendRef(kind="remote", name="fs", task_queue=self.tools_queue)
+        input = AgentInput(
+            task="write the docs",
+            model=ModelSpec(provider="scripted", options={"script": script}),
+            backend=BackendSpec(default=ref),
+            permissions=DOCS_INTERRUPT,
+        )
+        return await self.client.start_workflow(
+            AgentWorkflow.run, input, id=f"ui-wf-{uuid.uuid4().hex[:10]}", task_queue=self.queue
+        )

@@ -1,0 +1,132 @@
+"""Context management (SPEC §7): what the model is shown of a long conversation.
+
+Pure and deterministic, so the workflow can recompute it on every step and on
+replay. The stored transcript (the workflow's message list, the result's
+``transcript``) is never changed; only the *view* sent to the model is:
+
+* a user message over :data:`EVICT_CHARS` characters is shown as a stub with a
+  head/tail preview pointing at ``/conversation_history/message-<n>.md`` (the
+  model activity stores the original there);
+* once the view reaches :data:`SUMMARIZE_FRACTION` of the context window, the
+  workflow asks the model activity for a summary, and the view becomes that
+  summary followed by the most recent messages (:func:`cut_for_summary`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from pydantic import BaseModel
+
+from activities.history import CONVERSATION_DIR
+from activities.messages import MediaBlock, Message, ModelSpec
+from backends.formatting import CHARS_PER_TOKEN, offload_stub
+
+HUMAN_TOKEN_LIMIT = 50_000
+EVICT_CHARS = CHARS_PER_TOKEN * HUMAN_TOKEN_LIMIT
+"""User messages longer than this (4 chars x 50 000 tokens = 200 000 chars) are evicted
+from the view, as tool results are over 4 x 20 000 (SPEC §7)."""
+DEFAULT_CONTEXT_TOKENS = 170_000
+"""Summarization threshold when the model's context window is unknown."""
+SUMMARIZE_FRACTION = 0.85
+KEEP_FRACTION = 0.3
+"""After summarizing, recent messages up to this share of the threshold stay verbatim."""
+MEDIA_BLOCK_TOKENS = 1_000
+"""Rough cost of one image/audio/video block (base64 length says nothing about tokens)."""
+
+
+def message_tokens(message: Message) -> int:
+    """Tokens of one message, estimated at ~4 characters per token."""
+    chars = len(message.text())
+    for call in message.tool_calls or []:
+        chars += len(call.name) + len(json.dumps(call.args))
+    media = 0
+    if not isinstance(message.content, str):
+        media = sum(1 for b in message.content if isinstance(b, MediaBlock))
+    return chars // CHARS_PER_TOKEN + media * MEDIA_BLOCK_TOKENS
+
+
+def view_tokens(messages: Sequence[Message], system: str = "") -> int:
+    return len(system) // CHARS_PER_TOKEN + sum(message_tokens(m) for m in messages)
+
+
+def summarize_threshold(model: ModelSpec) -> int:
+    """Tokens at which the conversation is summarized: 85 % of the window (or of 170 000)."""
+    return int(SUMMARIZE_FRACTION * (model.context_window or DEFAULT_CONTEXT_TOKENS))
+
+
+def evicted_name(index: int) -> str:
+    """Name under ``/conversation_history/`` of transcript message ``index``."""
+    return f"message-{index:06d}.md"
+
+
+def is_evicted(message: Message) -> bool:
+    return message.role == "user" and len(message.text()) > EVICT_CHARS
+
+
+def shown(message: Message, index: int) -> Message:
+    """The message as the model sees it: a stub for an over-long user message."""
+    if not is_evicted(message):
+        return message
+    stub = offload_stub(CONVERSATION_DIR + evicted_name(index), message.text(), what="Message")
+    return Message(role="user", content=stub)
+
+
+def summary_message(summary: str, archived: Sequence[str]) -> Message:
+    where = f" The earlier transcript is saved at {', '.join(archived)}." if archived else ""
+    return Message(
+        role="user",
+        content=f"[Summary of the conversation so far.{where}]\n\n{summary}",
+    )
+
+
+class ContextState(BaseModel):
+    """What the workflow remembers about the view (carried over continue-as-new)."""
+
+    start: int = 0
+    """Index of the first transcript message shown verbatim (earlier ones are summarized)."""
+    summary: Message | None = None
+    archived_upto: int = 0
+    """Evicted messages below this index were already sent for archiving."""
+
+
+def model_view(messages: Sequence[Message], state: ContextState) -> list[Message]:
+    """Summary (if any) plus the messages from ``state.start``, evicted ones as stubs."""
+    head = [state.summary] if state.summary is not None else []
+    return head + [shown(m, i) for i, m in enumerate(messages) if i >= state.start]
+
+
+def to_archive(messages: Sequence[Message], state: ContextState) -> dict[str, str]:
+    """Originals of evicted messages not yet sent for archiving: name -> text."""
+    return {
+        evicted_name(i): m.text()
+        for i, m in enumerate(messages)
+        if i >= state.archived_upto and is_evicted(m)
+    }
+
+
+def cut_for_summary(messages: Sequence[Message], state: ContextState, threshold: int) -> int:
+    """First message to keep verbatim after a summary; ``state.start`` when nothing to cut.
+
+    Keeps the newest messages worth up to ``KEEP_FRACTION`` of the threshold,
+    never starting on a tool result (it would lose its tool call) and always
+    summarizing at least one message.
+    """
+    budget = int(threshold * KEEP_FRACTION)
+    cut = len(messages)
+    used = 0
+    while cut > state.start + 1:
+        cost = message_tokens(shown(messages[cut - 1], cut - 1))
+        if used + cost > budget:
+            break
+        used += cost
+        cut -= 1
+    back = cut
+    while back > state.start and back < len(messages) and messages[back].role == "tool":
+        back -= 1  # keep the assistant message that made these tool calls
+    if back > state.start:
+        return back
+    while cut < len(messages) and messages[cut].role == "tool":
+        cut += 1
+    return cut

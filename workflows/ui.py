@@ -1,0 +1,255 @@
+"""Approval web UI: pending approvals of running agents, decided from a browser.
+
+A small Starlette app (``filegate ui``). It is only a Temporal client: it lists
+pending approvals with the same visibility query as ``filegate approvals`` and
+sends decisions as the workflow's ``decide`` update, so the validator's refusal
+(unknown or already-decided id, edited args that fail validation or hit a deny
+rule) comes back to the reviewer at once. It never reads the agent's
+workspace: a write is previewed from its arguments, an edit as the unified diff
+of ``old_string`` against ``new_string``.
+
+Not imported by ``workflows/__init__`` (the workflow sandbox imports that
+package); the web dependencies are the optional ``ui`` extra.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import difflib
+import json
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from pydantic import ValidationError
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.routing import Route
+from temporalio.client import Client, WorkflowUpdateFailedError
+from temporalio.service import RPCError
+
+from backends.embedded import is_listening
+from worker import (
+    DECIDE_UPDATE,
+    CliError,
+    _failure_text,
+    connect,
+    pending_approvals,
+    target_from,
+)
+from workflows.inputs import Decision
+
+ClientFactory = Callable[[], Awaitable[Client]]
+"""Connects a Temporal client; called once, on the server's own event loop."""
+
+PREVIEW_LIMIT = 20_000
+"""Characters of a write's content or an edit's diff shown; history may hold more."""
+
+REFRESH_MS = 2000
+
+_TEMPLATES = Environment(
+    loader=FileSystemLoader(Path(__file__).with_name("templates")),
+    autoescape=select_autoescape(["html"]),
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
+
+
+def _clip(text: str) -> tuple[str, bool]:
+    if len(text) <= PREVIEW_LIMIT:
+        return text, False
+    return text[:PREVIEW_LIMIT], True
+
+
+def preview(tool: str, args: dict[str, Any]) -> dict[str, Any] | None:
+    """What a reviewer should see of a file change, from the call's arguments alone.
+
+    ``edit_file``: unified diff of old_string -> new_string; ``write_file``:
+    the content to be written. Other tools: None (their arguments say it all).
+    """
+    path = str(args.get("file_path", ""))
+    if tool == "edit_file":
+        old, new = str(args.get("old_string", "")), str(args.get("new_string", ""))
+        lines = difflib.unified_diff(
+            old.splitlines(keepends=True),
+            new.splitlines(keepends=True),
+            fromfile=f"{path} (old_string)",
+            tofile=f"{path} (new_string)",
+            n=3,
+        )
+        # difflib leaves the last line of a text without a newline unterminated.
+        text, clipped = _clip("".join(ln if ln.endswith("\n") else ln + "\n" for ln in lines))
+        return {
+            "kind": "diff",
+            "text": text,
+            "clipped": clipped,
+            "replace_all": bool(args.get("replace_all", False)),
+        }
+    if tool == "write_file":
+        text, clipped = _clip(str(args.get("content", "")))
+        return {"kind": "content", "text": text, "clipped": clipped}
+    return None
+
+
+def describe_rule(rule: dict[str, Any] | None) -> str:
+    if not rule:
+        return "(no rule recorded)"
+    ops = ", ".join(rule.get("operations", []))
+    paths = ", ".join(rule.get("paths", []))
+    index = f"#{rule['index']} " if rule.get("index") is not None else ""
+    return f"{index}{rule.get('mode', '?')} {ops} on {paths}"
+
+
+def _diff_line_class(line: str) -> str:
+    if line.startswith(("+++", "---")):
+        return "meta"
+    return {"+": "add", "-": "del", "@": "hunk"}.get(line[:1], "ctx")
+
+
+_TEMPLATES.filters["diffclass"] = _diff_line_class
+
+
+def enrich(approval: dict[str, Any]) -> dict[str, Any]:
+    """An approval as the UI shows it: key, rule text, preview, editable args."""
+    args = approval.get("args") or {}
+    return {
+        **approval,
+        "key": f"{approval['workflow_id']}/{approval['id']}",
+        "rule_text": describe_rule(approval.get("rule")),
+        "preview": preview(str(approval.get("tool")), args),
+        "args_json": json.dumps(args, indent=2, ensure_ascii=False),
+    }
+
+
+class ApprovalService:
+    """The app's one Temporal client (connected lazily) and its two operations."""
+
+    def __init__(self, client_factory: ClientFactory) -> None:
+        self._factory = client_factory
+        self._client: Client | None = None
+        self._lock = asyncio.Lock()
+
+    async def client(self) -> Client:
+        async with self._lock:
+            if self._client is None:
+                self._client = await self._factory()
+            return self._client
+
+    async def pending(self) -> list[dict[str, Any]]:
+        return [enrich(a) for a in await pending_approvals(await self.client())]
+
+    async def decide(self, workflow_id: str, decision: Decision) -> dict[str, Any]:
+        """Send ``decision`` as the ``decide`` update; raise ``ValueError`` on refusal."""
+        handle = (await self.client()).get_workflow_handle(workflow_id)
+        try:
+            ack: dict[str, Any] = await handle.execute_update(
+                DECIDE_UPDATE, decision.model_dump(mode="json", exclude_none=True)
+            )
+        except WorkflowUpdateFailedError as exc:
+            raise ValueError(_failure_text(exc)) from None
+        except RPCError as exc:
+            raise LookupError(f"cannot reach workflow {workflow_id}: {exc.message}") from None
+        return ack
+
+
+def _parse_decision(body: Any) -> tuple[str, Decision]:
+    """``{"workflow_id", "id", "decision", "args"?, "reason"?, "message"?}`` -> Decision."""
+    if not isinstance(body, dict):
+        raise ValueError("the body must be a JSON object")
+    workflow_id = body.get("workflow_id")
+    if not isinstance(workflow_id, str) or not workflow_id:
+        raise ValueError("workflow_id is required")
+    fields = {k: v for k, v in body.items() if k != "workflow_id"}
+    if isinstance(fields.get("reason"), str) and not fields["reason"].strip():
+        fields["reason"] = None  # an empty reason box means "no reason"
+    try:
+        return workflow_id, Decision.model_validate(fields)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors()
+        )
+        raise ValueError(problems) from None
+
+
+def create_app(client_factory: ClientFactory) -> Starlette:
+    """The approval UI as an ASGI app; ``client_factory`` connects to Temporal."""
+    service = ApprovalService(client_factory)
+    page = _TEMPLATES.get_template("approvals.html")
+    cards = _TEMPLATES.get_template("approval_cards.html")
+
+    async def index(request: Request) -> Response:
+        approvals = await service.pending()
+        html = page.render(approvals=approvals, refresh_ms=REFRESH_MS)
+        return HTMLResponse(html)
+
+    async def fragment(request: Request) -> Response:
+        return HTMLResponse(cards.render(approvals=await service.pending()))
+
+    async def api_approvals(request: Request) -> Response:
+        return JSONResponse(await service.pending())
+
+    async def api_decide(request: Request) -> Response:
+        try:
+            workflow_id, decision = _parse_decision(await request.json())
+        except json.JSONDecodeError:
+            return JSONResponse({"ok": False, "error": "the body is not valid JSON"}, 400)
+        except ValueError as exc:
+            return JSONResponse({"ok": False, "error": str(exc)}, 400)
+        try:
+            ack = await service.decide(workflow_id, decision)
+        except ValueError as exc:
+            return JSONResponse({"ok": False, "error": f"refused: {exc}"}, 409)
+        except LookupError as exc:
+            return JSONResponse({"ok": False, "error": str(exc)}, 404)
+        text = f"{ack['decision']}: approval {ack['id']} of {workflow_id}"
+        return JSONResponse({"ok": True, "ack": ack, "message": text})
+
+    return Starlette(
+        routes=[
+            Route("/", index),
+            Route("/fragment", fragment),
+            Route("/api/approvals", api_approvals),
+            Route("/api/decide", api_decide, methods=["POST"]),
+        ]
+    )
+
+
+def uvicorn_server(app: Starlette, host: str, port: int) -> uvicorn.Server:
+    """A uvicorn server for ``app`` (run it with ``serve()`` or ``run()`` in a thread)."""
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off")
+    return uvicorn.Server(config)
+
+
+async def serve(client_factory: ClientFactory, host: str = "127.0.0.1", port: int = 8080) -> None:
+    """Serve the UI until interrupted (``filegate ui``)."""
+    server = uvicorn_server(create_app(client_factory), host, port)
+    print(f"filegate ui: http://{host}:{port}/  (Ctrl-C to stop)", flush=True)
+    await server.serve()
+
+
+async def ui_command(args: argparse.Namespace) -> int:
+    """``filegate ui [--host H] [--port P]`` plus the usual Temporal connection options.
+
+    Reports failures itself and returns the exit code: under ``python
+    worker.py`` the CLI's ``CliError`` is ``__main__.CliError``, not the
+    ``worker.CliError`` this module sees, so raising it would escape as a traceback.
+    """
+    try:
+        if is_listening(args.host, args.port):
+            raise CliError(f"{args.host}:{args.port} is already in use; pick another --port", 2)
+        target = target_from(args)
+        client = await connect(target.settings, target.tls)  # fail now, not on the first page
+    except CliError as exc:
+        print(f"filegate: {exc}", file=sys.stderr, flush=True)
+        return exc.code
+
+    async def reuse() -> Client:
+        return client
+
+    await serve(reuse, args.host, args.port)
+    return 0
