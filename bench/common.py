@@ -181,3 +181,56 @@ def text_file(size: int, seed: int = 7) -> str:
         lines.append(line)
         total += len(line) + 1
     return "\n".join(lines) + "\n"
+
+
+@dataclass
+class Breakdown:
+    """Where a workflow's wall time went, summed over all its runs (server event times)."""
+
+    wall: float = 0.0
+    wft_queue: float = 0.0
+    """Workflow tasks: scheduled -> started (waiting for the agent worker to pick it up)."""
+    wft_run: float = 0.0
+    """Workflow tasks: started -> completed (workflow code, sandbox, payload conversion)."""
+    model: float = 0.0
+    tools: float = 0.0
+    workflow_tasks: int = 0
+    history_bytes: int = 0
+    runs: int = 0
+
+    def per(self, n: int) -> dict[str, float]:
+        return {
+            "wall_ms": ms(self.wall / n),
+            "wft_queue_ms": ms(self.wft_queue / n),
+            "wft_run_ms": ms(self.wft_run / n),
+            "model_activity_ms": ms(self.model / n),
+            "tool_activity_ms": ms(self.tools / n),
+        }
+
+
+async def breakdown(client: Client, handle: WorkflowHandle[Any, Any]) -> Breakdown:
+    """Split a finished workflow's time into workflow tasks, model and tool activities."""
+    out = Breakdown()
+    spans = await activity_spans(client, handle)
+    out.model = sum(s.round_trip for s in spans if s.name == "filegate.model")
+    out.tools = sum(s.round_trip for s in spans if s.name.startswith("filegate.") and
+                    s.name != "filegate.model")  # fmt: skip
+    histories = await run_histories(client, handle)
+    out.runs = len(histories)
+    first, last = histories[0].events[0], histories[-1].events[-1]
+    out.wall = _ts(last) - _ts(first)
+    for history in histories:
+        scheduled = 0.0
+        started = 0.0
+        for event in history.events:
+            out.history_bytes += event.ByteSize()
+            kind = event.event_type
+            if kind == EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED:
+                scheduled = _ts(event)
+            elif kind == EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED:
+                started = _ts(event)
+                out.wft_queue += started - scheduled
+            elif kind == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+                out.wft_run += _ts(event) - started
+                out.workflow_tasks += 1
+    return out

@@ -20,6 +20,7 @@ No floor: informational (exit 0 unless a run fails).
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import sys
 import time
@@ -28,27 +29,28 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import (  # noqa: E402
+
+from common import (
     Bench,
     activity_spans,
-    run_histories,
     call,
     emit_json,
     ms,
     percentile,
     print_table,
     remote,
+    run_histories,
     scripted_input,
     temporal_bench,
     text_file,
 )
 
-from activities.dispatch import run_tool  # noqa: E402
-from activities.tool_types import ToolRequest  # noqa: E402
-from backends.filesystem import FilesystemBackend  # noqa: E402
-from backends.state import StateBackend  # noqa: E402
-from worker import agent_worker, tools_worker  # noqa: E402
-from workflows import AgentInput, AgentWorkflow, BackendRef  # noqa: E402
+from activities.dispatch import run_tool
+from activities.tool_types import ToolRequest
+from backends.filesystem import FilesystemBackend
+from backends.state import StateBackend
+from worker import agent_worker, tools_worker
+from workflows import AgentInput, AgentWorkflow, BackendRef
 
 CALLS = int(os.environ.get("BENCH_CALLS", "100"))
 WARMUP = 5
@@ -82,7 +84,7 @@ async def run_agent(
     runs = len(await run_histories(bench.client, handle))
     tools = [s.round_trip for s in spans if s.name == "filegate.read_file"][WARMUP:]
     model_starts = [s.scheduled for s in spans if s.name == "filegate.model"]
-    steps = [b - a for a, b in zip(model_starts, model_starts[1:], strict=False)][WARMUP:]
+    steps = [b - a for a, b in itertools.pairwise(model_starts)][WARMUP:]
     return tools, steps, runs
 
 

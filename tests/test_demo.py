@@ -1,8 +1,9 @@
 """`filegate demo` on a "fresh machine": a real subprocess that starts its own servers.
 
 Nothing is configured in its environment, so the demo must start the embedded
-Temporal and S3 servers itself, show every tool, a denied write and an approval
-sent by signal, verify each outcome, exit 0, and stop what it started.
+Temporal and S3 servers itself, show every tool, a denied write, an approval
+sent by signal and a large result read back from S3, verify each outcome, exit
+0, and stop what it started.
 """
 
 from __future__ import annotations
@@ -61,6 +62,9 @@ def test_demo_runs_clean_on_a_fresh_machine(tmp_path: Path) -> None:
     assert re.search(r"\?\? approval \S+ pending: write_file .*/docs/report\.md", out)
     assert re.search(r"!! approved \S+ by signal", out)
     assert "hello, filegate!" in out
+    assert re.search(r"-> read_file .*/large_tool_results/\d+:0:big1", out)
+    assert "PASS  large execute output went to S3; history holds a short stub" in out
+    assert "PASS  read_file pages the large result back from S3" in out
     assert "PASS  write to /vault was DENIED and nothing was written" in out
     assert "PASS  write to /docs waited for approval, approved by signal, then ran" in out
     assert "FAIL" not in out

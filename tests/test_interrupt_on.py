@@ -108,6 +108,24 @@ def test_predicates(
     assert ArgPredicate.model_validate(predicate).matches(tool, args) is fires
 
 
+def test_round_trip_keeps_unset_apart_from_null() -> None:
+    """The input travels through history as JSON: ``equals: null`` and an explicit
+    ``timeout_seconds: null`` must stay given, unset fields must stay unset."""
+    raw = {
+        "task": "t",
+        "interrupt_on": {
+            "execute": {"always": True, "timeout_seconds": None},
+            "write_file": {"when": [{"arg": "content", "equals": None}]},
+            "edit_file": {"when": {"arg": "file_path", "glob": "/etc/**"}},
+        },
+    }
+    again = AgentInput.model_validate_json(agent_input(**raw).model_dump_json())
+    assert again.interrupt_on == agent_input(**raw).interrupt_on
+    assert again.interrupt_on["execute"].deadline_overrides() == {"timeout_seconds": None}
+    assert again.interrupt_on["edit_file"].deadline_overrides() == {}
+    assert again.interrupt_on["write_file"].when[0].kind == "equals"
+
+
 def test_all_predicates_must_match() -> None:
     entry = ToolInterrupt.model_validate(
         {"when": [{"arg": "file_path", "glob": "/etc/**"}, {"arg": "content", "contains": "x"}]}

@@ -27,7 +27,15 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    model_serializer,
+    model_validator,
+)
 from wcmatch import fnmatch as wc_fnmatch
 
 from activities.providers.common import RAW_ARGS_KEY
@@ -196,7 +204,23 @@ def _text_glob(pattern: str) -> tuple[re.Pattern[str], ...]:
     return tuple(re.compile(regex) for regex in include)
 
 
-class ArgPredicate(BaseModel):
+class _GivenFieldsOnly(BaseModel):
+    """Serialises only the fields that were given, so "unset" survives a round trip.
+
+    These models tell "not given" from an explicit ``null`` (``equals: null``,
+    ``timeout_seconds: null``); the workflow input is serialised into history
+    and read back, which would otherwise turn every unset field into a given one.
+    """
+
+    @model_serializer(mode="wrap")
+    def _given_only(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if isinstance(data, dict):
+            return {key: value for key, value in data.items() if key in self.model_fields_set}
+        return data
+
+
+class ArgPredicate(_GivenFieldsOnly):
     """A test on one tool argument; exactly one of glob / contains / equals / regex.
 
     - ``glob`` on the tool's path argument (``file_path``/``path``) is a
@@ -263,7 +287,7 @@ class ArgPredicate(BaseModel):
         return f"{self.arg} {kind} {json.dumps(getattr(self, kind), default=str)}"
 
 
-class ToolInterrupt(BaseModel):
+class ToolInterrupt(_GivenFieldsOnly):
     """When calls of one tool wait for a human (``AgentInput.interrupt_on[tool]``).
 
     ``always: true`` asks for every call; ``when`` asks when *all* its
@@ -356,7 +380,7 @@ def approval_trigger(
     if explicit is not None:
         if not explicit.fires(call.tool, call.args):
             return None
-        rule = explicit.model_dump(mode="json", exclude_unset=True)
+        rule = explicit.model_dump(mode="json")
         return ApprovalTrigger(
             rule={
                 "source": "interrupt_on",
