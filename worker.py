@@ -36,7 +36,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from temporalio.client import (
     Client,
@@ -162,11 +162,29 @@ def target_from(args: argparse.Namespace) -> Target:
     return Target(settings.model_copy(update=updates), tls_config(args), configured)
 
 
-async def connect(settings: Settings | None = None, tls: TLSConfig | None = None) -> Client:
-    """A client with the pydantic converter every Filegate process must share."""
+FROM_SETTINGS: Literal["settings"] = "settings"
+"""``connect(artifacts=FROM_SETTINGS)``: the artifact store of the configured S3, if any."""
+
+
+async def connect(
+    settings: Settings | None = None,
+    tls: TLSConfig | None = None,
+    *,
+    artifacts: ArtifactStore | Literal["settings"] | None = FROM_SETTINGS,
+) -> Client:
+    """A client with the data converter every Filegate process must share.
+
+    That is the pydantic converter plus, when there is an artifact store, the
+    S3 payload codec (:func:`~activities.history.filegate_data_converter`):
+    payloads over 128 KB travel as references, so every process that encodes
+    or decodes them -- workers, ``run``, ``approvals``, ``status``, the UI --
+    needs the same store. By default it is built from the settings' S3
+    (none when ``FILEGATE_S3_ENDPOINT`` is unset); pass a store or None to
+    choose. Temporal is reached first, so its failure is the one reported.
+    """
     settings = settings or Settings.from_env()
     try:
-        return await Client.connect(
+        client = await Client.connect(
             settings.temporal_address,
             namespace=settings.temporal_namespace,
             data_converter=pydantic_data_converter,
@@ -177,23 +195,77 @@ async def connect(settings: Settings | None = None, tls: TLSConfig | None = None
             f"cannot connect to Temporal at {settings.temporal_address}: {exc}. Start one "
             "(`filegate run` does it for you) or set TEMPORAL_ADDRESS."
         ) from None
+    store = await configured_store(settings) if isinstance(artifacts, str) else artifacts
+    return with_payload_codec(client, store)
+
+
+def with_payload_codec(client: Client, store: ArtifactStore | None) -> Client:
+    """``client`` (same connection) with the converter for ``store``; as is without one."""
+    if store is None:
+        return client
+    from activities.history import filegate_data_converter
+
+    config = client.config()
+    config["data_converter"] = filegate_data_converter(store)
+    return Client(**config)
+
+
+async def configured_store(settings: Settings) -> ArtifactStore | None:
+    """The artifact store on the configured S3, or None when no endpoint is set.
+
+    A half configuration (endpoint without credentials) or an unreachable S3
+    is a clear error: processes disagreeing about the codec cannot read each
+    other's large payloads.
+    """
+    if not settings.s3_endpoint:
+        return None
+    access = S3Access.from_settings(settings)
+    if not access.access_key or access.secret_key is None:
+        raise CliError(
+            f"{ENV_PREFIX}S3_ENDPOINT is set but {ENV_PREFIX}S3_ACCESS_KEY / "
+            f"{ENV_PREFIX}S3_SECRET_KEY are not", 2,
+        )  # fmt: skip
+    return await open_store(access)
+
+
+async def open_store(access: S3Access) -> ArtifactStore | None:
+    """``access.artifact_store()`` off the event loop; S3 failures become a CliError."""
+    from backends.artifacts import ArtifactError
+
+    try:
+        return await asyncio.to_thread(access.artifact_store)
+    except (ArtifactError, ValueError) as exc:
+        raise CliError(f"S3 at {access.endpoint}: {exc}") from None
 
 
 # =========================================================================== workers
 
 
-def agent_worker(client: Client, task_queue: str, **options: Any) -> Worker:
-    """The worker that runs AgentWorkflow and the model activity."""
+def agent_worker(
+    client: Client,
+    task_queue: str,
+    *,
+    artifacts: ArtifactStore | None = None,
+    **options: Any,
+) -> Worker:
+    """The worker that runs AgentWorkflow and the model activity.
+
+    With ``artifacts`` the model activity keeps the transcript in S3 and the
+    workflow sends it by reference plus the new messages (SPEC §8); it also
+    archives evicted messages under ``/conversation_history/``. Without one,
+    conversations travel by value. ``client`` should carry the same store's
+    payload codec (:func:`connect` / :func:`with_payload_codec`).
+    """
     from temporalio.worker import Worker
 
-    from activities.model import call_model
+    from activities.model import ModelActivities
     from workflows import AgentWorkflow
 
     return Worker(
         client,
         task_queue=task_queue,
         workflows=[AgentWorkflow],
-        activities=[call_model],
+        activities=[ModelActivities(artifacts).call_model],
         **options,
     )
 
@@ -285,9 +357,14 @@ async def in_process_workers(
     journal_dir: Path,
     artifacts: ArtifactStore | None = None,
 ) -> AsyncIterator[None]:
-    """An agent worker and one tools worker, polling for the duration of the block."""
+    """An agent worker and one tools worker, polling for the duration of the block.
+
+    ``artifacts`` goes to both: transcripts by reference on the agent side,
+    large-result offload and ``/large_tool_results/`` / ``/conversation_history/``
+    reads on the tools side.
+    """
     async with (
-        agent_worker(client, agent_queue),
+        agent_worker(client, agent_queue, artifacts=artifacts),
         tools_worker(client, tools_queue, backends, journal_dir, artifacts=artifacts),
     ):
         yield
@@ -305,6 +382,17 @@ class S3Access:
     secret_key: str | None
     bucket: str
     secure: bool = False
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> S3Access:
+        """The configured S3 (``FILEGATE_S3_*``); the endpoint must be set."""
+        if not settings.s3_endpoint:
+            raise ValueError("no S3 endpoint configured")
+        secret = settings.s3_secret_key.get_secret_value() if settings.s3_secret_key else None
+        return cls(
+            settings.s3_endpoint, settings.s3_access_key, secret, settings.s3_bucket,
+            settings.s3_secure,
+        )  # fmt: skip
 
     def artifact_store(self) -> ArtifactStore | None:
         """The large-result store on this S3 (bucket ``<bucket>-artifacts``, created if
@@ -371,11 +459,7 @@ async def local_services(
             starting.append(server)
     notes = [f"Temporal at {address} ({how})"]
     if settings.s3_endpoint:
-        secret = settings.s3_secret_key.get_secret_value() if settings.s3_secret_key else None
-        s3 = S3Access(
-            settings.s3_endpoint, settings.s3_access_key, secret, settings.s3_bucket,
-            settings.s3_secure,
-        )  # fmt: skip
+        s3 = S3Access.from_settings(settings)
         notes.append(f"S3 at {s3.endpoint} (configured)")
     else:
         weed = S3DevServer(state_dir / "s3", buckets=[settings.s3_bucket])
@@ -397,6 +481,17 @@ async def local_services(
         # came up). main() ends with os._exit, so no atexit hook would catch it.
         await asyncio.gather(*launches, return_exceptions=True)
         await asyncio.gather(*(asyncio.to_thread(server.stop) for server in starting))
+
+
+async def services_client(
+    target: Target, services: LocalServices
+) -> tuple[Client, ArtifactStore | None]:
+    """A client of the services' Temporal carrying the codec of their S3, and that
+    store (the in-process workers get the same one)."""
+    settings = target.settings.model_copy(update={"temporal_address": services.temporal_address})
+    client = await connect(settings, target.tls, artifacts=None)
+    store = await open_store(services.s3)
+    return with_payload_codec(client, store), store
 
 
 def state_dir_for(settings: Settings, scratch: Path | None) -> Path:
@@ -614,13 +709,10 @@ async def _run_command(args: argparse.Namespace) -> int:
     async with local_services(target, state_dir, reuse_default=True) as services:
         for line in services.notes:
             _say(line)
-        settings = target.settings.model_copy(
-            update={"temporal_address": services.temporal_address}
-        )
-        client = await connect(settings, target.tls)
+        client, artifacts = await services_client(target, services)
         async with in_process_workers(
             client, agent_queue, tools_queue, {name: backend}, state_dir / "journal" / name,
-            artifacts=await asyncio.to_thread(services.s3.artifact_store),
+            artifacts=artifacts,
         ):  # fmt: skip
             handle = await client.start_workflow(
                 AgentWorkflow.run, input, id=workflow_id, task_queue=agent_queue,
@@ -873,6 +965,11 @@ def demo_checks(
     from activities.tool_types import TOOL_ORDER
 
     out = {m["tool_call_id"]: m for m in result.transcript if m["role"] == "tool"}
+    # Keys are <namespace>/<workflow id>/<name>: a large result's name is its tool
+    # call id (one component); transcripts live under transcript/ (SPEC §8).
+    names = [key.split("/", 2)[-1] for key in stored]
+    large = [name for name in names if "/" not in name]
+    transcripts = [name for name in names if name.startswith("transcript/")]
 
     def text(call_id: str) -> str:
         return _content_text(out.get(call_id, {}).get("content", ""))
@@ -910,8 +1007,11 @@ def demo_checks(
         Check("read_file reads the approved report", ok("read2") and "greet()" in text("read2")),
         Check("large execute output went to S3; history holds a short stub",
               ok("big1") and "/large_tool_results/" in text("big1")
-              and len(text("big1")) < 5000 and len(stored) == 1,
+              and len(text("big1")) < 5000 and len(large) == 1,
               f"stub {len(text('big1'))} chars; S3 objects: {stored}"),
+        Check("the model got the conversation by reference (transcripts in S3)",
+              len(transcripts) == result.steps, f"{len(transcripts)} transcript objects, "
+              f"{result.steps} model calls"),
         Check("read_file pages the large result back from S3",
               ok("bigread1") and "L00500" in text("bigread1") and "L00499" not in text("bigread1"),
               _one_line(text("bigread1"))),
@@ -925,8 +1025,8 @@ def demo_checks(
 
 
 async def take_stored_results(store: ArtifactStore | None, workflow_id: str) -> list[str]:
-    """Keys of the large results the run left in S3, which are then deleted: a
-    demo against a configured S3 must not leave objects behind."""
+    """Keys of what the run left in S3 (large results, transcripts), which are then
+    deleted: a demo against a configured S3 must not leave objects behind."""
     if store is None:
         return []
     keys = await asyncio.to_thread(store.list_thread, workflow_id)
@@ -1013,13 +1113,9 @@ async def _demo_command(args: argparse.Namespace) -> int:
         async with local_services(target, state_dir, reuse_default=False) as services:
             for line in services.notes:
                 _say(f"[demo] {line}")
-            settings = target.settings.model_copy(
-                update={"temporal_address": services.temporal_address}
-            )
-            client = await connect(settings, target.tls)
+            client, artifacts = await services_client(target, services)
             _say(f"[demo] workspace {dirs.workspace}; /docs and /vault are routed directories")
             _say("[demo] rules: write /vault/** -> deny; write /docs/** -> interrupt (approval)")
-            artifacts = await asyncio.to_thread(services.s3.artifact_store)
             try:
                 result, approved, stored = await run_demo(client, dirs, base / "journal", artifacts)
             except (TimeoutError, WorkflowFailureError) as exc:
@@ -1048,21 +1144,24 @@ async def _demo_command(args: argparse.Namespace) -> int:
 async def _worker_command(args: argparse.Namespace) -> int:
     target = target_from(args)
     settings = target.settings
-    client = await connect(settings, target.tls)
+    if args.role == "tools" and not args.task_queue:
+        raise CliError("--task-queue is required for --role tools", 2)
+    client = await connect(settings, target.tls, artifacts=None)
+    # One store for the codec and the activities: transcripts / large results.
+    artifacts = await configured_store(settings)
+    client = with_payload_codec(client, artifacts)
     if args.role == "agent":
         queue = args.task_queue or os.environ.get("FILEGATE_TASK_QUEUE") or settings.task_queue
-        worker = agent_worker(client, queue)
+        worker = agent_worker(client, queue, artifacts=artifacts)
     else:
-        if not args.task_queue:
-            raise SystemExit("--task-queue is required for --role tools")
         name = args.name or args.backend
-        backend = make_backend(args.backend, args.root)
+        try:
+            backend = make_backend(args.backend, args.root)
+        except ValueError as exc:
+            raise CliError(str(exc), 2) from None
+        except RuntimeError as exc:  # e.g. the sandbox without a usable bwrap
+            raise CliError(f"{args.backend} backend unavailable: {exc}") from None
         journal = Path(args.journal_dir or settings.state_dir / "journal" / name)
-        artifacts = None
-        if settings.s3_endpoint:
-            from backends.artifacts import ArtifactStore
-
-            artifacts = ArtifactStore.from_settings(settings)
         options: dict[str, Any] = {}
         if args.max_activities_per_second is not None:
             options["max_task_queue_activities_per_second"] = args.max_activities_per_second

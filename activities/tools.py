@@ -51,6 +51,7 @@ from activities.dispatch import (
     parse_args,
     run_tool,
 )
+from activities.history import CONVERSATION_DIR, conversation_key
 from activities.idempotency import ToolJournal
 from activities.tool_types import TOOL_ORDER, ReadFileArgs, ToolName, ToolOutcome, ToolRequest
 from backends.audit import audit_context
@@ -302,9 +303,25 @@ async def run_blocking(
 # --------------------------------------------------------------------------- activities
 
 
+STORED_DIRS: dict[str, Callable[[str], str]] = {
+    LARGE_RESULTS_DIR: lambda name: name,
+    CONVERSATION_DIR: conversation_key,
+}
+"""Virtual directories answered from the artifact store -> artifact key of a name in them:
+offloaded results (SPEC §7) and archived conversation text (SPEC §8, evicted messages)."""
+
+
+def _stored_dir(request: ToolRequest, args: ReadFileArgs) -> str | None:
+    """The store-backed directory a read on the default route targets (None: a backend file)."""
+    if request.route_prefix != "/":
+        return None
+    return next((d for d in STORED_DIRS if args.file_path.startswith(d)), None)
+
+
 def _is_offloaded(request: ToolRequest, args: ReadFileArgs) -> bool:
-    """A read of ``/large_tool_results/<id>`` on the default route (not a backend file)."""
-    return request.route_prefix == "/" and args.file_path.startswith(LARGE_RESULTS_DIR)
+    """A read of ``/large_tool_results/<id>`` or ``/conversation_history/<name>`` on the
+    default route: answered from the artifact store, not a backend."""
+    return _stored_dir(request, args) is not None
 
 
 def offload_large(store: ArtifactStore, request: ToolRequest, outcome: ToolOutcome) -> ToolOutcome:
@@ -329,15 +346,19 @@ def offload_large(store: ArtifactStore, request: ToolRequest, outcome: ToolOutco
 
 
 def read_offloaded(store: ArtifactStore, request: ToolRequest, args: ReadFileArgs) -> ToolOutcome:
-    """``read_file`` of an offloaded result of this thread, windowed like any file."""
+    """``read_file`` of this thread's offloaded result or archived conversation text,
+    windowed like any file. Only the calling workflow's own objects are reachable:
+    the key is built from ``request.workflow_id``."""
     from backends.artifacts import SHA256_METADATA, ArtifactRef
 
     path = args.file_path
     plan = plan_read(args.offset, args.limit)
     if plan.early is not None:
         return ToolOutcome(content=format_read(ReadResult(path=path), plan).text)
+    directory = _stored_dir(request, args) or LARGE_RESULTS_DIR
     try:
-        key = store.key_for(request.workflow_id, path[len(LARGE_RESULTS_DIR) :])
+        name = STORED_DIRS[directory](path[len(directory) :])
+        key = store.key_for(request.workflow_id, name)
         stat = store.client.stat_object(store.bucket, key)
         digest = (stat.metadata or {}).get(f"x-amz-meta-{SHA256_METADATA}", "")
         ref = ArtifactRef(bucket=store.bucket, key=key, size=stat.size or 0, sha256=str(digest))
@@ -367,10 +388,11 @@ class FileToolActivities:
         policies: PolicyConfig | None = None,
     ) -> None:
         """``artifacts`` enables SPEC §7 offload: large execute output is stored there
-        (only a stub enters history) and ``read_file('/large_tool_results/<id>')``
-        is answered from it on this worker. ``policies`` (None = none configured)
-        wraps every call's backend; its audit file is opened here so a bad path
-        fails at worker start."""
+        (only a stub enters history), and ``read_file`` of
+        ``/large_tool_results/<id>`` and ``/conversation_history/<name>`` (the
+        agent worker's archive of evicted messages) is answered from it here.
+        ``policies`` (None = none configured) wraps every call's backend; its
+        audit file is opened here so a bad path fails at worker start."""
         self.backends = dict(backends)
         self.artifacts = artifacts
         self.policies = policies if policies is not None else PolicyConfig()

@@ -41,7 +41,8 @@ def script(n: int) -> list[dict[str, Any]]:
     base = f"/w{n}"
     files = [f"{base}/f{i}.txt" for i in range(k)]
     turns: list[list[dict[str, Any]]] = [
-        [call(f"w{i}", "write_file", file_path=p, content=f"v1 {p}\n") for i, p in enumerate(files)],
+        [call(f"w{i}", "write_file", file_path=p, content=f"v1 {p}\n")
+         for i, p in enumerate(files)],
         [call(f"r{i}", "read_file", file_path=p) for i, p in enumerate(files)],
         [call(f"e{i}", "edit_file", file_path=p, old_string="v1", new_string="v2")
          for i, p in enumerate(files)],

@@ -91,7 +91,8 @@ def test_writes_outside_workspace_leave_host_unchanged(
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "keep.txt").write_text("keep")
-    before_parent = _snapshot(tmp_path)  # the root's parent: other tests' dirs are not ours to watch
+    # The root's parent; other tests' dirs beside it are not ours to watch.
+    before_parent = _snapshot(tmp_path)
     before_usr = os.listdir("/usr")
     commands = [
         f"echo pwned > /tmp/{marker}",

@@ -24,9 +24,12 @@ import pytest
 from temporalio.client import Client, WorkflowQueryFailedError
 from temporalio.service import RPCError
 
+from activities.messages import ModelSpec
 from backends.embedded import S3DevServer, TemporalDevServer
-from worker import CliError, load_permissions, parse_model, target_from
-from workflows import AgentInput, AgentWorkflow
+from backends.settings import Settings
+from worker import CliError, configured_store, connect, load_permissions, parse_model, target_from
+from workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec
+from workflows.gate import ToolInterrupt
 
 pytestmark = pytest.mark.services
 
@@ -352,3 +355,99 @@ def test_target_configured_only_when_set(monkeypatch: pytest.MonkeyPatch, tmp_pa
     assert tls is not None and (tls.client_cert, tls.client_private_key) == (b"CERT", b"KEY")
     with pytest.raises(CliError, match="cannot read client key"):
         target_from(Namespace(tls_key=str(tmp_path / "absent.pem")))
+
+
+# --------------------------------------------------------------------------- shared payload codec
+
+
+def settings_of(env: dict[str, str]) -> Settings:
+    return Settings.from_env(env).model_copy(
+        update={"temporal_address": env["TEMPORAL_ADDRESS"]}
+    )
+
+
+def start_worker(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, WORKER, "worker", *args],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+
+
+def stop_worker(proc: subprocess.Popen[str]) -> str:
+    """SIGTERM (graceful shutdown), then its output; killed if it does not stop."""
+    proc.terminate()
+    try:
+        out, _ = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, _ = proc.communicate()
+    return out
+
+
+async def test_worker_processes_and_clients_share_the_payload_codec(
+    cli_env: dict[str, str], temporal_client: Client, tmp_path: Path
+) -> None:
+    """`filegate worker` processes with S3 configured: the agent keeps transcripts in S3,
+    payloads over 128 KB travel as references, and `approvals` (another process)
+    decodes them; a client without the codec cannot."""
+    root = tmp_path / "ws"
+    content = "".join(f"row {i:05d} " + "c" * 80 + "\n" for i in range(2000))  # ~180 KB
+    queue = f"cli-codec-{uuid.uuid4().hex[:8]}"
+    workers = [
+        start_worker(cli_env, "--role", "agent", "--task-queue", f"{queue}.agent"),
+        start_worker(cli_env, "--role", "tools", "--backend", "filesystem", "--root", str(root),
+                     "--name", "fs", "--task-queue", f"{queue}.tools"),
+    ]  # fmt: skip
+    client = await connect(settings_of(cli_env))  # the store from FILEGATE_S3_*
+    store = await configured_store(settings_of(cli_env))
+    assert store is not None and client.data_converter.payload_codec is not None
+    workflow_id = f"cli-codec-{uuid.uuid4().hex[:8]}"
+    script = {"turns": [
+        {"tool_calls": [call("w", "write_file", file_path="/big.txt", content=content)]},
+        {"tool_calls": [call("r", "read_file", file_path="/big.txt", offset=1999, limit=1)]},
+        {"content": "written"},
+    ]}  # fmt: skip
+    input = AgentInput(
+        task="write the big file",
+        model=ModelSpec(provider="scripted", options={"script": script}),
+        backend=BackendSpec(
+            default=BackendRef(kind="remote", name="fs", task_queue=f"{queue}.tools")
+        ),
+        interrupt_on={"write_file": ToolInterrupt(always=True)},
+    )
+    try:
+        handle = await client.start_workflow(
+            AgentWorkflow.run, input, id=workflow_id, task_queue=f"{queue}.agent"
+        )
+        deadline = time.monotonic() + 30
+        while not await handle.query(AgentWorkflow.pending_approvals):
+            assert time.monotonic() < deadline, "no approval was requested"
+            await asyncio.sleep(0.2)
+        # The pending call carries the 180 KB content: the query answer is a reference.
+        with pytest.raises(KeyError, match="Unknown payload encoding filegate/artifact-ref"):
+            await temporal_client.get_workflow_handle(workflow_id).query(
+                AgentWorkflow.pending_approvals
+            )
+        listing = await asyncio.to_thread(
+            cli, cli_env, "approvals", "--json", "--workflow", workflow_id
+        )
+        assert listing.returncode == 0, listing.stderr
+        [item] = json.loads(listing.stdout)
+        assert item["args"]["content"] == content
+        approve = await asyncio.to_thread(
+            cli, cli_env, "approve", item["id"], "--workflow", workflow_id
+        )
+        assert approve.returncode == 0, approve.stderr
+        result = await handle.result()
+    finally:
+        outputs = [await asyncio.to_thread(stop_worker, proc) for proc in workers]
+    assert result.final_answer == "written", outputs
+    assert (root / "big.txt").read_text() == content
+    assert "row 01999" in by_call(result.transcript)["r"]["content"]
+    # The agent worker process kept the model-facing transcript in S3 (by reference).
+    keys = store.list_thread(workflow_id)
+    assert [k for k in keys if "/transcript/" in k] == [
+        store.key_for(workflow_id, f"transcript/{n:06d}") for n in range(3)
+    ]
+    for proc in workers:
+        assert proc.returncode == 0, outputs
