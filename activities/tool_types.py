@@ -45,10 +45,10 @@ class LsArgs(_Args):
 class ReadFileArgs(_Args):
     file_path: str = Field(description="Absolute path of the file to read, e.g. '/src/app.py'.")
     offset: int = Field(
-        0, description="Line number to start from (0 = first line). For video: seconds to skip."
+        0, description="Line number to start from (0 = first line)."
     )
     limit: int = Field(
-        100, description="Maximum number of lines to read. For video: seconds to sample."
+        100, description="Maximum number of lines to read."
     )
 
 

@@ -141,3 +141,37 @@ def test_shell_paths_section_only_for_composite_with_execute() -> None:
     visible_state = td.visible_tools(td.whitelisted_tools(None), state_composite)
     assert "Shell paths" not in td.system_prompt(None, visible_state, state_composite)
     assert td.system_prompt(None, td.visible_tools(td.whitelisted_tools(None), SHELL), SHELL) == ""
+
+
+def test_read_file_advertises_video_only_when_a_backend_can_decode_it() -> None:
+    from workflows import tool_descriptions as d
+    from workflows.inputs import BackendRef, BackendSpec, RouteSpec
+
+    plain = BackendSpec(default=BackendRef(kind="remote", name="fs", task_queue="q"))
+    video = BackendSpec(
+        default=BackendRef(kind="state"),
+        routes=[
+            RouteSpec(
+                prefix="/media/",
+                backend=BackendRef(kind="remote", name="fs", task_queue="q", can_read_video=True),
+            )
+        ],
+    )
+    visible = d.visible_tools(d.whitelisted_tools(None), plain)
+    without = d.tool_specs(visible, {}, video=d.any_can_read_video(plain))
+    with_video = d.tool_specs(visible, {}, video=d.any_can_read_video(video))
+    read_without = next(t for t in without if t.name == "read_file")
+    read_with = next(t for t in with_video if t.name == "read_file")
+    assert "video" not in read_without.description.lower()
+    assert "video" not in str(read_without.parameters).lower()
+    assert "Videos come back as sampled frames" in read_with.description
+
+
+def test_state_backend_cannot_claim_video() -> None:
+    import pytest
+    from pydantic import ValidationError
+
+    from workflows.inputs import BackendRef
+
+    with pytest.raises(ValidationError, match="does not decode video"):
+        BackendRef(kind="state", can_read_video=True)

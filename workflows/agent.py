@@ -289,7 +289,11 @@ class AgentWorkflow:
                 self._input.system_prompt, visible, self._input.backend
             ),
             messages=[],
-            tools=descriptions.tool_specs(visible, self._input.tool_descriptions),
+            tools=descriptions.tool_specs(
+                visible,
+                self._input.tool_descriptions,
+                video=descriptions.any_can_read_video(self._input.backend),
+            ),
             call_index=self._call_index,
         )
         await self._maybe_summarize(request)

@@ -38,6 +38,11 @@ class BackendRef(BaseModel):
     shell_path: str | None = None
     """Host directory at which the default backend's shell sees this backend's
     root (for the shell-vs-virtual-paths prompt); None = the shell cannot reach it."""
+    can_read_video: bool = False
+    """Whether the tools worker serving this backend can sample video frames
+    (``backends.media.video_supported()`` there). The workflow cannot probe a
+    remote worker, so whoever starts the run declares it; it decides whether the
+    read_file description advertises video."""
 
     @model_validator(mode="after")
     def _remote_needs_queue(self) -> BackendRef:
@@ -45,6 +50,8 @@ class BackendRef(BaseModel):
             raise ValueError(f"remote backend {self.name!r} needs a task_queue")
         if self.kind == "state" and self.can_execute:
             raise ValueError("the State backend cannot execute commands")
+        if self.kind == "state" and self.can_read_video:
+            raise ValueError("the State backend does not decode video (it runs in the workflow)")
         return self
 
 

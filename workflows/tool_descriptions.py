@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 
 from activities.messages import ToolSpec
 from activities.tool_types import TOOL_ARGS, TOOL_ORDER, ToolName
+from backends.media import describe_read_file
 from workflows.inputs import BackendSpec
 
 LS_DESCRIPTION = (
@@ -99,6 +100,11 @@ def any_can_delete(spec: BackendSpec) -> bool:
     return any(b.can_delete for b in spec.all_backends())
 
 
+def any_can_read_video(spec: BackendSpec) -> bool:
+    """read_file is routed per path, so one video-capable backend is enough to advertise it."""
+    return any(b.can_read_video for b in spec.all_backends())
+
+
 def visible_tools(enabled: Iterable[ToolName], spec: BackendSpec) -> list[ToolName]:
     """The tools offered on this request: whitelist minus what the backend cannot do."""
     hidden: set[str] = set()
@@ -110,10 +116,18 @@ def visible_tools(enabled: Iterable[ToolName], spec: BackendSpec) -> list[ToolNa
     return [name for name in TOOL_ORDER if name in enabled_set and name not in hidden]
 
 
-def describe(name: ToolName, visible: list[ToolName], custom: Mapping[str, str]) -> str:
-    """The description of one visible tool, consistent with the others' visibility."""
+def describe(
+    name: ToolName, visible: list[ToolName], custom: Mapping[str, str], *, video: bool = False
+) -> str:
+    """The description of one visible tool, consistent with the others' visibility.
+
+    ``video`` says whether a backend can sample video frames; only then does
+    read_file advertise video (SPEC §6).
+    """
     if name in custom:
         return custom[name]
+    if name == "read_file":
+        return describe_read_file(READ_FILE_DESCRIPTION, video=video)
     if name == "grep":
         return GREP_DESCRIPTION_WITH_EXECUTE if "execute" in visible else GREP_DESCRIPTION
     if name == "execute":
@@ -128,10 +142,14 @@ def tool_schema(name: ToolName) -> dict[str, object]:
     return schema
 
 
-def tool_specs(visible: list[ToolName], custom: Mapping[str, str]) -> list[ToolSpec]:
+def tool_specs(
+    visible: list[ToolName], custom: Mapping[str, str], *, video: bool = False
+) -> list[ToolSpec]:
     return [
         ToolSpec(
-            name=name, description=describe(name, visible, custom), parameters=tool_schema(name)
+            name=name,
+            description=describe(name, visible, custom, video=video),
+            parameters=tool_schema(name),
         )
         for name in visible
     ]
