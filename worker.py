@@ -15,7 +15,9 @@ approvals with a visibility query and send decisions as the workflow's
 
 Client commands address the workflow's handlers by name (SPEC §9) and import
 neither the workflow nor the worker code: they start in about half the time.
-Commands that run workers import that code where they build them.
+Commands that run workers import that code where they build them. Every
+process shares one data converter: pydantic plus, when S3 is configured, the
+S3 payload codec (see :func:`connect`).
 """
 
 from __future__ import annotations
@@ -176,9 +178,9 @@ async def connect(
 
     That is the pydantic converter plus, when there is an artifact store, the
     S3 payload codec (:func:`~activities.history.filegate_data_converter`):
-    payloads over 128 KB travel as references, so every process that encodes
-    or decodes them -- workers, ``run``, ``approvals``, ``status``, the UI --
-    needs the same store. By default it is built from the settings' S3
+    payloads over its threshold travel as references, so every process that
+    encodes or decodes them -- workers, ``run``, ``approvals``, ``status``, the
+    UI -- needs the same store. By default it is built from the settings' S3
     (none when ``FILEGATE_S3_ENDPOINT`` is unset); pass a store or None to
     choose. Temporal is reached first, so its failure is the one reported.
     """

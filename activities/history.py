@@ -14,8 +14,10 @@ Two mechanisms, both backed by the same :class:`~backends.artifacts.ArtifactStor
 * **Payload codec.** :func:`filegate_data_converter` is the pydantic converter
   plus :class:`ArtifactPayloadCodec`, which swaps any payload over
   :data:`CODEC_THRESHOLD` bytes for a small reference (content-addressed, so
-  encoding twice is harmless). It is the safety net for whatever is still big
-  (a huge user task, a workflow result with a long transcript). The client
+  encoding twice is harmless). It keeps file contents out of history (a read
+  result, the model input carrying it, the continue-as-new carry and the
+  workflow result with the whole transcript all become references), so
+  history grows by a few KB per step whatever the transcript's length. The client
   and *every* worker must use the same converter: a process without the codec
   cannot read the references.
 """
@@ -43,8 +45,10 @@ if TYPE_CHECKING:
 CONVERSATION_DIR = "/conversation_history/"
 """Virtual directory of archived conversation text (evicted messages, summarised transcripts)."""
 TRANSCRIPT_PREFIX = "transcript"
-CODEC_THRESHOLD = 128 * 1024
-"""Payloads above this many bytes leave history (Temporal warns at 256 KB, fails at 2 MB)."""
+CODEC_THRESHOLD = 8 * 1024
+"""Payloads above this many bytes leave history. Low on purpose: a file read (tool
+result, then the model input that carries it) would otherwise pass through history
+twice per step, so history would grow by tens of KB per step (bench/history.py)."""
 CODEC_ENCODING = b"filegate/artifact-ref"
 CODEC_THREAD = "~payloads"
 """Pseudo workflow-id component under which codec objects live (no workflow id starts with ~
@@ -208,11 +212,16 @@ class ArtifactPayloadCodec(PayloadCodec):
         return restored
 
 
-def filegate_data_converter(store: ArtifactStore | None) -> DataConverter:
+def filegate_data_converter(
+    store: ArtifactStore | None, threshold: int = CODEC_THRESHOLD
+) -> DataConverter:
     """The pydantic converter, plus the S3 payload codec when a store is given.
 
-    Use the same converter on the client and on every worker of a namespace.
+    Use the same converter on the client and on every worker of a namespace
+    (the threshold may differ between processes: decoding only looks at the
+    encoding marker).
     """
     if store is None:
         return pydantic_data_converter
-    return dataclasses.replace(pydantic_data_converter, payload_codec=ArtifactPayloadCodec(store))
+    codec = ArtifactPayloadCodec(store, threshold)
+    return dataclasses.replace(pydantic_data_converter, payload_codec=codec)

@@ -1,14 +1,21 @@
-"""History-size benchmark: the model transcript by value vs by reference (SPEC §8).
+"""History-size benchmark and its floors (SPEC §8 "history stays small").
 
-Run: ``python bench/history.py [--steps 50]`` from the project root. Starts an
-embedded Temporal dev server and S3 (SeaweedFS) in a temp dir, a Filesystem
-tools worker over a 20 KB file, and runs the same scripted agent (one
-``read_file`` of the whole file per step) twice: with an agent worker without
-an artifact store (every model call carries the whole conversation) and with
-one (model calls carry a transcript reference plus the new messages). A third
-run adds the S3 payload codec. Prints history bytes, event count and the
-largest event per run (summed over the continue-as-new chain), and one JSON
-line.
+Run: ``python bench/history.py [--steps 100 1000] [--threshold BYTES] [--compare]``
+from the project root. Starts an embedded Temporal dev server and S3
+(SeaweedFS) in a temp dir, a Filesystem tools worker over a 20 KB file, and an
+agent worker with an artifact store, all on the S3 payload codec (the
+production setup). A scripted agent reads the whole file once per step; each
+run reports total history bytes summed over its continue-as-new chain, event
+count, the largest payload and bytes per step, then checks the floors:
+
+* bytes per step under 20 000 (the 100-step history under 2 MB);
+* every run completes (final answer after exactly N steps);
+* bytes per step of the longest run at most 1.2x those of the shortest
+  (growth does not depend on the transcript's length);
+* every payload in history under 64 KiB.
+
+Exits 1 when a floor fails. ``--compare`` adds runs of at most 50 steps without
+the codec (transcript by reference only, and fully by value), for reference.
 """
 
 from __future__ import annotations
@@ -18,17 +25,25 @@ import asyncio
 import json
 import sys
 import tempfile
+import time
 import uuid
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 PROJECT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(PROJECT))
+if str(PROJECT) not in sys.path:
+    sys.path.insert(0, str(PROJECT))
 
+from google.protobuf.descriptor import FieldDescriptor  # noqa: E402
+from google.protobuf.message import Message as ProtoMessage  # noqa: E402
+from temporalio.api.common.v1 import Payload  # noqa: E402
+from temporalio.api.history.v1 import HistoryEvent  # noqa: E402
 from temporalio.client import Client  # noqa: E402
 from temporalio.worker import Worker  # noqa: E402
 
-from activities.history import filegate_data_converter  # noqa: E402
+from activities.history import CODEC_THRESHOLD, filegate_data_converter  # noqa: E402
 from activities.messages import ModelSpec  # noqa: E402
 from activities.model import ModelActivities  # noqa: E402
 from backends.artifacts import ArtifactStore  # noqa: E402
@@ -41,9 +56,82 @@ from workflows.agent import sandboxed_runner  # noqa: E402
 
 FILE_LINES = 200
 LINE = 99  # + newline: 200 x 100 = 20 000 chars
+DEFAULT_STEPS = (100, 1000)
+MAX_BYTES_PER_STEP = 20_000  # = a 100-step history under 2 MB
+MAX_GROWTH = 1.2
+MAX_PAYLOAD = 64 * 1024
+COMPARE_STEPS = 50
+"""Without the codec, the result of a longer run (its transcript) exceeds Temporal's 2 MB."""
+
+
+# ------------------------------------------------------------------ measuring history
+
+
+def payload_sizes(message: ProtoMessage) -> Iterator[int]:
+    """Serialized size of every Payload anywhere in ``message`` (maps and lists too)."""
+    for field, value in message.ListFields():
+        if field.type != FieldDescriptor.TYPE_MESSAGE:
+            continue
+        if field.message_type is not None and field.message_type.GetOptions().map_entry:
+            items = list(value.values())
+        elif isinstance(value, ProtoMessage):
+            items = [value]
+        else:  # a repeated message field
+            items = list(value)
+        for item in items:
+            if isinstance(item, Payload):
+                yield item.ByteSize()
+            elif isinstance(item, ProtoMessage):
+                yield from payload_sizes(item)
+
+
+@dataclass
+class HistoryStats:
+    """Size of one workflow's history, summed over its continue-as-new chain."""
+
+    runs: int
+    events: int
+    history_bytes: int
+    largest_event: int
+    largest_payload: int
+    run_bytes: list[int]
+    """History bytes of each run, oldest first."""
+
+    @classmethod
+    def of(cls, runs: list[list[HistoryEvent]]) -> HistoryStats:
+        events = [e for run in runs for e in run]
+        return cls(
+            runs=len(runs),
+            events=len(events),
+            history_bytes=sum(e.ByteSize() for e in events),
+            largest_event=max(e.ByteSize() for e in events),
+            largest_payload=max((s for e in events for s in payload_sizes(e)), default=0),
+            run_bytes=[sum(e.ByteSize() for e in run) for run in runs],
+        )
+
+
+async def history_stats(client: Client, workflow_id: str) -> HistoryStats:
+    """Walk back from the latest run through ``continued_execution_run_id`` links.
+
+    (Following the links, not visibility, so a just-finished chain is complete.)
+    """
+    runs: list[list[HistoryEvent]] = []
+    run_id: str | None = None
+    while True:
+        handle = client.get_workflow_handle(workflow_id, run_id=run_id)
+        events = [e async for e in handle.fetch_history_events()]
+        runs.append(events)
+        started = events[0].workflow_execution_started_event_attributes
+        if not started.continued_execution_run_id:
+            return HistoryStats.of(runs[::-1])
+        run_id = started.continued_execution_run_id
+
+
+# ------------------------------------------------------------------ the scripted runs
 
 
 def script(steps: int) -> ModelSpec:
+    """``steps`` model calls: a whole-file read each, then the final answer."""
     turns: list[dict[str, Any]] = [
         {"tool_calls": [{"id": f"r{k}", "name": "read_file",
                          "args": {"file_path": "/data.txt", "limit": FILE_LINES}}]}
@@ -53,9 +141,16 @@ def script(steps: int) -> ModelSpec:
     return ModelSpec(provider="scripted", options={"script": {"turns": turns}})
 
 
+def write_data(root: Path) -> None:
+    (root / "data.txt").write_text(
+        "".join(f"{i:05d} " + "d" * (LINE - 6) + "\n" for i in range(FILE_LINES))
+    )
+
+
 async def one_run(
     client: Client, store: ArtifactStore | None, tools_queue: str, steps: int
 ) -> dict[str, Any]:
+    """One scripted run on an agent worker holding ``store``; its numbers."""
     queue, workflow_id = f"agent-{uuid.uuid4().hex[:8]}", f"bench-{uuid.uuid4().hex[:8]}"
     input = AgentInput(
         task="read the data file once per step",
@@ -63,6 +158,7 @@ async def one_run(
         backend=BackendSpec(default=BackendRef(kind="remote", name="fs", task_queue=tools_queue)),
         limits=Limits(max_steps=steps + 1),
     )
+    started = time.perf_counter()
     async with Worker(
         client,
         task_queue=queue,
@@ -73,56 +169,110 @@ async def one_run(
         result = await client.execute_workflow(
             AgentWorkflow.run, input, id=workflow_id, task_queue=queue
         )
-    events = []
-    runs = [e async for e in client.list_workflows(f"WorkflowId = '{workflow_id}'")]
-    for run in runs:  # continue-as-new (suggested by the server) makes several runs
-        handle = client.get_workflow_handle(workflow_id, run_id=run.run_id)
-        events += [e async for e in handle.fetch_history_events()]
-    return {
-        "steps": result.steps,
-        "runs": len(runs),
-        "history_bytes": sum(e.ByteSize() for e in events),
-        "events": len(events),
-        "largest_event_bytes": max(e.ByteSize() for e in events),
-    }
+    seconds = time.perf_counter() - started
+    stats = history_stats_row(await history_stats(client, workflow_id), result.steps)
+    completed = result.stop_reason == "final_answer" and result.steps == steps
+    return {"steps": result.steps, "completed": completed, "seconds": round(seconds, 1), **stats}
 
 
-async def main(steps: int) -> dict[str, dict[str, Any]]:
+def history_stats_row(stats: HistoryStats, steps: int) -> dict[str, Any]:
+    row = asdict(stats)
+    del row["run_bytes"]
+    return {**row, "bytes_per_step": round(stats.history_bytes / max(steps, 1))}
+
+
+# ------------------------------------------------------------------ floors
+
+
+def check_floors(rows: dict[str, dict[str, Any]]) -> list[tuple[str, bool, str]]:
+    """(floor, passed, measured) for the codec runs in ``rows``."""
+    checks: list[tuple[str, bool, str]] = []
+    for name, row in rows.items():
+        checks.append((f"{name}: completes", row["completed"], f"{row['steps']} steps"))
+        checks.append((
+            f"{name}: bytes/step < {MAX_BYTES_PER_STEP:,}",
+            row["bytes_per_step"] < MAX_BYTES_PER_STEP,
+            f"{row['bytes_per_step']:,}",
+        ))  # fmt: skip
+        checks.append((
+            f"{name}: largest payload < {MAX_PAYLOAD:,}",
+            row["largest_payload"] < MAX_PAYLOAD,
+            f"{row['largest_payload']:,}",
+        ))  # fmt: skip
+    if len(rows) > 1:
+        by_steps = sorted(rows.values(), key=lambda r: r["steps"])
+        short, long = by_steps[0], by_steps[-1]
+        ratio = long["bytes_per_step"] / max(short["bytes_per_step"], 1)
+        checks.append((
+            f"bytes/step {long['steps']} vs {short['steps']} steps <= {MAX_GROWTH}x",
+            ratio <= MAX_GROWTH,
+            f"{ratio:.2f}x",
+        ))  # fmt: skip
+    return checks
+
+
+async def main(steps: list[int], threshold: int, compare: bool) -> dict[str, dict[str, Any]]:
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
         root = base / "ws"
         root.mkdir()
-        (root / "data.txt").write_text(
-            "".join(f"{i:05d} " + "d" * (LINE - 6) + "\n" for i in range(FILE_LINES))
-        )
+        write_data(root)
         with TemporalDevServer(base / "temporal") as temporal, S3DevServer(base / "s3") as s3:
             store = ArtifactStore(s3.client(), "bench-artifacts", namespace="bench")
-            plain = await Client.connect(temporal.address, namespace=temporal.namespace,
-                                         data_converter=filegate_data_converter(None))  # fmt: skip
-            coded = await Client.connect(temporal.address, namespace=temporal.namespace,
-                                         data_converter=filegate_data_converter(store))  # fmt: skip
-            out: dict[str, dict[str, Any]] = {}
+
+            async def client_for(codec: bool) -> Client:
+                converter = filegate_data_converter(store if codec else None, threshold)
+                return await Client.connect(
+                    temporal.address, namespace=temporal.namespace, data_converter=converter
+                )
+
+            coded, plain = await client_for(True), await client_for(False)
+            runs: list[tuple[str, Client, ArtifactStore | None, int]] = [
+                (f"codec N={n}", coded, store, n) for n in steps
+            ]
+            if compare:
+                n = min(*steps, COMPARE_STEPS)
+                runs += [
+                    (f"ref, no codec N={n}", plain, store, n),
+                    (f"by value N={n}", plain, None, n),
+                ]
             fs: dict[str, BackendProtocol] = {"fs": FilesystemBackend(root)}
-            for name, client, agent_store in (
-                ("by_value", plain, None),
-                ("by_reference", plain, store),
-                ("by_reference+codec", coded, store),
-            ):
+            out: dict[str, dict[str, Any]] = {}
+            for name, client, agent_store, n in runs:
                 queue = f"tools-{uuid.uuid4().hex[:8]}"
-                async with tools_worker(client, queue, fs, base / f"journal-{name}"):
-                    out[name] = await one_run(client, agent_store, queue, steps)
+                journal = base / f"journal-{uuid.uuid4().hex[:8]}"
+                async with tools_worker(client, queue, fs, journal):
+                    out[name] = await one_run(client, agent_store, queue, n)
     return out
+
+
+def report(rows: dict[str, dict[str, Any]]) -> bool:
+    """Print the table and the floors; True when every floor holds."""
+    print(
+        f"{'run':<24}{'runs':>5}{'steps':>6}{'history bytes':>15}{'events':>8}"
+        f"{'largest payload':>17}{'bytes/step':>12}{'seconds':>9}"
+    )
+    for name, row in rows.items():
+        print(
+            f"{name:<24}{row['runs']:>5}{row['steps']:>6}{row['history_bytes']:>15,}"
+            f"{row['events']:>8}{row['largest_payload']:>17,}{row['bytes_per_step']:>12,}"
+            f"{row['seconds']:>9}"
+        )
+    checks = check_floors({k: v for k, v in rows.items() if k.startswith("codec")})
+    print()
+    for floor, passed, measured in checks:
+        print(f"{'PASS' if passed else 'FAIL'}  {floor:<48} {measured}")
+    ok = all(passed for _, passed, _ in checks)
+    print(json.dumps({"runs": rows, "floors_pass": ok}))
+    return ok
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=50)
-    numbers = asyncio.run(main(parser.parse_args().steps))
-    header = f"{'run':<22}{'runs':>5}{'steps':>6}{'history bytes':>15}{'events':>8}"
-    print(header + f"{'largest event':>15}")
-    for name, row in numbers.items():
-        print(
-            f"{name:<22}{row['runs']:>5}{row['steps']:>6}{row['history_bytes']:>15,}{row['events']:>8}"
-            f"{row['largest_event_bytes']:>15,}"
-        )
-    print(json.dumps(numbers))
+    parser.add_argument("--steps", type=int, nargs="+", default=list(DEFAULT_STEPS))
+    parser.add_argument("--threshold", type=int, default=CODEC_THRESHOLD,
+                        help="payload codec threshold in bytes")  # fmt: skip
+    parser.add_argument("--compare", action="store_true",
+                        help="also run <= 50 steps without the codec and by value")  # fmt: skip
+    args = parser.parse_args()
+    sys.exit(0 if report(asyncio.run(main(args.steps, args.threshold, args.compare))) else 1)

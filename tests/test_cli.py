@@ -388,7 +388,7 @@ async def test_worker_processes_and_clients_share_the_payload_codec(
     cli_env: dict[str, str], temporal_client: Client, tmp_path: Path
 ) -> None:
     """`filegate worker` processes with S3 configured: the agent keeps transcripts in S3,
-    payloads over 128 KB travel as references, and `approvals` (another process)
+    payloads over the codec threshold travel as references, and `approvals` (another process)
     decodes them; a client without the codec cannot."""
     root = tmp_path / "ws"
     content = "".join(f"row {i:05d} " + "c" * 80 + "\n" for i in range(2000))  # ~180 KB

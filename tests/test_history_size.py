@@ -34,6 +34,14 @@ from activities.model import ModelActivities
 from backends.artifacts import ArtifactRef, ArtifactStore
 from backends.embedded import TemporalDevServer
 from backends.filesystem import FilesystemBackend
+from bench.history import (
+    MAX_BYTES_PER_STEP,
+    MAX_GROWTH,
+    MAX_PAYLOAD,
+    history_stats,
+    script,
+    write_data,
+)
 from worker import tools_worker
 from workflows import AgentInput, AgentResult, AgentWorkflow, BackendRef, BackendSpec, RouteSpec
 from workflows.context import EVICT_CHARS, evicted_name
@@ -281,3 +289,54 @@ async def test_codec_keeps_every_payload_small(
     assert (
         "requirement 000000" in first[0]["content"] and "requirement 008999" in first[0]["content"]
     )
+
+
+async def test_file_reads_leave_history_flat(
+    temporal_server: TemporalDevServer, minio_client: Minio, tmp_path: Path
+) -> None:
+    """Issue 5 floors at a small scale: 30 whole-file reads of 20 KB, a hop every 10 steps.
+
+    With the codec neither the tool result nor the model input carrying it stays
+    in history: every payload is a small reference, bytes per step are far below
+    a file read, and a later run (longer transcript) costs what the first did.
+    """
+    store = new_store(minio_client)
+    client = await Client.connect(
+        temporal_server.address,
+        namespace=temporal_server.namespace,
+        data_converter=filegate_data_converter(store),
+    )
+    root = tmp_path / "ws"
+    root.mkdir()
+    write_data(root)
+    steps = 30
+    workflow_id = uid("wf")
+    async with (
+        tools_worker(
+            client, (tools_q := uid("tools")), {"fs": FilesystemBackend(root)}, tmp_path / "j"
+        ),
+        agent_with_store(client, store) as queue,
+    ):
+        input = AgentInput(
+            task="read the data file once per step",
+            model=script(steps),
+            backend=BackendSpec(default=BackendRef(kind="remote", name="fs", task_queue=tools_q)),
+            continue_as_new_after_steps=10,
+        )
+        result = await client.execute_workflow(
+            AgentWorkflow.run, input, id=workflow_id, task_queue=queue
+        )
+    assert result.stop_reason == "final_answer" and result.steps == steps
+    reads = [m for m in result.transcript if m["role"] == "tool"]
+    assert len(reads) == steps - 1
+    assert all(m["status"] == "success" and "00199 ddd" in m["content"] for m in reads)
+    assert min(len(m["content"]) for m in reads) > 20_000
+
+    stats = await history_stats(client, workflow_id)
+    assert stats.runs == 3
+    assert stats.largest_payload < MAX_PAYLOAD, stats
+    assert stats.history_bytes / steps < MAX_BYTES_PER_STEP, stats
+    # 29 reads of 20 KB by value would be > 580 KB; references keep it a fraction.
+    assert stats.history_bytes < 29 * 20_000 / 4, stats
+    first, second, _ = stats.run_bytes
+    assert second <= first * MAX_GROWTH, stats.run_bytes

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -145,9 +145,31 @@ rules_st = st.lists(
 
 PART = st.one_of(
     st.sampled_from(
-        [*DIRS, "f0.txt", "f1.md", ".hid.txt", "sub", "f2.txt", "esc_dir", "esc_file", "rel_up",
-         "..", ".", "", "~", "...", "a..b", "*", "**", "{d0,d1}", "\\", "C:", "\x00", "new.txt"]
-    ),  # fmt: skip
+        [
+            *DIRS,
+            "f0.txt",
+            "f1.md",
+            ".hid.txt",
+            "sub",
+            "f2.txt",
+            "esc_dir",
+            "esc_file",
+            "rel_up",
+            "..",
+            ".",
+            "",
+            "~",
+            "...",
+            "a..b",
+            "*",
+            "**",
+            "{d0,d1}",
+            "\\",
+            "C:",
+            "\x00",
+            "new.txt",
+        ]
+    ),
     st.text(alphabet="ab.~é/\u202e", min_size=1, max_size=6),
 )
 PATH = st.builds(
@@ -157,9 +179,21 @@ PATH = st.builds(
 )
 GLOB = st.one_of(
     st.sampled_from(
-        ["**/*", "*", "**/.*", "../*", "/**/*.txt", "/../**", "{d0,d1}/**", "esc_dir/**",
-         "rel_up/*", "**/f2.txt", "/d0/**", "[df]*/**"]
-    ),  # fmt: skip
+        [
+            "**/*",
+            "*",
+            "**/.*",
+            "../*",
+            "/**/*.txt",
+            "/../**",
+            "{d0,d1}/**",
+            "esc_dir/**",
+            "rel_up/*",
+            "**/f2.txt",
+            "/d0/**",
+            "[df]*/**",
+        ]
+    ),
     PATH,
 )
 GREP = st.sampled_from(["MARK", SECRET, "OUTSIDE", ".", "MARK[0-9a-f]+", "f0"])
@@ -188,11 +222,13 @@ def calls_st(draw: st.DrawFn) -> list[dict[str, Any]]:
         elif tool == "edit" and len(out) <= BATCH - 2:
             out.append({"name": "read_file", "args": {"file_path": path}})
             out.append(
-                {"name": "edit_file",
-                 "args": {"file_path": path, "old_string": "MARK", "new_string": "PWNED"}}
-            )  # fmt: skip
+                {
+                    "name": "edit_file",
+                    "args": {"file_path": path, "old_string": "MARK", "new_string": "PWNED"},
+                }
+            )
         elif tool == "delete":
-            out.append({"name": "delete", "args": {"path": path}})
+            out.append({"name": "delete", "args": {"file_path": path}})
         elif tool == "glob":
             out.append({"name": "glob", "args": {"pattern": draw(GLOB), "path": path}})
         elif tool == "grep":
@@ -241,12 +277,14 @@ def harness(temporal_server: TemporalDevServer) -> Iterator[Harness]:
 
     async def setup() -> Harness:
         client = await Client.connect(
-            temporal_server.address, namespace=temporal_server.namespace,
+            temporal_server.address,
+            namespace=temporal_server.namespace,
             data_converter=pydantic_data_converter,
-        )  # fmt: skip
+        )
         tools = FileToolActivities({}, base / "journal")
-        h = Harness(runner, client, tools, f"fz-agent-{suffix}", f"fz-tools-{suffix}", base,
-                    asyncio.Event())  # fmt: skip
+        h = Harness(
+            runner, client, tools, f"fz-agent-{suffix}", f"fz-tools-{suffix}", base, asyncio.Event()
+        )
 
         async def serve() -> None:
             async with (
@@ -307,10 +345,14 @@ LISTING = ("ls", "glob", "grep")
 
 
 def check(
-    rules: list[Rule], calls: list[dict[str, Any]], transcript: list[dict[str, Any]],
-    case: Path, root: Path, before_root: dict[str, bytes | str],
+    rules: list[Rule],
+    calls: list[dict[str, Any]],
+    transcript: list[dict[str, Any]],
+    case: Path,
+    root: Path,
+    before_root: dict[str, bytes | str],
     before_sentinel: dict[str, bytes | str],
-) -> None:  # fmt: skip
+) -> None:
     results = {m["tool_call_id"]: m for m in transcript if m["role"] == "tool"}
     assert len(results) == len(calls), "every call got exactly one result"
     denied_read = {p for p in PLANTED if verdict(rules, "read", p) == "deny"}
@@ -346,10 +388,14 @@ def check(
 @settings(
     max_examples=EXAMPLES,
     deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
-                           HealthCheck.data_too_large],
+    suppress_health_check=[
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+    ],
     database=None,
-)  # fmt: skip
+    phases=(Phase.explicit, Phase.generate),  # no shrinking: an example is a 50-call run
+)
 @given(rules=rules_st, calls=calls_st())
 def test_hostile_tool_calls_never_escape_or_bypass(
     harness: Harness, rules: list[Rule], calls: list[dict[str, Any]]
@@ -363,8 +409,9 @@ def test_hostile_tool_calls_never_escape_or_bypass(
     turn = {"tool_calls": [{"id": f"c{i}", **c} for i, c in enumerate(calls)]}
     input = AgentInput(
         task="fuzz",
-        model=ModelSpec(provider="scripted", options={"script": {"turns": [turn,
-                        {"content": "done"}]}}),  # fmt: skip
+        model=ModelSpec(
+            provider="scripted", options={"script": {"turns": [turn, {"content": "done"}]}}
+        ),
         backend=BackendSpec(
             default=BackendRef(kind="remote", name=backend_name, task_queue=harness.tools_q)
         ),
@@ -375,9 +422,11 @@ def test_hostile_tool_calls_never_escape_or_bypass(
 
     async def run() -> list[dict[str, Any]]:
         result = await harness.client.execute_workflow(
-            AgentWorkflow.run, input, id=f"fuzz-{uuid.uuid4().hex[:10]}",
+            AgentWorkflow.run,
+            input,
+            id=f"fuzz-{uuid.uuid4().hex[:10]}",
             task_queue=harness.agent_q,
-        )  # fmt: skip
+        )
         return result.transcript
 
     try:
