@@ -8,6 +8,8 @@ User-supplied descriptions are taken verbatim.
 
 from __future__ import annotations
 
+import copy
+import functools
 from collections.abc import Iterable, Mapping
 
 from activities.messages import ToolSpec
@@ -135,11 +137,20 @@ def describe(
     return BUILTIN_DESCRIPTIONS[name]
 
 
-def tool_schema(name: ToolName) -> dict[str, object]:
-    """JSON schema of a tool's arguments, straight from its pydantic model."""
+@functools.cache
+def _cached_schema(name: ToolName) -> dict[str, object]:
     schema = TOOL_ARGS[name].model_json_schema()
     schema.pop("title", None)
     return schema
+
+
+def tool_schema(name: ToolName) -> dict[str, object]:
+    """JSON schema of a tool's arguments, straight from its pydantic model.
+
+    Built once per process: the models never change, and rebuilding the schema
+    on every model request was the largest CPU cost of a workflow task.
+    """
+    return copy.deepcopy(_cached_schema(name))
 
 
 def tool_specs(
