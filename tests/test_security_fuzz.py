@@ -364,10 +364,9 @@ def check(
         for path in denied_read:
             assert PLANTED[path] not in text, f"denied content {path} leaked: {where}"
             if spec["name"] in LISTING:
-                name = path.rsplit("/", 1)[-1]
-                assert path not in text and not text.rstrip().endswith(name), (
-                    f"denied path {path} listed: {where}"
-                )
+                # Listings name files by absolute virtual path (grep content rows
+                # as "path:"), so the denied path itself must not appear.
+                assert path not in text, f"denied path {path} listed: {where}"
         if spec["name"] == "read_file" and result["status"] == "success":
             for path in denied_read:
                 assert PLANTED[path] not in text, f"denied read succeeded: {where}"
