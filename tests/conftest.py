@@ -7,9 +7,8 @@ fixtures next to their tests; this file stays about the shared services.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
-
 import os
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 import pytest_asyncio

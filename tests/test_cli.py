@@ -361,9 +361,7 @@ def test_target_configured_only_when_set(monkeypatch: pytest.MonkeyPatch, tmp_pa
 
 
 def settings_of(env: dict[str, str]) -> Settings:
-    return Settings.from_env(env).model_copy(
-        update={"temporal_address": env["TEMPORAL_ADDRESS"]}
-    )
+    return Settings.from_env(env).model_copy(update={"temporal_address": env["TEMPORAL_ADDRESS"]})
 
 
 def start_worker(env: dict[str, str], *args: str) -> subprocess.Popen[str]:

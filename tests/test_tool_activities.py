@@ -544,8 +544,10 @@ async def test_search_timeout_really_stops_the_search(
     elapsed = time.monotonic() - start
     print(f"stopped after {elapsed:.3f}s")
     assert out.status == "error" and "narrow" in str(out.content)
-    # Stopped well before the search could have finished on its own, and nothing is left.
-    assert elapsed < budget + natural / 2, (elapsed, natural)
+    # Stopped well before the search could have finished on its own, and nothing is
+    # left. A fast walk (tens of ms) is dominated by scheduling jitter, so the
+    # bound never drops below 0.1 s; the "narrow" error already proves the cut.
+    assert elapsed < budget + max(natural / 2, 0.1), (elapsed, natural)
     assert tool_threads() == []
     assert set(child_pids()) <= before
 
