@@ -44,12 +44,8 @@ class LsArgs(_Args):
 
 class ReadFileArgs(_Args):
     file_path: str = Field(description="Absolute path of the file to read, e.g. '/src/app.py'.")
-    offset: int = Field(
-        0, description="Line number to start from (0 = first line)."
-    )
-    limit: int = Field(
-        100, description="Maximum number of lines to read."
-    )
+    offset: int = Field(0, description="Line number to start from (0 = first line).")
+    limit: int = Field(100, description="Maximum number of lines to read.")
 
 
 class WriteFileArgs(_Args):

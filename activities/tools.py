@@ -451,9 +451,7 @@ class FileToolActivities:
         try:
             guarded = build_policy_chain(backend, self.policies, names=request.policies)
         except ValueError as exc:
-            raise ApplicationError(
-                str(exc), type=UNKNOWN_POLICY_ERROR, non_retryable=True
-            ) from exc
+            raise ApplicationError(str(exc), type=UNKNOWN_POLICY_ERROR, non_retryable=True) from exc
 
         store = self.artifacts
 
