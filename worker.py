@@ -67,7 +67,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("filegate.worker")
 
-BACKEND_KINDS = ("filesystem", "local-shell", "sandbox", "state")
+BACKEND_KINDS = ("filesystem", "local-shell", "sandbox", "state", "store")
 
 DEFAULT_TEMPORAL_ADDRESS: str = Settings.model_fields["temporal_address"].default
 """Temporal's usual local address; ``run`` starts or reuses a server there."""
@@ -272,12 +272,32 @@ def agent_worker(
     )
 
 
-def make_backend(kind: str, root: str | Path | None) -> BackendProtocol:
-    """Build one backend from CLI-level settings (credentials stay in this process)."""
+def make_backend(
+    kind: str,
+    root: str | Path | None,
+    *,
+    namespace: str | None = None,
+    settings: Settings | None = None,
+) -> BackendProtocol:
+    """Build one backend from CLI-level settings (credentials stay in this process).
+
+    ``store`` keeps files in the configured S3 bucket under ``namespace``
+    (``users/alice`` -> components ``("users", "alice")``), so they outlive a
+    thread and are shared by every worker on the same bucket.
+    """
     if kind == "state":
         from backends.state import StateBackend
 
         return StateBackend()
+    if kind == "store":
+        from backends.store import StoreBackend
+
+        if not namespace:
+            raise ValueError(
+                "--store-namespace is required for the store backend, e.g. users/alice"
+            )
+        parts = tuple(part for part in namespace.split("/") if part)
+        return StoreBackend.from_settings(settings or Settings.from_env(), parts)
     if root is None:
         raise ValueError(f"--root is required for the {kind} backend")
     Path(root).mkdir(parents=True, exist_ok=True)
@@ -1158,7 +1178,9 @@ async def _worker_command(args: argparse.Namespace) -> int:
     else:
         name = args.name or args.backend
         try:
-            backend = make_backend(args.backend, args.root)
+            backend = make_backend(
+                args.backend, args.root, namespace=args.store_namespace, settings=settings
+            )
         except ValueError as exc:
             raise CliError(str(exc), 2) from None
         except RuntimeError as exc:  # e.g. the sandbox without a usable bwrap
@@ -1196,6 +1218,9 @@ def _add_worker_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     parser.add_argument("--role", choices=("agent", "tools"), required=True)
     parser.add_argument("--backend", choices=BACKEND_KINDS, default="filesystem")
     parser.add_argument("--root", help="workspace directory of a filesystem/local-shell backend")
+    parser.add_argument(
+        "--store-namespace", help="store backend: S3 namespace such as users/alice (FILEGATE_S3_*)"
+    )
     parser.add_argument("--task-queue", help="task queue (agent default: FILEGATE_TASK_QUEUE)")
     parser.add_argument("--name", help="backend name workflows use (default: the kind)")
     parser.add_argument("--journal-dir", help="idempotency journal directory (tools role)")
