@@ -4,6 +4,9 @@
 activity; ``filegate worker --role tools --backend filesystem --root DIR
 --task-queue Q`` serves the file-tool activities of one backend on its own
 task queue (its configuration and credentials never leave this process).
+``filegate worker --role agent --local-backend --backend filesystem --root DIR``
+also hosts that backend in the agent worker, for ``kind="local"`` refs: its
+tools run as local activities there, with no task-queue round trips.
 ``python worker.py --role ...`` is the same as ``filegate worker --role ...``.
 
 ``filegate run`` and ``filegate demo`` start for their own duration whatever is
@@ -59,6 +62,7 @@ if TYPE_CHECKING:
     from temporalio.worker import Worker
 
     from activities.messages import ModelSpec
+    from activities.tools import FileToolActivities
     from backends.artifacts import ArtifactStore
     from backends.permissions import FilesystemPermission
     from backends.policy import PolicyConfig
@@ -248,28 +252,53 @@ def agent_worker(
     task_queue: str,
     *,
     artifacts: ArtifactStore | None = None,
+    backends: dict[str, BackendProtocol] | None = None,
+    journal_dir: str | Path | None = None,
+    policies: PolicyConfig | None = None,
     **options: Any,
 ) -> Worker:
-    """The worker that runs AgentWorkflow and the model activity.
+    """The worker that runs AgentWorkflow, the model activity and local backends.
 
     With ``artifacts`` the model activity keeps the transcript in S3 and the
     workflow sends it by reference plus the new messages (SPEC §8); it also
     archives evicted messages under ``/conversation_history/``. Without one,
     conversations travel by value. ``client`` should carry the same store's
     payload codec (:func:`connect` / :func:`with_payload_codec`).
+
+    ``backends`` (with ``journal_dir``) are served to ``kind="local"`` backend
+    refs: their file tools run as local activities in this worker.
     """
     from temporalio.worker import Worker
 
     from activities.model import ModelActivities
     from workflows import AgentWorkflow
 
+    activities: list[Callable[..., Any]] = [ModelActivities(artifacts).call_model]
+    if backends:
+        if journal_dir is None:
+            raise ValueError("local backends need a journal_dir for their idempotency journal")
+        activities += file_tools(backends, journal_dir, artifacts, policies).activities()
     return Worker(
         client,
         task_queue=task_queue,
         workflows=[AgentWorkflow],
-        activities=[ModelActivities(artifacts).call_model],
+        activities=activities,
         **options,
     )
+
+
+def file_tools(
+    backends: dict[str, BackendProtocol],
+    journal_dir: str | Path,
+    artifacts: ArtifactStore | None,
+    policies: PolicyConfig | None,
+) -> FileToolActivities:
+    """The file tool activities over ``backends``; policies default to the environment's."""
+    from activities.tools import FileToolActivities
+    from backends.policy import PolicyConfig
+
+    config = policies if policies is not None else PolicyConfig.from_env()
+    return FileToolActivities(backends, Path(journal_dir), artifacts=artifacts, policies=config)
 
 
 def make_backend(
@@ -336,15 +365,10 @@ def tools_worker(
     """
     from temporalio.worker import Worker
 
-    from activities.tools import FileToolActivities
-    from backends.policy import PolicyConfig
-
-    config = policies if policies is not None else PolicyConfig.from_env()
-    tools = FileToolActivities(backends, Path(journal_dir), artifacts=artifacts, policies=config)
     return Worker(
         client,
         task_queue=task_queue,
-        activities=tools.activities(),
+        activities=file_tools(backends, journal_dir, artifacts, policies).activities(),
         **options,
     )
 
@@ -1174,18 +1198,13 @@ async def _worker_command(args: argparse.Namespace) -> int:
     client = with_payload_codec(client, artifacts)
     if args.role == "agent":
         queue = args.task_queue or os.environ.get("FILEGATE_TASK_QUEUE") or settings.task_queue
-        worker = agent_worker(client, queue, artifacts=artifacts)
+        hosted: dict[str, Any] = {}
+        if args.local_backend:
+            name, backend, journal = _backend_from_args(args, settings)
+            hosted = {"backends": {name: backend}, "journal_dir": journal}
+        worker = agent_worker(client, queue, artifacts=artifacts, **hosted)
     else:
-        name = args.name or args.backend
-        try:
-            backend = make_backend(
-                args.backend, args.root, namespace=args.store_namespace, settings=settings
-            )
-        except ValueError as exc:
-            raise CliError(str(exc), 2) from None
-        except RuntimeError as exc:  # e.g. the sandbox without a usable bwrap
-            raise CliError(f"{args.backend} backend unavailable: {exc}") from None
-        journal = Path(args.journal_dir or settings.state_dir / "journal" / name)
+        name, backend, journal = _backend_from_args(args, settings)
         options: dict[str, Any] = {}
         if args.max_activities_per_second is not None:
             options["max_task_queue_activities_per_second"] = args.max_activities_per_second
@@ -1194,6 +1213,22 @@ async def _worker_command(args: argparse.Namespace) -> int:
         )
     await run_until_stopped(worker)
     return 0
+
+
+def _backend_from_args(
+    args: argparse.Namespace, settings: Settings
+) -> tuple[str, BackendProtocol, Path]:
+    """The backend ``--backend/--root/--name`` describe, and its journal directory."""
+    name = args.name or args.backend
+    try:
+        backend = make_backend(
+            args.backend, args.root, namespace=args.store_namespace, settings=settings
+        )
+    except ValueError as exc:
+        raise CliError(str(exc), 2) from None
+    except RuntimeError as exc:  # e.g. the sandbox without a usable bwrap
+        raise CliError(f"{args.backend} backend unavailable: {exc}") from None
+    return name, backend, Path(args.journal_dir or settings.state_dir / "journal" / name)
 
 
 # =========================================================================== parser
@@ -1223,7 +1258,13 @@ def _add_worker_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--task-queue", help="task queue (agent default: FILEGATE_TASK_QUEUE)")
     parser.add_argument("--name", help="backend name workflows use (default: the kind)")
-    parser.add_argument("--journal-dir", help="idempotency journal directory (tools role)")
+    parser.add_argument(
+        "--local-backend",
+        action="store_true",
+        help="agent role: also host the --backend/--root backend for kind=local refs "
+        "(its tools run as local activities in this worker, skipping task-queue trips)",
+    )
+    parser.add_argument("--journal-dir", help="idempotency journal directory")
     parser.add_argument(
         "--max-activities-per-second",
         type=float,

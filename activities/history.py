@@ -28,6 +28,8 @@ import asyncio
 import dataclasses
 import hashlib
 import json
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
@@ -95,6 +97,10 @@ class ModelTurnResult(BaseModel):
     transcript: TranscriptRef | None = None
     archived: list[str] = Field(default_factory=list)
     """Virtual paths written under ``/conversation_history/`` by this call."""
+    completed_at: str | None = None
+    """When the activity got the answer (ISO 8601, UTC). Recorded with the result,
+    so it is the same on replay; ``workflow.now()`` right after a local activity
+    is not (the original run and a replay see different workflow-task times)."""
 
 
 class TranscriptMismatch(RuntimeError):
@@ -132,13 +138,40 @@ def messages_markdown(messages: Sequence[Message]) -> str:
 class TranscriptStore:
     """Transcript objects and conversation archives of threads, in one artifact store.
 
+    The latest transcript of each of the last :data:`RECENT_THREADS` threads
+    stays in memory too: the next model call of a thread usually lands on the
+    same worker (always, for local activities), and then it need not fetch
+    and parse the whole conversation again. The cache is keyed by the object
+    and checked against the ref's sha256, so a stale entry is never used.
+
     Blocking (minio); call from a thread in async code.
     """
 
+    RECENT_THREADS = 64
+
     def __init__(self, store: ArtifactStore) -> None:
         self.store = store
+        self._recent: OrderedDict[str, tuple[ArtifactRef, list[Message]]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def _remember(self, artifact: ArtifactRef, messages: list[Message]) -> None:
+        with self._lock:
+            self._recent[artifact.workflow_id] = (artifact, list(messages))
+            self._recent.move_to_end(artifact.workflow_id)
+            while len(self._recent) > self.RECENT_THREADS:
+                self._recent.popitem(last=False)
+
+    def _recalled(self, artifact: ArtifactRef) -> list[Message] | None:
+        with self._lock:
+            entry = self._recent.get(artifact.workflow_id)
+        if entry is None or entry[0] != artifact:
+            return None
+        return list(entry[1])
 
     def load(self, ref: TranscriptRef) -> list[Message]:
+        recalled = self._recalled(ref.artifact)
+        if recalled is not None and len(recalled) == ref.count:
+            return recalled
         data = json.loads(self.store.get(ref.artifact))
         messages = [Message.model_validate(m) for m in data]
         if len(messages) != ref.count:
@@ -155,6 +188,7 @@ class TranscriptStore:
             ensure_ascii=False,
         ).encode()
         artifact = self.store.put(workflow_id, key, body, "application/json")
+        self._remember(artifact, list(messages))
         return TranscriptRef(artifact=artifact, count=len(messages))
 
     def extend(

@@ -15,6 +15,7 @@ value and the workflow keeps sending whole conversations.
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Protocol
 
 from temporalio import activity
@@ -121,6 +122,10 @@ class ModelActivities:
         return await complete(request)
 
     async def _turn(self, turn: ModelTurn) -> ModelTurnResult:
+        result = await self._answer(turn)
+        return result.model_copy(update={"completed_at": datetime.now(UTC).isoformat()})
+
+    async def _answer(self, turn: ModelTurn) -> ModelTurnResult:
         transcripts = self.transcripts
         if transcripts is None:
             if turn.transcript is not None:

@@ -35,6 +35,8 @@ class Settings(BaseModel):
     s3_secure: bool = False
 
     state_dir: Path = Path(".filegate")
+    journal_fsync: bool = False
+    """Flush each idempotency-journal entry to disk (power-cut durability)."""
 
     # Un-prefixed variables honoured as fallbacks, so a shell configured for the
     # `temporal` CLI points Filegate at the same server.

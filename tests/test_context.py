@@ -91,7 +91,7 @@ async def test_summarization_with_small_context_window(
     async with agent_with_store(temporal_client, store) as queue:
         result = await temporal_client.execute_workflow(
             AgentWorkflow.run,
-            AgentInput(task="read the file many times", model=_script()),
+            AgentInput(task="read the file many times", model=_script(), model_call="activity"),
             id=workflow_id,
             task_queue=queue,
         )

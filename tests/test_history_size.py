@@ -128,6 +128,7 @@ async def test_transcript_by_reference_keeps_model_inputs_small(
                     backend=BackendSpec(
                         default=BackendRef(kind="remote", name="fs", task_queue=tools_q)
                     ),
+                    model_call="activity",  # so its inputs are in history to inspect
                 )
                 results[mode] = await temporal_client.execute_workflow(
                     AgentWorkflow.run, input, id=workflow_id, task_queue=queue
@@ -340,3 +341,47 @@ async def test_file_reads_leave_history_flat(
     assert stats.history_bytes < 29 * 20_000 / 4, stats
     first, second, _ = stats.run_bytes
     assert second <= first * MAX_GROWTH, stats.run_bytes
+
+
+async def test_local_model_call_keeps_inputs_out_of_history(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    """With the default local-activity model call only results enter history.
+
+    The inputs (by value here: no store) never do, so history grows by the
+    tool results and small model answers, not by the transcript, even without S3.
+    """
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "small.txt").write_text("tiny\n")
+    steps = 8
+    async with tools_worker(
+        temporal_client, (tools_q := uid("tools")), {"fs": FilesystemBackend(root)}, tmp_path / "j"
+    ):
+        async with agent_with_store(temporal_client, None) as queue:
+            workflow_id = uid("wf")
+            input = AgentInput(
+                task="read it " + "padding " * 2000,  # a 16 KB task message
+                model=reading_script(steps, "/small.txt"),
+                backend=BackendSpec(
+                    default=BackendRef(kind="remote", name="fs", task_queue=tools_q)
+                ),
+            )
+            result = await temporal_client.execute_workflow(
+                AgentWorkflow.run, input, id=workflow_id, task_queue=queue
+            )
+    assert result.final_answer == "read them all"
+    markers = []
+    total = 0
+    async for event in temporal_client.get_workflow_handle(workflow_id).fetch_history_events():
+        total += event.ByteSize()
+        if event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED:
+            markers.append(event.ByteSize())
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            name = event.activity_task_scheduled_event_attributes.activity_type.name
+            assert name != "filegate.model"
+    assert len(markers) == steps + 1
+    # The 16 KB task travels with every model call, but no marker carries it.
+    assert max(markers) < 4_000
+    # Start event (holds the task) + the rest, which stays far below 9 calls x 16 KB.
+    assert total < 16_000 + 40_000

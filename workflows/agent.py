@@ -4,7 +4,11 @@ The workflow owns everything that must be deterministic and survive worker
 restarts: the transcript, tool visibility, the permission gate, pending
 approvals, the read-before-edit set and the State backend's files. Model
 calls and every non-State tool call are activities; the State backend runs
-in-workflow because its operations are pure.
+in-workflow because its operations are pure. The model call is a local
+activity by default, and so are calls on ``kind="local"`` backends (hosted by
+the agent worker): both then run inside the workflow task, with no trip
+through a task queue, which is what keeps a step within a few milliseconds of
+the work it does (``bench/agent_step.py``).
 
 Sandbox: everything this module uses from ``activities``/``backends``/
 ``workflows`` is pure and imported once, passed through from the host, with
@@ -17,6 +21,7 @@ them on its runner as well (see :func:`sandboxed_runner`).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any
 
@@ -139,6 +144,8 @@ class AgentWorkflow:
         self._context = carry.context.model_copy()
         self._state = "running"
         self._awaiting_model = carry.awaiting_model
+        self._model_time: str | None = None
+        self._local_busy = False
         spec = input.backend
         self._router = Router([route.prefix for route in spec.routes])
         self._enabled = descriptions.whitelisted_tools(input.tools)
@@ -335,22 +342,25 @@ class AgentWorkflow:
             archive=to_archive(self._messages, self._context),
         )
         limits = self._input.limits
-        result = await workflow.execute_activity(
-            MODEL_ACTIVITY,
-            turn,
-            result_type=ModelTurnResult,
-            start_to_close_timeout=timedelta(seconds=limits.model_timeout_seconds),
-            retry_policy=RetryPolicy(
+        options: dict[str, Any] = {
+            "result_type": ModelTurnResult,
+            "start_to_close_timeout": timedelta(seconds=limits.model_timeout_seconds),
+            "retry_policy": RetryPolicy(
                 initial_interval=timedelta(seconds=1),
                 backoff_coefficient=2.0,
                 maximum_interval=timedelta(seconds=60),
                 maximum_attempts=limits.model_max_attempts,
                 non_retryable_error_types=["ModelRequestError"],
             ),
-        )
+        }
+        if self._input.model_call == "local_activity":
+            result = await workflow.execute_local_activity(MODEL_ACTIVITY, turn, **options)
+        else:
+            result = await workflow.execute_activity(MODEL_ACTIVITY, turn, **options)
         self._context = self._context.model_copy(update={"archived_upto": len(self._messages)})
         if purpose == "respond":
             self._transcript = result.transcript
+            self._model_time = result.completed_at
         response = result.response
         self._usage = Usage(
             input_tokens=self._usage.input_tokens + response.usage.input_tokens,
@@ -472,7 +482,7 @@ class AgentWorkflow:
             args=checked.args,
             rule=trigger.rule,
             tool_call_id=call.id,
-            now=workflow.now().isoformat(),
+            now=self._now(),
             cwd=self._execute_cwd() if checked.tool == "execute" else None,
         )
         timeout, on_timeout = approval_deadline(self._input.approvals, trigger)
@@ -504,6 +514,15 @@ class AgentWorkflow:
         if refused is not None:
             return _rendered(refused)
         return edited
+
+    def _now(self) -> str:
+        """The time of the latest model answer: what this step's tool calls are stamped with.
+
+        Recorded with the model call's result, so replays agree with the original
+        run; ``workflow.now()`` (the fallback, before any answer) can differ
+        after a local activity.
+        """
+        return self._model_time or workflow.now().isoformat()
 
     def _execute_cwd(self) -> str:
         """Where ``execute`` runs, for reviewers: the default backend's shell location."""
@@ -566,23 +585,51 @@ class AgentWorkflow:
     async def _dispatch(self, ref: BackendRef, request: ToolRequest) -> ToolOutcome:
         if ref.kind == "state":
             backend = self._states[ref.name]
-            backend.set_now(workflow.now().isoformat())
+            backend.set_now(self._now())
             return run_tool(backend, request, allow_video=False)
         options = tool_activity_options(
             request.tool,
             execute_timeout=request.args.get("timeout"),
             heartbeat_timeout=timedelta(seconds=self._input.limits.tool_heartbeat_timeout_seconds),
         )
+        name = f"filegate.{request.tool}"
         try:
+            if ref.kind == "local":
+                # Local activities have no heartbeats: the start-to-close timeout
+                # bounds them, and a dead agent worker loses the whole task anyway.
+                del options["heartbeat_timeout"]
+                return await self._one_local_at_a_time(
+                    lambda: _start_local_tool(name, request, ref.name, options)
+                )
             return await workflow.execute_activity(
-                f"filegate.{request.tool}",
-                request,
-                result_type=ToolOutcome,
-                task_queue=ref.task_queue,
-                **options,
+                name, request, result_type=ToolOutcome, task_queue=ref.task_queue, **options
             )
         except ActivityError as error:
             return outcome_for_activity_error(request.tool, error)
+
+    async def _one_local_at_a_time(
+        self, start: Callable[[], Awaitable[ToolOutcome]]
+    ) -> ToolOutcome:
+        """Run local tool activities one after another, in the order they were asked.
+
+        Several local activities in flight at once can be resolved in different
+        groups on replay than live (temporalio/sdk-python#1881), which hands a
+        result to the wrong call; local tools are quick, so serial costs little.
+        """
+
+        def claim() -> bool:
+            # Claimed inside the condition: the SDK checks every waiting condition
+            # in one pass, so "check, then set" would let two waiters through.
+            if self._local_busy:
+                return False
+            self._local_busy = True
+            return True
+
+        await workflow.wait_condition(claim)
+        try:
+            return await start()
+        finally:
+            self._local_busy = False
 
     # ------------------------------------------------------------- handlers
 
@@ -664,3 +711,26 @@ def _with_note(outcome: ToolOutcome, note: str) -> ToolOutcome:
     if isinstance(outcome.content, str):
         return outcome.model_copy(update={"content": f"{note}\n{outcome.content}"})
     return outcome.model_copy(update={"content": [TextBlock(text=note), *outcome.content]})
+
+
+async def _start_local_tool(
+    name: str, request: ToolRequest, backend: str, options: dict[str, Any]
+) -> ToolOutcome:
+    """Schedule a local tool activity; a worker that does not host tools says so plainly.
+
+    The error fails the workflow *task*, not the workflow: Temporal retries the
+    task, so the run resumes once an agent worker that hosts the backend
+    (``filegate worker --role agent --local-backend ...``) polls the queue.
+    """
+    try:
+        return await workflow.execute_local_activity(
+            name, request, result_type=ToolOutcome, **options
+        )
+    except ValueError as error:
+        if "not registered" not in str(error):
+            raise
+        raise RuntimeError(
+            f"backend {backend!r} is kind=local, but this agent worker hosts no file tools; "
+            "start it with the backend (filegate worker --role agent --local-backend "
+            "--backend KIND --root DIR --name NAME, or agent_worker(backends=...))"
+        ) from error

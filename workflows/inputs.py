@@ -25,12 +25,17 @@ class BackendRef(BaseModel):
 
     ``kind="state"`` keeps files in the workflow itself (no worker needed);
     ``kind="remote"`` sends each call to ``task_queue`` where a tools worker
-    serves a backend registered under ``name``.
+    serves a backend registered under ``name``; ``kind="local"`` runs each call
+    as a *local* activity on the agent worker itself, which must host a backend
+    registered under ``name`` (``agent_worker(..., backends=...)``). Local calls
+    keep their timeouts, retries and idempotency journal but skip two trips
+    through the server's task queues, the cheapest way to serve a workspace
+    that lives next to the agent worker.
     """
 
     model_config = ConfigDict(extra="forbid")
 
-    kind: Literal["state", "remote"] = "state"
+    kind: Literal["state", "remote", "local"] = "state"
     name: str = "state"
     task_queue: str | None = None
     can_execute: bool = False
@@ -91,6 +96,9 @@ class BackendSpec(BaseModel):
 
 def _norm_prefix(prefix: str) -> str:
     return "/" + prefix.strip("/") + "/" if prefix.strip("/") else "/"
+
+
+ModelCallMode = Literal["local_activity", "activity"]
 
 
 class Limits(BaseModel):
@@ -195,6 +203,11 @@ class AgentInput(BaseModel):
     """With ``wait_for_messages``: complete after this long without a new message."""
     continue_as_new_after_steps: int = 200
     """Steps per run before the thread continues as new (history stays bounded)."""
+    model_call: ModelCallMode = "local_activity"
+    """How the workflow calls the model: ``local_activity`` (on the agent worker,
+    inside the workflow task: no task-queue round trips, the default) or
+    ``activity`` (a regular activity on the agent task queue, for model calls
+    that must be visible and cancellable in the server's pending-activity view)."""
     interrupt_on: dict[ToolName, ToolInterrupt] = Field(default_factory=dict)
     """Explicit approval rules per tool (``always`` or argument predicates), merged
     with the approvals generated from ``interrupt`` permission rules; an entry

@@ -153,7 +153,9 @@ class ApprovalService:
         except WorkflowUpdateFailedError as exc:
             raise ValueError(_failure_text(exc)) from None
         except RPCError as exc:
-            raise LookupError(f"cannot reach workflow {workflow_id}: {exc.message}") from None
+            raise LookupError(
+                f"approval {decision.id}: cannot reach workflow {workflow_id}: {exc.message}"
+            ) from None
         return ack
 
 

@@ -1,0 +1,232 @@
+"""Local backends and the local-activity model call.
+
+A ``kind="local"`` backend is hosted by the agent worker itself: its file
+tools run as local activities inside the workflow task. These tests run every
+tool that way on a real Filesystem backend, check that no call went through a
+task queue (history holds markers, not scheduled activities), that the
+results match the remote path byte for byte, that the journal still keeps a
+repeated mutation from applying twice, and that the histories replay.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+from temporalio.worker import Replayer
+
+from backends.filesystem import FilesystemBackend
+from worker import agent_worker, tools_worker
+from workflows import AgentInput, AgentResult, AgentWorkflow, BackendRef, BackendSpec
+from workflows.agent import sandboxed_runner
+
+pytestmark = pytest.mark.services
+
+
+def _uid(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+def _script() -> dict[str, Any]:
+    def turn(*items: tuple[str, str, dict[str, Any]]) -> dict[str, Any]:
+        return {"tool_calls": [{"id": i, "name": n, "args": a} for i, n, a in items]}
+
+    return {
+        "turns": [
+            turn(
+                ("w1", "write_file", {"file_path": "/src/a.py", "content": "x = 1\n# TODO\n"}),
+                ("w2", "write_file", {"file_path": "/notes.md", "content": "hello\n"}),
+            ),
+            turn(
+                ("r1", "read_file", {"file_path": "/src/a.py"}),
+                ("l1", "ls", {"path": "/"}),
+                ("g1", "glob", {"pattern": "**/*.py"}),
+                ("s1", "grep", {"pattern": "TODO"}),
+            ),
+            turn(("e1", "edit_file", {"file_path": "/src/a.py", "old_string": "1", "new_string": "2"})),
+            turn(("d1", "delete", {"file_path": "/notes.md"}), ("r2", "read_file", {"file_path": "/src/a.py"})),
+            {"content": "done"},
+        ]
+    }  # fmt: skip
+
+
+def _input(ref: BackendRef, model_call: str = "local_activity") -> AgentInput:
+    return AgentInput.model_validate(
+        {
+            "task": "work on the files",
+            "model": {"provider": "scripted", "options": {"script": _script()}},
+            "backend": BackendSpec(default=ref),
+            "model_call": model_call,
+        }
+    )
+
+
+def _tool_messages(result: AgentResult) -> list[tuple[str, str, str]]:
+    return [
+        (m["tool_call_id"], m["status"], m["content"])
+        for m in result.transcript
+        if m["role"] == "tool"
+    ]
+
+
+async def _event_counts(client: Client, workflow_id: str) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    async for event in client.get_workflow_handle(workflow_id).fetch_history_events():
+        name = EventType.Name(event.event_type)
+        counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
+async def test_local_backend_matches_remote_without_task_queue_trips(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    local_root, remote_root = tmp_path / "local", tmp_path / "remote"
+    local_root.mkdir()
+    remote_root.mkdir()
+    agent_q, tools_q = _uid("agent"), _uid("tools")
+    local_fs = FilesystemBackend(str(local_root), virtual_mode=True)
+    remote_fs = FilesystemBackend(str(remote_root), virtual_mode=True)
+    local_id, remote_id = _uid("local"), _uid("remote")
+    async with (
+        agent_worker(
+            temporal_client,
+            agent_q,
+            backends={"ws": local_fs},
+            journal_dir=tmp_path / "journal-local",
+            workflow_runner=sandboxed_runner(),
+        ),
+        tools_worker(temporal_client, tools_q, {"ws": remote_fs}, tmp_path / "journal-remote"),
+    ):
+        local = await temporal_client.execute_workflow(
+            AgentWorkflow.run,
+            _input(BackendRef(kind="local", name="ws")),
+            id=local_id,
+            task_queue=agent_q,
+        )
+        remote = await temporal_client.execute_workflow(
+            AgentWorkflow.run,
+            _input(BackendRef(kind="remote", name="ws", task_queue=tools_q), "activity"),
+            id=remote_id,
+            task_queue=agent_q,
+        )
+    assert local.stop_reason == remote.stop_reason == "final_answer"
+    assert local.tool_calls == 9 and local.tool_errors == 0, _tool_messages(local)
+    assert _tool_messages(local) == _tool_messages(remote)
+    assert (local_root / "src" / "a.py").read_text() == "x = 2\n# TODO\n"
+    assert not (local_root / "notes.md").exists()
+    assert (remote_root / "src" / "a.py").read_bytes() == (local_root / "src" / "a.py").read_bytes()
+
+    local_events = await _event_counts(temporal_client, local_id)
+    remote_events = await _event_counts(temporal_client, remote_id)
+    # Local: 9 tool calls + 5 model calls are markers; nothing was scheduled on a queue.
+    assert "EVENT_TYPE_ACTIVITY_TASK_SCHEDULED" not in local_events
+    assert local_events["EVENT_TYPE_MARKER_RECORDED"] == 9 + 5
+    # Remote with model_call="activity": every call is a scheduled activity.
+    assert remote_events["EVENT_TYPE_ACTIVITY_TASK_SCHEDULED"] == 9 + 5
+    assert "EVENT_TYPE_MARKER_RECORDED" not in remote_events
+    assert (
+        local_events["EVENT_TYPE_WORKFLOW_TASK_COMPLETED"]
+        < remote_events["EVENT_TYPE_WORKFLOW_TASK_COMPLETED"]
+    )
+
+    replayer = Replayer(
+        workflows=[AgentWorkflow],
+        data_converter=temporal_client.data_converter,
+        workflow_runner=sandboxed_runner(),
+    )
+    for workflow_id in (local_id, remote_id):
+        history = await temporal_client.get_workflow_handle(workflow_id).fetch_history()
+        await replayer.replay_workflow(history)
+
+
+async def test_local_mutation_is_journaled_once(temporal_client: Client, tmp_path: Path) -> None:
+    """Two runs with the same workflow id and call ids: the journal answers the second."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "log.txt").write_text("a\n")
+    fs = FilesystemBackend(str(root), virtual_mode=True)
+    script = {
+        "turns": [
+            {"tool_calls": [{"id": "r", "name": "read_file", "args": {"file_path": "/log.txt"}}]},
+            {"tool_calls": [{"id": "e", "name": "edit_file", "args": {
+                "file_path": "/log.txt", "old_string": "a", "new_string": "aa"}}]},
+            {"content": "done"},
+        ]
+    }  # fmt: skip
+    agent_input = AgentInput.model_validate(
+        {
+            "task": "append",
+            "model": {"provider": "scripted", "options": {"script": script}},
+            "backend": BackendSpec(default=BackendRef(kind="local", name="ws")),
+        }
+    )
+    workflow_id = _uid("once")
+    queue = _uid("agent")
+    async with agent_worker(
+        temporal_client, queue, backends={"ws": fs}, journal_dir=tmp_path / "journal"
+    ):
+        for _ in range(2):
+            result = await temporal_client.execute_workflow(
+                AgentWorkflow.run, agent_input, id=workflow_id, task_queue=queue
+            )
+            assert result.tool_errors == 0, result.transcript
+    # The second run re-sent the same edit (same workflow id, same call id):
+    # the journal returned the first outcome instead of applying it again.
+    assert (root / "log.txt").read_text() == "aa\n"
+
+
+async def test_local_ref_waits_for_a_worker_that_hosts_the_backend(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    """A worker without the backend fails the workflow *task* with a clear message;
+    the run is not lost and completes once a worker hosting the backend polls."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "here.txt").write_text("x\n")
+    script = {
+        "turns": [
+            {"tool_calls": [{"id": "l", "name": "ls", "args": {"path": "/"}}]},
+            {"content": "listed"},
+        ]
+    }
+    agent_input = AgentInput.model_validate(
+        {
+            "task": "list",
+            "model": {"provider": "scripted", "options": {"script": script}},
+            "backend": BackendSpec(default=BackendRef(kind="local", name="ws")),
+        }
+    )
+    queue = _uid("agent")
+    workflow_id = _uid("missing")
+    async with agent_worker(temporal_client, queue):
+        handle = await temporal_client.start_workflow(
+            AgentWorkflow.run, agent_input, id=workflow_id, task_queue=queue
+        )
+        message = ""
+        for _ in range(100):
+            async for event in handle.fetch_history_events():
+                if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
+                    message = event.workflow_task_failed_event_attributes.failure.message
+            if message:
+                break
+            await asyncio.sleep(0.1)
+    assert "kind=local" in message and "--local-backend" in message
+    fs = FilesystemBackend(str(root), virtual_mode=True)
+    async with agent_worker(
+        temporal_client, queue, backends={"ws": fs}, journal_dir=tmp_path / "journal"
+    ):
+        result = await asyncio.wait_for(handle.result(), 60)
+    [tool] = [m for m in result.transcript if m["role"] == "tool"]
+    assert tool["status"] == "success" and "/here.txt" in tool["content"]
+    assert result.final_answer == "listed"
+
+
+def test_local_backends_need_a_journal(tmp_path: Path) -> None:
+    fs = FilesystemBackend(str(tmp_path), virtual_mode=True)
+    with pytest.raises(ValueError, match="journal_dir"):
+        agent_worker(None, "q", backends={"ws": fs})  # type: ignore[arg-type]
