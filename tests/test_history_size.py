@@ -355,21 +355,24 @@ async def test_local_model_call_keeps_inputs_out_of_history(
     root.mkdir()
     (root / "small.txt").write_text("tiny\n")
     steps = 8
-    async with tools_worker(
-        temporal_client, (tools_q := uid("tools")), {"fs": FilesystemBackend(root)}, tmp_path / "j"
+    async with (
+        tools_worker(
+            temporal_client,
+            (tools_q := uid("tools")),
+            {"fs": FilesystemBackend(root)},
+            tmp_path / "j",
+        ),
+        agent_with_store(temporal_client, None) as queue,
     ):
-        async with agent_with_store(temporal_client, None) as queue:
-            workflow_id = uid("wf")
-            input = AgentInput(
-                task="read it " + "padding " * 2000,  # a 16 KB task message
-                model=reading_script(steps, "/small.txt"),
-                backend=BackendSpec(
-                    default=BackendRef(kind="remote", name="fs", task_queue=tools_q)
-                ),
-            )
-            result = await temporal_client.execute_workflow(
-                AgentWorkflow.run, input, id=workflow_id, task_queue=queue
-            )
+        workflow_id = uid("wf")
+        input = AgentInput(
+            task="read it " + "padding " * 2000,  # a 16 KB task message
+            model=reading_script(steps, "/small.txt"),
+            backend=BackendSpec(default=BackendRef(kind="remote", name="fs", task_queue=tools_q)),
+        )
+        result = await temporal_client.execute_workflow(
+            AgentWorkflow.run, input, id=workflow_id, task_queue=queue
+        )
     assert result.final_answer == "read them all"
     markers = []
     total = 0

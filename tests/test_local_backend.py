@@ -48,8 +48,10 @@ def _script() -> dict[str, Any]:
                 ("g1", "glob", {"pattern": "**/*.py"}),
                 ("s1", "grep", {"pattern": "TODO"}),
             ),
-            turn(("e1", "edit_file", {"file_path": "/src/a.py", "old_string": "1", "new_string": "2"})),
-            turn(("d1", "delete", {"file_path": "/notes.md"}), ("r2", "read_file", {"file_path": "/src/a.py"})),
+            turn(("e1", "edit_file", {"file_path": "/src/a.py", "old_string": "1",
+                                      "new_string": "2"})),
+            turn(("d1", "delete", {"file_path": "/notes.md"}),
+                 ("r2", "read_file", {"file_path": "/src/a.py"})),
             {"content": "done"},
         ]
     }  # fmt: skip
