@@ -450,6 +450,7 @@ async def test_call_model_activity_openai(server: FakeModelServer) -> None:
     server.queue(body=openai_tool_calls(("call_9", "read_file", '{"file_path": "/x"}')))
     request = openai_request(server, [Message(role="user", content="hi")])
     response = await activity_env(start_to_close_s=30).run(call_model, request)
+    assert isinstance(response, ModelResponse)
     assert response.message.tool_calls == [
         ToolCall(id="call_9", name="read_file", args={"file_path": "/x"})
     ]
@@ -641,6 +642,7 @@ async def test_call_model_activity_anthropic(
         messages=[Message(role="user", content="hi")],
     )
     response = await activity_env(start_to_close_s=30).run(call_model, request)
+    assert isinstance(response, ModelResponse)
     assert response.message.content == "hello"
     assert "system" not in server.last.json and "tools" not in server.last.json
     assert float(server.last.headers["x-stainless-read-timeout"]) == 29.0
@@ -648,6 +650,7 @@ async def test_call_model_activity_anthropic(
 
 async def test_call_model_activity_scripted_and_unknown_provider() -> None:
     response = await ActivityEnvironment().run(call_model, scripted(1, options={"script": SCRIPT}))
+    assert isinstance(response, ModelResponse)
     assert response.message.content == "All done."
     with pytest.raises(ApplicationError) as info:
         get_provider("nope")
@@ -664,8 +667,9 @@ class ModelCallWorkflow:
     @workflow.run
     async def run(self, request: ModelRequest) -> ModelResponse:
         return await workflow.execute_activity(
-            call_model,
+            "filegate.model",
             request,
+            result_type=ModelResponse,
             start_to_close_timeout=timedelta(seconds=30),
             retry_policy=RetryPolicy(
                 initial_interval=timedelta(milliseconds=50), maximum_attempts=4
