@@ -247,6 +247,14 @@ async def open_store(access: S3Access) -> ArtifactStore | None:
 # =========================================================================== workers
 
 
+WORKFLOW_TASK_POLLERS = 20
+ACTIVITY_TASK_POLLERS = 50
+"""Long polls each worker keeps open (the SDK default is 5). With many agents
+in flight, tasks that find no waiting poll are written to the server's backlog
+and read back; enough polls keep them matched in memory, which raised
+``bench/throughput.py`` by a fifth. Override with ``max_concurrent_*_polls``."""
+
+
 def agent_worker(
     client: Client,
     task_queue: str,
@@ -272,7 +280,10 @@ def agent_worker(
 
     from activities.model import ModelActivities
     from workflows import AgentWorkflow
+    from workflows.runner import agent_runner
 
+    options.setdefault("workflow_runner", agent_runner())
+    options.setdefault("max_concurrent_workflow_task_polls", WORKFLOW_TASK_POLLERS)
     activities: list[Callable[..., Any]] = [ModelActivities(artifacts).call_model]
     if backends:
         if journal_dir is None:
@@ -365,6 +376,7 @@ def tools_worker(
     """
     from temporalio.worker import Worker
 
+    options.setdefault("max_concurrent_activity_task_polls", ACTIVITY_TASK_POLLERS)
     return Worker(
         client,
         task_queue=task_queue,

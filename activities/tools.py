@@ -27,6 +27,7 @@ and RetryPolicy only): the workflow imports them to schedule the activities.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import ctypes
 import logging
@@ -277,27 +278,59 @@ async def run_blocking(
     :class:`_DeadlineExceeded` after the thread is stopped. A non-interruptible
     call is awaited to the end even when cancelled, then the cancel propagates.
     """
-    work = _ToolThread(fn, asyncio.get_running_loop())
-    work.start()
+    loop = asyncio.get_running_loop()
+    work: _ToolThread[T] | None = None
+    if interruptible or deadline is not None:
+        # Its own thread, so it can be interrupted; started off the event loop
+        # (Thread.start waits for the new thread to run, which under load stalls
+        # every other activity and workflow task on the loop).
+        work = _ToolThread(fn, loop)
+        started: asyncio.Future[None] | None = loop.run_in_executor(_pool(), work.start)
+        future: asyncio.Future[T] = work.future
+    else:
+        # Never stopped midway (a mutation runs to its end): a pooled thread will do.
+        started = None
+        future = loop.run_in_executor(_pool(), fn)
     try:
+        if started is not None:
+            await asyncio.shield(started)
         while True:
             wait = heartbeat_interval
             if deadline is not None:
                 wait = max(0.0, min(wait, deadline - time.monotonic()))
-            done, _ = await asyncio.wait({work.future}, timeout=wait)
+            done, _ = await asyncio.wait({future}, timeout=wait)
             if done:
-                return work.future.result()
-            if deadline is not None and time.monotonic() >= deadline:
+                return future.result()
+            if work is not None and deadline is not None and time.monotonic() >= deadline:
                 await work.stop()
                 raise _DeadlineExceeded
             activity.heartbeat()
     except asyncio.CancelledError:
-        if interruptible:
+        if interruptible and work is not None:
+            if started is not None:
+                await started  # a thread that is still starting cannot be stopped yet
             await work.stop()
         else:
             with contextlib.suppress(BaseException):
-                await asyncio.shield(work.future)
+                await asyncio.shield(future)
         raise
+
+
+_POOL: concurrent.futures.ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+POOL_THREADS = 64
+"""Threads shared by the tool calls that need no thread of their own (mutations, and
+starting the dedicated threads of interruptible calls)."""
+
+
+def _pool() -> concurrent.futures.ThreadPoolExecutor:
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = concurrent.futures.ThreadPoolExecutor(
+                POOL_THREADS, thread_name_prefix="filegate-tool"
+            )
+        return _POOL
 
 
 # --------------------------------------------------------------------------- activities

@@ -28,7 +28,6 @@ from typing import Any
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
-from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 with workflow.unsafe.imports_passed_through():
     # Pure third-party pattern matchers used by the State backend, the Router
@@ -56,7 +55,7 @@ with workflow.unsafe.imports_passed_through():
     from backends.paths import is_within, validate_path
     from backends.permissions import check_execute_config
     from backends.state import StateBackend
-    from workflows import fanout
+    from workflows import fanout, runner
     from workflows import tool_descriptions as descriptions
     from workflows.approvals import (
         EDITED_NOTE,
@@ -97,14 +96,8 @@ with workflow.unsafe.imports_passed_through():
 
 MODEL_ACTIVITY = "filegate.model"
 
-SANDBOX_PASSTHROUGH: tuple[str, ...] = ("activities", "backends", "bracex", "wcmatch")
-"""Modules the agent workflow may share with the host: pure and deterministic."""
-
-
-def sandboxed_runner() -> SandboxedWorkflowRunner:
-    """The default sandbox with :data:`SANDBOX_PASSTHROUGH` passed through."""
-    restrictions = SandboxRestrictions.default.with_passthrough_modules(*SANDBOX_PASSTHROUGH)
-    return SandboxedWorkflowRunner(restrictions=restrictions)
+SANDBOX_PASSTHROUGH = runner.SANDBOX_PASSTHROUGH
+sandboxed_runner = runner.sandboxed_runner
 
 
 def _rendered(result: Rendered) -> ToolOutcome:

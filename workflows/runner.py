@@ -1,0 +1,83 @@
+"""The workflow runner agent workers use: the SDK sandbox, minus one costly detour.
+
+For every payload in every activation and completion, the SDK (1.35) asks the
+workflow instance for a *serialization context* (which workflow, which
+activity), and the sandboxed instance answers by ``exec``-ing code inside the
+sandbox with its import hooks applied: about a fifth of an agent worker's
+event-loop time under load (``bench/throughput.py``). Filegate's converters,
+pydantic JSON plus the S3 payload codec, never read that context, so this
+runner answers "no context" directly and delegates everything else, activation
+included, to the stock sandboxed instance: the determinism guards stay.
+
+Use it only with context-free converters, such as those ``worker.connect``
+builds. A converter that needs the context should run on
+:func:`sandboxed_runner`'s plain sandbox instead.
+"""
+
+from __future__ import annotations
+
+from temporalio.bridge.proto.workflow_activation import WorkflowActivation
+from temporalio.bridge.proto.workflow_completion import WorkflowActivationCompletion
+from temporalio.converter import SerializationContext, StorageDriverStoreContext
+from temporalio.worker import WorkflowInstance, WorkflowInstanceDetails
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+from temporalio.workflow import Info
+
+SANDBOX_PASSTHROUGH: tuple[str, ...] = (
+    "activities",
+    "backends",
+    "bracex",
+    "wcmatch",
+    "workflows.approvals",
+    "workflows.context",
+    "workflows.fanout",
+    "workflows.gate",
+    "workflows.inputs",
+    "workflows.tool_descriptions",
+)
+"""Modules the agent workflow may share with the host: pure and deterministic.
+
+Only ``workflows.agent`` (the workflow class) is re-imported per workflow run;
+the helpers hold no state and define the pydantic models, which are slow to
+build (re-importing them cost about a third of a throughput run's workflow CPU)."""
+
+
+class _ContextFreeInstance(WorkflowInstance):
+    """A sandboxed instance that answers the per-payload context questions itself."""
+
+    def __init__(self, inner: WorkflowInstance) -> None:
+        self._inner = inner
+
+    def activate(self, act: WorkflowActivation) -> WorkflowActivationCompletion:
+        return self._inner.activate(act)
+
+    def get_serialization_context(self, command_info: object) -> SerializationContext | None:
+        return None
+
+    def get_external_store_context(self, command_info: object) -> StorageDriverStoreContext:
+        return StorageDriverStoreContext(target=None)
+
+    def get_info(self) -> Info:
+        return self._inner.get_info()
+
+    def get_thread_id(self) -> int | None:
+        return self._inner.get_thread_id()
+
+
+class ContextFreeSandboxRunner(SandboxedWorkflowRunner):
+    """:class:`SandboxedWorkflowRunner` whose instances skip the context round trip."""
+
+    def create_instance(self, det: WorkflowInstanceDetails) -> WorkflowInstance:
+        return _ContextFreeInstance(super().create_instance(det))
+
+
+def sandboxed_runner() -> SandboxedWorkflowRunner:
+    """The stock sandbox with :data:`SANDBOX_PASSTHROUGH` passed through."""
+    restrictions = SandboxRestrictions.default.with_passthrough_modules(*SANDBOX_PASSTHROUGH)
+    return SandboxedWorkflowRunner(restrictions=restrictions)
+
+
+def agent_runner() -> SandboxedWorkflowRunner:
+    """What agent workers run on: :func:`sandboxed_runner`, context-free."""
+    restrictions = SandboxRestrictions.default.with_passthrough_modules(*SANDBOX_PASSTHROUGH)
+    return ContextFreeSandboxRunner(restrictions=restrictions)
