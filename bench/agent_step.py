@@ -61,6 +61,7 @@ STEPS = int(os.environ.get("BENCH_STEPS", "50"))
 FILE_BYTES = 20 * 1024
 FLOOR_MS = 30.0
 
+
 @dataclass(frozen=True)
 class Variant:
     backend: str = "local"

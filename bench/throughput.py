@@ -6,9 +6,21 @@ backend), then starts ``WORKFLOWS`` scripted agents at once. Each works in
 its own directory with ``CALLS_PER_TURN`` parallel calls per model turn
 (write, read, edit, read back, then ls/glob/grep/read), 20 calls in all.
 
-Reported: tool calls per second from the first start to the last result,
-and the failures (workflow failures + tool errors + wrong file contents),
-which must be zero. Floor: >= 100 tool calls/s (exit 1 if missed).
+Rows:
+
+- ``remote`` (the floor): the scenario as stated, every tool call an activity
+  on the tools worker's task queue;
+- ``local``: the same agents with the backend hosted by the agent worker
+  (``kind="local"``), every tool call a local activity;
+- ``noop ceiling``: a probe, not Filegate: 50 trivial workflows running the
+  same number of no-op activities in the same turns on the same server. It is
+  what this server sustains for activities that do nothing, the bound on the
+  ``remote`` row.
+
+Reported: tool calls per second from the first start to the last result, the
+failures (workflow failures + tool errors + wrong file contents), which must
+be zero, and the CPU milliseconds per tool call of the Temporal server and of
+the worker process. Floor: ``remote`` >= 100 tool calls/s (exit 1 if missed).
 """
 
 from __future__ import annotations
@@ -18,21 +30,61 @@ import os
 import sys
 import time
 import uuid
+from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import Bench, call, emit_json, print_table, remote, scripted_input, temporal_bench
+from temporalio import activity, workflow
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from backends.filesystem import FilesystemBackend
-from worker import agent_worker, tools_worker
-from workflows import AgentResult, AgentWorkflow
+from worker import ACTIVITY_TASK_POLLERS, WORKFLOW_TASK_POLLERS, agent_worker, tools_worker
+from workflows import AgentResult, AgentWorkflow, BackendRef
 
 WORKFLOWS = int(os.environ.get("BENCH_WORKFLOWS", "50"))
 CALLS_PER_WORKFLOW = 20
 CALLS_PER_TURN = int(os.environ.get("BENCH_CALLS_PER_TURN", "4"))
 FLOOR = 100.0
+FLOOR_ROW = "remote"
+
+
+@dataclass
+class NoopShape:
+    turns: int
+    per_turn: int
+    task_queue: str
+
+
+@activity.defn(name="bench.noop")
+async def noop_activity(n: int) -> int:
+    return n
+
+
+@workflow.defn(name="BenchNoopTurns", sandboxed=False)
+class NoopTurnsWorkflow:
+    """``turns`` x ``per_turn`` parallel no-op activities; returns how many completed."""
+
+    @workflow.run
+    async def run(self, shape: NoopShape) -> int:
+        done = 0
+        for _ in range(shape.turns):
+            results = await asyncio.gather(
+                *(
+                    workflow.execute_activity(
+                        noop_activity,
+                        1,
+                        task_queue=shape.task_queue,
+                        start_to_close_timeout=timedelta(seconds=60),
+                    )
+                    for _ in range(shape.per_turn)
+                )
+            )
+            done += sum(results)
+        return done
 
 
 def script(n: int) -> list[dict[str, Any]]:
@@ -75,20 +127,40 @@ def failures(n: int, root: Path, result: AgentResult | BaseException) -> int:
     return bad
 
 
-async def measure(bench: Bench) -> dict[str, Any]:
-    root = bench.tmp / "ws"
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def server_pid(bench: Bench) -> int:
+    pid = bench.server.pid
+    assert pid is not None, "the bench's Temporal server is not running"
+    return pid
+
+
+async def measure(bench: Bench, mode: str) -> dict[str, Any]:
+    root = bench.tmp / f"ws-{mode}"
     root.mkdir()
     fs = FilesystemBackend(str(root), virtual_mode=True)
     agent_q, tools_q = bench.queues()
-    inputs = [scripted_input(script(n), remote("fs", tools_q)) for n in range(WORKFLOWS)]
+    journal = bench.tmp / f"journal-{mode}"
+    if mode == "local":
+        ref = BackendRef(kind="local", name="fs")
+        hosted: dict[str, Any] = {"backends": {"fs": fs}, "journal_dir": journal}
+    else:
+        ref = remote("fs", tools_q)
+        hosted = {}
+    inputs = [scripted_input(script(n), ref) for n in range(WORKFLOWS)]
     async with (
-        agent_worker(bench.client, agent_q),
-        tools_worker(bench.client, tools_q, {"fs": fs}, bench.tmp / "journal"),
+        agent_worker(bench.client, agent_q, **hosted),
+        tools_worker(bench.client, tools_q, {"fs": fs}, journal),
     ):
-        warm = scripted_input(script(WORKFLOWS), remote("fs", tools_q))
+        warm = scripted_input(script(WORKFLOWS), ref)
         await bench.client.execute_workflow(
             AgentWorkflow.run, warm, id=f"warm-{uuid.uuid4().hex[:8]}", task_queue=agent_q
         )
+        server_cpu, worker_cpu = cpu_seconds(server_pid(bench)), cpu_seconds(os.getpid())
         began = time.perf_counter()
         handles = await asyncio.gather(
             *(
@@ -102,40 +174,98 @@ async def measure(bench: Bench) -> dict[str, Any]:
             asyncio.gather(*(h.result() for h in handles), return_exceptions=True), 600
         )
         wall = time.perf_counter() - began
+        server_cpu = cpu_seconds(server_pid(bench)) - server_cpu
+        worker_cpu = cpu_seconds(os.getpid()) - worker_cpu
     calls = WORKFLOWS * CALLS_PER_WORKFLOW
     failed = sum(failures(n, root, r) for n, r in enumerate(results))
     return {
-        "workflows": WORKFLOWS,
-        "tool_calls": calls,
-        "calls_per_turn": CALLS_PER_TURN,
         "wall_s": round(wall, 2),
         "tool_calls_per_s": round(calls / wall, 1),
         "failures": failed,
-        "load_avg_1m": round(os.getloadavg()[0], 2),
+        "server_cpu_ms_per_call": round(server_cpu / calls * 1000, 1),
+        "worker_cpu_ms_per_call": round(worker_cpu / calls * 1000, 1),
+    }
+
+
+async def noop_ceiling(bench: Bench) -> dict[str, Any]:
+    """The probe: trivial workflows, the same activity count and turns, no Filegate."""
+    agent_q, tools_q = bench.queues()
+    turns = -(-CALLS_PER_WORKFLOW // CALLS_PER_TURN)
+    shape = NoopShape(turns=turns, per_turn=CALLS_PER_TURN, task_queue=tools_q)
+    async with (
+        Worker(
+            bench.client,
+            task_queue=agent_q,
+            workflows=[NoopTurnsWorkflow],
+            workflow_runner=UnsandboxedWorkflowRunner(),
+            max_concurrent_workflow_task_polls=WORKFLOW_TASK_POLLERS,
+        ),
+        Worker(
+            bench.client,
+            task_queue=tools_q,
+            activities=[noop_activity],
+            max_concurrent_activity_task_polls=ACTIVITY_TASK_POLLERS,
+        ),
+    ):
+        await bench.client.execute_workflow(
+            NoopTurnsWorkflow.run, shape, id=f"warm-{uuid.uuid4().hex[:8]}", task_queue=agent_q
+        )
+        server_cpu, worker_cpu = cpu_seconds(server_pid(bench)), cpu_seconds(os.getpid())
+        began = time.perf_counter()
+        handles = [
+            await bench.client.start_workflow(
+                NoopTurnsWorkflow.run, shape, id=f"noop-{uuid.uuid4().hex[:8]}", task_queue=agent_q
+            )
+            for _ in range(WORKFLOWS)
+        ]
+        done = await asyncio.gather(*(h.result() for h in handles))
+        wall = time.perf_counter() - began
+        server_cpu = cpu_seconds(server_pid(bench)) - server_cpu
+        worker_cpu = cpu_seconds(os.getpid()) - worker_cpu
+    calls = sum(done)
+    return {
+        "wall_s": round(wall, 2),
+        "tool_calls_per_s": round(calls / wall, 1),
+        "failures": WORKFLOWS * turns * CALLS_PER_TURN - calls,
+        "server_cpu_ms_per_call": round(server_cpu / calls * 1000, 1),
+        "worker_cpu_ms_per_call": round(worker_cpu / calls * 1000, 1),
     }
 
 
 async def run() -> dict[str, Any]:
     async with temporal_bench("throughput") as bench:
-        return await measure(bench)
+        rows = {
+            "remote": await measure(bench, "remote"),
+            "local": await measure(bench, "local"),
+            "noop ceiling": await noop_ceiling(bench),
+        }
+    return {
+        "workflows": WORKFLOWS,
+        "tool_calls": WORKFLOWS * CALLS_PER_WORKFLOW,
+        "calls_per_turn": CALLS_PER_TURN,
+        **rows[FLOOR_ROW],
+        "rows": rows,
+        "load_avg_1m": round(os.getloadavg()[0], 2),
+    }
 
 
 def main() -> int:
     n = asyncio.run(run())
     ok = n["tool_calls_per_s"] >= FLOOR and n["failures"] == 0
+    print(f"{n['workflows']} workflows x {CALLS_PER_WORKFLOW} tool calls, "
+          f"{n['calls_per_turn']} parallel calls per model turn")  # fmt: skip
     print_table(
-        ["workflows x calls", "calls/turn", "wall s", "tool calls/s", "failures", "floor"],
+        ["row", "wall s", "tool calls/s", "failures", "server CPU ms/call", "worker CPU ms/call"],
         [
-            (
-                f"{n['workflows']} x {CALLS_PER_WORKFLOW}",
-                n["calls_per_turn"],
-                n["wall_s"],
-                n["tool_calls_per_s"],
-                n["failures"],
-                f">= {FLOOR:g}/s, 0 failures {'ok' if ok else 'MISSED'}",
-            )
+            (name, r["wall_s"], r["tool_calls_per_s"], r["failures"],
+             r["server_cpu_ms_per_call"], r["worker_cpu_ms_per_call"])
+            for name, r in n["rows"].items()
         ],
-    )
+    )  # fmt: skip
+    print(f"load average (1 min) {n['load_avg_1m']:.2f} on {os.cpu_count()} CPUs")
+    verdict = "ok" if ok else "MISSED"
+    print(f"{FLOOR_ROW}: {n['tool_calls_per_s']} tool calls/s (floor >= {FLOOR:g}/s, "
+          f"0 failures) {verdict}")  # fmt: skip
     emit_json("throughput", n, ok)
     return 0 if ok else 1
 
