@@ -6,7 +6,8 @@ directory. Outcomes are checked on disk and in results, never in logs:
 
 - workers are real ``worker.py`` subprocesses killed with SIGKILL at seeded
   random points (12 runs with a tools-worker kill, 8 with an agent-worker kill,
-  the two groups concurrently) and restarted; every run completes and its
+  the two groups concurrently, then 6 with the kill of an agent worker that
+  hosts the backend itself) and restarted; every run completes and its
   directory is byte-identical to the same script's fault-free run;
 - a dedicated Temporal dev server restarted mid-run (same SQLite file): runs
   complete;
@@ -27,7 +28,7 @@ import signal
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import timedelta
 from pathlib import Path
@@ -239,14 +240,25 @@ async def killing_rounds(
     victim: WorkerProcess,
     dirs: list[str],
     agent_q: str,
-    tools_q: str,
+    tools_q: str | None,
     rng: random.Random,
+    progress: Callable[[str], bool] | None = None,
 ) -> list[AgentResult]:
-    """One run per dir; during each, SIGKILL ``victim`` at a random point and restart it."""
+    """One run per dir; during each, SIGKILL ``victim`` at a random point and restart it.
+
+    ``tools_q`` None: the backend is hosted by the agent worker (``kind="local"``).
+    """
     results = []
     for d in dirs:
-        handle = await start(client, agent_input(mutation_script(d), fs_ref(tools_q)), agent_q)
-        await asyncio.sleep(rng.uniform(0.05, 1.5))
+        ref = fs_ref(tools_q) if tools_q else BackendRef(kind="local", name="filesystem")
+        handle = await start(client, agent_input(mutation_script(d), ref), agent_q)
+        if progress is not None:
+            # Runs take well under a second: kill once this one is under way.
+            while not progress(d):
+                await asyncio.sleep(0.005)
+            await asyncio.sleep(rng.uniform(0.0, 0.2))
+        else:
+            await asyncio.sleep(rng.uniform(0.05, 1.5))
         await victim.kill()
         await asyncio.sleep(rng.uniform(0.0, 0.5))
         await victim.start()
@@ -308,6 +320,39 @@ async def test_sigkilled_workers_leave_byte_identical_workspaces(
         assert result.tool_errors == 0, [m for m in result.transcript if m.get("status") == "error"]
     assert tree(root) == expected  # no edit lost or applied twice, deletes and writes landed
     print(f"20 runs with SIGKILLed workers in {elapsed:.1f}s")
+
+
+async def test_sigkilled_agent_worker_hosting_a_local_backend(
+    temporal_server: TemporalDevServer, temporal_client: Client, tmp_path: Path
+) -> None:
+    """kind=local: the agent worker runs the tools as local activities, so a kill
+    loses the local activities of its open workflow task, which run again on the
+    restarted worker; the journal keeps every mutation applied exactly once."""
+    rng = random.Random(SEED + 1)
+    dirs = [f"l{i}" for i in range(6)]
+    expected = await reference_trees(temporal_client, tmp_path, dirs)
+    root = tmp_path / "faulty"
+    root.mkdir()
+    agent_q = f"k3-a-{uuid.uuid4().hex[:6]}"
+    args = [
+        "--role", "agent", "--task-queue", agent_q, "--local-backend",
+        "--backend", "filesystem", "--root", str(root), "--journal-dir", str(tmp_path / "j3"),
+    ]  # fmt: skip
+    async with worker_process(temporal_server, args, tmp_path / "state3") as agent_proc:
+        results = await killing_rounds(
+            temporal_client,
+            agent_proc,
+            dirs,
+            agent_q,
+            None,
+            rng,
+            progress=lambda d: (root / d / "a.txt").exists(),
+        )
+    assert agent_proc.kills == 6
+    for result in results:
+        assert result.stop_reason == "final_answer", result.transcript[-2:]
+        assert result.tool_errors == 0, [m for m in result.transcript if m.get("status") == "error"]
+    assert tree(root) == expected
 
 
 async def test_temporal_server_restart_mid_run(tmp_path: Path) -> None:
