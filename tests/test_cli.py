@@ -449,3 +449,10 @@ async def test_worker_processes_and_clients_share_the_payload_codec(
     ]
     for proc in workers:
         assert proc.returncode == 0, outputs
+
+
+def test_agent_worker_local_backend_needs_a_root(cli_env: dict[str, str]) -> None:
+    """--local-backend names a backend like --role tools does: a missing --root is exit 2."""
+    proc = cli(cli_env, "worker", "--role", "agent", "--local-backend", "--backend", "filesystem")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "--root is required for the filesystem backend" in proc.stderr
