@@ -31,7 +31,7 @@ import json
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 from temporalio.api.common.v1 import Payload
@@ -57,6 +57,9 @@ CODEC_THREAD = "~payloads"
 in practice, and ``~`` keeps them apart from real threads)."""
 
 Purpose = Literal["respond", "summarize"]
+TRANSCRIPT_UNAVAILABLE = "TranscriptUnavailable"
+"""Error type of a model call whose transcript reference this worker cannot resolve."""
+K = TypeVar("K")
 
 
 class TranscriptRef(BaseModel):
@@ -65,6 +68,22 @@ class TranscriptRef(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     artifact: ArtifactRef
+    count: int = Field(ge=0)
+
+
+class MemoryRef(BaseModel):
+    """A transcript a local model call keeps in the agent worker's memory.
+
+    Without S3, a local activity's input never enters history, but it is still
+    converted to JSON and back on every call; with this ref the workflow sends
+    only the messages after ``count``. A worker that does not hold it (another
+    process, a restart) answers ``TranscriptUnavailable`` and the workflow sends
+    the whole conversation once more.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    call_index: int
     count: int = Field(ge=0)
 
 
@@ -81,6 +100,8 @@ class ModelTurn(ModelRequest):
 
     mode: Literal["turn"]
     transcript: TranscriptRef | None = None
+    memory: MemoryRef | None = None
+    """Without a store: ``messages`` continue the transcript this worker kept."""
     purpose: Purpose = "respond"
     archive: dict[str, str] = Field(default_factory=dict)
 
@@ -97,6 +118,8 @@ class ModelTurnResult(BaseModel):
     transcript: TranscriptRef | None = None
     archived: list[str] = Field(default_factory=list)
     """Virtual paths written under ``/conversation_history/`` by this call."""
+    memory: MemoryRef | None = None
+    """Set by a local call without a store: the transcript is kept in memory."""
     completed_at: str | None = None
     """When the activity got the answer (ISO 8601, UTC). Recorded with the result,
     so it is the same on replay; ``workflow.now()`` right after a local activity
@@ -135,41 +158,51 @@ def messages_markdown(messages: Sequence[Message]) -> str:
     return "\n".join(parts)
 
 
+class RecentTranscripts(Generic[K]):
+    """The latest transcript of each of the last ``size`` threads, in process memory.
+
+    Keyed by workflow id; an entry is only handed out for the exact ``key`` it
+    was kept under (a stored object's ref, or a call number and message count),
+    so a stale or foreign entry is never used. Thread-safe; copies in and out.
+    """
+
+    def __init__(self, size: int = 64) -> None:
+        self.size = size
+        self._entries: OrderedDict[str, tuple[K, list[Message]]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def keep(self, workflow_id: str, key: K, messages: Sequence[Message]) -> None:
+        with self._lock:
+            self._entries[workflow_id] = (key, list(messages))
+            self._entries.move_to_end(workflow_id)
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
+
+    def recall(self, workflow_id: str, key: K) -> list[Message] | None:
+        with self._lock:
+            entry = self._entries.get(workflow_id)
+        if entry is None or entry[0] != key:
+            return None
+        return list(entry[1])
+
+
 class TranscriptStore:
     """Transcript objects and conversation archives of threads, in one artifact store.
 
-    The latest transcript of each of the last :data:`RECENT_THREADS` threads
-    stays in memory too: the next model call of a thread usually lands on the
-    same worker (always, for local activities), and then it need not fetch
-    and parse the whole conversation again. The cache is keyed by the object
-    and checked against the ref's sha256, so a stale entry is never used.
+    The latest transcript of each recent thread stays in memory too
+    (:class:`RecentTranscripts`): the next model call of a thread usually lands on
+    the same worker (always, for local activities), and then it need not fetch
+    and parse the whole conversation again.
 
     Blocking (minio); call from a thread in async code.
     """
 
-    RECENT_THREADS = 64
-
     def __init__(self, store: ArtifactStore) -> None:
         self.store = store
-        self._recent: OrderedDict[str, tuple[ArtifactRef, list[Message]]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def _remember(self, artifact: ArtifactRef, messages: list[Message]) -> None:
-        with self._lock:
-            self._recent[artifact.workflow_id] = (artifact, list(messages))
-            self._recent.move_to_end(artifact.workflow_id)
-            while len(self._recent) > self.RECENT_THREADS:
-                self._recent.popitem(last=False)
-
-    def _recalled(self, artifact: ArtifactRef) -> list[Message] | None:
-        with self._lock:
-            entry = self._recent.get(artifact.workflow_id)
-        if entry is None or entry[0] != artifact:
-            return None
-        return list(entry[1])
+        self._recent: RecentTranscripts[ArtifactRef] = RecentTranscripts()
 
     def load(self, ref: TranscriptRef) -> list[Message]:
-        recalled = self._recalled(ref.artifact)
+        recalled = self._recent.recall(ref.artifact.workflow_id, ref.artifact)
         if recalled is not None and len(recalled) == ref.count:
             return recalled
         data = json.loads(self.store.get(ref.artifact))
@@ -188,7 +221,7 @@ class TranscriptStore:
             ensure_ascii=False,
         ).encode()
         artifact = self.store.put(workflow_id, key, body, "application/json")
-        self._remember(artifact, list(messages))
+        self._recent.keep(artifact.workflow_id, artifact, messages)
         return TranscriptRef(artifact=artifact, count=len(messages))
 
     def extend(

@@ -22,8 +22,11 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.history import (
+    TRANSCRIPT_UNAVAILABLE,
+    MemoryRef,
     ModelTurn,
     ModelTurnResult,
+    RecentTranscripts,
     TranscriptStore,
     messages_markdown,
     transcript_key,
@@ -52,7 +55,6 @@ SUMMARY_PROMPT = (
     "and constraints, the files and other artifacts produced or changed (with paths), "
     "decisions taken, and the next steps. Answer with the summary only."
 )
-TRANSCRIPT_UNAVAILABLE = "TranscriptUnavailable"
 
 
 def register_provider(name: str, provider: ModelProvider) -> None:
@@ -111,6 +113,8 @@ class ModelActivities:
 
     def __init__(self, store: ArtifactStore | None = None) -> None:
         self.transcripts = TranscriptStore(store) if store is not None else None
+        self.in_memory: RecentTranscripts[MemoryRef] = RecentTranscripts()
+        """Transcripts of local calls without a store (see :class:`MemoryRef`)."""
 
     @activity.defn(name="filegate.model")
     async def call_model(
@@ -134,8 +138,7 @@ class ModelActivities:
                     "reference; configure S3 on every agent worker",
                     type=TRANSCRIPT_UNAVAILABLE,
                 )
-            answer = summarize if turn.purpose == "summarize" else complete
-            return ModelTurnResult(response=await answer(turn.plain(turn.messages)))
+            return await self._answer_in_memory(turn)
         workflow_id = activity.info().workflow_id or "detached"
         archived = [
             await asyncio.to_thread(transcripts.archive, workflow_id, name, text)
@@ -155,6 +158,30 @@ class ModelActivities:
             )
             return ModelTurnResult(response=await summarize(request), archived=archived)
         return ModelTurnResult(response=await complete(request), transcript=ref, archived=archived)
+
+    async def _answer_in_memory(self, turn: ModelTurn) -> ModelTurnResult:
+        """No store: the conversation comes by value, or as a delta on one kept here."""
+        info = activity.info()
+        workflow_id = info.workflow_id or "detached"
+        messages = list(turn.messages)
+        if turn.memory is not None:
+            kept = self.in_memory.recall(workflow_id, turn.memory)
+            if kept is None:
+                raise ApplicationError(
+                    f"this worker no longer holds the transcript of {workflow_id} "
+                    f"(call {turn.memory.call_index}); send it by value",
+                    type=TRANSCRIPT_UNAVAILABLE,
+                    non_retryable=True,
+                )
+            messages = kept + messages
+        if turn.purpose == "summarize":
+            return ModelTurnResult(response=await summarize(turn.plain(messages)))
+        response = await complete(turn.plain(messages))
+        if not info.is_local:
+            return ModelTurnResult(response=response)  # the next call may run anywhere
+        memory = MemoryRef(call_index=turn.call_index, count=len(messages))
+        self.in_memory.keep(workflow_id, memory, messages)
+        return ModelTurnResult(response=response, memory=memory)
 
 
 call_model = ModelActivities().call_model

@@ -42,7 +42,13 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from temporalio import activity
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError, TimeoutType
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    FailureError,
+    TimeoutError,
+    TimeoutType,
+)
 
 from activities.dispatch import (
     DEFAULT_EXECUTE_TIMEOUT,
@@ -147,15 +153,16 @@ def tool_activity_options(
 
 
 def outcome_for_activity_error(
-    tool: ToolName, error: ActivityError, *, search_timeout: float = DEFAULT_SEARCH_TIMEOUT
+    tool: ToolName, error: FailureError, *, search_timeout: float = DEFAULT_SEARCH_TIMEOUT
 ) -> ToolOutcome:
     """The tool result for an activity that failed for good (the workflow never crashes).
 
-    A search the *server* timed out (the activity's own deadline normally
-    answers first) gets the same "narrow your pattern" text as one the
-    activity stopped itself.
+    A regular activity fails with an ``ActivityError`` around the cause; a
+    local one with the cause itself. A search the *server* timed out (the
+    activity's own deadline normally answers first) gets the same "narrow your
+    pattern" text as one the activity stopped itself.
     """
-    cause = error.cause
+    cause = failure_cause(error)
     if (
         tool in SEARCH_TOOLS
         and isinstance(cause, TimeoutError)
@@ -166,6 +173,12 @@ def outcome_for_activity_error(
     return ToolOutcome(
         content=format_error(f"the {tool} tool failed: {reason}").text, status="error"
     )
+
+
+def failure_cause(error: FailureError) -> BaseException | None:
+    """What made an activity fail: unwrapped from ``ActivityError`` (regular
+    activities), or the error itself (local activities are not wrapped)."""
+    return error.cause if isinstance(error, ActivityError) else error
 
 
 # --------------------------------------------------------------------------- interruptible runs

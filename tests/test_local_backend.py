@@ -11,6 +11,7 @@ repeated mutation from applying twice, and that the histories replay.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import uuid
 from pathlib import Path
 from typing import Any
@@ -18,11 +19,23 @@ from typing import Any
 import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import ActivityEnvironment
 from temporalio.worker import Replayer
 
+from activities.history import TRANSCRIPT_UNAVAILABLE, MemoryRef, ModelTurn, ModelTurnResult
+from activities.messages import Message, ModelSpec
+from activities.model import ModelActivities
 from backends.filesystem import FilesystemBackend
 from worker import agent_worker, tools_worker
-from workflows import AgentInput, AgentResult, AgentWorkflow, BackendRef, BackendSpec
+from workflows import (
+    AgentInput,
+    AgentResult,
+    AgentWorkflow,
+    BackendRef,
+    BackendSpec,
+    UserMessage,
+)
 from workflows.agent import sandboxed_runner
 
 pytestmark = pytest.mark.services
@@ -64,6 +77,17 @@ def _input(ref: BackendRef, model_call: str = "local_activity") -> AgentInput:
             "model": {"provider": "scripted", "options": {"script": _script()}},
             "backend": BackendSpec(default=ref),
             "model_call": model_call,
+        }
+    )
+
+
+def _on_local_ws(task: str, script: dict[str, Any]) -> AgentInput:
+    """A scripted run on the agent worker's local backend ``ws``."""
+    return AgentInput.model_validate(
+        {
+            "task": task,
+            "model": {"provider": "scripted", "options": {"script": script}},
+            "backend": BackendSpec(default=BackendRef(kind="local", name="ws")),
         }
     )
 
@@ -160,13 +184,7 @@ async def test_local_mutation_is_journaled_once(temporal_client: Client, tmp_pat
             {"content": "done"},
         ]
     }  # fmt: skip
-    agent_input = AgentInput.model_validate(
-        {
-            "task": "append",
-            "model": {"provider": "scripted", "options": {"script": script}},
-            "backend": BackendSpec(default=BackendRef(kind="local", name="ws")),
-        }
-    )
+    agent_input = _on_local_ws("append", script)
     workflow_id = _uid("once")
     queue = _uid("agent")
     async with agent_worker(
@@ -196,13 +214,7 @@ async def test_local_ref_waits_for_a_worker_that_hosts_the_backend(
             {"content": "listed"},
         ]
     }
-    agent_input = AgentInput.model_validate(
-        {
-            "task": "list",
-            "model": {"provider": "scripted", "options": {"script": script}},
-            "backend": BackendSpec(default=BackendRef(kind="local", name="ws")),
-        }
-    )
+    agent_input = _on_local_ws("list", script)
     queue = _uid("agent")
     workflow_id = _uid("missing")
     async with agent_worker(temporal_client, queue):
@@ -232,3 +244,111 @@ def test_local_backends_need_a_journal(tmp_path: Path) -> None:
     fs = FilesystemBackend(str(tmp_path), virtual_mode=True)
     with pytest.raises(ValueError, match="journal_dir"):
         agent_worker(None, "q", backends={"ws": fs})  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- memory refs
+
+
+def _turn(call_index: int, messages: list[Message], memory: MemoryRef | None) -> ModelTurn:
+    script = {"turns": [{"content": f"answer {k}"} for k in range(5)]}
+    return ModelTurn(
+        model=ModelSpec(provider="scripted", options={"script": script}),
+        messages=messages,
+        call_index=call_index,
+        mode="turn",
+        memory=memory,
+    )
+
+
+async def test_local_model_call_keeps_the_transcript_in_memory() -> None:
+    model = ModelActivities()
+    env = ActivityEnvironment()
+    env.info = dataclasses.replace(env.info, is_local=True, workflow_id="wf-mem")
+    first = await env.run(model.call_model, _turn(0, [Message(role="user", content="hi")], None))
+    assert isinstance(first, ModelTurnResult)
+    assert first.memory == MemoryRef(call_index=0, count=1)
+    delta = [Message(role="assistant", content="answer 0"), Message(role="user", content="more")]
+    second = await env.run(model.call_model, _turn(1, delta, first.memory))
+    assert isinstance(second, ModelTurnResult)
+    assert second.memory == MemoryRef(call_index=1, count=3)  # kept 1 + the 2 sent
+    assert second.response.message.text() == "answer 1"
+
+    # Another worker (or this one after a restart) does not hold it: a typed,
+    # non-retryable error the workflow answers by sending everything again.
+    with pytest.raises(ApplicationError) as info:
+        await env.run(ModelActivities().call_model, _turn(2, delta, second.memory))
+    assert info.value.type == TRANSCRIPT_UNAVAILABLE and info.value.non_retryable
+    # A stale ref (an older call) is refused too, never answered from the newer copy.
+    with pytest.raises(ApplicationError):
+        await env.run(model.call_model, _turn(2, delta, first.memory))
+
+    # A regular activity may run on any worker next time: it keeps nothing.
+    remote = ActivityEnvironment()
+    remote.info = dataclasses.replace(remote.info, is_local=False, workflow_id="wf-mem")
+    plain = await remote.run(model.call_model, _turn(0, [Message(role="user", content="hi")], None))
+    assert isinstance(plain, ModelTurnResult) and plain.memory is None
+
+
+async def test_run_survives_an_agent_worker_that_lost_the_transcript(
+    temporal_client: Client,
+) -> None:
+    """A new agent worker (empty memory) takes over a waiting thread: the next model
+    call misses the kept transcript, and the workflow resends it by value."""
+    script = {"turns": [{"content": "first"}, {"content": "second"}]}
+    agent_input = AgentInput.model_validate(
+        {
+            "task": "one",
+            "model": {"provider": "scripted", "options": {"script": script}},
+            "wait_for_messages": True,
+        }
+    )
+    queue = _uid("agent")
+    workflow_id = _uid("lost")
+    async with agent_worker(temporal_client, queue):
+        handle = await temporal_client.start_workflow(
+            AgentWorkflow.run, agent_input, id=workflow_id, task_queue=queue
+        )
+        for _ in range(200):
+            status = await handle.query(AgentWorkflow.status)
+            if status.state == "idle":
+                break
+            await asyncio.sleep(0.05)
+        assert status.state == "idle"
+    async with agent_worker(temporal_client, queue):  # a fresh process's memory
+        await handle.execute_update(
+            AgentWorkflow.add_message_update, UserMessage(content="two", end=True)
+        )
+        result = await asyncio.wait_for(handle.result(), 30)
+    assert [m["content"] for m in result.transcript] == ["one", "first", "two", "second"]
+    failures = []
+    async for event in handle.fetch_history_events():
+        if event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED:
+            failure = event.marker_recorded_event_attributes.failure
+            if failure.message:
+                failures.append(failure.application_failure_info.type or failure.message)
+    assert len(failures) == 1 and TRANSCRIPT_UNAVAILABLE in failures[0]
+
+
+async def test_local_tool_failure_is_a_tool_error(temporal_client: Client, tmp_path: Path) -> None:
+    """A local activity that fails for good (here: a backend name this worker does
+    not host) answers the model with an error result; the run goes on."""
+    fs = FilesystemBackend(str(tmp_path), virtual_mode=True)
+    script = {
+        "turns": [
+            {"tool_calls": [{"id": "l", "name": "ls", "args": {"path": "/"}}]},
+            {"content": "carried on"},
+        ]
+    }
+    agent_input = _on_local_ws("list", script).model_copy(
+        update={"backend": BackendSpec(default=BackendRef(kind="local", name="elsewhere"))}
+    )
+    queue = _uid("agent")
+    async with agent_worker(
+        temporal_client, queue, backends={"ws": fs}, journal_dir=tmp_path / "journal"
+    ):
+        result = await temporal_client.execute_workflow(
+            AgentWorkflow.run, agent_input, id=_uid("unknown"), task_queue=queue
+        )
+    [tool] = [m for m in result.transcript if m["role"] == "tool"]
+    assert tool["status"] == "error" and "elsewhere" in tool["content"]
+    assert result.final_answer == "carried on"

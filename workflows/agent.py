@@ -27,7 +27,7 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ApplicationError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     # Pure third-party pattern matchers used by the State backend, the Router
@@ -38,7 +38,13 @@ with workflow.unsafe.imports_passed_through():
     import wcmatch.glob  # noqa: F401
 
     from activities.dispatch import run_tool
-    from activities.history import ModelTurn, ModelTurnResult, Purpose
+    from activities.history import (
+        TRANSCRIPT_UNAVAILABLE,
+        MemoryRef,
+        ModelTurn,
+        ModelTurnResult,
+        Purpose,
+    )
     from activities.messages import (
         ContentBlock,
         Message,
@@ -49,7 +55,11 @@ with workflow.unsafe.imports_passed_through():
         Usage,
     )
     from activities.tool_types import ToolName, ToolOutcome, ToolRequest, activity_call_id
-    from activities.tools import outcome_for_activity_error, tool_activity_options
+    from activities.tools import (
+        failure_cause,
+        outcome_for_activity_error,
+        tool_activity_options,
+    )
     from backends.composite import Router
     from backends.formatting import Rendered, format_error, not_read_before_edit
     from backends.paths import is_within, validate_path
@@ -138,6 +148,7 @@ class AgentWorkflow:
         self._state = "running"
         self._awaiting_model = carry.awaiting_model
         self._model_time: str | None = None
+        self._memory: MemoryRef | None = None
         self._local_busy = False
         spec = input.backend
         self._router = Router([route.prefix for route in spec.routes])
@@ -319,18 +330,30 @@ class AgentWorkflow:
         summary = summary_message(result.response.message.text(), result.archived[-1:])
         self._context = self._context.model_copy(update={"start": cut, "summary": summary})
         self._transcript = None  # the view changed wholesale: send it afresh next time
+        self._memory = None
 
     async def _model_turn(self, request: ModelRequest, purpose: Purpose) -> ModelTurnResult:
-        """One model activity: the transcript by reference plus new messages when possible."""
+        """One model activity: the transcript by reference plus new messages when possible.
+
+        The reference is an S3 object (:class:`TranscriptRef`) with a store, or,
+        without one, the copy a local call keeps in the agent worker's memory
+        (:class:`MemoryRef`); a worker that lost that copy says so and the call
+        is made again with the whole conversation.
+        """
         view = model_view(self._messages, self._context)
         ref = self._transcript
         if ref is not None and ref.count > len(view):
             ref = None
+        memory = self._memory if ref is None else None
+        if memory is not None and memory.count > len(view):
+            memory = None
+        known = ref.count if ref else memory.count if memory else 0
         turn = ModelTurn(
             **request.model_dump(exclude={"messages"}),
-            messages=view[ref.count :] if ref else view,
+            messages=view[known:],
             mode="turn",
             transcript=ref,
+            memory=memory,
             purpose=purpose,
             archive=to_archive(self._messages, self._context),
         )
@@ -346,13 +369,20 @@ class AgentWorkflow:
                 non_retryable_error_types=["ModelRequestError"],
             ),
         }
-        if self._input.model_call == "local_activity":
-            result = await workflow.execute_local_activity(MODEL_ACTIVITY, turn, **options)
-        else:
-            result = await workflow.execute_activity(MODEL_ACTIVITY, turn, **options)
+        try:
+            if self._input.model_call == "local_activity":
+                result = await workflow.execute_local_activity(MODEL_ACTIVITY, turn, **options)
+            else:
+                result = await workflow.execute_activity(MODEL_ACTIVITY, turn, **options)
+        except FailureError as error:
+            if memory is None or not _failed_with(error, TRANSCRIPT_UNAVAILABLE):
+                raise
+            self._memory = None  # that worker restarted or another one ran the call
+            return await self._model_turn(request, purpose)
         self._context = self._context.model_copy(update={"archived_upto": len(self._messages)})
         if purpose == "respond":
             self._transcript = result.transcript
+            self._memory = result.memory
             self._model_time = result.completed_at
         response = result.response
         self._usage = Usage(
@@ -597,7 +627,7 @@ class AgentWorkflow:
             return await workflow.execute_activity(
                 name, request, result_type=ToolOutcome, task_queue=ref.task_queue, **options
             )
-        except ActivityError as error:
+        except FailureError as error:
             return outcome_for_activity_error(request.tool, error)
 
     async def _one_local_at_a_time(
@@ -727,3 +757,9 @@ async def _start_local_tool(
             "start it with the backend (filegate worker --role agent --local-backend "
             "--backend KIND --root DIR --name NAME, or agent_worker(backends=...))"
         ) from error
+
+
+def _failed_with(error: FailureError, error_type: str) -> bool:
+    """Whether an activity (regular or local) failed with an ``ApplicationError`` of that type."""
+    cause = failure_cause(error)
+    return isinstance(cause, ApplicationError) and cause.type == error_type
