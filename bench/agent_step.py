@@ -192,7 +192,7 @@ def main() -> int:
          for name, r in results.items()],
     )  # fmt: skip
     conv = conversion_costs()
-    print("model request payload (whole transcript travels with each model call)")
+    print("model request by value (a regular model activity without S3; local calls send deltas)")
     print_table(["at", "KB", "to_payloads ms", "from_payloads ms", "scripted provider ms"], conv)
     per_step = results[FLOOR_VARIANT]["wall_ms"]
     ok = per_step <= FLOOR_MS
