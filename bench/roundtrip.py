@@ -13,7 +13,11 @@ Reported: the activity's server-side round trip (scheduled -> completed, p50
 and p95) against the same ``run_tool`` call made directly on the backend
 (ratio of the p50s), and the wall time of a whole agent step (model activity
 + tool + workflow tasks) for both backends, whose difference is what running
-the tool as an activity costs over running it in the workflow.
+the tool as an activity costs over running it in the workflow. These two runs
+make the model call a regular activity (``model_call="activity"``) so that its
+scheduled events mark the steps. A third run takes the defaults with the
+backend hosted by the agent worker (``kind="local"``: model call and tool both
+local activities) and reports its mean step time (run time / steps).
 No floor: informational (exit 0 unless a run fails).
 """
 
@@ -33,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (
     Bench,
     activity_spans,
+    breakdown,
     call,
     emit_json,
     ms,
@@ -88,6 +93,17 @@ async def run_agent(
     return tools, steps, runs
 
 
+async def mean_step(bench: Bench, agent_q: str, input: AgentInput) -> float:
+    """Seconds per model call of a whole run (server event times, start to close)."""
+    handle = await bench.client.start_workflow(
+        AgentWorkflow.run, input, id=f"rt-{uuid.uuid4().hex[:8]}", task_queue=agent_q
+    )
+    result = await asyncio.wait_for(handle.result(), 120)
+    assert result.tool_errors == 0, result.transcript[-3:]
+    split = await breakdown(bench.client, handle)
+    return split.wall / result.steps
+
+
 async def measure() -> dict[str, float]:
     async with temporal_bench("roundtrip") as bench:
         root = bench.tmp / "ws"
@@ -104,15 +120,26 @@ async def measure() -> dict[str, float]:
             {"tool_calls": [call("w", "write_file", file_path="/data.txt", content=content)]},
             *reads,
         ]
+
+        def activity_model(input: AgentInput) -> AgentInput:
+            return input.model_copy(update={"model_call": "activity"})
+
         async with (
-            agent_worker(bench.client, agent_q),
+            agent_worker(
+                bench.client, agent_q, backends={"fs": fs}, journal_dir=bench.tmp / "journal"
+            ),
             tools_worker(bench.client, tools_q, {"fs": fs}, bench.tmp / "journal"),
         ):
             activity_rt, remote_steps, remote_runs = await run_agent(
-                bench, agent_q, scripted_input(reads, remote("fs", tools_q))
+                bench, agent_q, activity_model(scripted_input(reads, remote("fs", tools_q)))
             )
             _, state_steps, state_runs = await run_agent(
-                bench, agent_q, scripted_input(state_turns, BackendRef(kind="state"))
+                bench,
+                agent_q,
+                activity_model(scripted_input(state_turns, BackendRef(kind="state"))),
+            )
+            local_step = await mean_step(
+                bench, agent_q, scripted_input(reads, BackendRef(kind="local", name="fs"))
             )
         direct = direct_times(fs, CALLS)[WARMUP:]
     state_backend = StateBackend()
@@ -131,6 +158,7 @@ async def measure() -> dict[str, float]:
         "step_remote_p95_ms": ms(percentile(remote_steps, 95)),
         "step_state_p50_ms": ms(percentile(state_steps, 50)),
         "step_state_p95_ms": ms(percentile(state_steps, 95)),
+        "step_local_mean_ms": ms(local_step),
     }
     numbers["activity_vs_direct_ratio"] = round(
         numbers["activity_rt_p50_ms"] / max(numbers["direct_fs_p50_ms"], 1e-3), 1
@@ -157,6 +185,7 @@ def report(n: dict[str, float]) -> None:
              n["step_remote_p95_ms"]),
             ("agent step, State backend (in-workflow)", n["step_state_p50_ms"],
              n["step_state_p95_ms"]),
+            ("agent step, local backend, local model call (mean)", n["step_local_mean_ms"], "-"),
         ],
     )  # fmt: skip
     print(
