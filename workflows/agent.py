@@ -640,19 +640,23 @@ class AgentWorkflow:
         result to the wrong call; local tools are quick, so serial costs little.
         """
 
+        claimed = False
+
         def claim() -> bool:
             # Claimed inside the condition: the SDK checks every waiting condition
             # in one pass, so "check, then set" would let two waiters through.
+            nonlocal claimed
             if self._local_busy:
                 return False
-            self._local_busy = True
+            self._local_busy = claimed = True
             return True
 
-        await workflow.wait_condition(claim)
         try:
+            await workflow.wait_condition(claim)
             return await start()
         finally:
-            self._local_busy = False
+            if claimed:  # also when cancelled between the claim and the start
+                self._local_busy = False
 
     # ------------------------------------------------------------- handlers
 
