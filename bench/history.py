@@ -41,16 +41,14 @@ from google.protobuf.message import Message as ProtoMessage  # noqa: E402
 from temporalio.api.common.v1 import Payload  # noqa: E402
 from temporalio.api.history.v1 import HistoryEvent  # noqa: E402
 from temporalio.client import Client  # noqa: E402
-from temporalio.worker import Worker  # noqa: E402
 
 from activities.history import CODEC_THRESHOLD, filegate_data_converter  # noqa: E402
 from activities.messages import ModelSpec  # noqa: E402
-from activities.model import ModelActivities  # noqa: E402
 from backends.artifacts import ArtifactStore  # noqa: E402
 from backends.embedded import S3DevServer, TemporalDevServer  # noqa: E402
 from backends.filesystem import FilesystemBackend  # noqa: E402
 from backends.protocol import BackendProtocol  # noqa: E402
-from worker import tools_worker  # noqa: E402
+from worker import agent_worker, tools_worker  # noqa: E402
 from workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec, Limits  # noqa: E402
 from workflows.agent import sandboxed_runner  # noqa: E402
 
@@ -159,13 +157,7 @@ async def one_run(
         limits=Limits(max_steps=steps + 1),
     )
     started = time.perf_counter()
-    async with Worker(
-        client,
-        task_queue=queue,
-        workflows=[AgentWorkflow],
-        activities=[ModelActivities(store).call_model],
-        workflow_runner=sandboxed_runner(),
-    ):
+    async with agent_worker(client, queue, artifacts=store, workflow_runner=sandboxed_runner()):
         result = await client.execute_workflow(
             AgentWorkflow.run, input, id=workflow_id, task_queue=queue
         )

@@ -30,6 +30,8 @@ import os
 import sys
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -139,6 +141,35 @@ def server_pid(bench: Bench) -> int:
     return pid
 
 
+@dataclass
+class Load:
+    """Wall time and CPU (server, this worker process) of one measured stretch."""
+
+    wall: float = 0.0
+    server_cpu: float = 0.0
+    worker_cpu: float = 0.0
+
+    def row(self, calls: int, failed: int) -> dict[str, Any]:
+        return {
+            "wall_s": round(self.wall, 2),
+            "tool_calls_per_s": round(calls / self.wall, 1),
+            "failures": failed,
+            "server_cpu_ms_per_call": round(self.server_cpu / calls * 1000, 1),
+            "worker_cpu_ms_per_call": round(self.worker_cpu / calls * 1000, 1),
+        }
+
+
+@contextmanager
+def metered(bench: Bench) -> Iterator[Load]:
+    load = Load()
+    server, worker = cpu_seconds(server_pid(bench)), cpu_seconds(os.getpid())
+    began = time.perf_counter()
+    yield load
+    load.wall = time.perf_counter() - began
+    load.server_cpu = cpu_seconds(server_pid(bench)) - server
+    load.worker_cpu = cpu_seconds(os.getpid()) - worker
+
+
 async def measure(bench: Bench, mode: str) -> dict[str, Any]:
     root = bench.tmp / f"ws-{mode}"
     root.mkdir()
@@ -160,31 +191,23 @@ async def measure(bench: Bench, mode: str) -> dict[str, Any]:
         await bench.client.execute_workflow(
             AgentWorkflow.run, warm, id=f"warm-{uuid.uuid4().hex[:8]}", task_queue=agent_q
         )
-        server_cpu, worker_cpu = cpu_seconds(server_pid(bench)), cpu_seconds(os.getpid())
-        began = time.perf_counter()
-        handles = await asyncio.gather(
-            *(
-                bench.client.start_workflow(
-                    AgentWorkflow.run, inp, id=f"tp-{n}-{uuid.uuid4().hex[:6]}", task_queue=agent_q
+        with metered(bench) as load:
+            handles = await asyncio.gather(
+                *(
+                    bench.client.start_workflow(
+                        AgentWorkflow.run,
+                        inp,
+                        id=f"tp-{n}-{uuid.uuid4().hex[:6]}",
+                        task_queue=agent_q,
+                    )
+                    for n, inp in enumerate(inputs)
                 )
-                for n, inp in enumerate(inputs)
             )
-        )
-        results = await asyncio.wait_for(
-            asyncio.gather(*(h.result() for h in handles), return_exceptions=True), 600
-        )
-        wall = time.perf_counter() - began
-        server_cpu = cpu_seconds(server_pid(bench)) - server_cpu
-        worker_cpu = cpu_seconds(os.getpid()) - worker_cpu
-    calls = WORKFLOWS * CALLS_PER_WORKFLOW
+            results = await asyncio.wait_for(
+                asyncio.gather(*(h.result() for h in handles), return_exceptions=True), 600
+            )
     failed = sum(failures(n, root, r) for n, r in enumerate(results))
-    return {
-        "wall_s": round(wall, 2),
-        "tool_calls_per_s": round(calls / wall, 1),
-        "failures": failed,
-        "server_cpu_ms_per_call": round(server_cpu / calls * 1000, 1),
-        "worker_cpu_ms_per_call": round(worker_cpu / calls * 1000, 1),
-    }
+    return load.row(WORKFLOWS * CALLS_PER_WORKFLOW, failed)
 
 
 async def noop_ceiling(bench: Bench) -> dict[str, Any]:
@@ -210,26 +233,19 @@ async def noop_ceiling(bench: Bench) -> dict[str, Any]:
         await bench.client.execute_workflow(
             NoopTurnsWorkflow.run, shape, id=f"warm-{uuid.uuid4().hex[:8]}", task_queue=agent_q
         )
-        server_cpu, worker_cpu = cpu_seconds(server_pid(bench)), cpu_seconds(os.getpid())
-        began = time.perf_counter()
-        handles = [
-            await bench.client.start_workflow(
-                NoopTurnsWorkflow.run, shape, id=f"noop-{uuid.uuid4().hex[:8]}", task_queue=agent_q
-            )
-            for _ in range(WORKFLOWS)
-        ]
-        done = await asyncio.gather(*(h.result() for h in handles))
-        wall = time.perf_counter() - began
-        server_cpu = cpu_seconds(server_pid(bench)) - server_cpu
-        worker_cpu = cpu_seconds(os.getpid()) - worker_cpu
+        with metered(bench) as load:
+            handles = [
+                await bench.client.start_workflow(
+                    NoopTurnsWorkflow.run,
+                    shape,
+                    id=f"noop-{uuid.uuid4().hex[:8]}",
+                    task_queue=agent_q,
+                )
+                for _ in range(WORKFLOWS)
+            ]
+            done = await asyncio.gather(*(h.result() for h in handles))
     calls = sum(done)
-    return {
-        "wall_s": round(wall, 2),
-        "tool_calls_per_s": round(calls / wall, 1),
-        "failures": WORKFLOWS * turns * CALLS_PER_TURN - calls,
-        "server_cpu_ms_per_call": round(server_cpu / calls * 1000, 1),
-        "worker_cpu_ms_per_call": round(worker_cpu / calls * 1000, 1),
-    }
+    return load.row(calls, WORKFLOWS * turns * CALLS_PER_TURN - calls)
 
 
 async def run() -> dict[str, Any]:

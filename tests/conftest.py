@@ -19,6 +19,9 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 
 from backends.embedded import S3DevServer, TemporalDevServer
 
+pytest_plugins = ["tests.sandbox_fixtures"]
+"""The bwrap modules' fixtures (``sb`` on ``root``); a module's own ``root`` wins."""
+
 # CI replays the same generated examples on every run, so a landing never
 # depends on the luck of a seed; local runs keep exploring new ones.
 settings.register_profile("ci", derandomize=True, print_blob=True)

@@ -23,23 +23,6 @@ import pytest
 from backends.bwrap import BwrapSandboxBackend, SandboxUnavailableError
 
 
-@pytest.fixture(scope="module")
-def _bwrap_ok(tmp_path_factory: pytest.TempPathFactory) -> None:
-    BwrapSandboxBackend(tmp_path_factory.mktemp("probe"), check=True)
-
-
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    path = tmp_path / "root"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture
-def sb(_bwrap_ok: None, root: Path) -> BwrapSandboxBackend:
-    return BwrapSandboxBackend(root, check=False)
-
-
 def _snapshot(directory: Path) -> dict[str, tuple[int, float]]:
     return {
         str(p.relative_to(directory)): (p.lstat().st_size, p.lstat().st_mtime)

@@ -19,7 +19,6 @@ import pytest
 from minio import Minio
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
-from temporalio.worker import Worker
 
 from activities.history import (
     CODEC_ENCODING,
@@ -30,7 +29,6 @@ from activities.history import (
     filegate_data_converter,
 )
 from activities.messages import ModelSpec
-from activities.model import ModelActivities
 from backends.artifacts import ArtifactRef, ArtifactStore
 from backends.embedded import TemporalDevServer
 from backends.filesystem import FilesystemBackend
@@ -42,7 +40,7 @@ from bench.history import (
     script,
     write_data,
 )
-from worker import tools_worker
+from worker import agent_worker, tools_worker
 from workflows import AgentInput, AgentResult, AgentWorkflow, BackendRef, BackendSpec, RouteSpec
 from workflows.context import EVICT_CHARS, evicted_name
 
@@ -73,13 +71,7 @@ async def agent_with_store(client: Client, store: ArtifactStore | None) -> Async
     from workflows.agent import sandboxed_runner
 
     queue = uid("agent")
-    async with Worker(
-        client,
-        task_queue=queue,
-        workflows=[AgentWorkflow],
-        activities=[ModelActivities(store).call_model],
-        workflow_runner=sandboxed_runner(),
-    ):
+    async with agent_worker(client, queue, artifacts=store, workflow_runner=sandboxed_runner()):
         yield queue
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import random
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,24 +15,6 @@ import pytest
 from backends.bwrap import BwrapSandboxBackend
 from backends.protocol import BackendProtocol
 from backends.sandbox import UPLOAD_CHUNK_BYTES
-
-
-@pytest.fixture(scope="module")
-def _bwrap_ok(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Probe once per module (raises with the reason if bwrap cannot sandbox here)."""
-    BwrapSandboxBackend(tmp_path_factory.mktemp("probe"), check=True)
-
-
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    path = tmp_path / "root"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture
-def sb(_bwrap_ok: None, root: Path) -> Iterator[BwrapSandboxBackend]:
-    yield BwrapSandboxBackend(root, check=False)
 
 
 def test_capabilities(sb: BwrapSandboxBackend) -> None:

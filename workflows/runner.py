@@ -71,13 +71,15 @@ class ContextFreeSandboxRunner(SandboxedWorkflowRunner):
         return _ContextFreeInstance(super().create_instance(det))
 
 
+def _restrictions() -> SandboxRestrictions:
+    return SandboxRestrictions.default.with_passthrough_modules(*SANDBOX_PASSTHROUGH)
+
+
 def sandboxed_runner() -> SandboxedWorkflowRunner:
     """The stock sandbox with :data:`SANDBOX_PASSTHROUGH` passed through."""
-    restrictions = SandboxRestrictions.default.with_passthrough_modules(*SANDBOX_PASSTHROUGH)
-    return SandboxedWorkflowRunner(restrictions=restrictions)
+    return SandboxedWorkflowRunner(restrictions=_restrictions())
 
 
 def agent_runner() -> SandboxedWorkflowRunner:
     """What agent workers run on: :func:`sandboxed_runner`, context-free."""
-    restrictions = SandboxRestrictions.default.with_passthrough_modules(*SANDBOX_PASSTHROUGH)
-    return ContextFreeSandboxRunner(restrictions=restrictions)
+    return ContextFreeSandboxRunner(restrictions=_restrictions())
