@@ -30,7 +30,6 @@ import hashlib
 import json
 import os
 import re
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -169,6 +168,7 @@ class ToolJournal:
         unsynced writes it records."""
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
+        self._made: set[Path] = set()
         self.fsync = Settings.from_env().journal_fsync if fsync is None else fsync
 
     # ------------------------------------------------------------------ storage
@@ -199,15 +199,19 @@ class ToolJournal:
             return None
 
     def store(self, path: Path, entry: JournalEntry) -> None:
-        """Atomically replace ``path`` with ``entry`` (flushed to disk with ``fsync``)."""
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
+        """Atomically replace ``path`` with ``entry`` (flushed to disk with ``fsync``).
+
+        Called under the entry's lock, so one temporary name per entry is enough;
+        one a crashed writer left behind is truncated and reused."""
+        tmp = path.with_name(f".{path.name}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(entry.model_dump_json().encode("utf-8"))
+            try:
+                os.write(fd, entry.model_dump_json().encode("utf-8"))
                 if self.fsync:
-                    handle.flush()
-                    os.fsync(handle.fileno())
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
             os.replace(tmp, path)
         except BaseException:
             with contextlib.suppress(OSError):
@@ -221,15 +225,21 @@ class ToolJournal:
         finally:
             os.close(dir_fd)
 
+    def _directory(self, path: Path) -> None:
+        """Create the entry's backend directory once per journal."""
+        if path.parent not in self._made:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._made.add(path.parent)
+
     @contextlib.contextmanager
     def _locked(self, path: Path) -> Iterator[None]:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path.with_suffix(".lock"), "a+b") as lock:
-            fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+        self._directory(path)
+        fd = os.open(path.with_suffix(".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # closing releases the lock
 
     def prune(self, max_age_seconds: float = DEFAULT_RETENTION_SECONDS) -> int:
         """Delete entries (and locks) older than ``max_age_seconds``; returns how many."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class TextBlock(BaseModel):
@@ -58,7 +58,11 @@ class Message(BaseModel):
 
 
 class ToolSpec(BaseModel):
-    """A tool as offered to the model: name, description and JSON schema."""
+    """A tool as offered to the model: name, description and JSON schema.
+
+    Frozen: workflows share one instance per distinct offer across model turns."""
+
+    model_config = ConfigDict(frozen=True)
 
     name: str
     description: str

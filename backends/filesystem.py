@@ -59,6 +59,31 @@ DEFAULT_MAX_FILE_BYTES = 64 * 1024 * 1024
 MAX_GLOB_RESULTS = 100_000
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_PROC_FD = "/proc/self/fd"
+
+
+def _resolve(host: str) -> str:
+    """``os.path.realpath(host)``, answered by the kernel when ``host`` exists.
+
+    realpath walks the path in Python with one ``lstat`` per component, a tenth
+    of a small tool call's CPU. An ``O_PATH`` open resolves every symlink in one
+    system call and ``/proc/self/fd`` names the result. A missing path (or a
+    system without ``/proc``) falls back to realpath, which resolves the
+    existing prefix the same way.
+    """
+    try:
+        fd = os.open(host, os.O_PATH | os.O_CLOEXEC)
+    except OSError:
+        return os.path.realpath(host)
+    try:
+        real = os.readlink(f"{_PROC_FD}/{fd}")
+    except OSError:
+        return os.path.realpath(host)
+    finally:
+        os.close(fd)
+    return real if real.startswith("/") else os.path.realpath(host)
+
+
 _RG_ENV_PATH = "/usr/local/bin:/usr/bin:/bin"
 
 R = TypeVar("R", bound=_Result)
@@ -176,10 +201,10 @@ class FilesystemBackend:
             return []
         host = os.path.join(self.root, rel)
         if follow_final:
-            real = os.path.realpath(host)
+            real = _resolve(host)
         else:
             head, tail = os.path.split(host)
-            real = os.path.join(os.path.realpath(head), tail)
+            real = os.path.join(_resolve(head), tail)
         if real == self.root:
             return []
         if not real.startswith(self._root_prefix):

@@ -63,9 +63,12 @@ def root(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def tools(root: Path, tmp_path: Path) -> FileToolActivities:
+    # An explicit search budget: the one derived from ActivityEnvironment's 1 s
+    # start_to_close (0.5 s) was too tight for a 2-core machine under suite load.
     return FileToolActivities(
         {"fs": FilesystemBackend(root), "shell": LocalShellBackend(root)},
         tmp_path / "journal",
+        search_timeout=10.0,
     )
 
 

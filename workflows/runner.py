@@ -16,6 +16,14 @@ builds. A converter that needs the context should run on
 
 from __future__ import annotations
 
+import importlib.abc
+import importlib.machinery
+import os
+import sys
+from collections.abc import Sequence
+from types import CodeType, ModuleType
+from typing import ClassVar
+
 from temporalio.bridge.proto.workflow_activation import WorkflowActivation
 from temporalio.bridge.proto.workflow_completion import WorkflowActivationCompletion
 from temporalio.converter import SerializationContext, StorageDriverStoreContext
@@ -33,11 +41,13 @@ SANDBOX_PASSTHROUGH: tuple[str, ...] = (
     "workflows.fanout",
     "workflows.gate",
     "workflows.inputs",
+    "workflows.runner",
     "workflows.tool_descriptions",
 )
 """Modules the agent workflow may share with the host: pure and deterministic.
 
-Only ``workflows.agent`` (the workflow class) is re-imported per workflow run;
+Only ``workflows`` and ``workflows.agent`` (the workflow class) are re-imported per
+workflow run (from code compiled once, see :class:`CompiledOnceFinder`);
 the helpers hold no state and define the pydantic models, which are slow to
 build (re-importing them cost about a third of a throughput run's workflow CPU)."""
 
@@ -71,15 +81,65 @@ class ContextFreeSandboxRunner(SandboxedWorkflowRunner):
         return _ContextFreeInstance(super().create_instance(det))
 
 
+class _CompiledOnceLoader(importlib.machinery.SourceFileLoader):
+    """A source loader that compiles each file once per process.
+
+    The sandbox re-imports the workflow module on every workflow run. Python
+    reads a cached ``.pyc`` when one exists, but with ``PYTHONDONTWRITEBYTECODE``
+    (or a read-only install) there is none, and every run compiled the source
+    again: half of the sandbox's start-up cost. Keyed by path, mtime and size,
+    so an edited file is compiled afresh.
+    """
+
+    codes: ClassVar[dict[tuple[str, int, int], CodeType]] = {}
+
+    def get_code(self, fullname: str) -> CodeType:
+        path = self.get_filename(fullname)
+        stat = os.stat(path)
+        key = (path, stat.st_mtime_ns, stat.st_size)
+        code = self.codes.get(key)
+        if code is None:
+            code = super().get_code(fullname)
+            assert code is not None, f"no code for {fullname}"
+            self.codes[key] = code
+        return code
+
+
+class CompiledOnceFinder(importlib.abc.MetaPathFinder):
+    """Finds the modules of ``packages`` as usual; loads them with :class:`_CompiledOnceLoader`."""
+
+    def __init__(self, packages: Sequence[str]) -> None:
+        self.packages = frozenset(packages)
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname.partition(".")[0] not in self.packages:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path, target)
+        loader = spec.loader if spec is not None else None
+        if spec is not None and type(loader) is importlib.machinery.SourceFileLoader:
+            spec.loader = _CompiledOnceLoader(loader.name, loader.path)
+        return spec
+
+
+def compile_workflows_once() -> None:
+    """Install :class:`CompiledOnceFinder` for the ``workflows`` package (idempotent)."""
+    if not any(isinstance(f, CompiledOnceFinder) for f in sys.meta_path):
+        sys.meta_path.insert(0, CompiledOnceFinder(["workflows"]))
+
+
 def _restrictions() -> SandboxRestrictions:
     return SandboxRestrictions.default.with_passthrough_modules(*SANDBOX_PASSTHROUGH)
 
 
 def sandboxed_runner() -> SandboxedWorkflowRunner:
     """The stock sandbox with :data:`SANDBOX_PASSTHROUGH` passed through."""
+    compile_workflows_once()
     return SandboxedWorkflowRunner(restrictions=_restrictions())
 
 
 def agent_runner() -> SandboxedWorkflowRunner:
     """What agent workers run on: :func:`sandboxed_runner`, context-free."""
+    compile_workflows_once()
     return ContextFreeSandboxRunner(restrictions=_restrictions())

@@ -156,14 +156,28 @@ def tool_schema(name: ToolName) -> dict[str, object]:
 def tool_specs(
     visible: list[ToolName], custom: Mapping[str, str], *, video: bool = False
 ) -> list[ToolSpec]:
-    return [
+    """The tools offered to the model, built once per distinct offer.
+
+    Every model turn of every workflow asks for them, and the offer changes only
+    with the visible set; rebuilding them (schema copies included) was a tenth
+    of a workflow task's CPU. The specs are shared: treat them as read-only.
+    """
+    return list(_cached_specs(tuple(visible), tuple(sorted(custom.items())), video))
+
+
+@functools.lru_cache(maxsize=256)
+def _cached_specs(
+    visible: tuple[ToolName, ...], custom: tuple[tuple[str, str], ...], video: bool
+) -> tuple[ToolSpec, ...]:
+    names, overrides = list(visible), dict(custom)
+    return tuple(
         ToolSpec(
             name=name,
-            description=describe(name, visible, custom, video=video),
+            description=describe(name, names, overrides, video=video),
             parameters=tool_schema(name),
         )
         for name in visible
-    ]
+    )
 
 
 def _slash(prefix: str) -> str:
