@@ -44,6 +44,17 @@ class ServiceError(RuntimeError):
     """An embedded service could not be found, started or reached."""
 
 
+class PortClash(ServiceError):
+    """The service exited at start-up because one of its ports was taken meanwhile.
+
+    Ports are picked free, but another process (or the service itself, picking
+    its internal ports) can take one before the service binds it."""
+
+
+PORT_CLASH = "address already in use"
+START_ATTEMPTS = 3
+
+
 def is_listening(host: str, port: int, timeout: float = 0.25) -> bool:
     """True when something accepts TCP connections on ``host:port``."""
     try:
@@ -158,6 +169,9 @@ class ManagedServer(ABC):
     def _after_stop(self) -> None:  # noqa: B027 - optional hook, no-op by default
         """Clean up leftovers once the process is gone."""
 
+    def _repick_ports(self) -> None:  # noqa: B027 - optional hook, no-op by default
+        """After a :class:`PortClash`: pick new internal ports (never the client-facing one)."""
+
     # -- lifecycle ----------------------------------------------------------
     @property
     def pid(self) -> int | None:
@@ -168,9 +182,22 @@ class ManagedServer(ABC):
         return self._proc is not None and self._proc.poll() is None
 
     def start(self, timeout: float = 60.0) -> Self:
-        """Launch the process and block until it is ready (or raise with the log tail)."""
+        """Launch the process and block until it is ready (or raise with the log tail).
+
+        A start that fails on a taken port is retried (:data:`START_ATTEMPTS` in
+        all) with new internal ports; the service re-picks its own as well."""
         if self.running:
             return self
+        for attempt in range(1, START_ATTEMPTS + 1):
+            try:
+                return self._start_once(timeout)
+            except PortClash:
+                if attempt == START_ATTEMPTS:
+                    raise
+                self._repick_ports()
+        raise AssertionError("unreachable")
+
+    def _start_once(self, timeout: float) -> Self:
         self._prepare()
         began = time.monotonic()
         with self.log_path.open("ab") as log:
@@ -200,9 +227,12 @@ class ManagedServer(ABC):
             if code is not None:
                 self._proc = None
                 _live.discard(self)
-                raise ServiceError(
+                tail = _tail(self.log_path)
+                this_start = tail.rpartition(f"=== {self.name} start")[2]
+                error = PortClash if PORT_CLASH in this_start else ServiceError
+                raise error(
                     f"{self.name} exited with code {code} during startup; "
-                    f"log {self.log_path}:\n{_tail(self.log_path)}"
+                    f"log {self.log_path}:\n{tail}"
                 )
             if self._probe():
                 return
@@ -283,6 +313,10 @@ class TemporalDevServer(ManagedServer):
         self.ui_port = ui_port
         self.namespace = namespace
         self.db_path = self.state_dir / "temporal.db"
+
+    def _repick_ports(self) -> None:
+        self.http_port = free_port(self.host)
+        self.metrics_port = free_port(self.host)
 
     @property
     def address(self) -> str:
@@ -380,6 +414,12 @@ class S3DevServer(ManagedServer):
         self.data_path = self.state_dir / "data"
         self.config_path = self.state_dir / "s3-identities.json"
         self._buckets_made = False
+
+    def _repick_ports(self) -> None:
+        for component in self._COMPONENTS:
+            if component != "s3":
+                self.ports[component] = free_port(self.host)
+        self.grpc_ports = {component: free_port(self.host) for component in self._COMPONENTS}
 
     @property
     def endpoint(self) -> str:

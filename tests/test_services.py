@@ -29,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
     from minio.error import S3Error
 
     from backends.embedded import (
+        PortClash,
         S3DevServer,
         ServiceError,
         TemporalDevServer,
@@ -163,7 +164,25 @@ def test_start_failure_reports_log_tail(tmp_path: Path) -> None:
             server.start(timeout=30)
     assert "temporal" in str(err.value) and str(server.log_path) in str(err.value)
     assert "address already in use" in str(err.value).lower()
+    assert isinstance(err.value, PortClash)  # retried, but the client-facing port stays
     assert not server.running
+
+
+def test_start_retries_when_an_internal_port_was_taken(tmp_path: Path) -> None:
+    """Free ports can be taken before the server binds them: it starts on new ones."""
+    server = TemporalDevServer(tmp_path)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", server.http_port))
+        sock.listen()
+        taken = server.http_port
+        try:
+            server.start(timeout=60)
+            assert server.running and server.http_port != taken
+            assert is_listening("127.0.0.1", server.port)
+            log = server.log_path.read_text()
+            assert log.count("=== temporal start") == 2 and "address already in use" in log
+        finally:
+            server.stop()
 
 
 # -- Temporal -----------------------------------------------------------------
