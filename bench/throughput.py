@@ -12,10 +12,13 @@ Rows:
   on the tools worker's task queue;
 - ``local``: the same agents with the backend hosted by the agent worker
   (``kind="local"``), every tool call a local activity;
+- ``agent, no-op tools``: a probe: the same Filegate agents, but the tools
+  worker answers every ``filegate.*`` activity at once without touching a
+  file. It is the bound the agent side (workflow, model calls, server) puts on
+  the ``remote`` row;
 - ``noop ceiling``: a probe, not Filegate: 50 trivial workflows running the
   same number of no-op activities in the same turns on the same server. It is
-  what this server sustains for activities that do nothing, the bound on the
-  ``remote`` row.
+  what this server sustains for activities that do nothing, the bound on both.
 
 Reported: tool calls per second from the first start to the last result, the
 failures (workflow failures + tool errors + wrong file contents), which must
@@ -43,6 +46,7 @@ from common import Bench, call, emit_json, print_table, remote, scripted_input, 
 from temporalio import activity, workflow
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
+from activities.tool_types import TOOL_ORDER, ToolOutcome, ToolRequest
 from backends.filesystem import FilesystemBackend
 from worker import ACTIVITY_TASK_POLLERS, WORKFLOW_TASK_POLLERS, agent_worker, tools_worker
 from workflows import AgentResult, AgentWorkflow, BackendRef
@@ -87,6 +91,19 @@ class NoopTurnsWorkflow:
             )
             done += sum(results)
         return done
+
+
+def instant_tool(name: str) -> Any:
+    """A ``filegate.<name>`` activity that answers at once and touches no file (probe)."""
+
+    @activity.defn(name=f"filegate.{name}")
+    async def answer(request: ToolRequest) -> ToolOutcome:
+        return ToolOutcome(content=f"v2 {request.tool} (no-op probe)")
+
+    return answer
+
+
+INSTANT_TOOLS = [instant_tool(name) for name in TOOL_ORDER]
 
 
 def script(n: int) -> list[dict[str, Any]]:
@@ -171,6 +188,7 @@ def metered(bench: Bench) -> Iterator[Load]:
 
 
 async def measure(bench: Bench, mode: str) -> dict[str, Any]:
+    """``mode``: ``remote``, ``local`` or ``instant`` (remote refs, no-op tools worker)."""
     root = bench.tmp / f"ws-{mode}"
     root.mkdir()
     fs = FilesystemBackend(str(root), virtual_mode=True)
@@ -182,11 +200,17 @@ async def measure(bench: Bench, mode: str) -> dict[str, Any]:
     else:
         ref = remote("fs", tools_q)
         hosted = {}
+    if mode == "instant":
+        tools = Worker(
+            bench.client,
+            task_queue=tools_q,
+            activities=INSTANT_TOOLS,
+            max_concurrent_activity_task_polls=ACTIVITY_TASK_POLLERS,
+        )
+    else:
+        tools = tools_worker(bench.client, tools_q, {"fs": fs}, journal)
     inputs = [scripted_input(script(n), ref) for n in range(WORKFLOWS)]
-    async with (
-        agent_worker(bench.client, agent_q, **hosted),
-        tools_worker(bench.client, tools_q, {"fs": fs}, journal),
-    ):
+    async with agent_worker(bench.client, agent_q, **hosted), tools:
         warm = scripted_input(script(WORKFLOWS), ref)
         await bench.client.execute_workflow(
             AgentWorkflow.run, warm, id=f"warm-{uuid.uuid4().hex[:8]}", task_queue=agent_q
@@ -206,8 +230,18 @@ async def measure(bench: Bench, mode: str) -> dict[str, Any]:
             results = await asyncio.wait_for(
                 asyncio.gather(*(h.result() for h in handles), return_exceptions=True), 600
             )
-    failed = sum(failures(n, root, r) for n, r in enumerate(results))
+    if mode == "instant":
+        failed = sum(probe_failures(r) for r in results)
+    else:
+        failed = sum(failures(n, root, r) for n, r in enumerate(results))
     return load.row(WORKFLOWS * CALLS_PER_WORKFLOW, failed)
+
+
+def probe_failures(result: AgentResult | BaseException) -> int:
+    """The no-op probe writes nothing: only failed runs and missing calls count."""
+    if isinstance(result, BaseException):
+        return CALLS_PER_WORKFLOW
+    return result.tool_errors + abs(result.tool_calls - CALLS_PER_WORKFLOW)
 
 
 async def noop_ceiling(bench: Bench) -> dict[str, Any]:
@@ -253,6 +287,7 @@ async def run() -> dict[str, Any]:
         rows = {
             "remote": await measure(bench, "remote"),
             "local": await measure(bench, "local"),
+            "agent, no-op tools": await measure(bench, "instant"),
             "noop ceiling": await noop_ceiling(bench),
         }
     return {
