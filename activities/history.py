@@ -4,11 +4,13 @@ Two mechanisms, both backed by the same :class:`~backends.artifacts.ArtifactStor
 
 * **Transcript by reference.** The model activity's input carries a
   :class:`TranscriptRef` (key, message count, sha256) plus only the messages
-  new since the previous call (:class:`ModelTurn`). The activity fetches the
-  previous transcript object, appends the new messages, stores the result
-  under a key fixed by the workflow id and the call index (so a retried
-  activity rewrites the same bytes and returns an equal ref) and hands the new
-  ref back with the response (:class:`ModelTurnResult`). Without a store on
+  new since the previous call (:class:`ModelTurn`). The activity rebuilds the
+  previous transcript (from memory, else from its objects), appends the new
+  messages and stores them, usually as a segment that holds only the new
+  messages and the previous ref (:data:`SNAPSHOT_EVERY`), under a key fixed by
+  the workflow id and the call index (so a retried activity rewrites the same
+  bytes and returns an equal ref). It hands the new ref back with the response
+  (:class:`ModelTurnResult`). Without a store on
   the agent worker the activity answers ``transcript=None`` and the workflow
   keeps sending the whole conversation by value (unit tests without S3).
 * **Payload codec.** :func:`filegate_data_converter` is the pydantic converter
@@ -56,6 +58,13 @@ CODEC_THREAD = "~payloads"
 """Pseudo workflow-id component under which codec objects live (no workflow id starts with ~
 in practice, and ``~`` keeps them apart from real threads)."""
 
+SNAPSHOT_EVERY = 32
+"""A model call stores only its new messages, as a segment on the previous transcript
+object, except every this many calls, when it stores the whole transcript again.
+Storing the whole transcript on every call wrote O(n^2) bytes over a thread of n
+calls; segments write each message about once (plus a full copy every 32 calls),
+and a worker that has no copy in memory reads at most 32 objects to rebuild one."""
+
 Purpose = Literal["respond", "summarize"]
 TRANSCRIPT_UNAVAILABLE = "TranscriptUnavailable"
 """Error type of a model call whose transcript reference this worker cannot resolve."""
@@ -63,12 +72,18 @@ K = TypeVar("K")
 
 
 class TranscriptRef(BaseModel):
-    """A stored model-facing transcript: where it is and how many messages it holds."""
+    """A stored model-facing transcript: where it is and how many messages it holds.
+
+    ``depth`` 0: the object holds the whole transcript. Above 0 it is a segment:
+    the messages added by one call, on top of the transcript its base ref (stored
+    inside it) names, ``depth - 1`` segments deep (see :data:`SNAPSHOT_EVERY`).
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     artifact: ArtifactRef
     count: int = Field(ge=0)
+    depth: int = Field(default=0, ge=0)
 
 
 class MemoryRef(BaseModel):
@@ -186,6 +201,14 @@ class RecentTranscripts(Generic[K]):
         return list(entry[1])
 
 
+def _dump(message: Message) -> dict[str, object]:
+    return message.model_dump(mode="json", exclude_none=True)
+
+
+def _parse(items: list[dict[str, object]]) -> list[Message]:
+    return [Message.model_validate(m) for m in items]
+
+
 class TranscriptStore:
     """Transcript objects and conversation archives of threads, in one artifact store.
 
@@ -206,7 +229,16 @@ class TranscriptStore:
         if recalled is not None and len(recalled) == ref.count:
             return recalled
         data = json.loads(self.store.get(ref.artifact))
-        messages = [Message.model_validate(m) for m in data]
+        if isinstance(data, dict):  # a segment: new messages on top of its base
+            base = TranscriptRef.model_validate(data["base"])
+            if base.depth >= ref.depth:
+                raise TranscriptMismatch(
+                    f"transcript segment {ref.artifact.key} (depth {ref.depth}) "
+                    f"names a base of depth {base.depth}"
+                )
+            messages = self.load(base) + _parse(data["messages"])
+        else:
+            messages = _parse(data)
         if len(messages) != ref.count:
             raise TranscriptMismatch(
                 f"transcript {ref.artifact.key} holds {len(messages)} messages, "
@@ -215,12 +247,8 @@ class TranscriptStore:
         return messages
 
     def save(self, workflow_id: str, key: str, messages: Sequence[Message]) -> TranscriptRef:
-        body = json.dumps(
-            [m.model_dump(mode="json", exclude_none=True) for m in messages],
-            separators=(",", ":"),
-            ensure_ascii=False,
-        ).encode()
-        artifact = self.store.put(workflow_id, key, body, "application/json")
+        """Store the whole transcript under ``key`` (a snapshot, depth 0)."""
+        artifact = self._put(workflow_id, key, [_dump(m) for m in messages])
         self._recent.keep(artifact.workflow_id, artifact, messages)
         return TranscriptRef(artifact=artifact, count=len(messages))
 
@@ -231,10 +259,23 @@ class TranscriptStore:
         new: Sequence[Message],
         key: str,
     ) -> tuple[list[Message], TranscriptRef]:
-        """Previous transcript + ``new``, stored under ``key``: (full list, its ref)."""
+        """Previous transcript + ``new``, stored under ``key``: (full list, its ref).
+
+        Stored as a segment (``new`` and the previous ref) unless there is no
+        previous transcript or it is :data:`SNAPSHOT_EVERY` - 1 segments deep.
+        """
         full = self.load(previous) if previous is not None else []
         full.extend(new)
-        return full, self.save(workflow_id, key, full)
+        if previous is None or previous.depth + 1 >= SNAPSHOT_EVERY:
+            return full, self.save(workflow_id, key, full)
+        segment = {"base": previous.model_dump(mode="json"), "messages": [_dump(m) for m in new]}
+        artifact = self._put(workflow_id, key, segment)
+        self._recent.keep(artifact.workflow_id, artifact, full)
+        return full, TranscriptRef(artifact=artifact, count=len(full), depth=previous.depth + 1)
+
+    def _put(self, workflow_id: str, key: str, body: object) -> ArtifactRef:
+        data = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+        return self.store.put(workflow_id, key, data, "application/json")
 
     def archive(self, workflow_id: str, name: str, text: str) -> str:
         """Store ``text`` as ``/conversation_history/<name>``; returns that virtual path."""

@@ -160,13 +160,17 @@ async def test_transcript_by_reference_keeps_model_inputs_small(
 
 
 def _ref_of(store: ArtifactStore, key: str, count: int) -> TranscriptRef:
+    """The ref of a stored transcript object (a segment's depth is its base's + 1)."""
     import hashlib
+    import json
 
     body = store.client.get_object(store.bucket, key).read()
     artifact = ArtifactRef(
         bucket=store.bucket, key=key, size=len(body), sha256=hashlib.sha256(body).hexdigest()
     )
-    return TranscriptRef(artifact=artifact, count=count)
+    data = json.loads(body)
+    depth = data["base"]["depth"] + 1 if isinstance(data, dict) else 0
+    return TranscriptRef(artifact=artifact, count=count, depth=depth)
 
 
 async def test_continue_as_new_matches_a_single_run(
