@@ -14,7 +14,7 @@ import pytest
 from minio import Minio
 from temporalio.client import Client
 
-from activities.history import conversation_key
+from activities.history import TranscriptStore, conversation_key
 from activities.messages import Message, ModelSpec, ToolCall
 from tests.test_history_size import agent_with_store, calls, model_inputs, new_store, scripted, uid
 from workflows import AgentInput, AgentWorkflow
@@ -109,10 +109,11 @@ async def test_summarization_with_small_context_window(
     threshold_chars = 4 * summarize_threshold(_script())
     last = responds[-1]
     if store is not None:
-        # By reference: the last call's stored view starts with the summary.
+        # By reference: the last call's view (stored transcript + its new messages)
+        # starts with the summary.
         assert last.transcript is not None
-        key = store.key_for(workflow_id, f"transcript/{last.call_index:06d}")
-        view = json.loads(store.client.get_object(store.bucket, key).read())
+        stored = TranscriptStore(store).load(last.transcript) + list(last.messages)
+        view = [m.model_dump(mode="json") for m in stored]
         archive_key = conversation_key(f"summary-{summaries[0].call_index:06d}.md")
         archived = store.client.get_object(
             store.bucket,
