@@ -33,11 +33,11 @@ import json
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 from temporalio.api.common.v1 import Payload
-from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.contrib.pydantic import PydanticPayloadConverter, pydantic_data_converter
 from temporalio.converter import DataConverter, PayloadCodec
 
 from activities.messages import Message, ModelRequest, ModelResponse
@@ -54,6 +54,8 @@ CODEC_THRESHOLD = 8 * 1024
 result, then the model input that carries it) would otherwise pass through history
 twice per step, so history would grow by tens of KB per step (bench/history.py)."""
 CODEC_ENCODING = b"filegate/artifact-ref"
+INLINE_METADATA = "filegate-inline"
+"""Payload metadata key set on :class:`InlineOnly` values: the codec passes them as they are."""
 CODEC_THREAD = "~payloads"
 """Pseudo workflow-id component under which codec objects live (no workflow id starts with ~
 in practice, and ``~`` keeps them apart from real threads)."""
@@ -124,6 +126,20 @@ class ModelTurn(ModelRequest):
         """The provider-facing request with the full ``messages``."""
         fields = self.model_dump(include=set(ModelRequest.model_fields) - {"messages"})
         return ModelRequest.model_validate({**fields, "messages": list(messages)})
+
+
+class InlineOnly:
+    """Marks a value whose payload never enters workflow history.
+
+    A local activity's input goes from the workflow to the activity inside one
+    worker; only the activity's result is recorded. The payload codec leaves such
+    payloads inline (:data:`INLINE_METADATA`) instead of storing them in S3 and
+    fetching them back a moment later.
+    """
+
+
+class LocalModelTurn(ModelTurn, InlineOnly):
+    """A :class:`ModelTurn` sent to a local activity (decodes as a ModelTurn)."""
 
 
 class ModelTurnResult(BaseModel):
@@ -300,7 +316,7 @@ class ArtifactPayloadCodec(PayloadCodec):
         return [await self._decode_one(p) for p in payloads]
 
     async def _encode_one(self, payload: Payload) -> Payload:
-        if payload.ByteSize() <= self.threshold:
+        if payload.ByteSize() <= self.threshold or INLINE_METADATA in payload.metadata:
             return payload
         data = payload.SerializeToString()
         digest = hashlib.sha256(data).hexdigest()
@@ -320,6 +336,17 @@ class ArtifactPayloadCodec(PayloadCodec):
         return restored
 
 
+class InlineMarkingPayloadConverter(PydanticPayloadConverter):
+    """The pydantic payload converter; marks :class:`InlineOnly` values for the codec."""
+
+    def to_payloads(self, values: Sequence[Any]) -> list[Payload]:
+        payloads = super().to_payloads(values)
+        for value, payload in zip(values, payloads, strict=True):
+            if isinstance(value, InlineOnly):
+                payload.metadata[INLINE_METADATA] = b"1"
+        return payloads
+
+
 def filegate_data_converter(
     store: ArtifactStore | None, threshold: int = CODEC_THRESHOLD
 ) -> DataConverter:
@@ -332,4 +359,8 @@ def filegate_data_converter(
     if store is None:
         return pydantic_data_converter
     codec = ArtifactPayloadCodec(store, threshold)
-    return dataclasses.replace(pydantic_data_converter, payload_codec=codec)
+    return dataclasses.replace(
+        pydantic_data_converter,
+        payload_converter_class=InlineMarkingPayloadConverter,
+        payload_codec=codec,
+    )

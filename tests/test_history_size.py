@@ -22,6 +22,7 @@ from temporalio.client import Client
 
 from activities.history import (
     CODEC_ENCODING,
+    CODEC_THREAD,
     ModelTurn,
     TranscriptRef,
     TranscriptStore,
@@ -337,6 +338,14 @@ async def test_file_reads_leave_history_flat(
     assert stats.history_bytes < 29 * 20_000 / 4, stats
     first, second, _ = stats.run_bytes
     assert second <= first * MAX_GROWTH, stats.run_bytes
+    # The tool results (activity results, in history) went to S3 through the codec;
+    # the model turns carrying them went to a local activity and stayed inline.
+    stored = [
+        store.client.get_object(store.bucket, key).read()
+        for key in store.list_thread(CODEC_THREAD)
+    ]
+    assert sum(b"00199 ddd" in body for body in stored) >= 1
+    assert not any(b'"mode":"turn"' in body for body in stored)
 
 
 async def test_local_model_call_keeps_inputs_out_of_history(

@@ -40,6 +40,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.dispatch import run_tool
     from activities.history import (
         TRANSCRIPT_UNAVAILABLE,
+        LocalModelTurn,
         MemoryRef,
         ModelTurn,
         ModelTurnResult,
@@ -348,7 +349,8 @@ class AgentWorkflow:
         if memory is not None and memory.count > len(view):
             memory = None
         known = ref.count if ref else memory.count if memory else 0
-        turn = ModelTurn(
+        local = self._input.model_call == "local_activity"
+        turn = (LocalModelTurn if local else ModelTurn)(
             **request.model_dump(exclude={"messages"}),
             messages=view[known:],
             mode="turn",
@@ -370,7 +372,7 @@ class AgentWorkflow:
             ),
         }
         try:
-            if self._input.model_call == "local_activity":
+            if local:
                 result = await workflow.execute_local_activity(MODEL_ACTIVITY, turn, **options)
             else:
                 result = await workflow.execute_activity(MODEL_ACTIVITY, turn, **options)
