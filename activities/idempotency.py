@@ -44,6 +44,7 @@ from activities.tool_types import (
     ToolRequest,
     WriteFileArgs,
 )
+from backends.filesystem import named_for_call
 from backends.formatting import format_error
 from backends.protocol import BackendProtocol, DeleteResult, EditResult, WriteResult
 from backends.settings import Settings
@@ -263,7 +264,8 @@ class ToolJournal:
         apply: Callable[[], ToolOutcome],
     ) -> ToolOutcome:
         """Apply a mutating call at most once per key; return its (original) outcome."""
-        path = self.entry_path(backend_name, self.key(backend_name, request, args))
+        key = self.key(backend_name, request, args)
+        path = self.entry_path(backend_name, key)
         with self._locked(path):
             entry = self.load(path)
             if entry is not None and entry.outcome is not None:
@@ -281,7 +283,11 @@ class ToolJournal:
                 recovered = None
             else:
                 recovered = self._recover(backend, request, args, entry.intent)
-            result = recovered if recovered is not None else apply()
+            if recovered is None:
+                with named_for_call(key[:16]):
+                    result = apply()
+            else:
+                result = recovered
             if recovered is None:
                 crash_if_requested(request.tool_call_id)
             entry.outcome = result

@@ -21,7 +21,8 @@ import shutil
 import stat
 import subprocess
 from collections.abc import Callable, Iterator
-from contextlib import suppress
+from contextlib import contextmanager, suppress
+from contextvars import ContextVar
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import BinaryIO, TypeVar
@@ -60,6 +61,27 @@ MAX_GLOB_RESULTS = 100_000
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _PROC_FD = "/proc/self/fd"
+_CALL_TOKEN: ContextVar[str | None] = ContextVar("filegate_call_token", default=None)
+
+
+@contextmanager
+def named_for_call(token: str) -> Iterator[None]:
+    """Name the temporary files of writes in this block after ``token``.
+
+    A write goes to a temporary file renamed over the target. A worker killed
+    between the two leaves that file behind; with a random name it stayed in
+    the workspace for good. The idempotency journal runs each mutating call
+    under its key, so the retry of a killed call reuses the same temporary name
+    and renames it away. Calls with one key never run at once (the journal
+    locks the key), so the name cannot collide. ``token``: letters and digits.
+    """
+    if not token.isalnum():
+        raise ValueError(f"call token must be alphanumeric: {token!r}")
+    reset = _CALL_TOKEN.set(token)
+    try:
+        yield
+    finally:
+        _CALL_TOKEN.reset(reset)
 
 
 def _resolve(host: str) -> str:
@@ -275,8 +297,13 @@ class FilesystemBackend:
                 raise IsADirectoryError(errno.EISDIR, "is a directory")
             if old is not None and not stat.S_ISREG(old.st_mode):
                 raise NotRegularFileError(vpath)
-            tmp = f".{name[:40]}.{secrets.token_hex(6)}.filegate-tmp"
-            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+            token = _CALL_TOKEN.get()
+            flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+            if token is None:
+                token, flags = secrets.token_hex(6), flags | os.O_EXCL
+            else:
+                flags |= os.O_TRUNC  # a killed attempt of this very call left it
+            tmp = f".{name[:40]}.{token}.filegate-tmp"
             fd = os.open(tmp, flags, 0o666, dir_fd=dfd)
             try:
                 with os.fdopen(fd, "wb") as fh:

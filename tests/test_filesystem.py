@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from backends.filesystem import FilesystemBackend
+from backends.filesystem import FilesystemBackend, named_for_call
 from backends.protocol import GrepResult
 
 HAS_RG = shutil.which("rg") is not None
@@ -97,6 +97,27 @@ def test_write_preserves_mode_and_leaves_no_temp_files(tmp_path: Path) -> None:
     assert fs.edit("/run.sh", "1", "2").ok
     assert stat.S_IMODE(os.stat(tmp_path / "run.sh").st_mode) == 0o755
     assert sorted(os.listdir(tmp_path)) == ["run.sh"]
+
+
+def test_a_retried_call_takes_over_the_temp_file_its_killed_attempt_left(
+    tmp_path: Path,
+) -> None:
+    """The journal names a call's temp files after its key: a retry renames the leftover away."""
+    fs = FilesystemBackend(tmp_path)
+    (tmp_path / ".a.txt.0123abcd.filegate-tmp").write_bytes(b"half of a")
+    with named_for_call("0123abcd"):
+        assert fs.write("/a.txt", "whole\n").ok
+    assert sorted(os.listdir(tmp_path)) == ["a.txt"]
+    assert (tmp_path / "a.txt").read_text() == "whole\n"
+    # Outside a journaled call every write picks a fresh name: another writer's
+    # temp file is never touched.
+    foreign = tmp_path / ".a.txt.ffff.filegate-tmp"
+    foreign.write_bytes(b"someone else")
+    assert fs.edit("/a.txt", "whole", "edited").ok
+    assert foreign.read_bytes() == b"someone else"
+    assert sorted(os.listdir(tmp_path)) == [foreign.name, "a.txt"]
+    with pytest.raises(ValueError, match="alphanumeric"), named_for_call("../x"):
+        pass
 
 
 def test_special_files_are_never_opened(tmp_path: Path) -> None:

@@ -341,8 +341,7 @@ async def test_file_reads_leave_history_flat(
     # The tool results (activity results, in history) went to S3 through the codec;
     # the model turns carrying them went to a local activity and stayed inline.
     stored = [
-        store.client.get_object(store.bucket, key).read()
-        for key in store.list_thread(CODEC_THREAD)
+        store.client.get_object(store.bucket, key).read() for key in store.list_thread(CODEC_THREAD)
     ]
     assert sum(b"00199 ddd" in body for body in stored) >= 1
     assert not any(b'"mode":"turn"' in body for body in stored)
