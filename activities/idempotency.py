@@ -208,7 +208,9 @@ class ToolJournal:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
             try:
-                os.write(fd, entry.model_dump_json().encode("utf-8"))
+                data = memoryview(entry.model_dump_json().encode("utf-8"))
+                while data:
+                    data = data[os.write(fd, data) :]
                 if self.fsync:
                     os.fsync(fd)
             finally:
