@@ -1,8 +1,9 @@
 """The eight file tools as Temporal activities (``filegate.<tool>``).
 
 Each activity resolves the backend by name on this worker, runs the one shared
-implementation (:func:`activities.dispatch.run_tool`) in its own thread while
-the event loop heartbeats, and returns a :class:`ToolOutcome`. Mutating tools
+implementation (:func:`activities.dispatch.run_tool`) on a tool thread of its
+own (kept between calls, :mod:`activities.tool_threads`) while the event loop
+heartbeats, and returns a :class:`ToolOutcome`. Mutating tools
 go through the idempotency journal so a retry never applies twice.
 
 Cancellation really stops the work (the reference only abandons its thread):
@@ -29,16 +30,14 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import ctypes
 import logging
 import os
-import signal
 import threading
 import time
 from collections.abc import Callable, Mapping
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from temporalio import activity
 from temporalio.common import RetryPolicy
@@ -60,6 +59,7 @@ from activities.dispatch import (
 )
 from activities.history import CONVERSATION_DIR, conversation_key
 from activities.idempotency import ToolJournal
+from activities.tool_threads import Job, ToolThreads
 from activities.tool_types import TOOL_ORDER, ReadFileArgs, ToolName, ToolOutcome, ToolRequest
 from backends.audit import audit_context
 from backends.formatting import format_error, format_read, needs_offload, offload_stub, plan_read
@@ -186,96 +186,12 @@ def failure_cause(error: FailureError) -> BaseException | None:
 T = TypeVar("T")
 
 
-class _Interrupted(BaseException):
-    """Raised inside a tool thread to stop it. A BaseException so that a backend's
-    ``except Exception`` (errors are values there) cannot swallow it."""
-
-
 class _DeadlineExceeded(Exception):
     pass
 
 
-def _raise_in_thread(thread_id: int) -> None:
-    ctypes.pythonapi.PyThreadState_SetAsyncExc(
-        ctypes.c_ulong(thread_id), ctypes.py_object(_Interrupted)
-    )
-
-
-def _kill_children(native_id: int) -> None:
-    """Kill processes the given thread started, with their process groups.
-
-    ``/proc/self/task/<tid>/children`` lists exactly the children of one
-    thread, so concurrent activities never kill each other's processes.
-    """
-    try:
-        with open(f"/proc/self/task/{native_id}/children") as handle:
-            pids = [int(pid) for pid in handle.read().split()]
-    except OSError:
-        return
-    own_group = os.getpgid(0)
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            group = os.getpgid(pid)
-            if group == pid and group != own_group:
-                os.killpg(group, signal.SIGKILL)
-            else:
-                os.kill(pid, signal.SIGKILL)
-
-
-class _ToolThread(Generic[T]):
-    """One blocking call on its own daemon thread, with a future on the event loop."""
-
-    STOP_GRACE = 5.0
-    """Seconds to wait for an interrupted thread to unwind before giving up on it."""
-
-    def __init__(self, fn: Callable[[], T], loop: asyncio.AbstractEventLoop) -> None:
-        self._fn = fn
-        self._loop = loop
-        self.future: asyncio.Future[T] = loop.create_future()
-        self._thread = threading.Thread(target=self._main, name="filegate-tool", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def _settle(self, result: Any, error: BaseException | None) -> None:
-        if self.future.done():
-            return
-        if error is not None:
-            self.future.set_exception(error)
-        else:
-            self.future.set_result(result)
-
-    def _main(self) -> None:
-        try:
-            try:
-                result, error = self._fn(), None
-            except _Interrupted:
-                return
-            except BaseException as exc:
-                result, error = None, exc
-            with contextlib.suppress(RuntimeError):  # loop already closed
-                self._loop.call_soon_threadsafe(self._settle, result, error)
-        except _Interrupted:
-            pass
-
-    @property
-    def alive(self) -> bool:
-        return self._thread.is_alive()
-
-    async def stop(self) -> bool:
-        """Interrupt the call and kill its processes; True once the thread has ended."""
-        deadline = time.monotonic() + self.STOP_GRACE
-        while self._thread.is_alive() and time.monotonic() < deadline:
-            native_id, ident = self._thread.native_id, self._thread.ident
-            if native_id is not None:
-                _kill_children(native_id)
-            if ident is not None:
-                _raise_in_thread(ident)
-            await asyncio.sleep(0.01)
-        if self._thread.is_alive():
-            logger.warning("tool thread did not stop within %.1fs", self.STOP_GRACE)
-            return False
-        return True
+_THREADS = ToolThreads()
+"""The tool threads of this process (interruptible calls)."""
 
 
 async def run_blocking(
@@ -292,17 +208,19 @@ async def run_blocking(
     call is awaited to the end even when cancelled, then the cancel propagates.
     """
     loop = asyncio.get_running_loop()
-    work: _ToolThread[T] | None = None
+    work: Job[T] | None = None
+    started: asyncio.Future[None] | None = None
     if interruptible or deadline is not None:
-        # Its own thread, so it can be interrupted; started off the event loop
-        # (Thread.start waits for the new thread to run, which under load stalls
-        # every other activity and workflow task on the loop).
-        work = _ToolThread(fn, loop)
-        started: asyncio.Future[None] | None = loop.run_in_executor(_pool(), work.start)
+        # A tool thread of its own, so it can be interrupted. A new thread is
+        # started off the event loop (Thread.start waits for the new thread to
+        # run, which under load stalls every other activity and workflow task).
+        work = Job(fn, loop)
+        runner = _THREADS.submit(work)
+        if runner is not None:
+            started = loop.run_in_executor(_pool(), runner.start)
         future: asyncio.Future[T] = work.future
     else:
         # Never stopped midway (a mutation runs to its end): a pooled thread will do.
-        started = None
         future = loop.run_in_executor(_pool(), fn)
     try:
         if started is not None:
