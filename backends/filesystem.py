@@ -64,6 +64,11 @@ _PROC_FD = "/proc/self/fd"
 _CALL_TOKEN: ContextVar[str | None] = ContextVar("filegate_call_token", default=None)
 
 
+def call_token() -> str | None:
+    """The token :func:`named_for_call` set for this call, if any."""
+    return _CALL_TOKEN.get()
+
+
 @contextmanager
 def named_for_call(token: str) -> Iterator[None]:
     """Name the temporary files of writes in this block after ``token``.
@@ -297,7 +302,7 @@ class FilesystemBackend:
                 raise IsADirectoryError(errno.EISDIR, "is a directory")
             if old is not None and not stat.S_ISREG(old.st_mode):
                 raise NotRegularFileError(vpath)
-            token = _CALL_TOKEN.get()
+            token = call_token()
             flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
             if token is None:
                 token, flags = secrets.token_hex(6), flags | os.O_EXCL

@@ -41,6 +41,7 @@ from backends.filesystem import (
     MAX_GLOB_RESULTS,
     NotRegularFileError,
     PathEscapeError,
+    call_token,
     error_value,
 )
 from backends.globbing import GlobMatcher, grep_scope, resolve_glob, spells_dot
@@ -192,8 +193,13 @@ def op_put(p):
         if old is not None and stat.S_ISDIR(old.st_mode):
             raise IsADirectoryError(errno.EISDIR, "is a directory")
         if old is not None and not stat.S_ISREG(old.st_mode): raise NotRegular()
-        tmp = ".%s.%s.filegate-tmp" % (name[:40], os.urandom(6).hex())
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        token = p.get("token")
+        flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+        if token is None or not str(token).isalnum():
+            token, flags = os.urandom(6).hex(), flags | os.O_EXCL
+        else:
+            flags |= os.O_TRUNC
+        tmp = ".%s.%s.filegate-tmp" % (name[:40], token)
     else:
         if "/" in tmp or not tmp.endswith(".filegate-tmp"):
             raise OSError(errno.EINVAL, "bad staging name")
@@ -405,7 +411,10 @@ class BaseSandbox(ABC):
         return _bytes(self._call("get", path=vpath, max=self.max_file_bytes)["data"])
 
     def _put(self, vpath: str, data: bytes) -> None:
-        """Write ``data`` atomically, in argument-sized chunks (staging file + rename)."""
+        """Write ``data`` atomically, in argument-sized chunks (staging file + rename).
+
+        The staging file is named after the journaled call, as on the Filesystem
+        backend (:func:`backends.filesystem.named_for_call`)."""
         tmp: str | None = None
         pos = 0
         try:
@@ -413,7 +422,9 @@ class BaseSandbox(ABC):
                 chunk = data[pos : pos + UPLOAD_CHUNK_BYTES]
                 pos += len(chunk)
                 final = pos >= len(data)
-                reply = self._call("put", chunk, path=vpath, tmp=tmp, final=final)
+                reply = self._call(
+                    "put", chunk, path=vpath, tmp=tmp, final=final, token=call_token()
+                )
                 if final:
                     return
                 tmp = _text(reply["tmp"])

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from backends.bwrap import BwrapSandboxBackend
+from backends.filesystem import named_for_call
 from backends.protocol import BackendProtocol
 from backends.sandbox import UPLOAD_CHUNK_BYTES
 
@@ -102,6 +103,16 @@ def test_write_creates_parents_and_overwrites(sb: BwrapSandboxBackend, root: Pat
     assert sb.write("/a/b/c.txt", "two\n").ok
     assert (root / "a" / "b" / "c.txt").read_text() == "two\n"
     assert not [n for n in os.listdir(root / "a" / "b") if n.endswith(".filegate-tmp")]
+
+
+def test_a_retried_call_takes_over_its_staging_file(sb: BwrapSandboxBackend, root: Path) -> None:
+    """As on the Filesystem backend: the journal's call token names the staging file."""
+    (root / ".big.txt.feed42.filegate-tmp").write_bytes(b"half of an earlier attempt")
+    content = "y" * (UPLOAD_CHUNK_BYTES + 10)  # two chunks: staged, then renamed
+    with named_for_call("feed42"):
+        assert sb.write("/big.txt", content).ok
+    assert sorted(os.listdir(root)) == ["big.txt"]
+    assert (root / "big.txt").read_text() == content
 
 
 def test_write_keeps_mode_and_refuses_dirs(sb: BwrapSandboxBackend, root: Path) -> None:
