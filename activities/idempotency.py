@@ -288,10 +288,9 @@ class ToolJournal:
             if recovered is None:
                 with named_for_call(key[:16]):
                     result = apply()
+                crash_if_requested(request.tool_call_id)
             else:
                 result = recovered
-            if recovered is None:
-                crash_if_requested(request.tool_call_id)
             entry.outcome = result
             self.store(path, entry)
             return result

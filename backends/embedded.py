@@ -188,14 +188,12 @@ class ManagedServer(ABC):
         all) with new internal ports; the service re-picks its own as well."""
         if self.running:
             return self
-        for attempt in range(1, START_ATTEMPTS + 1):
+        for _ in range(START_ATTEMPTS - 1):
             try:
                 return self._start_once(timeout)
             except PortClash:
-                if attempt == START_ATTEMPTS:
-                    raise
                 self._repick_ports()
-        raise AssertionError("unreachable")
+        return self._start_once(timeout)
 
     def _start_once(self, timeout: float) -> Self:
         self._prepare()

@@ -135,10 +135,18 @@ def script(n: int) -> list[dict[str, Any]]:
     return [{"tool_calls": flat[j : j + k]} for j in range(0, len(flat), k)]
 
 
-def failures(n: int, root: Path, result: AgentResult | BaseException) -> int:
+def probe_failures(result: AgentResult | BaseException) -> int:
+    """The no-op probe writes nothing: only failed runs and missing calls count."""
     if isinstance(result, BaseException):
         return CALLS_PER_WORKFLOW
-    bad = result.tool_errors + abs(result.tool_calls - CALLS_PER_WORKFLOW)
+    return result.tool_errors + abs(result.tool_calls - CALLS_PER_WORKFLOW)
+
+
+def failures(n: int, root: Path, result: AgentResult | BaseException) -> int:
+    """Failed runs, missing calls and tool errors (:func:`probe_failures`), and wrong files."""
+    bad = probe_failures(result)
+    if isinstance(result, BaseException):
+        return bad
     for i in range(CALLS_PER_TURN):
         path = root / f"w{n}" / f"f{i}.txt"
         if not path.is_file() or path.read_text() != f"v2 /w{n}/f{i}.txt\n":
@@ -235,13 +243,6 @@ async def measure(bench: Bench, mode: str) -> dict[str, Any]:
     else:
         failed = sum(failures(n, root, r) for n, r in enumerate(results))
     return load.row(WORKFLOWS * CALLS_PER_WORKFLOW, failed)
-
-
-def probe_failures(result: AgentResult | BaseException) -> int:
-    """The no-op probe writes nothing: only failed runs and missing calls count."""
-    if isinstance(result, BaseException):
-        return CALLS_PER_WORKFLOW
-    return result.tool_errors + abs(result.tool_calls - CALLS_PER_WORKFLOW)
 
 
 async def noop_ceiling(bench: Bench) -> dict[str, Any]:

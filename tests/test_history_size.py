@@ -41,6 +41,7 @@ from bench.history import (
     script,
     write_data,
 )
+from tests.scripting import calls
 from worker import agent_worker, tools_worker
 from workflows import AgentInput, AgentResult, AgentWorkflow, BackendRef, BackendSpec, RouteSpec
 from workflows.context import EVICT_CHARS, evicted_name
@@ -56,10 +57,6 @@ def uid(prefix: str) -> str:
 
 def scripted(*turns: dict[str, Any], **spec: Any) -> ModelSpec:
     return ModelSpec(provider="scripted", options={"script": {"turns": list(turns)}}, **spec)
-
-
-def calls(*items: tuple[str, str, dict[str, Any]]) -> dict[str, Any]:
-    return {"tool_calls": [{"id": i, "name": n, "args": a} for i, n, a in items]}
 
 
 def new_store(minio_client: Minio) -> ArtifactStore:

@@ -27,6 +27,7 @@ from activities.history import TRANSCRIPT_UNAVAILABLE, MemoryRef, ModelTurn, Mod
 from activities.messages import Message, ModelSpec
 from activities.model import ModelActivities
 from backends.filesystem import FilesystemBackend
+from tests.scripting import calls
 from worker import agent_worker, tools_worker
 from workflows import (
     AgentInput,
@@ -46,24 +47,21 @@ def _uid(prefix: str) -> str:
 
 
 def _script() -> dict[str, Any]:
-    def turn(*items: tuple[str, str, dict[str, Any]]) -> dict[str, Any]:
-        return {"tool_calls": [{"id": i, "name": n, "args": a} for i, n, a in items]}
-
     return {
         "turns": [
-            turn(
+            calls(
                 ("w1", "write_file", {"file_path": "/src/a.py", "content": "x = 1\n# TODO\n"}),
                 ("w2", "write_file", {"file_path": "/notes.md", "content": "hello\n"}),
             ),
-            turn(
+            calls(
                 ("r1", "read_file", {"file_path": "/src/a.py"}),
                 ("l1", "ls", {"path": "/"}),
                 ("g1", "glob", {"pattern": "**/*.py"}),
                 ("s1", "grep", {"pattern": "TODO"}),
             ),
-            turn(("e1", "edit_file", {"file_path": "/src/a.py", "old_string": "1",
+            calls(("e1", "edit_file", {"file_path": "/src/a.py", "old_string": "1",
                                       "new_string": "2"})),
-            turn(("d1", "delete", {"file_path": "/notes.md"}),
+            calls(("d1", "delete", {"file_path": "/notes.md"}),
                  ("r2", "read_file", {"file_path": "/src/a.py"})),
             {"content": "done"},
         ]

@@ -34,6 +34,7 @@ from backends.filesystem import FilesystemBackend
 from backends.local_shell import LocalShellBackend
 from backends.permissions import FilesystemPermission
 from backends.protocol import BackendProtocol
+from tests.scripting import calls
 from worker import agent_worker, tools_worker
 from workflows import (
     AgentInput,
@@ -58,10 +59,6 @@ REPLAY_IDS: list[str] = []
 
 def scripted(*turns: dict[str, Any]) -> ModelSpec:
     return ModelSpec(provider="scripted", options={"script": {"turns": list(turns)}})
-
-
-def calls(*items: tuple[str, str, dict[str, Any]]) -> dict[str, Any]:
-    return {"tool_calls": [{"id": i, "name": n, "args": a} for i, n, a in items]}
 
 
 def final(text: str = "done") -> dict[str, Any]:
