@@ -29,6 +29,7 @@ test, so each Hypothesis example only starts one workflow.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import math
 import os
@@ -53,6 +54,7 @@ from activities.messages import ModelSpec
 from activities.tools import FileToolActivities
 from backends.embedded import TemporalDevServer
 from backends.filesystem import FilesystemBackend
+from backends.paths import validate_path
 from backends.permissions import FilesystemPermission
 from worker import agent_worker
 from workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec
@@ -344,6 +346,21 @@ def snapshot(top: Path) -> dict[str, bytes | str]:
 LISTING = ("ls", "glob", "grep")
 
 
+def without_echo(text: str, spec: dict[str, Any], status: str, denied: str) -> str:
+    """``text`` minus an error's quote of the path the call asked for, when that
+    path itself spells ``denied``: the caller's own words, not a listing."""
+    asked = str(spec["args"].get("path") or "")
+    if status != "error" or not asked:
+        return text
+    echoes = {asked}
+    with contextlib.suppress(ValueError):
+        echoes.add(validate_path(asked))
+    for echo in sorted(echoes, key=len, reverse=True):
+        if denied in echo:
+            text = text.replace(echo, "")
+    return text
+
+
 def check(
     rules: list[Rule],
     calls: list[dict[str, Any]],
@@ -365,8 +382,11 @@ def check(
             assert PLANTED[path] not in text, f"denied content {path} leaked: {where}"
             if spec["name"] in LISTING:
                 # Listings name files by absolute virtual path (grep content rows
-                # as "path:"), so the denied path itself must not appear.
-                assert path not in text, f"denied path {path} listed: {where}"
+                # as "path:"), so the denied path itself must not appear. An error
+                # may quote the path the call asked for: the caller's own words
+                # (say "/*/d3/f0.txt/x: no such file"), not a listing.
+                listed = without_echo(text, spec, result["status"], path)
+                assert path not in listed, f"denied path {path} listed: {where}"
         if spec["name"] == "read_file" and result["status"] == "success":
             for path in denied_read:
                 assert PLANTED[path] not in text, f"denied read succeeded: {where}"
@@ -435,3 +455,14 @@ def test_hostile_tool_calls_never_escape_or_bypass(
         del harness.tools.backends[backend_name]
     harness.calls_run += len(calls)
     shutil.rmtree(case, ignore_errors=True)
+
+
+def test_the_oracle_ignores_only_an_errors_quote_of_the_asked_path() -> None:
+    denied = "/d3/f0.txt"
+    quoting = {"name": "grep", "args": {"path": "/*/d3/f0.txt/x"}}
+    error = "Error: /*/d3/f0.txt/x: no such file or directory"
+    assert denied not in without_echo(error, quoting, "error", denied)
+    assert denied in without_echo(f"{denied}:1:MARK", quoting, "success", denied)
+    listing = {"name": "ls", "args": {"path": "/d3"}}
+    assert denied in without_echo(f"{denied}\n", listing, "success", denied)
+    assert denied in without_echo(f"Error: {denied} vanished", listing, "error", denied)
