@@ -1,6 +1,6 @@
 # One image for every Filegate service (agent worker, tools workers, approval UI);
-# docker-compose.yml picks the role with the command. bubblewrap is for the
-# sandbox backend, ripgrep and fd speed up grep/glob on the filesystem backend.
+# docker-compose.yml picks the role with the command. bwrap (sandbox backend)
+# and rg (fast grep) come as wheels with the package: no system packages.
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -8,12 +8,8 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
-RUN apt-get update \
-    && apt-get install -y --no-install-recommends bubblewrap ripgrep fd-find \
-    && rm -rf /var/lib/apt/lists/*
-
 WORKDIR /src
-COPY pyproject.toml README.md worker.py ./
+COPY pyproject.toml README.md __init__.py __main__.py _lazy.py py.typed worker.py ./
 COPY backends ./backends
 COPY activities ./activities
 COPY workflows ./workflows

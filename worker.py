@@ -43,6 +43,14 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from filegate.backends.embedded import (
+    LOOPBACK,
+    ManagedServer,
+    S3DevServer,
+    TemporalDevServer,
+    is_listening,
+)
+from filegate.backends.settings import ENV_PREFIX, Settings
 from temporalio.client import (
     Client,
     WorkflowFailureError,
@@ -55,19 +63,15 @@ from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError, TLSConfig
 
-from backends.embedded import LOOPBACK, ManagedServer, S3DevServer, TemporalDevServer, is_listening
-from backends.settings import ENV_PREFIX, Settings
-
 if TYPE_CHECKING:
+    from filegate.activities.messages import ModelSpec
+    from filegate.activities.tools import FileToolActivities
+    from filegate.backends.artifacts import ArtifactStore
+    from filegate.backends.permissions import FilesystemPermission
+    from filegate.backends.policy import PolicyConfig
+    from filegate.backends.protocol import BackendProtocol
+    from filegate.workflows import AgentResult
     from temporalio.worker import Worker
-
-    from activities.messages import ModelSpec
-    from activities.tools import FileToolActivities
-    from backends.artifacts import ArtifactStore
-    from backends.permissions import FilesystemPermission
-    from backends.policy import PolicyConfig
-    from backends.protocol import BackendProtocol
-    from workflows import AgentResult
 
 log = logging.getLogger("filegate.worker")
 
@@ -209,7 +213,7 @@ def with_payload_codec(client: Client, store: ArtifactStore | None) -> Client:
     """``client`` (same connection) with the converter for ``store``; as is without one."""
     if store is None:
         return client
-    from activities.history import filegate_data_converter
+    from filegate.activities.history import filegate_data_converter
 
     config = client.config()
     config["data_converter"] = filegate_data_converter(store)
@@ -236,7 +240,7 @@ async def configured_store(settings: Settings) -> ArtifactStore | None:
 
 async def open_store(access: S3Access) -> ArtifactStore | None:
     """``access.artifact_store()`` off the event loop; S3 failures become a CliError."""
-    from backends.artifacts import ArtifactError
+    from filegate.backends.artifacts import ArtifactError
 
     try:
         return await asyncio.to_thread(access.artifact_store)
@@ -276,11 +280,10 @@ def agent_worker(
     ``backends`` (with ``journal_dir``) are served to ``kind="local"`` backend
     refs: their file tools run as local activities in this worker.
     """
+    from filegate.activities.model import ModelActivities
+    from filegate.workflows import AgentWorkflow
+    from filegate.workflows.runner import agent_runner
     from temporalio.worker import Worker
-
-    from activities.model import ModelActivities
-    from workflows import AgentWorkflow
-    from workflows.runner import agent_runner
 
     options.setdefault("workflow_runner", agent_runner())
     options.setdefault("max_concurrent_workflow_task_polls", WORKFLOW_TASK_POLLERS)
@@ -305,8 +308,8 @@ def file_tools(
     policies: PolicyConfig | None,
 ) -> FileToolActivities:
     """The file tool activities over ``backends``; policies default to the environment's."""
-    from activities.tools import FileToolActivities
-    from backends.policy import PolicyConfig
+    from filegate.activities.tools import FileToolActivities
+    from filegate.backends.policy import PolicyConfig
 
     config = policies if policies is not None else PolicyConfig.from_env()
     return FileToolActivities(backends, Path(journal_dir), artifacts=artifacts, policies=config)
@@ -326,11 +329,11 @@ def make_backend(
     thread and are shared by every worker on the same bucket.
     """
     if kind == "state":
-        from backends.state import StateBackend
+        from filegate.backends.state import StateBackend
 
         return StateBackend()
     if kind == "store":
-        from backends.store import StoreBackend
+        from filegate.backends.store import StoreBackend
 
         if not namespace:
             raise ValueError(
@@ -342,15 +345,15 @@ def make_backend(
         raise ValueError(f"--root is required for the {kind} backend")
     Path(root).mkdir(parents=True, exist_ok=True)
     if kind == "filesystem":
-        from backends.filesystem import FilesystemBackend
+        from filegate.backends.filesystem import FilesystemBackend
 
         return FilesystemBackend(str(root), virtual_mode=True)
     if kind == "local-shell":
-        from backends.local_shell import LocalShellBackend
+        from filegate.backends.local_shell import LocalShellBackend
 
         return LocalShellBackend(str(root))
     if kind == "sandbox":
-        from backends.bwrap import BwrapSandboxBackend
+        from filegate.backends.bwrap import BwrapSandboxBackend
 
         return BwrapSandboxBackend(str(root))
     raise ValueError(f"unknown backend kind {kind!r}; choose one of {', '.join(BACKEND_KINDS)}")
@@ -455,7 +458,7 @@ class S3Access:
     def artifact_store(self) -> ArtifactStore | None:
         """The large-result store on this S3 (bucket ``<bucket>-artifacts``, created if
         missing); None without credentials (large results then stay inline)."""
-        from backends.artifacts import ArtifactStore
+        from filegate.backends.artifacts import ArtifactStore
 
         if not self.access_key or self.secret_key is None:
             return None
@@ -672,8 +675,8 @@ def _failure_text(exc: BaseException) -> str:
 
 def parse_model(text: str) -> ModelSpec:
     """``scripted:FILE`` | ``openai:NAME`` | ``anthropic:NAME`` -> a ModelSpec."""
-    from activities.messages import ModelSpec
-    from activities.providers.scripted import load_script
+    from filegate.activities.messages import ModelSpec
+    from filegate.activities.providers.scripted import load_script
 
     provider, sep, name = text.partition(":")
     if not sep or not name or provider not in ("scripted", "openai", "anthropic"):
@@ -692,7 +695,7 @@ def parse_model(text: str) -> ModelSpec:
 
 def load_permissions(path: str | None) -> list[FilesystemPermission]:
     """``--permissions FILE``: a JSON list of ``{operations, paths, mode}``."""
-    from backends.permissions import FilesystemPermission
+    from filegate.backends.permissions import FilesystemPermission
 
     if not path:
         return []
@@ -735,8 +738,8 @@ def _approval_hint(workflow_id: str) -> Callable[[Approval], Awaitable[None]]:
 
 
 async def _run_command(args: argparse.Namespace) -> int:
-    from backends.permissions import check_execute_config
-    from workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec
+    from filegate.backends.permissions import check_execute_config
+    from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec
 
     target = target_from(args)
     model = parse_model(args.model)
@@ -940,8 +943,8 @@ after the shell's 100 000-byte cap."""
 def demo_script(python: str) -> dict[str, Any]:
     """The scripted agent: every tool, one denied write, one write awaiting approval,
     one result too large for history that is read back from S3."""
-    from activities.tool_types import activity_call_id
-    from activities.tools import LARGE_RESULTS_DIR
+    from filegate.activities.tool_types import activity_call_id
+    from filegate.activities.tools import LARGE_RESULTS_DIR
 
     big = f"for i in range({DEMO_BIG_LINES}): print(f'L{{i:05d}}' + '.' * 93)"
     turns: list[dict[str, Any]] = [
@@ -1020,7 +1023,7 @@ def demo_checks(
     result: AgentResult, dirs: DemoDirs, approved: list[str], stored: list[str]
 ) -> list[Check]:
     """Every step's expected outcome, from the transcript and the real directories."""
-    from activities.tool_types import TOOL_ORDER
+    from filegate.activities.tool_types import TOOL_ORDER
 
     out = {m["tool_call_id"]: m for m in result.transcript if m["role"] == "tool"}
     # Keys are <namespace>/<workflow id>/<name>: a large result's name is its tool
@@ -1101,11 +1104,11 @@ async def run_demo(
     """
     suffix = uuid.uuid4().hex[:8]
     agent_queue, tools_queue = f"filegate-demo-{suffix}", f"filegate-demo-{suffix}-tools"
-    from activities.messages import ModelSpec
-    from backends.filesystem import FilesystemBackend
-    from backends.local_shell import LocalShellBackend
-    from backends.permissions import FilesystemPermission
-    from workflows import (
+    from filegate.activities.messages import ModelSpec
+    from filegate.backends.filesystem import FilesystemBackend
+    from filegate.backends.local_shell import LocalShellBackend
+    from filegate.backends.permissions import FilesystemPermission
+    from filegate.workflows import (
         AgentInput,
         AgentWorkflow,
         BackendRef,
@@ -1351,7 +1354,7 @@ def _add_ui_parser(sub: Any, common: argparse.ArgumentParser) -> None:
 
 async def _ui_command(args: argparse.Namespace) -> int:
     try:  # the web stack is an optional extra: import it only for this command
-        from workflows.ui import ui_command
+        from filegate.workflows.ui import ui_command
     except ImportError as exc:
         raise CliError(f"the web UI needs: pip install 'filegate[ui]' ({exc})", 2) from None
     return await ui_command(args)

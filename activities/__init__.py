@@ -12,36 +12,56 @@ loads no model SDK (providers import ``openai``/``anthropic`` per call) and
 no backend that needs optional extras.
 """
 
-from activities.dispatch import run_tool
-from activities.model import call_model
-from activities.tool_types import (
-    TOOL_ARGS,
-    TOOL_ORDER,
-    RawListing,
-    ToolName,
-    ToolOutcome,
-    ToolRequest,
-    activity_call_id,
-)
-from activities.tools import (
-    TOOL_ACTIVITY_NAMES,
-    FileToolActivities,
-    outcome_for_activity_error,
-    tool_activity_options,
-)
+from typing import TYPE_CHECKING
 
-__all__ = [
-    "TOOL_ACTIVITY_NAMES",
-    "TOOL_ARGS",
-    "TOOL_ORDER",
-    "FileToolActivities",
-    "RawListing",
-    "ToolName",
-    "ToolOutcome",
-    "ToolRequest",
-    "activity_call_id",
-    "call_model",
-    "outcome_for_activity_error",
-    "run_tool",
-    "tool_activity_options",
-]
+from filegate._lazy import attach
+
+if TYPE_CHECKING:
+    from .dispatch import (
+        run_tool,
+    )
+    from .model import (
+        call_model,
+    )
+    from .tool_types import (
+        TOOL_ARGS,
+        TOOL_ORDER,
+        RawListing,
+        ToolName,
+        ToolOutcome,
+        ToolRequest,
+        activity_call_id,
+    )
+    from .tools import (
+        TOOL_ACTIVITY_NAMES,
+        FileToolActivities,
+        outcome_for_activity_error,
+        tool_activity_options,
+    )
+
+__getattr__, __dir__, __all__ = attach(
+    __name__,
+    {
+        ".dispatch": [
+            "run_tool",
+        ],
+        ".model": [
+            "call_model",
+        ],
+        ".tool_types": [
+            "TOOL_ARGS",
+            "TOOL_ORDER",
+            "RawListing",
+            "ToolName",
+            "ToolOutcome",
+            "ToolRequest",
+            "activity_call_id",
+        ],
+        ".tools": [
+            "TOOL_ACTIVITY_NAMES",
+            "FileToolActivities",
+            "outcome_for_activity_error",
+            "tool_activity_options",
+        ],
+    },
+)

@@ -19,9 +19,7 @@ import posixpath
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
-
-from activities.tool_types import (
+from filegate.activities.tool_types import (
     DEFAULT_MAX_EXECUTE_TIMEOUT,
     TOOL_ARGS,
     DeleteArgs,
@@ -36,7 +34,7 @@ from activities.tool_types import (
     ToolRequest,
     WriteFileArgs,
 )
-from backends.formatting import (
+from filegate.backends.formatting import (
     DEFAULT_GREP_MAX,
     Rendered,
     delete_blocked,
@@ -52,16 +50,16 @@ from backends.formatting import (
     permission_denied,
     plan_read,
 )
-from backends.media import media_blocks
-from backends.paths import validate_path
-from backends.permissions import (
+from filegate.backends.media import media_blocks
+from filegate.backends.paths import validate_path
+from filegate.backends.permissions import (
     check_permission,
     delete_blockers,
     filter_grep_matches,
     filter_ls_entries,
     filter_paths,
 )
-from backends.protocol import (
+from filegate.backends.protocol import (
     BackendProtocol,
     DeleteResult,
     EditResult,
@@ -74,6 +72,7 @@ from backends.protocol import (
     ReadResult,
     WriteResult,
 )
+from pydantic import BaseModel, ValidationError
 
 DEFAULT_EXECUTE_TIMEOUT = 120.0
 """Seconds a command may run when the model gives no timeout (SPEC §1 LocalShell)."""

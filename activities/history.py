@@ -35,16 +35,15 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
+from filegate.activities.messages import Message, ModelRequest, ModelResponse
+from filegate.backends.artifacts import ArtifactRef
 from pydantic import BaseModel, ConfigDict, Field
 from temporalio.api.common.v1 import Payload
 from temporalio.contrib.pydantic import PydanticPayloadConverter, pydantic_data_converter
 from temporalio.converter import DataConverter, PayloadCodec
 
-from activities.messages import Message, ModelRequest, ModelResponse
-from backends.artifacts import ArtifactRef
-
 if TYPE_CHECKING:
-    from backends.artifacts import ArtifactStore
+    from filegate.backends.artifacts import ArtifactStore
 
 CONVERSATION_DIR = "/conversation_history/"
 """Virtual directory of archived conversation text (evicted messages, summarised transcripts)."""

@@ -34,21 +34,20 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from pydantic import BaseModel
-
-from activities.dispatch import render_mutation, to_virtual
-from activities.tool_types import (
+from filegate.activities.dispatch import render_mutation, to_virtual
+from filegate.activities.tool_types import (
     DeleteArgs,
     EditFileArgs,
     ToolOutcome,
     ToolRequest,
     WriteFileArgs,
 )
-from backends.filesystem import named_for_call
-from backends.formatting import format_error
-from backends.protocol import BackendProtocol, DeleteResult, EditResult, WriteResult
-from backends.settings import Settings
-from backends.textops import apply_edit, decode_text
+from filegate.backends.filesystem import named_for_call
+from filegate.backends.formatting import format_error
+from filegate.backends.protocol import BackendProtocol, DeleteResult, EditResult, WriteResult
+from filegate.backends.settings import Settings
+from filegate.backends.textops import apply_edit, decode_text
+from pydantic import BaseModel
 
 CRASH_AFTER_APPLY_ENV = "FILEGATE_TEST_CRASH_AFTER_APPLY"
 """Test hook: when set to a tool call id, the process exits with status 137 right

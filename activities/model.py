@@ -18,10 +18,7 @@ import asyncio
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Protocol
 
-from temporalio import activity
-from temporalio.exceptions import ApplicationError
-
-from activities.history import (
+from filegate.activities.history import (
     TRANSCRIPT_UNAVAILABLE,
     MemoryRef,
     ModelTurn,
@@ -31,12 +28,18 @@ from activities.history import (
     messages_markdown,
     transcript_key,
 )
-from activities.messages import Message, ModelRequest, ModelResponse, Usage
-from activities.providers import AnthropicMessagesProvider, OpenAIChatProvider, ScriptedProvider
-from activities.providers.common import request_error
+from filegate.activities.messages import Message, ModelRequest, ModelResponse, Usage
+from filegate.activities.providers import (
+    AnthropicMessagesProvider,
+    OpenAIChatProvider,
+    ScriptedProvider,
+)
+from filegate.activities.providers.common import request_error
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
 if TYPE_CHECKING:
-    from backends.artifacts import ArtifactStore
+    from filegate.backends.artifacts import ArtifactStore
 
 
 class ModelProvider(Protocol):

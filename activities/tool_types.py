@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from filegate.activities.messages import ContentBlock
+from filegate.backends.permissions import FilesystemPermission
+from filegate.backends.protocol import GlobResult, GrepResult, LsResult
 from pydantic import BaseModel, ConfigDict, Field
-
-from activities.messages import ContentBlock
-from backends.permissions import FilesystemPermission
-from backends.protocol import GlobResult, GrepResult, LsResult
 
 DEFAULT_MAX_EXECUTE_TIMEOUT = 3600.0
 """Largest ``execute`` timeout the model may ask for, unless the workflow sets its own."""

@@ -39,6 +39,34 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from filegate.activities.dispatch import (
+    DEFAULT_EXECUTE_TIMEOUT,
+    MUTATING_TOOLS,
+    SEARCH_TOOLS,
+    InvalidToolRequest,
+    parse_args,
+    run_tool,
+)
+from filegate.activities.history import CONVERSATION_DIR, conversation_key
+from filegate.activities.idempotency import ToolJournal
+from filegate.activities.tool_threads import Job, ToolThreads
+from filegate.activities.tool_types import (
+    TOOL_ORDER,
+    ReadFileArgs,
+    ToolName,
+    ToolOutcome,
+    ToolRequest,
+)
+from filegate.backends.audit import audit_context
+from filegate.backends.formatting import (
+    format_error,
+    format_read,
+    needs_offload,
+    offload_stub,
+    plan_read,
+)
+from filegate.backends.policy import PolicyConfig, build_policy_chain
+from filegate.backends.protocol import BackendProtocol, ReadResult
 from temporalio import activity
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import (
@@ -49,25 +77,8 @@ from temporalio.exceptions import (
     TimeoutType,
 )
 
-from activities.dispatch import (
-    DEFAULT_EXECUTE_TIMEOUT,
-    MUTATING_TOOLS,
-    SEARCH_TOOLS,
-    InvalidToolRequest,
-    parse_args,
-    run_tool,
-)
-from activities.history import CONVERSATION_DIR, conversation_key
-from activities.idempotency import ToolJournal
-from activities.tool_threads import Job, ToolThreads
-from activities.tool_types import TOOL_ORDER, ReadFileArgs, ToolName, ToolOutcome, ToolRequest
-from backends.audit import audit_context
-from backends.formatting import format_error, format_read, needs_offload, offload_stub, plan_read
-from backends.policy import PolicyConfig, build_policy_chain
-from backends.protocol import BackendProtocol, ReadResult
-
 if TYPE_CHECKING:
-    from backends.artifacts import ArtifactStore
+    from filegate.backends.artifacts import ArtifactStore
 
 logger = logging.getLogger(__name__)
 
@@ -313,7 +324,7 @@ def read_offloaded(store: ArtifactStore, request: ToolRequest, args: ReadFileArg
     """``read_file`` of this thread's offloaded result or archived conversation text,
     windowed like any file. Only the calling workflow's own objects are reachable:
     the key is built from ``request.workflow_id``."""
-    from backends.artifacts import SHA256_METADATA, ArtifactRef
+    from filegate.backends.artifacts import SHA256_METADATA, ArtifactRef
 
     path = args.file_path
     plan = plan_read(args.offset, args.limit)

@@ -26,14 +26,8 @@ import io
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from minio import Minio
-from minio.commonconfig import ENABLED, Filter
-from minio.error import S3Error
-from minio.lifecycleconfig import Expiration, LifecycleConfig, Rule
-from pydantic import BaseModel, ConfigDict, Field
-
-from backends.protocol import DEFAULT_READ_LIMIT, ReadResult
-from backends.store import (
+from filegate.backends.protocol import DEFAULT_READ_LIMIT, ReadResult
+from filegate.backends.store import (
     NAMESPACE_COMPONENT,
     S3_FAILURES,
     client_from_settings,
@@ -45,9 +39,14 @@ from backends.store import (
     s3_message,
     validate_component,
 )
+from minio import Minio
+from minio.commonconfig import ENABLED, Filter
+from minio.error import S3Error
+from minio.lifecycleconfig import Expiration, LifecycleConfig, Rule
+from pydantic import BaseModel, ConfigDict, Field
 
 if TYPE_CHECKING:
-    from backends.settings import Settings
+    from filegate.backends.settings import Settings
 
 SHA256_METADATA = "sha256"
 """User-metadata name (``x-amz-meta-sha256``) holding the digest of the bytes."""

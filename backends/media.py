@@ -33,21 +33,20 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-from backends.formatting import (
+from filegate.backends.formatting import (
     empty_file_message,
     format_error,
     format_read,
     plan_read,
 )
-from backends.protocol import ReadResult
-from backends.textops import decode_text, read_window
+from filegate.backends.protocol import ReadResult
+from filegate.backends.textops import decode_text, read_window
 
 if TYPE_CHECKING:
     from av.container import InputContainer
     from av.video.frame import VideoFrame
     from av.video.stream import VideoStream
-
-    from activities.messages import ContentBlock, MediaKind
+    from filegate.activities.messages import ContentBlock, MediaKind
 
 IMAGE_EXTENSIONS = frozenset((".png", ".jpg", ".jpeg", ".gif", ".webp", ".heic", ".heif"))
 VIDEO_EXTENSIONS = frozenset(
@@ -240,7 +239,7 @@ def media_blocks(
     kind = media_kind(path, video=video)
     if kind == "video":
         return video_frames(path, data, offset=offset, limit=limit, limits=limits)
-    from activities.messages import MediaBlock  # see module docstring
+    from filegate.activities.messages import MediaBlock  # see module docstring
 
     block = MediaBlock(type=kind, base64=_b64(data), mime_type=mime_type_for(path), path=path)
     return MediaOutcome(content=[block], kind=kind)
@@ -341,7 +340,7 @@ def video_frames(
             f"offset {offset} s is past the end of {path}, which is "
             f"{sampling.duration:.3f} s long. Use an offset below {math.ceil(sampling.duration)}."
         )
-    from activities.messages import MediaBlock, TextBlock  # see module docstring
+    from filegate.activities.messages import MediaBlock, TextBlock  # see module docstring
 
     frames: list[ContentBlock] = []
     for sample in sampling.samples:

@@ -27,11 +27,10 @@ from functools import lru_cache
 from typing import Any, Literal, TypeVar
 
 import bracex
+from filegate.backends.paths import is_within, validate_path
+from filegate.backends.protocol import FileInfo, GrepMatch
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from wcmatch import glob as wc_glob
-
-from backends.paths import is_within, validate_path
-from backends.protocol import FileInfo, GrepMatch
 
 Operation = Literal["read", "write"]
 Mode = Literal["allow", "deny", "interrupt"]

@@ -46,18 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal, TypeVar, get_args
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    PrivateAttr,
-    SerializeAsAny,
-    field_validator,
-    model_validator,
-)
-from wcmatch import glob as wc_glob
-
-from backends.audit import (
+from filegate.backends.audit import (
     AuditSink,
     FileAuditSink,
     Outcome,
@@ -65,9 +54,9 @@ from backends.audit import (
     emit_safely,
     new_record,
 )
-from backends.paths import validate_path
-from backends.permissions import FilesystemPermission, delete_blockers
-from backends.protocol import (
+from filegate.backends.paths import validate_path
+from filegate.backends.permissions import FilesystemPermission, delete_blockers
+from filegate.backends.protocol import (
     DEFAULT_READ_LIMIT,
     PROTOCOL_METHODS,
     BackendProtocol,
@@ -84,7 +73,17 @@ from backends.protocol import (
     WriteResult,
     _Result,
 )
-from backends.textops import apply_edit, decode_text
+from filegate.backends.textops import apply_edit, decode_text
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    SerializeAsAny,
+    field_validator,
+    model_validator,
+)
+from wcmatch import glob as wc_glob
 
 ProtocolOperation = Literal[
     "ls", "read", "write", "edit", "delete", "glob", "grep", "upload", "download", "execute"

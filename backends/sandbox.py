@@ -35,8 +35,8 @@ from contextlib import suppress
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from backends.batch import RaisingOps
-from backends.filesystem import (
+from filegate.backends.batch import RaisingOps
+from filegate.backends.filesystem import (
     DEFAULT_MAX_FILE_BYTES,
     MAX_GLOB_RESULTS,
     NotRegularFileError,
@@ -44,9 +44,9 @@ from backends.filesystem import (
     call_token,
     error_value,
 )
-from backends.globbing import GlobMatcher, grep_scope, resolve_glob, spells_dot
-from backends.paths import join_path, validate_path
-from backends.protocol import (
+from filegate.backends.globbing import GlobMatcher, grep_scope, resolve_glob, spells_dot
+from filegate.backends.paths import join_path, validate_path
+from filegate.backends.protocol import (
     DEFAULT_READ_LIMIT,
     DeleteResult,
     EditResult,
@@ -62,7 +62,7 @@ from backends.protocol import (
     WriteResult,
     _Result,
 )
-from backends.textops import (
+from filegate.backends.textops import (
     bad_limit,
     decode_text,
     is_media_path,

@@ -23,14 +23,10 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import urllib3
-from minio import Minio
-from minio.deleteobjects import DeleteObject
-from minio.error import InvalidResponseError, MinioException, S3Error, ServerError
-
-from backends.batch import download_values, upload_values
-from backends.globbing import glob_paths, grep_paths, grep_root, resolve_glob
-from backends.paths import validate_path
-from backends.protocol import (
+from filegate.backends.batch import download_values, upload_values
+from filegate.backends.globbing import glob_paths, grep_paths, grep_root, resolve_glob
+from filegate.backends.paths import validate_path
+from filegate.backends.protocol import (
     DEFAULT_READ_LIMIT,
     DeleteResult,
     EditResult,
@@ -46,13 +42,15 @@ from backends.protocol import (
     ReadResult,
     WriteResult,
 )
-from backends.streams import scan_stream, stream_text_window
-from backends.textops import apply_edit, bad_limit, decode_text, is_media_path
+from filegate.backends.streams import scan_stream, stream_text_window
+from filegate.backends.textops import apply_edit, bad_limit, decode_text, is_media_path
+from minio import Minio
+from minio.deleteobjects import DeleteObject
+from minio.error import InvalidResponseError, MinioException, S3Error, ServerError
 
 if TYPE_CHECKING:
+    from filegate.backends.settings import Settings
     from minio.datatypes import Object
-
-    from backends.settings import Settings
 
 NAMESPACE_COMPONENT = re.compile(r"[A-Za-z0-9._@+:~-]+")
 DEFAULT_MAX_FILE_BYTES = 16 << 20

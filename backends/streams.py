@@ -10,8 +10,8 @@ from __future__ import annotations
 import codecs
 from typing import BinaryIO
 
-from backends.protocol import GrepMatch, ReadResult
-from backends.textops import (
+from filegate.backends.protocol import GrepMatch, ReadResult
+from filegate.backends.textops import (
     decode_text,
     display_line,
     grep_text,

@@ -10,7 +10,7 @@ dropped from what is *shown* (CRLF files read cleanly) but edits see raw text.
 
 from __future__ import annotations
 
-from backends.protocol import EditResult, GrepMatch, GrepResult, ReadResult
+from filegate.backends.protocol import EditResult, GrepMatch, GrepResult, ReadResult
 
 _NUL = b"\x00"
 

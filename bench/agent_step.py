@@ -49,13 +49,12 @@ from common import (
     temporal_bench,
     text_file,
 )
+from filegate.activities.messages import Message, ModelRequest, ModelSpec, ToolCall
+from filegate.activities.providers.scripted import ScriptedProvider
+from filegate.backends.filesystem import FilesystemBackend
+from filegate.worker import agent_worker, tools_worker
+from filegate.workflows import AgentInput, AgentWorkflow, BackendRef
 from temporalio.contrib.pydantic import pydantic_data_converter
-
-from activities.messages import Message, ModelRequest, ModelSpec, ToolCall
-from activities.providers.scripted import ScriptedProvider
-from backends.filesystem import FilesystemBackend
-from worker import agent_worker, tools_worker
-from workflows import AgentInput, AgentWorkflow, BackendRef
 
 STEPS = int(os.environ.get("BENCH_STEPS", "50"))
 FILE_BYTES = 20 * 1024

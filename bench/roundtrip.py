@@ -49,13 +49,12 @@ from common import (
     temporal_bench,
     text_file,
 )
-
-from activities.dispatch import run_tool
-from activities.tool_types import ToolRequest
-from backends.filesystem import FilesystemBackend
-from backends.state import StateBackend
-from worker import agent_worker, tools_worker
-from workflows import AgentInput, AgentWorkflow, BackendRef
+from filegate.activities.dispatch import run_tool
+from filegate.activities.tool_types import ToolRequest
+from filegate.backends.filesystem import FilesystemBackend
+from filegate.backends.state import StateBackend
+from filegate.worker import agent_worker, tools_worker
+from filegate.workflows import AgentInput, AgentWorkflow, BackendRef
 
 CALLS = int(os.environ.get("BENCH_CALLS", "100"))
 WARMUP = 5

@@ -29,7 +29,7 @@ from pathlib import Path
 PROJECT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(PROJECT))
 
-from backends.filesystem import FilesystemBackend  # noqa: E402
+from filegate.backends.filesystem import FilesystemBackend  # noqa: E402
 
 FILES = 20_000
 DIRS = 200
@@ -104,7 +104,7 @@ def run_cmd(cmd: list[str]) -> list[str]:
 _RSS_CHILD = """
 import json, sys
 sys.path.insert(0, sys.argv[2])
-from backends.filesystem import FilesystemBackend
+from filegate.backends.filesystem import FilesystemBackend
 def status(key):
     for line in open("/proc/self/status"):
         if line.startswith(key):

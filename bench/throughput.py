@@ -43,13 +43,12 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import Bench, call, emit_json, print_table, remote, scripted_input, temporal_bench
+from filegate.activities.tool_types import TOOL_ORDER, ToolOutcome, ToolRequest
+from filegate.backends.filesystem import FilesystemBackend
+from filegate.worker import ACTIVITY_TASK_POLLERS, WORKFLOW_TASK_POLLERS, agent_worker, tools_worker
+from filegate.workflows import AgentResult, AgentWorkflow, BackendRef
 from temporalio import activity, workflow
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
-
-from activities.tool_types import TOOL_ORDER, ToolOutcome, ToolRequest
-from backends.filesystem import FilesystemBackend
-from worker import ACTIVITY_TASK_POLLERS, WORKFLOW_TASK_POLLERS, agent_worker, tools_worker
-from workflows import AgentResult, AgentWorkflow, BackendRef
 
 WORKFLOWS = int(os.environ.get("BENCH_WORKFLOWS", "50"))
 CALLS_PER_WORKFLOW = 20

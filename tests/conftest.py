@@ -12,12 +12,11 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 import pytest_asyncio
+from filegate.backends.embedded import S3DevServer, TemporalDevServer
 from hypothesis import settings
 from minio import Minio
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
-
-from backends.embedded import S3DevServer, TemporalDevServer
 
 pytest_plugins = ["tests.sandbox_fixtures"]
 """The bwrap modules' fixtures (``sb`` on ``root``); a module's own ``root`` wins."""

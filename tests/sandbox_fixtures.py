@@ -5,8 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from backends.bwrap import BwrapSandboxBackend
+from filegate.backends.bwrap import BwrapSandboxBackend
 
 
 @pytest.fixture(scope="module")

@@ -5,14 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
-from activities.tool_types import TOOL_ORDER, ToolName
-from backends.composite import Router
-from backends.formatting import Rendered
-from backends.permissions import FilesystemPermission
-from workflows.approvals import ApprovalBook, call_signature
-from workflows.gate import CheckedCall, check_call, deny_gate
-from workflows.inputs import Decision
+from filegate.activities.tool_types import TOOL_ORDER, ToolName
+from filegate.backends.composite import Router
+from filegate.backends.formatting import Rendered
+from filegate.backends.permissions import FilesystemPermission
+from filegate.workflows.approvals import ApprovalBook, call_signature
+from filegate.workflows.gate import CheckedCall, check_call, deny_gate
+from filegate.workflows.inputs import Decision
 
 ALL: list[ToolName] = list(TOOL_ORDER)
 ROUTER = Router(["/memories"])

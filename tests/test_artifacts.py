@@ -11,9 +11,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from minio import Minio
-
-from backends.artifacts import (
+from filegate.backends.artifacts import (
     ArtifactAccessError,
     ArtifactIntegrityError,
     ArtifactNotFound,
@@ -21,9 +19,10 @@ from backends.artifacts import (
     ArtifactStore,
     ArtifactStoreUnavailable,
 )
-from backends.embedded import S3DevServer, free_port
-from backends.settings import Settings
-from backends.store import make_client
+from filegate.backends.embedded import S3DevServer, free_port
+from filegate.backends.settings import Settings
+from filegate.backends.store import make_client
+from minio import Minio
 
 BUCKET = "h10-artifact-tests"
 

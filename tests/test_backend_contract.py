@@ -13,10 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
-from backends.filesystem import FilesystemBackend
-from backends.local_shell import LocalShellBackend
-from backends.protocol import BackendProtocol
+from filegate.backends.filesystem import FilesystemBackend
+from filegate.backends.local_shell import LocalShellBackend
+from filegate.backends.protocol import BackendProtocol
 
 
 @dataclass
@@ -37,7 +36,7 @@ class Subject:
 
 def _state() -> BackendProtocol:
     try:
-        from backends.state import StateBackend
+        from filegate.backends.state import StateBackend
     except ImportError:
         pytest.skip("backends.state not importable yet")
     return StateBackend()
@@ -45,7 +44,7 @@ def _state() -> BackendProtocol:
 
 def _composite(default: BackendProtocol, routes: dict[str, BackendProtocol]) -> BackendProtocol:
     try:
-        from backends.composite import CompositeBackend
+        from filegate.backends.composite import CompositeBackend
     except ImportError:
         pytest.skip("backends.composite not importable yet")
     return CompositeBackend(default, routes)

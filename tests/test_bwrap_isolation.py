@@ -19,8 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from backends.bwrap import BwrapSandboxBackend, SandboxUnavailableError
+from filegate.backends.bwrap import BwrapSandboxBackend, SandboxUnavailableError
 
 
 def _snapshot(directory: Path) -> dict[str, tuple[int, float]]:

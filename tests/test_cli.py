@@ -21,19 +21,26 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from filegate.activities.messages import ModelSpec
+from filegate.backends.embedded import S3DevServer, TemporalDevServer
+from filegate.backends.settings import Settings
+from filegate.worker import (
+    CliError,
+    configured_store,
+    connect,
+    load_permissions,
+    parse_model,
+    target_from,
+)
+from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec
+from filegate.workflows.gate import ToolInterrupt
 from temporalio.client import Client, WorkflowQueryFailedError
 from temporalio.service import RPCError
 
-from activities.messages import ModelSpec
-from backends.embedded import S3DevServer, TemporalDevServer
-from backends.settings import Settings
-from worker import CliError, configured_store, connect, load_permissions, parse_model, target_from
-from workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec
-from workflows.gate import ToolInterrupt
-
 pytestmark = pytest.mark.services
 
-WORKER = str(Path(__file__).resolve().parent.parent / "worker.py")
+CLI = [sys.executable, "-m", "filegate"]
+"""The command line as users run it (``python -m filegate`` is the ``filegate`` script)."""
 ROLES = {"user", "assistant", "tool"}
 
 
@@ -56,7 +63,7 @@ def cli_env(
 
 def cli(env: dict[str, str], *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, WORKER, *args],
+        [*CLI, *args],
         env=env,
         capture_output=True,
         text=True,
@@ -69,7 +76,7 @@ def cli_parallel(env: dict[str, str], *commands: list[str]) -> list[tuple[int, s
     """Several CLI processes at once (each pays the interpreter start-up only in parallel)."""
     procs = [
         subprocess.Popen(
-            [sys.executable, WORKER, *args],
+            [*CLI, *args],
             env=env,
             text=True,
             stdout=subprocess.PIPE,
@@ -187,7 +194,7 @@ async def test_run_waits_for_decisions_from_other_processes(
     workflow_id = f"cli-approvals-{uuid.uuid4().hex[:8]}"
     transcript_path = tmp_path / "t.json"
     run = subprocess.Popen(
-        [sys.executable, WORKER, "run", "write docs", "--model", f"scripted:{script}",
+        [*CLI, "run", "write docs", "--model", f"scripted:{script}",
          "--root", str(root), "--permissions", perms, "--transcript", str(transcript_path),
          "--workflow-id", workflow_id],
         env=cli_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -366,7 +373,7 @@ def settings_of(env: dict[str, str]) -> Settings:
 
 def start_worker(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, WORKER, "worker", *args],
+        [*CLI, "worker", *args],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
 

@@ -11,10 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
-from backends import (
+from filegate.backends import (
     BackendProtocol,
     CompositeBackend,
     GlobResult,
@@ -25,9 +22,11 @@ from backends import (
     SearchTarget,
     StateBackend,
 )
-from backends.composite import rebase_pattern
-from backends.filesystem import FilesystemBackend
-from backends.local_shell import LocalShellBackend
+from filegate.backends.composite import rebase_pattern
+from filegate.backends.filesystem import FilesystemBackend
+from filegate.backends.local_shell import LocalShellBackend
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 Factory = Callable[[], BackendProtocol]
 

@@ -11,14 +11,10 @@ import json
 from pathlib import Path
 
 import pytest
-from minio import Minio
-from temporalio.client import Client
-
-from activities.history import TranscriptStore, conversation_key
-from activities.messages import Message, ModelSpec, ToolCall
-from tests.test_history_size import agent_with_store, calls, model_inputs, new_store, scripted, uid
-from workflows import AgentInput, AgentWorkflow
-from workflows.context import (
+from filegate.activities.history import TranscriptStore, conversation_key
+from filegate.activities.messages import Message, ModelSpec, ToolCall
+from filegate.workflows import AgentInput, AgentWorkflow
+from filegate.workflows.context import (
     EVICT_CHARS,
     ContextState,
     cut_for_summary,
@@ -27,6 +23,10 @@ from workflows.context import (
     to_archive,
     view_tokens,
 )
+from minio import Minio
+from temporalio.client import Client
+
+from tests.test_history_size import agent_with_store, calls, model_inputs, new_store, scripted, uid
 
 
 def _turns(n: int, size: int) -> list[Message]:

@@ -13,18 +13,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from filegate.activities.history import CONVERSATION_DIR, conversation_key
+from filegate.activities.messages import ModelSpec
+from filegate.backends.artifacts import ArtifactStore
+from filegate.backends.embedded import S3DevServer
+from filegate.backends.filesystem import FilesystemBackend
+from filegate.backends.protocol import BackendProtocol
+from filegate.backends.settings import Settings
+from filegate.worker import agent_worker, configured_store, tools_worker, with_payload_codec
+from filegate.workflows import AgentInput, AgentResult, AgentWorkflow, BackendRef, BackendSpec
+from filegate.workflows.context import EVICT_CHARS, evicted_name
 from temporalio.client import Client
-
-from activities.history import CONVERSATION_DIR, conversation_key
-from activities.messages import ModelSpec
-from backends.artifacts import ArtifactStore
-from backends.embedded import S3DevServer
-from backends.filesystem import FilesystemBackend
-from backends.protocol import BackendProtocol
-from backends.settings import Settings
-from worker import agent_worker, configured_store, tools_worker, with_payload_codec
-from workflows import AgentInput, AgentResult, AgentWorkflow, BackendRef, BackendSpec
-from workflows.context import EVICT_CHARS, evicted_name
 
 pytestmark = pytest.mark.services
 

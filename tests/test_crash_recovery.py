@@ -21,21 +21,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from filegate.activities.idempotency import CRASH_AFTER_APPLY_ENV
+from filegate.activities.messages import ModelSpec
+from filegate.activities.tool_types import activity_call_id
+from filegate.backends.embedded import TemporalDevServer
+from filegate.worker import agent_worker
+from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
-from activities.idempotency import CRASH_AFTER_APPLY_ENV
-from activities.messages import ModelSpec
-from activities.tool_types import activity_call_id
-from backends.embedded import TemporalDevServer
-from worker import agent_worker
-from workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec
-
 pytestmark = [pytest.mark.services, pytest.mark.slow]
-
-WORKER_SCRIPT = Path(__file__).resolve().parent.parent / "worker.py"
 
 
 async def start_tools_worker(
@@ -51,7 +48,7 @@ async def start_tools_worker(
     if crash_call is not None:
         env[CRASH_AFTER_APPLY_ENV] = crash_call
     return await asyncio.create_subprocess_exec(
-        sys.executable, str(WORKER_SCRIPT), "worker", "--role", "tools",
+        sys.executable, "-m", "filegate", "worker", "--role", "tools",
         "--backend", "filesystem", "--root", str(root), "--task-queue", queue,
         "--journal-dir", str(journal),
         env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,

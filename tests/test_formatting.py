@@ -6,8 +6,7 @@ import re
 from collections.abc import Callable
 
 import pytest
-
-from backends.formatting import (
+from filegate.backends.formatting import (
     DEFAULT_GREP_MAX,
     LIST_CHAR_LIMIT,
     MAX_LINE_CHARS,
@@ -40,7 +39,7 @@ from backends.formatting import (
     plan_read,
     split_lines,
 )
-from backends.protocol import (
+from filegate.backends.protocol import (
     DeleteResult,
     EditResult,
     ErrorCode,

@@ -16,11 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from minio import Minio
-from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client
-
-from activities.history import (
+from filegate.activities.history import (
     CODEC_ENCODING,
     CODEC_THREAD,
     ModelTurn,
@@ -29,10 +25,24 @@ from activities.history import (
     conversation_key,
     filegate_data_converter,
 )
-from activities.messages import ModelSpec
-from backends.artifacts import ArtifactRef, ArtifactStore
-from backends.embedded import TemporalDevServer
-from backends.filesystem import FilesystemBackend
+from filegate.activities.messages import ModelSpec
+from filegate.backends.artifacts import ArtifactRef, ArtifactStore
+from filegate.backends.embedded import TemporalDevServer
+from filegate.backends.filesystem import FilesystemBackend
+from filegate.worker import agent_worker, tools_worker
+from filegate.workflows import (
+    AgentInput,
+    AgentResult,
+    AgentWorkflow,
+    BackendRef,
+    BackendSpec,
+    RouteSpec,
+)
+from filegate.workflows.context import EVICT_CHARS, evicted_name
+from minio import Minio
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+
 from bench.history import (
     MAX_BYTES_PER_STEP,
     MAX_GROWTH,
@@ -42,9 +52,6 @@ from bench.history import (
     write_data,
 )
 from tests.scripting import calls
-from worker import agent_worker, tools_worker
-from workflows import AgentInput, AgentResult, AgentWorkflow, BackendRef, BackendSpec, RouteSpec
-from workflows.context import EVICT_CHARS, evicted_name
 
 pytestmark = pytest.mark.services
 
@@ -66,7 +73,7 @@ def new_store(minio_client: Minio) -> ArtifactStore:
 @asynccontextmanager
 async def agent_with_store(client: Client, store: ArtifactStore | None) -> AsyncIterator[str]:
     """An agent worker whose model activity keeps transcripts in ``store`` (None = by value)."""
-    from workflows.agent import sandboxed_runner
+    from filegate.workflows.agent import sandboxed_runner
 
     queue = uid("agent")
     async with agent_worker(client, queue, artifacts=store, workflow_runner=sandboxed_runner()):

@@ -14,12 +14,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from filegate.activities.tool_types import ToolName
+from filegate.backends.local_shell import LocalShellBackend
+from filegate.backends.permissions import FilesystemPermission
+from filegate.workflows import AgentInput, AgentWorkflow, ApprovalConfig, BackendSpec, Decision
+from filegate.workflows.approvals import approval_deadline
+from filegate.workflows.gate import ArgPredicate, CheckedCall, ToolInterrupt, approval_trigger
+from filegate.workflows.inputs import RuleTimeout
 from pydantic import ValidationError
 from temporalio.client import Client
 
-from activities.tool_types import ToolName
-from backends.local_shell import LocalShellBackend
-from backends.permissions import FilesystemPermission
 from tests.test_workflow_e2e import (
     calls,
     final,
@@ -31,10 +35,6 @@ from tests.test_workflow_e2e import (
     scripted,
     uid,
 )
-from workflows import AgentInput, AgentWorkflow, ApprovalConfig, BackendSpec, Decision
-from workflows.approvals import approval_deadline
-from workflows.gate import ArgPredicate, CheckedCall, ToolInterrupt, approval_trigger
-from workflows.inputs import RuleTimeout
 
 # --------------------------------------------------------------------------- the rule model
 

@@ -17,19 +17,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client
-from temporalio.exceptions import ApplicationError
-from temporalio.testing import ActivityEnvironment
-from temporalio.worker import Replayer
-
-from activities.history import TRANSCRIPT_UNAVAILABLE, MemoryRef, ModelTurn, ModelTurnResult
-from activities.messages import Message, ModelSpec
-from activities.model import ModelActivities
-from backends.filesystem import FilesystemBackend
-from tests.scripting import calls
-from worker import agent_worker, tools_worker
-from workflows import (
+from filegate.activities.history import (
+    TRANSCRIPT_UNAVAILABLE,
+    MemoryRef,
+    ModelTurn,
+    ModelTurnResult,
+)
+from filegate.activities.messages import Message, ModelSpec
+from filegate.activities.model import ModelActivities
+from filegate.backends.filesystem import FilesystemBackend
+from filegate.worker import agent_worker, tools_worker
+from filegate.workflows import (
     AgentInput,
     AgentResult,
     AgentWorkflow,
@@ -37,7 +35,14 @@ from workflows import (
     BackendSpec,
     UserMessage,
 )
-from workflows.agent import sandboxed_runner
+from filegate.workflows.agent import sandboxed_runner
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import ActivityEnvironment
+from temporalio.worker import Replayer
+
+from tests.scripting import calls
 
 pytestmark = pytest.mark.services
 

@@ -7,8 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
-
-from backends.local_shell import STDERR_PREFIX, LocalShellBackend
+from filegate.backends.local_shell import STDERR_PREFIX, LocalShellBackend
 
 
 @pytest.fixture

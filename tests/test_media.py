@@ -18,11 +18,9 @@ from pathlib import Path
 
 import av
 import pytest
-from PIL import Image, ImageStat
-
-from activities.messages import MediaBlock, TextBlock
-from backends.filesystem import FilesystemBackend
-from backends.media import (
+from filegate.activities.messages import MediaBlock, TextBlock
+from filegate.backends.filesystem import FilesystemBackend
+from filegate.backends.media import (
     DEFAULT_VIDEO_LIMITS,
     MIME_TYPES,
     VIDEO_READ_NOTE,
@@ -35,8 +33,9 @@ from backends.media import (
     video_frames,
     video_supported,
 )
-from backends.protocol import ReadResult
-from backends.state import StateBackend
+from filegate.backends.protocol import ReadResult
+from filegate.backends.state import StateBackend
+from PIL import Image, ImageStat
 
 # --------------------------------------------------------------------------- generators
 
@@ -523,9 +522,9 @@ def test_video_supported_is_false_without_av() -> None:
     script = (
         "import sys\n"
         "sys.modules['av'] = None\n"
-        "from backends.media import media_blocks, video_supported\n"
-        "from backends.protocol import ReadResult\n"
-        "from backends.media import describe_read_file\n"
+        "from filegate.backends.media import media_blocks, video_supported\n"
+        "from filegate.backends.protocol import ReadResult\n"
+        "from filegate.backends.media import describe_read_file\n"
         "r = media_blocks('/v.mp4', ReadResult(path='/v.mp4', data=b'\\x00\\x01', "
         "encoding='base64'))\n"
         "print(video_supported(), r.kind, r.content[0].type, r.content[0].mime_type, "
@@ -542,7 +541,7 @@ def test_importing_backends_loads_neither_av_nor_temporal() -> None:
     """Video support is imported lazily and ``backends`` stays Temporal-free (SPEC §1)."""
     script = (
         "import sys\n"
-        "import backends, backends.media\n"
+        "import filegate.backends, filegate.backends.media\n"
         "print(*(name in sys.modules for name in ('av', 'PIL.Image', 'temporalio')))\n"
     )
     root = Path(__file__).resolve().parent.parent

@@ -15,13 +15,12 @@ from typing import Any
 
 import av
 import pytest
+from filegate.activities.messages import ModelSpec
+from filegate.backends.filesystem import FilesystemBackend
+from filegate.worker import agent_worker, tools_worker
+from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec
 from PIL import Image
 from temporalio.client import Client
-
-from activities.messages import ModelSpec
-from backends.filesystem import FilesystemBackend
-from worker import agent_worker, tools_worker
-from workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec
 
 pytestmark = pytest.mark.services
 

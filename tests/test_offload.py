@@ -14,17 +14,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from filegate.activities.messages import ModelSpec
+from filegate.activities.tools import FileToolActivities
+from filegate.backends.artifacts import ArtifactRef, ArtifactStore
+from filegate.backends.local_shell import LocalShellBackend
+from filegate.worker import agent_worker
+from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec
 from minio import Minio
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.worker import Worker
-
-from activities.messages import ModelSpec
-from activities.tools import FileToolActivities
-from backends.artifacts import ArtifactRef, ArtifactStore
-from backends.local_shell import LocalShellBackend
-from worker import agent_worker
-from workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec
 
 pytestmark = pytest.mark.services
 

@@ -23,11 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from hypothesis import HealthCheck, event, given, settings
-from hypothesis import strategies as st
-from wcmatch import glob as wc_glob
-
-from backends import (
+from filegate.backends import (
     FilesystemPermission,
     delete_blockers,
     filter_grep_matches,
@@ -36,8 +32,11 @@ from backends import (
     interrupt_fires,
     validate_path,
 )
-from backends.filesystem import FilesystemBackend
-from backends.paths import is_within
+from filegate.backends.filesystem import FilesystemBackend
+from filegate.backends.paths import is_within
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+from wcmatch import glob as wc_glob
 
 NAMES = ["a", "b", "s", "x.log", ".env", ".d", "k.key"]
 WILDCARDS = ["*", "**", "?", "*.log", "{a,s}", ".*", "[ab]", "*.{log,key}", "{b,.d}"]

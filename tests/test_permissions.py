@@ -5,9 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from pydantic import ValidationError
-
-from backends import (
+from filegate.backends import (
     FileInfo,
     FilesystemPermission,
     GrepMatch,
@@ -21,7 +19,8 @@ from backends import (
     interrupt_fires,
     matching_interrupt_rule,
 )
-from backends.permissions import delete_blocked_message, glob_anchor
+from filegate.backends.permissions import delete_blocked_message, glob_anchor
+from pydantic import ValidationError
 
 
 def rule(mode: str, *paths: str, ops: tuple[str, ...] = ("read", "write")) -> FilesystemPermission:
@@ -676,9 +675,8 @@ EQUIVALENCE_PATHS = [
 def test_regex_matcher_equals_wcmatch_globmatch() -> None:
     """Rules match through wcmatch's regex translation (sandbox-safe); it must
     agree with wcmatch's own matcher on every validated path."""
+    from filegate.backends.permissions import RULE_FLAGS, pattern_matches
     from wcmatch import glob as wc_glob
-
-    from backends.permissions import RULE_FLAGS, pattern_matches
 
     for pattern in EQUIVALENCE_PATTERNS:
         for path in EQUIVALENCE_PATHS:

@@ -11,11 +11,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from pydantic import ValidationError
-
-from backends import FilesystemBackend, LocalShellBackend
-from backends.audit import FileAuditSink, audit_context, current_audit_context
-from backends.policy import (
+from filegate.backends import FilesystemBackend, LocalShellBackend
+from filegate.backends.audit import FileAuditSink, audit_context, current_audit_context
+from filegate.backends.policy import (
     BUILTIN_SECRET_RULES,
     POLICY_KINDS,
     BackendProtocol,
@@ -31,7 +29,8 @@ from backends.policy import (
     TokenBucket,
     build_policy_chain,
 )
-from backends.protocol import PROTOCOL_METHODS
+from filegate.backends.protocol import PROTOCOL_METHODS
+from pydantic import ValidationError
 
 # Secret-shaped strings built at runtime so the test source itself holds none.
 AWS_KEY = "AKIA" + "Q3EXAMPLE7KEY2ID"

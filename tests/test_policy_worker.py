@@ -15,12 +15,14 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
+from filegate.backends.bwrap import BwrapSandboxBackend
+from filegate.backends.filesystem import FilesystemBackend
+from filegate.backends.policy import PolicyConfig
+from filegate.backends.protocol import BackendProtocol
+from filegate.worker import build_parser, make_backend
+from filegate.workflows import AgentInput, AgentResult, BackendSpec
 from temporalio.client import Client
 
-from backends.bwrap import BwrapSandboxBackend
-from backends.filesystem import FilesystemBackend
-from backends.policy import PolicyConfig
-from backends.protocol import BackendProtocol
 from tests.test_workflow_e2e import (
     calls,
     final,
@@ -31,8 +33,6 @@ from tests.test_workflow_e2e import (
     running_tools,
     scripted,
 )
-from worker import build_parser, make_backend
-from workflows import AgentInput, AgentResult, BackendSpec
 
 pytestmark = pytest.mark.services
 

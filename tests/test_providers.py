@@ -12,14 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from temporalio import workflow
-from temporalio.client import Client, WorkflowFailureError
-from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError
-from temporalio.testing import ActivityEnvironment
-from temporalio.worker import UnsandboxedWorkflowRunner, Worker
-
-from activities.messages import (
+from filegate.activities.messages import (
     MediaBlock,
     Message,
     ModelRequest,
@@ -29,20 +22,27 @@ from activities.messages import (
     ToolCall,
     ToolSpec,
 )
-from activities.model import ModelProvider, call_model, get_provider
-from activities.providers import (
+from filegate.activities.model import ModelProvider, call_model, get_provider
+from filegate.activities.providers import (
     REQUEST_ERROR_TYPE,
     RETRYABLE_TYPE,
     AnthropicMessagesProvider,
     OpenAIChatProvider,
     ScriptedProvider,
 )
-from activities.providers.common import (
+from filegate.activities.providers.common import (
     downgrade_messages,
     lazy_import,
     model_accepts,
     parse_retry_after,
 )
+from temporalio import workflow
+from temporalio.client import Client, WorkflowFailureError
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.testing import ActivityEnvironment
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
+
 from tests.providers_http import FakeModelServer
 
 OPENAI_KEY = "sk-test-openai-0123456789"

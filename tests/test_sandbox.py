@@ -11,11 +11,10 @@ import random
 from pathlib import Path
 
 import pytest
-
-from backends.bwrap import BwrapSandboxBackend
-from backends.filesystem import named_for_call
-from backends.protocol import BackendProtocol
-from backends.sandbox import UPLOAD_CHUNK_BYTES
+from filegate.backends.bwrap import BwrapSandboxBackend
+from filegate.backends.filesystem import named_for_call
+from filegate.backends.protocol import BackendProtocol
+from filegate.backends.sandbox import UPLOAD_CHUNK_BYTES
 
 
 def test_capabilities(sb: BwrapSandboxBackend) -> None:

@@ -44,21 +44,20 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from filegate.activities.messages import ModelSpec
+from filegate.activities.tools import FileToolActivities
+from filegate.backends.embedded import TemporalDevServer
+from filegate.backends.filesystem import FilesystemBackend
+from filegate.backends.paths import validate_path
+from filegate.backends.permissions import FilesystemPermission
+from filegate.worker import agent_worker
+from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec
+from filegate.workflows.inputs import ApprovalConfig, Limits
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
-
-from activities.messages import ModelSpec
-from activities.tools import FileToolActivities
-from backends.embedded import TemporalDevServer
-from backends.filesystem import FilesystemBackend
-from backends.paths import validate_path
-from backends.permissions import FilesystemPermission
-from worker import agent_worker
-from workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec
-from workflows.inputs import ApprovalConfig, Limits
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 

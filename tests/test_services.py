@@ -25,10 +25,7 @@ from temporalio.worker import Worker
 # passed through instead of being re-run (and refused) inside the sandbox.
 with workflow.unsafe.imports_passed_through():
     import pytest
-    from minio import Minio
-    from minio.error import S3Error
-
-    from backends.embedded import (
+    from filegate.backends.embedded import (
         PortClash,
         S3DevServer,
         ServiceError,
@@ -36,7 +33,9 @@ with workflow.unsafe.imports_passed_through():
         find_binary,
         is_listening,
     )
-    from backends.settings import Settings
+    from filegate.backends.settings import Settings
+    from minio import Minio
+    from minio.error import S3Error
 
 # -- a trivial workflow + activity, pydantic in and out ---------------------
 

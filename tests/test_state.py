@@ -6,11 +6,10 @@ import json
 import random
 
 import pytest
+from filegate.backends import BackendProtocol, StateBackend
+from filegate.backends.protocol import FileInfo
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from backends import BackendProtocol, StateBackend
-from backends.protocol import FileInfo
 
 BINARY = bytes(range(256)) + b"\x00\xff\xfe"
 

@@ -14,14 +14,14 @@ from collections.abc import Callable
 from datetime import datetime
 
 import pytest
+from filegate.backends.composite import CompositeBackend
+from filegate.backends.embedded import S3DevServer, free_port
+from filegate.backends.settings import Settings
+from filegate.backends.state import StateBackend
+from filegate.backends.store import StoreBackend, make_client, normalize_namespace
 from minio import Minio
 
 import tests.test_backend_contract as contract
-from backends.composite import CompositeBackend
-from backends.embedded import S3DevServer, free_port
-from backends.settings import Settings
-from backends.state import StateBackend
-from backends.store import StoreBackend, make_client, normalize_namespace
 
 BUCKET = "h10-store-tests"
 

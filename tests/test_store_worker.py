@@ -10,13 +10,12 @@ import uuid
 from pathlib import Path
 
 import pytest
+from filegate.activities.messages import ModelSpec
+from filegate.backends.embedded import S3DevServer
+from filegate.backends.settings import Settings
+from filegate.worker import build_parser, in_process_workers, make_backend
+from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec
 from temporalio.client import Client
-
-from activities.messages import ModelSpec
-from backends.embedded import S3DevServer
-from backends.settings import Settings
-from worker import build_parser, in_process_workers, make_backend
-from workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec
 
 pytestmark = pytest.mark.services
 

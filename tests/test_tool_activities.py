@@ -33,18 +33,18 @@ from temporalio.testing import ActivityEnvironment
 from temporalio.worker import Worker
 
 with workflow.unsafe.imports_passed_through():
-    from activities.dispatch import run_tool
-    from activities.idempotency import CRASH_AFTER_APPLY_ENV, ToolJournal
-    from activities.tool_types import ToolOutcome, ToolRequest, activity_call_id
-    from activities.tools import (
+    from filegate.activities.dispatch import run_tool
+    from filegate.activities.idempotency import CRASH_AFTER_APPLY_ENV, ToolJournal
+    from filegate.activities.tool_types import ToolOutcome, ToolRequest, activity_call_id
+    from filegate.activities.tools import (
         TOOL_ACTIVITY_NAMES,
         FileToolActivities,
         outcome_for_activity_error,
         tool_activity_options,
     )
-    from backends.filesystem import FilesystemBackend
-    from backends.local_shell import LocalShellBackend
-    from backends.permissions import FilesystemPermission
+    from filegate.backends.filesystem import FilesystemBackend
+    from filegate.backends.local_shell import LocalShellBackend
+    from filegate.backends.permissions import FilesystemPermission
 
 
 # --------------------------------------------------------------------------- helpers
@@ -316,7 +316,7 @@ def test_activity_call_ids_are_unique_per_workflow() -> None:
 
 
 def test_package_exports_the_activities() -> None:
-    import activities
+    from filegate import activities
 
     tools = activities.FileToolActivities({}, tempfile.mkdtemp())
     names = {activity._Definition.must_from_callable(fn).name for fn in tools.activities()}
@@ -326,7 +326,7 @@ def test_package_exports_the_activities() -> None:
     assert model.name == "filegate.model"
     assert activities.run_tool is run_tool
     heavy = ("openai", "anthropic", "av", "PIL")  # optional extras, loaded on use only
-    code = f"import sys, activities; print([m for m in {heavy!r} if m in sys.modules])"
+    code = f"import sys, filegate.activities; print([m for m in {heavy!r} if m in sys.modules])"
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     )
@@ -390,10 +390,10 @@ def _crash_child(journal: Path, root: Path, request: ToolRequest) -> int:
     script = textwrap.dedent(
         """
         import sys
-        from activities.dispatch import parse_args, run_tool
-        from activities.idempotency import ToolJournal
-        from activities.tool_types import ToolRequest
-        from backends.local_shell import LocalShellBackend
+        from filegate.activities.dispatch import parse_args, run_tool
+        from filegate.activities.idempotency import ToolJournal
+        from filegate.activities.tool_types import ToolRequest
+        from filegate.backends.local_shell import LocalShellBackend
         journal, root, raw = sys.argv[1:4]
         backend = LocalShellBackend(root)
         request = ToolRequest.model_validate_json(raw)
@@ -474,7 +474,7 @@ async def test_intent_before_apply_then_retry_applies(tmp_path: Path, root: Path
     def crash() -> ToolOutcome:
         raise Crash
 
-    from activities.dispatch import parse_args
+    from filegate.activities.dispatch import parse_args
 
     with pytest.raises(Crash):
         journal.run("fs", backend, edit, parse_args(edit), crash)

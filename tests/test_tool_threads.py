@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from activities.tool_threads import BUSY_NAME, IDLE_NAME, Job, ToolThreads
+from filegate.activities.tool_threads import BUSY_NAME, IDLE_NAME, Job, ToolThreads
 
 
 async def _run(pool: ToolThreads, fn: Callable[[], Any]) -> tuple[Job[Any], asyncio.Future[Any]]:

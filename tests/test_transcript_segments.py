@@ -10,17 +10,16 @@ import json
 import uuid
 
 import pytest
-from minio import Minio
-
-from activities.history import (
+from filegate.activities.history import (
     SNAPSHOT_EVERY,
     TranscriptMismatch,
     TranscriptRef,
     TranscriptStore,
     transcript_key,
 )
-from activities.messages import Message
-from backends.artifacts import ArtifactStore
+from filegate.activities.messages import Message
+from filegate.backends.artifacts import ArtifactStore
+from minio import Minio
 
 CALLS = SNAPSHOT_EVERY + 8
 

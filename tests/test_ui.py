@@ -21,16 +21,17 @@ from typing import Any
 
 import httpx
 import pytest
+from filegate.backends.embedded import TemporalDevServer, is_listening
+from filegate.workflows.ui import PREVIEW_LIMIT, create_app, describe_rule, preview
 from starlette.testclient import TestClient
 from temporalio.client import Client
 
-from backends.embedded import TemporalDevServer, is_listening
 from tests.ui_support import agent_stack, client_factory, edit_call, tool_results, write_call
-from workflows.ui import PREVIEW_LIMIT, create_app, describe_rule, preview
 
 pytestmark = pytest.mark.services
 
-WORKER = str(Path(__file__).resolve().parent.parent / "worker.py")
+CLI = [sys.executable, "-m", "filegate"]
+"""The command line as users run it (``python -m filegate`` is the ``filegate`` script)."""
 
 
 def free_port() -> int:
@@ -214,7 +215,7 @@ def test_filegate_ui_command_serves_the_page(temporal_server: TemporalDevServer)
     env.update(
         TEMPORAL_ADDRESS=temporal_server.address, TEMPORAL_NAMESPACE=temporal_server.namespace
     )
-    command = [sys.executable, WORKER, "ui", "--port", str(port)]
+    command = [*CLI, "ui", "--port", str(port)]
     proc = subprocess.Popen(
         command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )

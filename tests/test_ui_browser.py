@@ -16,13 +16,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from filegate.backends.embedded import TemporalDevServer
+from filegate.workflows.ui import create_app, uvicorn_server
 from playwright.async_api import Locator, Page, async_playwright, expect
 from temporalio.client import Client
 
-from backends.embedded import TemporalDevServer
 from tests.test_ui import free_port
 from tests.ui_support import agent_stack, client_factory, edit_call, tool_results, write_call
-from workflows.ui import create_app, uvicorn_server
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import jsonschema
 import pytest
-
-from activities.tool_types import TOOL_ARGS, TOOL_ORDER
-from workflows import tool_descriptions as td
-from workflows.inputs import BackendRef, BackendSpec, RouteSpec
+from filegate.activities.tool_types import TOOL_ARGS, TOOL_ORDER
+from filegate.workflows import tool_descriptions as td
+from filegate.workflows.inputs import BackendRef, BackendSpec, RouteSpec
 
 STATE = BackendSpec()
 SHELL = BackendSpec(
@@ -144,8 +143,8 @@ def test_shell_paths_section_only_for_composite_with_execute() -> None:
 
 
 def test_read_file_advertises_video_only_when_a_backend_can_decode_it() -> None:
-    from workflows import tool_descriptions as d
-    from workflows.inputs import BackendRef, BackendSpec, RouteSpec
+    from filegate.workflows import tool_descriptions as d
+    from filegate.workflows.inputs import BackendRef, BackendSpec, RouteSpec
 
     plain = BackendSpec(default=BackendRef(kind="remote", name="fs", task_queue="q"))
     video = BackendSpec(
@@ -169,9 +168,8 @@ def test_read_file_advertises_video_only_when_a_backend_can_decode_it() -> None:
 
 def test_state_backend_cannot_claim_video() -> None:
     import pytest
+    from filegate.workflows.inputs import BackendRef
     from pydantic import ValidationError
-
-    from workflows.inputs import BackendRef
 
     with pytest.raises(ValidationError, match="does not decode video"):
         BackendRef(kind="state", can_read_video=True)

@@ -17,11 +17,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from filegate.backends.filesystem import FilesystemBackend, _resolve
+from filegate.workflows import tool_descriptions as td
+from filegate.workflows.runner import CompiledOnceFinder, _CompiledOnceLoader
 from pydantic import ValidationError
-
-from backends.filesystem import FilesystemBackend, _resolve
-from workflows import tool_descriptions as td
-from workflows.runner import CompiledOnceFinder, _CompiledOnceLoader
 
 
 @pytest.fixture

@@ -20,23 +20,15 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Replayer
-from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
-
-from activities.messages import ModelRequest, ModelSpec
-from activities.providers.common import RAW_ARGS_KEY
-from activities.tool_types import ToolRequest
-from backends.filesystem import FilesystemBackend
-from backends.local_shell import LocalShellBackend
-from backends.permissions import FilesystemPermission
-from backends.protocol import BackendProtocol
-from tests.scripting import calls
-from worker import agent_worker, tools_worker
-from workflows import (
+from filegate.activities.messages import ModelRequest, ModelSpec
+from filegate.activities.providers.common import RAW_ARGS_KEY
+from filegate.activities.tool_types import ToolRequest
+from filegate.backends.filesystem import FilesystemBackend
+from filegate.backends.local_shell import LocalShellBackend
+from filegate.backends.permissions import FilesystemPermission
+from filegate.backends.protocol import BackendProtocol
+from filegate.worker import agent_worker, tools_worker
+from filegate.workflows import (
     AgentInput,
     AgentResult,
     AgentWorkflow,
@@ -48,8 +40,16 @@ from workflows import (
     RouteSpec,
     UserMessage,
 )
-from workflows.agent import sandboxed_runner
-from workflows.inputs import RuleTimeout
+from filegate.workflows.agent import sandboxed_runner
+from filegate.workflows.inputs import RuleTimeout
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Replayer
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
+
+from tests.scripting import calls
 
 pytestmark = pytest.mark.services
 
@@ -888,10 +888,10 @@ async def test_worker_cli_processes(
         "TEMPORAL_NAMESPACE": temporal_server.namespace,
         "FILEGATE_STATE_DIR": str(tmp_path / "state"),
     }
-    script = str(Path(__file__).resolve().parent.parent / "worker.py")
+    cli = [sys.executable, "-m", "filegate"]
     commands = [
-        [sys.executable, script, "worker", "--role", "agent", "--task-queue", agent_q],
-        [sys.executable, script, "--role", "tools", "--backend", "filesystem",
+        [*cli, "worker", "--role", "agent", "--task-queue", agent_q],
+        [*cli, "--role", "tools", "--backend", "filesystem",
          "--root", str(root), "--task-queue", tools_q, "--name", "disk"],
     ]  # fmt: skip
     procs = [

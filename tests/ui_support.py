@@ -11,16 +11,15 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+from filegate.activities.messages import ModelSpec
+from filegate.backends.embedded import TemporalDevServer
+from filegate.backends.filesystem import FilesystemBackend
+from filegate.backends.permissions import FilesystemPermission
+from filegate.worker import agent_worker, tools_worker
+from filegate.workflows import AgentInput, AgentResult, AgentWorkflow, BackendRef, BackendSpec
+from filegate.workflows.ui import ClientFactory
 from temporalio.client import Client, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
-
-from activities.messages import ModelSpec
-from backends.embedded import TemporalDevServer
-from backends.filesystem import FilesystemBackend
-from backends.permissions import FilesystemPermission
-from worker import agent_worker, tools_worker
-from workflows import AgentInput, AgentResult, AgentWorkflow, BackendRef, BackendSpec
-from workflows.ui import ClientFactory
 
 DOCS_INTERRUPT = [FilesystemPermission(operations=["write"], paths=["/docs/**"], mode="interrupt")]
 

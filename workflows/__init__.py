@@ -1,31 +1,45 @@
 """Temporal workflows: the durable agent loop around the file tools."""
 
-from workflows.agent import AgentWorkflow
-from workflows.inputs import (
-    AgentInput,
-    AgentResult,
-    AgentStatus,
-    ApprovalConfig,
-    BackendRef,
-    BackendSpec,
-    Decision,
-    Limits,
-    PendingApproval,
-    RouteSpec,
-    UserMessage,
-)
+from typing import TYPE_CHECKING
 
-__all__ = [
-    "AgentInput",
-    "AgentResult",
-    "AgentStatus",
-    "AgentWorkflow",
-    "ApprovalConfig",
-    "BackendRef",
-    "BackendSpec",
-    "Decision",
-    "Limits",
-    "PendingApproval",
-    "RouteSpec",
-    "UserMessage",
-]
+from filegate._lazy import attach
+
+if TYPE_CHECKING:
+    from .agent import (
+        AgentWorkflow,
+    )
+    from .inputs import (
+        AgentInput,
+        AgentResult,
+        AgentStatus,
+        ApprovalConfig,
+        BackendRef,
+        BackendSpec,
+        Decision,
+        Limits,
+        PendingApproval,
+        RouteSpec,
+        UserMessage,
+    )
+
+__getattr__, __dir__, __all__ = attach(
+    __name__,
+    {
+        ".agent": [
+            "AgentWorkflow",
+        ],
+        ".inputs": [
+            "AgentInput",
+            "AgentResult",
+            "AgentStatus",
+            "ApprovalConfig",
+            "BackendRef",
+            "BackendSpec",
+            "Decision",
+            "Limits",
+            "PendingApproval",
+            "RouteSpec",
+            "UserMessage",
+        ],
+    },
+)

@@ -36,9 +36,8 @@ with workflow.unsafe.imports_passed_through():
     import bracex  # noqa: F401
     import wcmatch.fnmatch
     import wcmatch.glob  # noqa: F401
-
-    from activities.dispatch import run_tool
-    from activities.history import (
+    from filegate.activities.dispatch import run_tool
+    from filegate.activities.history import (
         TRANSCRIPT_UNAVAILABLE,
         LocalModelTurn,
         MemoryRef,
@@ -46,7 +45,7 @@ with workflow.unsafe.imports_passed_through():
         ModelTurnResult,
         Purpose,
     )
-    from activities.messages import (
+    from filegate.activities.messages import (
         ContentBlock,
         Message,
         ModelRequest,
@@ -55,20 +54,20 @@ with workflow.unsafe.imports_passed_through():
         ToolCall,
         Usage,
     )
-    from activities.tool_types import ToolName, ToolOutcome, ToolRequest, activity_call_id
-    from activities.tools import (
+    from filegate.activities.tool_types import ToolName, ToolOutcome, ToolRequest, activity_call_id
+    from filegate.activities.tools import (
         failure_cause,
         outcome_for_activity_error,
         tool_activity_options,
     )
-    from backends.composite import Router
-    from backends.formatting import Rendered, format_error, not_read_before_edit
-    from backends.paths import is_within, validate_path
-    from backends.permissions import check_execute_config
-    from backends.state import StateBackend
-    from workflows import fanout, runner
-    from workflows import tool_descriptions as descriptions
-    from workflows.approvals import (
+    from filegate.backends.composite import Router
+    from filegate.backends.formatting import Rendered, format_error, not_read_before_edit
+    from filegate.backends.paths import is_within, validate_path
+    from filegate.backends.permissions import check_execute_config
+    from filegate.backends.state import StateBackend
+    from filegate.workflows import fanout, runner
+    from filegate.workflows import tool_descriptions as descriptions
+    from filegate.workflows.approvals import (
         EDITED_NOTE,
         ApprovalBook,
         approval_deadline,
@@ -76,7 +75,7 @@ with workflow.unsafe.imports_passed_through():
         rejection_text,
         repeated_rejection_text,
     )
-    from workflows.context import (
+    from filegate.workflows.context import (
         cut_for_summary,
         model_view,
         summarize_threshold,
@@ -84,7 +83,7 @@ with workflow.unsafe.imports_passed_through():
         to_archive,
         view_tokens,
     )
-    from workflows.gate import (
+    from filegate.workflows.gate import (
         PATH_FIELDS,
         ApprovalTrigger,
         CheckedCall,
@@ -92,7 +91,7 @@ with workflow.unsafe.imports_passed_through():
         check_call,
         deny_gate,
     )
-    from workflows.inputs import (
+    from filegate.workflows.inputs import (
         AgentInput,
         AgentResult,
         AgentStatus,

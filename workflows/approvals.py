@@ -11,8 +11,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from workflows.gate import ApprovalTrigger
-from workflows.inputs import ApprovalConfig, Decision, PendingApproval
+from filegate.workflows.gate import ApprovalTrigger
+from filegate.workflows.inputs import ApprovalConfig, Decision, PendingApproval
 
 
 def call_signature(tool: str, args: dict[str, Any]) -> str:

@@ -17,11 +17,10 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
+from filegate.activities.history import CONVERSATION_DIR
+from filegate.activities.messages import MediaBlock, Message, ModelSpec
+from filegate.backends.formatting import CHARS_PER_TOKEN, offload_stub
 from pydantic import BaseModel
-
-from activities.history import CONVERSATION_DIR
-from activities.messages import MediaBlock, Message, ModelSpec
-from backends.formatting import CHARS_PER_TOKEN, offload_stub
 
 HUMAN_TOKEN_LIMIT = 50_000
 EVICT_CHARS = CHARS_PER_TOKEN * HUMAN_TOKEN_LIMIT

@@ -15,9 +15,9 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal, TypeVar
 
-from activities.tool_types import ToolOutcome
-from backends.composite import Router, SearchPlan, SearchTarget
-from backends.formatting import (
+from filegate.activities.tool_types import ToolOutcome
+from filegate.backends.composite import Router, SearchPlan, SearchTarget
+from filegate.backends.formatting import (
     DEFAULT_GREP_MAX,
     Rendered,
     format_error,
@@ -25,7 +25,7 @@ from backends.formatting import (
     format_grep,
     format_ls,
 )
-from backends.protocol import GlobResult, GrepResult, LsResult
+from filegate.backends.protocol import GlobResult, GrepResult, LsResult
 
 RunTarget = Callable[[str | None, dict[str, Any]], Awaitable[ToolOutcome]]
 """Run one tool call on route ``prefix`` (None = default) with backend-local args.

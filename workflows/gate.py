@@ -27,6 +27,21 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Literal
 
+from filegate.activities.providers.common import RAW_ARGS_KEY
+from filegate.activities.tool_types import TOOL_ARGS, ToolName
+from filegate.backends.composite import Router
+from filegate.backends.formatting import Rendered, format_error, permission_denied
+from filegate.backends.paths import validate_path
+from filegate.backends.permissions import (
+    TOOL_OPERATIONS,
+    FilesystemPermission,
+    check_permission,
+    delete_blocked_message,
+    delete_blockers,
+    matching_interrupt_rule,
+    normalise_rule_path,
+    pattern_matches,
+)
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -37,22 +52,6 @@ from pydantic import (
     model_validator,
 )
 from wcmatch import fnmatch as wc_fnmatch
-
-from activities.providers.common import RAW_ARGS_KEY
-from activities.tool_types import TOOL_ARGS, ToolName
-from backends.composite import Router
-from backends.formatting import Rendered, format_error, permission_denied
-from backends.paths import validate_path
-from backends.permissions import (
-    TOOL_OPERATIONS,
-    FilesystemPermission,
-    check_permission,
-    delete_blocked_message,
-    delete_blockers,
-    matching_interrupt_rule,
-    normalise_rule_path,
-    pattern_matches,
-)
 
 PATH_FIELDS: dict[str, str] = {
     "ls": "path",

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
+from filegate.activities.history import TranscriptRef
+from filegate.activities.messages import Message, ModelSpec, Usage
+from filegate.activities.tool_types import DEFAULT_MAX_EXECUTE_TIMEOUT, ToolName
+from filegate.backends.permissions import FilesystemPermission
+from filegate.workflows.context import ContextState
+from filegate.workflows.gate import ToolInterrupt
 from pydantic import BaseModel, ConfigDict, Field, model_validator
-
-from activities.history import TranscriptRef
-from activities.messages import Message, ModelSpec, Usage
-from activities.tool_types import DEFAULT_MAX_EXECUTE_TIMEOUT, ToolName
-from backends.permissions import FilesystemPermission
-from workflows.context import ContextState
-from workflows.gate import ToolInterrupt
 
 
 class BackendRef(BaseModel):

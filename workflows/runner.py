@@ -9,7 +9,7 @@ pydantic JSON plus the S3 payload codec, never read that context, so this
 runner answers "no context" directly and delegates everything else, activation
 included, to the stock sandboxed instance: the determinism guards stay.
 
-Use it only with context-free converters, such as those ``worker.connect``
+Use it only with context-free converters, such as those ``filegate.worker.connect``
 builds. A converter that needs the context should run on
 :func:`sandboxed_runner`'s plain sandbox instead.
 """
@@ -32,24 +32,25 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 from temporalio.workflow import Info
 
 SANDBOX_PASSTHROUGH: tuple[str, ...] = (
-    "activities",
-    "backends",
     "bracex",
+    "filegate.activities",
+    "filegate.backends",
+    "filegate.workflows.approvals",
+    "filegate.workflows.context",
+    "filegate.workflows.fanout",
+    "filegate.workflows.gate",
+    "filegate.workflows.inputs",
+    "filegate.workflows.runner",
+    "filegate.workflows.tool_descriptions",
     "wcmatch",
-    "workflows.approvals",
-    "workflows.context",
-    "workflows.fanout",
-    "workflows.gate",
-    "workflows.inputs",
-    "workflows.runner",
-    "workflows.tool_descriptions",
 )
 """Modules the agent workflow may share with the host: pure and deterministic.
 
-Only ``workflows`` and ``workflows.agent`` (the workflow class) are re-imported per
-workflow run (from code compiled once, see :class:`CompiledOnceFinder`);
-the helpers hold no state and define the pydantic models, which are slow to
-build (re-importing them cost about a third of a throughput run's workflow CPU)."""
+Only ``filegate``, ``filegate.workflows`` and ``filegate.workflows.agent`` (the
+workflow class) are re-imported per workflow run (from code compiled once, see
+:class:`CompiledOnceFinder`); the helpers hold no state and define the pydantic
+models, which are slow to build (re-importing them cost about a third of a
+throughput run's workflow CPU)."""
 
 
 class _ContextFreeInstance(WorkflowInstance):
@@ -114,7 +115,7 @@ class CompiledOnceFinder(importlib.abc.MetaPathFinder):
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
     ) -> importlib.machinery.ModuleSpec | None:
-        if fullname.partition(".")[0] not in self.packages:
+        if not any(fullname == p or fullname.startswith(p + ".") for p in self.packages):
             return None
         spec = importlib.machinery.PathFinder.find_spec(fullname, path, target)
         loader = spec.loader if spec is not None else None
@@ -124,9 +125,9 @@ class CompiledOnceFinder(importlib.abc.MetaPathFinder):
 
 
 def compile_workflows_once() -> None:
-    """Install :class:`CompiledOnceFinder` for the ``workflows`` package (idempotent)."""
+    """Install :class:`CompiledOnceFinder` for ``filegate.workflows`` (idempotent)."""
     if not any(isinstance(f, CompiledOnceFinder) for f in sys.meta_path):
-        sys.meta_path.insert(0, CompiledOnceFinder(["workflows"]))
+        sys.meta_path.insert(0, CompiledOnceFinder(["filegate.workflows"]))
 
 
 def _restrictions() -> SandboxRestrictions:

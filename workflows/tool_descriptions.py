@@ -12,10 +12,10 @@ import copy
 import functools
 from collections.abc import Iterable, Mapping
 
-from activities.messages import ToolSpec
-from activities.tool_types import TOOL_ARGS, TOOL_ORDER, ToolName
-from backends.media import describe_read_file
-from workflows.inputs import BackendSpec
+from filegate.activities.messages import ToolSpec
+from filegate.activities.tool_types import TOOL_ARGS, TOOL_ORDER, ToolName
+from filegate.backends.media import describe_read_file
+from filegate.workflows.inputs import BackendSpec
 
 LS_DESCRIPTION = (
     "List the files and directories directly inside a directory (not recursive). "

@@ -24,6 +24,16 @@ from pathlib import Path
 from typing import Any
 
 import uvicorn
+from filegate.backends.embedded import is_listening
+from filegate.worker import (
+    DECIDE_UPDATE,
+    CliError,
+    _failure_text,
+    connect,
+    pending_approvals,
+    target_from,
+)
+from filegate.workflows.inputs import Decision
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from pydantic import ValidationError
 from starlette.applications import Starlette
@@ -32,17 +42,6 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.service import RPCError
-
-from backends.embedded import is_listening
-from worker import (
-    DECIDE_UPDATE,
-    CliError,
-    _failure_text,
-    connect,
-    pending_approvals,
-    target_from,
-)
-from workflows.inputs import Decision
 
 ClientFactory = Callable[[], Awaitable[Client]]
 """Connects a Temporal client; called once, on the server's own event loop."""

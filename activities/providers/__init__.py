@@ -4,15 +4,40 @@ Provider modules import their SDK lazily, so importing this package never needs
 ``openai`` or ``anthropic`` installed.
 """
 
-from activities.providers.anthropic_messages import AnthropicMessagesProvider
-from activities.providers.common import REQUEST_ERROR_TYPE, RETRYABLE_TYPE
-from activities.providers.openai_chat import OpenAIChatProvider
-from activities.providers.scripted import ScriptedProvider
+from typing import TYPE_CHECKING
 
-__all__ = [
-    "REQUEST_ERROR_TYPE",
-    "RETRYABLE_TYPE",
-    "AnthropicMessagesProvider",
-    "OpenAIChatProvider",
-    "ScriptedProvider",
-]
+from filegate._lazy import attach
+
+if TYPE_CHECKING:
+    from .anthropic_messages import (
+        AnthropicMessagesProvider,
+    )
+    from .common import (
+        REQUEST_ERROR_TYPE,
+        RETRYABLE_TYPE,
+    )
+    from .openai_chat import (
+        OpenAIChatProvider,
+    )
+    from .scripted import (
+        ScriptedProvider,
+    )
+
+__getattr__, __dir__, __all__ = attach(
+    __name__,
+    {
+        ".anthropic_messages": [
+            "AnthropicMessagesProvider",
+        ],
+        ".common": [
+            "REQUEST_ERROR_TYPE",
+            "RETRYABLE_TYPE",
+        ],
+        ".openai_chat": [
+            "OpenAIChatProvider",
+        ],
+        ".scripted": [
+            "ScriptedProvider",
+        ],
+    },
+)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from activities.messages import (
+from filegate.activities.messages import (
     MediaBlock,
     Message,
     ModelRequest,
@@ -19,7 +19,7 @@ from activities.messages import (
     ToolSpec,
     Usage,
 )
-from activities.providers.common import (
+from filegate.activities.providers.common import (
     RAW_ARGS_KEY,
     prepare_sdk_call,
     sdk_errors,

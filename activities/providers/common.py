@@ -16,10 +16,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from temporalio import activity
-from temporalio.exceptions import ApplicationError
-
-from activities.messages import (
+from filegate.activities.messages import (
     ContentBlock,
     MediaBlock,
     Message,
@@ -27,6 +24,8 @@ from activities.messages import (
     ModelSpec,
     TextBlock,
 )
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
 RETRYABLE_TYPE = "ModelRetryable"
 REQUEST_ERROR_TYPE = "ModelRequestError"

@@ -10,10 +10,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from filegate.activities.messages import Message, ModelRequest, ModelResponse, ToolCall, Usage
+from filegate.activities.providers.common import request_error
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
-
-from activities.messages import Message, ModelRequest, ModelResponse, ToolCall, Usage
-from activities.providers.common import request_error
 
 END_OF_SCRIPT_STOP = "end_of_script"
 

@@ -1,0 +1,61 @@
+"""Filegate: durable, permission-gated file tools for AI agents, built on Temporal.
+
+The facade names what most users need; everything else lives in the layers
+(see ``docs/architecture.md``):
+
+- :mod:`filegate.backends` — plain Python backends (no Temporal);
+- :mod:`filegate.activities` — the ``filegate.<tool>`` and ``filegate.model`` activities;
+- :mod:`filegate.workflows` — :class:`AgentWorkflow`, its inputs and the approval handlers;
+- :mod:`filegate.worker` — workers per role and backend type.
+
+Names load lazily, so ``import filegate`` is cheap (the workflow sandbox
+re-imports it on every run).
+"""
+
+from typing import TYPE_CHECKING
+
+from filegate._lazy import attach
+
+if TYPE_CHECKING:
+    from filegate.activities import FileToolActivities
+    from filegate.activities.messages import ModelSpec
+    from filegate.backends.filesystem import FilesystemBackend
+    from filegate.backends.permissions import FilesystemPermission
+    from filegate.backends.state import StateBackend
+    from filegate.worker import agent_worker, connect, tools_worker
+    from filegate.workflows import (
+        AgentInput,
+        AgentResult,
+        AgentWorkflow,
+        ApprovalConfig,
+        BackendRef,
+        BackendSpec,
+        Decision,
+        Limits,
+        RouteSpec,
+    )
+
+__version__ = "0.2.0"
+
+__getattr__, __dir__, __all__ = attach(
+    __name__,
+    {
+        ".activities": ["FileToolActivities"],
+        ".activities.messages": ["ModelSpec"],
+        ".backends.filesystem": ["FilesystemBackend"],
+        ".backends.permissions": ["FilesystemPermission"],
+        ".backends.state": ["StateBackend"],
+        ".worker": ["agent_worker", "connect", "tools_worker"],
+        ".workflows": [
+            "AgentInput",
+            "AgentResult",
+            "AgentWorkflow",
+            "ApprovalConfig",
+            "BackendRef",
+            "BackendSpec",
+            "Decision",
+            "Limits",
+            "RouteSpec",
+        ],
+    },
+)
