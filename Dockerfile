@@ -10,6 +10,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 WORKDIR /src
 COPY pyproject.toml README.md __init__.py __main__.py _lazy.py py.typed worker.py ./
+COPY kernel ./kernel
 COPY backends ./backends
 COPY activities ./activities
 COPY workflows ./workflows

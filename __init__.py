@@ -18,10 +18,10 @@ from filegate._lazy import attach
 
 if TYPE_CHECKING:
     from filegate.activities import FileToolActivities
-    from filegate.activities.messages import ModelSpec
     from filegate.backends.filesystem import FilesystemBackend
-    from filegate.backends.permissions import FilesystemPermission
-    from filegate.backends.state import StateBackend
+    from filegate.kernel.messages import ModelSpec
+    from filegate.kernel.permissions import FilesystemPermission
+    from filegate.kernel.state import StateBackend
     from filegate.worker import agent_worker, connect, tools_worker
     from filegate.workflows import (
         AgentInput,

@@ -14,9 +14,9 @@ missing (embedded Temporal and S3 servers, an agent worker and a tools worker)
 and stop what they started. ``filegate approvals / approve / reject / respond /
 edit / status`` are plain clients of any Temporal address: they find pending
 approvals with a visibility query and send decisions as the workflow's
-``decide`` update, so a bad id is refused immediately (SPEC §5, §10).
+``decide`` update, so a bad id is refused immediately (contract §5, §10).
 
-Client commands address the workflow's handlers by name (SPEC §9) and import
+Client commands address the workflow's handlers by name (contract §9) and import
 neither the workflow nor the worker code: they start in about half the time.
 Commands that run workers import that code where they build them. Every
 process shares one data converter: pydantic plus, when S3 is configured, the
@@ -64,12 +64,12 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError, TLSConfig
 
 if TYPE_CHECKING:
-    from filegate.activities.messages import ModelSpec
     from filegate.activities.tools import FileToolActivities
     from filegate.backends.artifacts import ArtifactStore
-    from filegate.backends.permissions import FilesystemPermission
     from filegate.backends.policy import PolicyConfig
-    from filegate.backends.protocol import BackendProtocol
+    from filegate.kernel.messages import ModelSpec
+    from filegate.kernel.permissions import FilesystemPermission
+    from filegate.kernel.protocol import BackendProtocol
     from filegate.workflows import AgentResult
     from temporalio.worker import Worker
 
@@ -80,7 +80,7 @@ BACKEND_KINDS = ("filesystem", "local-shell", "sandbox", "state", "store")
 DEFAULT_TEMPORAL_ADDRESS: str = Settings.model_fields["temporal_address"].default
 """Temporal's usual local address; ``run`` starts or reuses a server there."""
 
-# AgentWorkflow handler names (SPEC §9), used by every client-side call.
+# AgentWorkflow handler names (contract §9), used by every client-side call.
 WORKFLOW_TYPE = "AgentWorkflow"
 PENDING_QUERY = "pending_approvals"
 STATUS_QUERY = "status"
@@ -272,7 +272,7 @@ def agent_worker(
     """The worker that runs AgentWorkflow, the model activity and local backends.
 
     With ``artifacts`` the model activity keeps the transcript in S3 and the
-    workflow sends it by reference plus the new messages (SPEC §8); it also
+    workflow sends it by reference plus the new messages (contract §8); it also
     archives evicted messages under ``/conversation_history/``. Without one,
     conversations travel by value. ``client`` should carry the same store's
     payload codec (:func:`connect` / :func:`with_payload_codec`).
@@ -329,7 +329,7 @@ def make_backend(
     thread and are shared by every worker on the same bucket.
     """
     if kind == "state":
-        from filegate.backends.state import StateBackend
+        from filegate.kernel.state import StateBackend
 
         return StateBackend()
     if kind == "store":
@@ -371,7 +371,7 @@ def tools_worker(
 ) -> Worker:
     """A worker serving the ``filegate.<tool>`` activities for ``backends``.
 
-    ``artifacts`` turns on large-result offload (SPEC §7). ``policies`` defaults
+    ``artifacts`` turns on large-result offload (contract §7). ``policies`` defaults
     to :meth:`PolicyConfig.from_env` (``FILEGATE_POLICY_FILE`` /
     ``FILEGATE_POLICY_JSON``), read once here; workflows only name policies.
     A per-queue rate limit is ``max_task_queue_activities_per_second=...`` in
@@ -436,7 +436,7 @@ async def in_process_workers(
 
 @dataclass(frozen=True)
 class S3Access:
-    """Where the S3 server is; tools workers keep large results there (SPEC §7)."""
+    """Where the S3 server is; tools workers keep large results there (contract §7)."""
 
     endpoint: str
     access_key: str | None
@@ -675,8 +675,8 @@ def _failure_text(exc: BaseException) -> str:
 
 def parse_model(text: str) -> ModelSpec:
     """``scripted:FILE`` | ``openai:NAME`` | ``anthropic:NAME`` -> a ModelSpec."""
-    from filegate.activities.messages import ModelSpec
     from filegate.activities.providers.scripted import load_script
+    from filegate.kernel.messages import ModelSpec
 
     provider, sep, name = text.partition(":")
     if not sep or not name or provider not in ("scripted", "openai", "anthropic"):
@@ -695,7 +695,7 @@ def parse_model(text: str) -> ModelSpec:
 
 def load_permissions(path: str | None) -> list[FilesystemPermission]:
     """``--permissions FILE``: a JSON list of ``{operations, paths, mode}``."""
-    from filegate.backends.permissions import FilesystemPermission
+    from filegate.kernel.permissions import FilesystemPermission
 
     if not path:
         return []
@@ -738,7 +738,7 @@ def _approval_hint(workflow_id: str) -> Callable[[Approval], Awaitable[None]]:
 
 
 async def _run_command(args: argparse.Namespace) -> int:
-    from filegate.backends.permissions import check_execute_config
+    from filegate.kernel.permissions import check_execute_config
     from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec
 
     target = target_from(args)
@@ -807,7 +807,7 @@ def _quoted(value: str) -> str:
 
 
 async def pending_approvals(client: Client, workflow_id: str | None = None) -> list[dict[str, Any]]:
-    """Pending approvals of every running AgentWorkflow (or of one), SPEC §10 shape."""
+    """Pending approvals of every running AgentWorkflow (or of one), contract §10 shape."""
     query = RUNNING_AGENTS
     if workflow_id:
         query += f" AND WorkflowId = {_quoted(workflow_id)}"
@@ -1027,7 +1027,7 @@ def demo_checks(
 
     out = {m["tool_call_id"]: m for m in result.transcript if m["role"] == "tool"}
     # Keys are <namespace>/<workflow id>/<name>: a large result's name is its tool
-    # call id (one component); transcripts live under transcript/ (SPEC §8).
+    # call id (one component); transcripts live under transcript/ (contract §8).
     names = [key.split("/", 2)[-1] for key in stored]
     large = [name for name in names if "/" not in name]
     transcripts = [name for name in names if name.startswith("transcript/")]
@@ -1104,10 +1104,10 @@ async def run_demo(
     """
     suffix = uuid.uuid4().hex[:8]
     agent_queue, tools_queue = f"filegate-demo-{suffix}", f"filegate-demo-{suffix}-tools"
-    from filegate.activities.messages import ModelSpec
     from filegate.backends.filesystem import FilesystemBackend
     from filegate.backends.local_shell import LocalShellBackend
-    from filegate.backends.permissions import FilesystemPermission
+    from filegate.kernel.messages import ModelSpec
+    from filegate.kernel.permissions import FilesystemPermission
     from filegate.workflows import (
         AgentInput,
         AgentWorkflow,
@@ -1291,7 +1291,7 @@ def _add_worker_parser(sub: Any, common: argparse.ArgumentParser) -> None:
 
 def _add_run_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     parser = sub.add_parser(
-        "run", parents=[common], help="run one agent task on a directory (SPEC §10)"
+        "run", parents=[common], help="run one agent task on a directory (contract §10)"
     )
     parser.add_argument("task", help="the task for the agent")
     parser.add_argument(

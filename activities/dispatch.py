@@ -34,7 +34,8 @@ from filegate.activities.tool_types import (
     ToolRequest,
     WriteFileArgs,
 )
-from filegate.backends.formatting import (
+from filegate.backends.media import media_blocks
+from filegate.kernel.formatting import (
     DEFAULT_GREP_MAX,
     Rendered,
     delete_blocked,
@@ -50,16 +51,15 @@ from filegate.backends.formatting import (
     permission_denied,
     plan_read,
 )
-from filegate.backends.media import media_blocks
-from filegate.backends.paths import validate_path
-from filegate.backends.permissions import (
+from filegate.kernel.paths import validate_path
+from filegate.kernel.permissions import (
     check_permission,
     delete_blockers,
     filter_grep_matches,
     filter_ls_entries,
     filter_paths,
 )
-from filegate.backends.protocol import (
+from filegate.kernel.protocol import (
     BackendProtocol,
     DeleteResult,
     EditResult,
@@ -75,10 +75,10 @@ from filegate.backends.protocol import (
 from pydantic import BaseModel, ValidationError
 
 DEFAULT_EXECUTE_TIMEOUT = 120.0
-"""Seconds a command may run when the model gives no timeout (SPEC §1 LocalShell)."""
+"""Seconds a command may run when the model gives no timeout (contract §1 LocalShell)."""
 MAX_EXECUTE_TIMEOUT = DEFAULT_MAX_EXECUTE_TIMEOUT
 """Default cap on the timeout the model may ask for; ``ToolRequest.max_execute_timeout``
-carries the workflow's own (SPEC §2)."""
+carries the workflow's own (contract §2)."""
 
 MUTATING_TOOLS = frozenset({"write_file", "edit_file", "delete", "execute"})
 """Tools whose retry must not apply twice (journaled by the activities)."""

@@ -1,4 +1,4 @@
-"""Keeping workflow history small (SPEC §8): transcripts by reference, big payloads in S3.
+"""Keeping workflow history small (contract §8): transcripts by reference, big payloads in S3.
 
 Two mechanisms, both backed by the same :class:`~backends.artifacts.ArtifactStore`:
 
@@ -35,8 +35,8 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
-from filegate.activities.messages import Message, ModelRequest, ModelResponse
 from filegate.backends.artifacts import ArtifactRef
+from filegate.kernel.messages import Message, ModelRequest, ModelResponse
 from pydantic import BaseModel, ConfigDict, Field
 from temporalio.api.common.v1 import Payload
 from temporalio.contrib.pydantic import PydanticPayloadConverter, pydantic_data_converter

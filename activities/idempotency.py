@@ -43,10 +43,10 @@ from filegate.activities.tool_types import (
     WriteFileArgs,
 )
 from filegate.backends.filesystem import named_for_call
-from filegate.backends.formatting import format_error
-from filegate.backends.protocol import BackendProtocol, DeleteResult, EditResult, WriteResult
 from filegate.backends.settings import Settings
-from filegate.backends.textops import apply_edit, decode_text
+from filegate.kernel.formatting import format_error
+from filegate.kernel.protocol import BackendProtocol, DeleteResult, EditResult, WriteResult
+from filegate.kernel.textops import apply_edit, decode_text
 from pydantic import BaseModel
 
 CRASH_AFTER_APPLY_ENV = "FILEGATE_TEST_CRASH_AFTER_APPLY"

@@ -7,7 +7,7 @@ cannot fix. API keys come only from the worker's environment.
 
 The activity takes either a plain :class:`ModelRequest` (whole conversation by
 value) or a :class:`~activities.history.ModelTurn` (transcript reference plus
-new messages, SPEC §8 "history stays small"). :class:`ModelActivities` holds
+new messages, contract §8 "history stays small"). :class:`ModelActivities` holds
 the agent worker's artifact store; without one a ``ModelTurn`` is answered by
 value and the workflow keeps sending whole conversations.
 """
@@ -28,13 +28,13 @@ from filegate.activities.history import (
     messages_markdown,
     transcript_key,
 )
-from filegate.activities.messages import Message, ModelRequest, ModelResponse, Usage
 from filegate.activities.providers import (
     AnthropicMessagesProvider,
     OpenAIChatProvider,
     ScriptedProvider,
 )
 from filegate.activities.providers.common import request_error
+from filegate.kernel.messages import Message, ModelRequest, ModelResponse, Usage
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 

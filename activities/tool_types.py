@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from filegate.activities.messages import ContentBlock
-from filegate.backends.permissions import FilesystemPermission
-from filegate.backends.protocol import GlobResult, GrepResult, LsResult
+from filegate.kernel.messages import ContentBlock
+from filegate.kernel.permissions import FilesystemPermission
+from filegate.kernel.protocol import GlobResult, GrepResult, LsResult
 from pydantic import BaseModel, ConfigDict, Field
 
 DEFAULT_MAX_EXECUTE_TIMEOUT = 3600.0

@@ -14,7 +14,7 @@ group. Read-only and search tools and ``execute`` are interruptible;
 write/edit/delete are short and are let finish, since stopping one half-way
 could leave a half-written file.
 
-Policies (SPEC §8, worker-held): the worker's :class:`PolicyConfig` wraps the
+Policies (contract §8, worker-held): the worker's :class:`PolicyConfig` wraps the
 backend per call with the ``required`` policies plus those the request names
 (``ToolRequest.policies``; None = the config's defaults), and every backend
 operation of the call is audited under the workflow id and tool-call id. A
@@ -58,15 +58,15 @@ from filegate.activities.tool_types import (
     ToolRequest,
 )
 from filegate.backends.audit import audit_context
-from filegate.backends.formatting import (
+from filegate.backends.policy import PolicyConfig, build_policy_chain
+from filegate.kernel.formatting import (
     format_error,
     format_read,
     needs_offload,
     offload_stub,
     plan_read,
 )
-from filegate.backends.policy import PolicyConfig, build_policy_chain
-from filegate.backends.protocol import BackendProtocol, ReadResult
+from filegate.kernel.protocol import BackendProtocol, ReadResult
 from temporalio import activity
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import (
@@ -107,9 +107,9 @@ HEARTBEAT_TIMEOUT = timedelta(seconds=10)
 FILE_OP_TIMEOUT = timedelta(seconds=60)
 
 LARGE_RESULTS_DIR = "/large_tool_results/"
-"""Virtual directory under which offloaded tool results are read back (SPEC §7)."""
+"""Virtual directory under which offloaded tool results are read back (contract §7)."""
 OFFLOADED_TOOLS = frozenset({"execute"})
-"""Tools whose result may be offloaded; the others cut their own output (SPEC §7)."""
+"""Tools whose result may be offloaded; the others cut their own output (contract §7)."""
 
 
 def search_timeout_message(tool: str, seconds: float) -> str:
@@ -283,7 +283,7 @@ STORED_DIRS: dict[str, Callable[[str], str]] = {
     CONVERSATION_DIR: conversation_key,
 }
 """Virtual directories answered from the artifact store -> artifact key of a name in them:
-offloaded results (SPEC §7) and archived conversation text (SPEC §8, evicted messages)."""
+offloaded results (contract §7) and archived conversation text (contract §8, evicted messages)."""
 
 
 def _stored_dir(request: ToolRequest, args: ReadFileArgs) -> str | None:
@@ -300,7 +300,7 @@ def _is_offloaded(request: ToolRequest, args: ReadFileArgs) -> bool:
 
 
 def offload_large(store: ArtifactStore, request: ToolRequest, outcome: ToolOutcome) -> ToolOutcome:
-    """Store a too-large text result and return a stub in its place (SPEC §7).
+    """Store a too-large text result and return a stub in its place (contract §7).
 
     Keyed by workflow id and tool-call id, so a retried activity overwrites the
     same object with the same bytes. A call id the store refuses as a key
@@ -362,7 +362,7 @@ class FileToolActivities:
         artifacts: ArtifactStore | None = None,
         policies: PolicyConfig | None = None,
     ) -> None:
-        """``artifacts`` enables SPEC §7 offload: large execute output is stored there
+        """``artifacts`` enables contract §7 offload: large execute output is stored there
         (only a stub enters history), and ``read_file`` of
         ``/large_tool_results/<id>`` and ``/conversation_history/<name>`` (the
         agent worker's archive of evicted messages) is answered from it here.

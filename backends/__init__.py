@@ -10,32 +10,7 @@ from typing import TYPE_CHECKING
 from filegate._lazy import attach
 
 if TYPE_CHECKING:
-    from .artifacts import (
-        ArtifactRef,
-        ArtifactStore,
-    )
-    from .audit import (
-        AuditRecord,
-        AuditSink,
-        FileAuditSink,
-        audit_context,
-    )
-    from .bwrap import (
-        BwrapSandboxBackend,
-        SandboxUnavailableError,
-    )
-    from .composite import (
-        CompositeBackend,
-        RouteMatch,
-        Router,
-        SearchPlan,
-        SearchTarget,
-        normalize_prefix,
-    )
-    from .filesystem import (
-        FilesystemBackend,
-    )
-    from .formatting import (
+    from filegate.kernel.formatting import (
         ReadPlan,
         Rendered,
         format_delete,
@@ -52,21 +27,11 @@ if TYPE_CHECKING:
         permission_denied,
         plan_read,
     )
-    from .local_shell import (
-        LocalShellBackend,
-    )
-    from .media import (
-        VIDEO_READ_NOTE,
-        MediaOutcome,
-        VideoLimits,
-        describe_read_file,
-        media_blocks,
-        video_supported,
-    )
-    from .paths import (
+    from filegate.kernel.media_types import VIDEO_READ_NOTE, describe_read_file, video_supported
+    from filegate.kernel.paths import (
         validate_path,
     )
-    from .permissions import (
+    from filegate.kernel.permissions import (
         FilesystemPermission,
         check_execute_config,
         check_permission,
@@ -78,14 +43,7 @@ if TYPE_CHECKING:
         interrupt_fires,
         matching_interrupt_rule,
     )
-    from .policy import (
-        Policy,
-        PolicyBackend,
-        PolicyConfig,
-        build_policy_chain,
-        register_policy_kind,
-    )
-    from .protocol import (
+    from filegate.kernel.protocol import (
         BackendProtocol,
         DeleteResult,
         EditResult,
@@ -100,11 +58,54 @@ if TYPE_CHECKING:
         ReadResult,
         WriteResult,
     )
+    from filegate.kernel.routing import (
+        RouteMatch,
+        Router,
+        SearchPlan,
+        SearchTarget,
+        normalize_prefix,
+    )
+    from filegate.kernel.state import (
+        StateBackend,
+    )
+
+    from .artifacts import (
+        ArtifactRef,
+        ArtifactStore,
+    )
+    from .audit import (
+        AuditRecord,
+        AuditSink,
+        FileAuditSink,
+        audit_context,
+    )
+    from .bwrap import (
+        BwrapSandboxBackend,
+        SandboxUnavailableError,
+    )
+    from .composite import (
+        CompositeBackend,
+    )
+    from .filesystem import (
+        FilesystemBackend,
+    )
+    from .local_shell import (
+        LocalShellBackend,
+    )
+    from .media import (
+        MediaOutcome,
+        VideoLimits,
+        media_blocks,
+    )
+    from .policy import (
+        Policy,
+        PolicyBackend,
+        PolicyConfig,
+        build_policy_chain,
+        register_policy_kind,
+    )
     from .sandbox import (
         BaseSandbox,
-    )
-    from .state import (
-        StateBackend,
     )
     from .store import (
         StoreBackend,
@@ -129,6 +130,8 @@ __getattr__, __dir__, __all__ = attach(
         ],
         ".composite": [
             "CompositeBackend",
+        ],
+        "filegate.kernel.routing": [
             "RouteMatch",
             "Router",
             "SearchPlan",
@@ -138,7 +141,7 @@ __getattr__, __dir__, __all__ = attach(
         ".filesystem": [
             "FilesystemBackend",
         ],
-        ".formatting": [
+        "filegate.kernel.formatting": [
             "ReadPlan",
             "Rendered",
             "format_delete",
@@ -159,17 +162,19 @@ __getattr__, __dir__, __all__ = attach(
             "LocalShellBackend",
         ],
         ".media": [
-            "VIDEO_READ_NOTE",
             "MediaOutcome",
             "VideoLimits",
-            "describe_read_file",
             "media_blocks",
+        ],
+        "filegate.kernel.media_types": [
+            "VIDEO_READ_NOTE",
+            "describe_read_file",
             "video_supported",
         ],
-        ".paths": [
+        "filegate.kernel.paths": [
             "validate_path",
         ],
-        ".permissions": [
+        "filegate.kernel.permissions": [
             "FilesystemPermission",
             "check_execute_config",
             "check_permission",
@@ -188,7 +193,7 @@ __getattr__, __dir__, __all__ = attach(
             "build_policy_chain",
             "register_policy_kind",
         ],
-        ".protocol": [
+        "filegate.kernel.protocol": [
             "BackendProtocol",
             "DeleteResult",
             "EditResult",
@@ -206,7 +211,7 @@ __getattr__, __dir__, __all__ = attach(
         ".sandbox": [
             "BaseSandbox",
         ],
-        ".state": [
+        "filegate.kernel.state": [
             "StateBackend",
         ],
         ".store": [

@@ -1,6 +1,6 @@
 """The artifact store: large tool results and transcripts kept out of workflow history.
 
-An activity that produces something too big for history (SPEC §7, §8) puts
+An activity that produces something too big for history (contract §7, §8) puts
 the bytes here and hands the workflow an :class:`ArtifactRef` -- bucket, key,
 size, sha256, content type -- which is all history ever holds. Keys are
 ``<namespace>/<workflow_id>/<tool_call_id>[/<name>]`` so one thread's
@@ -26,7 +26,6 @@ import io
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from filegate.backends.protocol import DEFAULT_READ_LIMIT, ReadResult
 from filegate.backends.store import (
     NAMESPACE_COMPONENT,
     S3_FAILURES,
@@ -39,6 +38,7 @@ from filegate.backends.store import (
     s3_message,
     validate_component,
 )
+from filegate.kernel.protocol import DEFAULT_READ_LIMIT, ReadResult
 from minio import Minio
 from minio.commonconfig import ENABLED, Filter
 from minio.error import S3Error

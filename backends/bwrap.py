@@ -32,7 +32,6 @@ from pathlib import Path
 from filegate.backends.executables import find_executable
 from filegate.backends.filesystem import DEFAULT_MAX_FILE_BYTES
 from filegate.backends.local_shell import MINIMAL_PATH, run_command
-from filegate.backends.protocol import ExecuteResult
 from filegate.backends.sandbox import (
     DEFAULT_MAX_OUTPUT_BYTES,
     DEFAULT_OP_TIMEOUT,
@@ -40,6 +39,7 @@ from filegate.backends.sandbox import (
     WORKSPACE,
     BaseSandbox,
 )
+from filegate.kernel.protocol import ExecuteResult
 
 _ETC_FILES = (
     "/etc/alternatives",  # Debian's /usr/bin/awk etc. are symlinks through here

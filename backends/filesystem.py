@@ -27,17 +27,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import BinaryIO, TypeVar
 
-from filegate.backends.batch import RaisingOps
 from filegate.backends.executables import find_executable
-from filegate.backends.globbing import (
+from filegate.backends.streams import is_text_stream, scan_stream, stream_text_window
+from filegate.kernel.batch import RaisingOps
+from filegate.kernel.globbing import (
     GlobMatcher,
     GrepFileFilter,
     grep_scope,
     resolve_glob,
     spells_dot,
 )
-from filegate.backends.paths import join_path, validate_path
-from filegate.backends.protocol import (
+from filegate.kernel.paths import join_path, validate_path
+from filegate.kernel.protocol import (
     DEFAULT_READ_LIMIT,
     DeleteResult,
     EditResult,
@@ -54,8 +55,7 @@ from filegate.backends.protocol import (
     WriteResult,
     _Result,
 )
-from filegate.backends.streams import is_text_stream, scan_stream, stream_text_window
-from filegate.backends.textops import (
+from filegate.kernel.textops import (
     bad_limit,
     display_line,
     is_media_path,
@@ -191,7 +191,7 @@ def _iso_mtime(st: os.stat_result) -> str:
 
 
 class FilesystemBackend:
-    """Files on disk below ``root_dir`` (SPEC §1 "Filesystem")."""
+    """Files on disk below ``root_dir`` (contract §1 "Filesystem")."""
 
     def __init__(
         self,

@@ -1,7 +1,7 @@
 """Filesystem backend plus ``execute``: a shell on the host, rooted at ``root_dir``.
 
 Not a sandbox: the command can touch anything the worker user can. What it
-does guarantee (SPEC §1): cwd is the root, the environment is explicit
+does guarantee (contract §1): cwd is the root, the environment is explicit
 (nothing inherited unless asked), output is capped, and a timed-out command is
 killed together with everything it started (its own session/process group).
 Background processes a command leaves behind are killed when it returns too:
@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from contextlib import suppress
 
 from filegate.backends.filesystem import DEFAULT_MAX_FILE_BYTES, FilesystemBackend
-from filegate.backends.protocol import ExecuteResult
+from filegate.kernel.protocol import ExecuteResult
 
 DEFAULT_TIMEOUT = 120.0
 DEFAULT_MAX_OUTPUT_BYTES = 100_000

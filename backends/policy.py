@@ -54,9 +54,9 @@ from filegate.backends.audit import (
     emit_safely,
     new_record,
 )
-from filegate.backends.paths import validate_path
-from filegate.backends.permissions import FilesystemPermission, delete_blockers
-from filegate.backends.protocol import (
+from filegate.kernel.paths import validate_path
+from filegate.kernel.permissions import FilesystemPermission, delete_blockers
+from filegate.kernel.protocol import (
     DEFAULT_READ_LIMIT,
     PROTOCOL_METHODS,
     BackendProtocol,
@@ -73,7 +73,7 @@ from filegate.backends.protocol import (
     WriteResult,
     _Result,
 )
-from filegate.backends.textops import apply_edit, decode_text
+from filegate.kernel.textops import apply_edit, decode_text
 from pydantic import (
     BaseModel,
     ConfigDict,

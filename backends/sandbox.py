@@ -35,7 +35,6 @@ from contextlib import suppress
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from filegate.backends.batch import RaisingOps
 from filegate.backends.filesystem import (
     DEFAULT_MAX_FILE_BYTES,
     MAX_GLOB_RESULTS,
@@ -44,9 +43,10 @@ from filegate.backends.filesystem import (
     call_token,
     error_value,
 )
-from filegate.backends.globbing import GlobMatcher, grep_scope, resolve_glob, spells_dot
-from filegate.backends.paths import join_path, validate_path
-from filegate.backends.protocol import (
+from filegate.kernel.batch import RaisingOps
+from filegate.kernel.globbing import GlobMatcher, grep_scope, resolve_glob, spells_dot
+from filegate.kernel.paths import join_path, validate_path
+from filegate.kernel.protocol import (
     DEFAULT_READ_LIMIT,
     DeleteResult,
     EditResult,
@@ -62,7 +62,7 @@ from filegate.backends.protocol import (
     WriteResult,
     _Result,
 )
-from filegate.backends.textops import (
+from filegate.kernel.textops import (
     bad_limit,
     decode_text,
     is_media_path,
@@ -320,7 +320,7 @@ _EXPECTED = (OSError, ValueError, PathEscapeError, NotRegularFileError, SandboxO
 
 
 class BaseSandbox(ABC):
-    """File operations through a sandboxed command runner (SPEC §1 "Sandbox").
+    """File operations through a sandboxed command runner (contract §1 "Sandbox").
 
     Virtual ``/x`` is ``/workspace/x`` inside the sandbox.
     """

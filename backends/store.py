@@ -1,4 +1,4 @@
-"""The Store backend: persistent, cross-thread files in an S3 bucket (SPEC §1).
+"""The Store backend: persistent, cross-thread files in an S3 bucket (contract §1).
 
 Files of one namespace (e.g. ``("users", "u1")``) live under the key prefix
 ``users/u1/``; the virtual path ``/notes/a.md`` is the object
@@ -23,10 +23,11 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import urllib3
-from filegate.backends.batch import download_values, upload_values
-from filegate.backends.globbing import glob_paths, grep_paths, grep_root, resolve_glob
-from filegate.backends.paths import validate_path
-from filegate.backends.protocol import (
+from filegate.backends.streams import scan_stream, stream_text_window
+from filegate.kernel.batch import download_values, upload_values
+from filegate.kernel.globbing import glob_paths, grep_paths, grep_root, resolve_glob
+from filegate.kernel.paths import validate_path
+from filegate.kernel.protocol import (
     DEFAULT_READ_LIMIT,
     DeleteResult,
     EditResult,
@@ -42,8 +43,7 @@ from filegate.backends.protocol import (
     ReadResult,
     WriteResult,
 )
-from filegate.backends.streams import scan_stream, stream_text_window
-from filegate.backends.textops import apply_edit, bad_limit, decode_text, is_media_path
+from filegate.kernel.textops import apply_edit, bad_limit, decode_text, is_media_path
 from minio import Minio
 from minio.deleteobjects import DeleteObject
 from minio.error import InvalidResponseError, MinioException, S3Error, ServerError
@@ -195,7 +195,7 @@ def object_window(
 ) -> ReadResult:
     """``read`` of one object: a streamed text window, or base64 bytes when binary.
 
-    Media extensions are always bytes (SPEC §6). ``wrap`` may wrap the
+    Media extensions are always bytes (contract §6). ``wrap`` may wrap the
     response stream (the artifact store hashes what passes). S3 failures
     propagate; the caller turns them into values.
     """

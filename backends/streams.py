@@ -10,8 +10,8 @@ from __future__ import annotations
 import codecs
 from typing import BinaryIO
 
-from filegate.backends.protocol import GrepMatch, ReadResult
-from filegate.backends.textops import (
+from filegate.kernel.protocol import GrepMatch, ReadResult
+from filegate.kernel.textops import (
     decode_text,
     display_line,
     grep_text,

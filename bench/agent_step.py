@@ -49,9 +49,9 @@ from common import (
     temporal_bench,
     text_file,
 )
-from filegate.activities.messages import Message, ModelRequest, ModelSpec, ToolCall
 from filegate.activities.providers.scripted import ScriptedProvider
 from filegate.backends.filesystem import FilesystemBackend
+from filegate.kernel.messages import Message, ModelRequest, ModelSpec, ToolCall
 from filegate.worker import agent_worker, tools_worker
 from filegate.workflows import AgentInput, AgentWorkflow, BackendRef
 from temporalio.contrib.pydantic import pydantic_data_converter

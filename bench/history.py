@@ -1,4 +1,4 @@
-"""History-size benchmark and its floors (SPEC §8 "history stays small").
+"""History-size benchmark and its floors (contract §8 "history stays small").
 
 Run: ``python bench/history.py [--steps 100 1000] [--threshold BYTES] [--compare]``
 from the project root. Starts an embedded Temporal dev server and S3
@@ -37,11 +37,11 @@ if str(PROJECT) not in sys.path:
     sys.path.insert(0, str(PROJECT))
 
 from filegate.activities.history import CODEC_THRESHOLD, filegate_data_converter  # noqa: E402
-from filegate.activities.messages import ModelSpec  # noqa: E402
 from filegate.backends.artifacts import ArtifactStore  # noqa: E402
 from filegate.backends.embedded import S3DevServer, TemporalDevServer  # noqa: E402
 from filegate.backends.filesystem import FilesystemBackend  # noqa: E402
-from filegate.backends.protocol import BackendProtocol  # noqa: E402
+from filegate.kernel.messages import ModelSpec  # noqa: E402
+from filegate.kernel.protocol import BackendProtocol  # noqa: E402
 from filegate.worker import agent_worker, tools_worker  # noqa: E402
 from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec, Limits  # noqa: E402
 from filegate.workflows.agent import sandboxed_runner  # noqa: E402

@@ -52,7 +52,7 @@ from common import (
 from filegate.activities.dispatch import run_tool
 from filegate.activities.tool_types import ToolRequest
 from filegate.backends.filesystem import FilesystemBackend
-from filegate.backends.state import StateBackend
+from filegate.kernel.state import StateBackend
 from filegate.worker import agent_worker, tools_worker
 from filegate.workflows import AgentInput, AgentWorkflow, BackendRef
 

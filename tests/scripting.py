@@ -1,4 +1,4 @@
-"""Building scripted-model turns in tests (SPEC §10 script format)."""
+"""Building scripted-model turns in tests (contract §10 script format)."""
 
 from __future__ import annotations
 

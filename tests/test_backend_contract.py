@@ -1,4 +1,4 @@
-"""One behaviour contract (SPEC §1), run against every backend.
+"""One behaviour contract (contract §1), run against every backend.
 
 Files are created only through ``write``/``upload`` so the same test body
 works for disk, in-workflow state and composite routing. The composite runs
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from filegate.backends.filesystem import FilesystemBackend
 from filegate.backends.local_shell import LocalShellBackend
-from filegate.backends.protocol import BackendProtocol
+from filegate.kernel.protocol import BackendProtocol
 
 
 @dataclass
@@ -36,7 +36,7 @@ class Subject:
 
 def _state() -> BackendProtocol:
     try:
-        from filegate.backends.state import StateBackend
+        from filegate.kernel.state import StateBackend
     except ImportError:
         pytest.skip("backends.state not importable yet")
     return StateBackend()

@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from filegate.activities.messages import ModelSpec
 from filegate.backends.embedded import S3DevServer, TemporalDevServer
 from filegate.backends.settings import Settings
+from filegate.kernel.messages import ModelSpec
 from filegate.worker import (
     CliError,
     configured_store,
@@ -98,7 +98,7 @@ def call(call_id: str, name: str, **args: Any) -> dict[str, Any]:
 
 
 def assert_transcript_shape(transcript: Any) -> None:
-    """SPEC §10: a list of {role, content, tool_calls?, tool_call_id?, status?}."""
+    """contract §10: a list of {role, content, tool_calls?, tool_call_id?, status?}."""
     assert isinstance(transcript, list) and transcript
     for message in transcript:
         assert message["role"] in ROLES

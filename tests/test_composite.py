@@ -22,9 +22,9 @@ from filegate.backends import (
     SearchTarget,
     StateBackend,
 )
-from filegate.backends.composite import rebase_pattern
 from filegate.backends.filesystem import FilesystemBackend
 from filegate.backends.local_shell import LocalShellBackend
+from filegate.kernel.routing import rebase_pattern
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -1,4 +1,4 @@
-"""SPEC §7 context management: human-message eviction and summarization.
+"""contract §7 context management: human-message eviction and summarization.
 
 Pure view logic first (workflows.context), then real runs on the dev server
 with a scripted model whose context window is tiny, with and without an
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from filegate.activities.history import TranscriptStore, conversation_key
-from filegate.activities.messages import Message, ModelSpec, ToolCall
+from filegate.kernel.messages import Message, ModelSpec, ToolCall
 from filegate.workflows import AgentInput, AgentWorkflow
 from filegate.workflows.context import (
     EVICT_CHARS,

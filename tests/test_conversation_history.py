@@ -1,4 +1,4 @@
-"""``/conversation_history/`` is readable: the stubs the model sees lead somewhere (SPEC §8).
+"""``/conversation_history/`` is readable: the stubs the model sees lead somewhere (contract §8).
 
 Real Temporal dev server, real S3 (the session ``s3_server``), the workers as
 ``worker.py`` builds them: an agent worker whose model activity archives an
@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 from filegate.activities.history import CONVERSATION_DIR, conversation_key
-from filegate.activities.messages import ModelSpec
 from filegate.backends.artifacts import ArtifactStore
 from filegate.backends.embedded import S3DevServer
 from filegate.backends.filesystem import FilesystemBackend
-from filegate.backends.protocol import BackendProtocol
 from filegate.backends.settings import Settings
+from filegate.kernel.messages import ModelSpec
+from filegate.kernel.protocol import BackendProtocol
 from filegate.worker import agent_worker, configured_store, tools_worker, with_payload_codec
 from filegate.workflows import AgentInput, AgentResult, AgentWorkflow, BackendRef, BackendSpec
 from filegate.workflows.context import EVICT_CHARS, evicted_name

@@ -22,9 +22,9 @@ from typing import Any
 
 import pytest
 from filegate.activities.idempotency import CRASH_AFTER_APPLY_ENV
-from filegate.activities.messages import ModelSpec
 from filegate.activities.tool_types import activity_call_id
 from filegate.backends.embedded import TemporalDevServer
+from filegate.kernel.messages import ModelSpec
 from filegate.worker import agent_worker
 from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec
 from temporalio.api.enums.v1 import EventType

@@ -35,13 +35,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from filegate.activities.messages import ModelSpec
 from filegate.activities.tools import FileToolActivities
 from filegate.backends.artifacts import ArtifactStore
 from filegate.backends.embedded import S3DevServer, TemporalDevServer
 from filegate.backends.filesystem import FilesystemBackend
 from filegate.backends.local_shell import LocalShellBackend
-from filegate.backends.permissions import FilesystemPermission
+from filegate.kernel.messages import ModelSpec
+from filegate.kernel.permissions import FilesystemPermission
 from filegate.worker import agent_worker, tools_worker
 from filegate.workflows import (
     AgentInput,

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from filegate.backends.executables import find_executable
 from filegate.backends.filesystem import FilesystemBackend, named_for_call
-from filegate.backends.protocol import GrepResult
+from filegate.kernel.protocol import GrepResult
 
 RG = find_executable("rg")
 
@@ -295,7 +295,7 @@ def test_read_far_into_a_huge_file_streams(tmp_path: Path) -> None:
 
 def test_stream_window_matches_in_memory_reader(tmp_path: Path) -> None:
     """Chunk boundaries (1 MiB) must not change what a window contains."""
-    from filegate.backends.textops import read_window
+    from filegate.kernel.textops import read_window
 
     rng = random.Random(7)
     pieces = ["a" * rng.randint(0, 3000) for _ in range(1500)]
@@ -319,7 +319,7 @@ _GLOB_PATTERNS = [
 
 @pytest.mark.parametrize("pattern", _GLOB_PATTERNS)
 def test_glob_matcher_agrees_with_wcmatch_and_prunes_safely(pattern: str) -> None:
-    from filegate.backends.globbing import GLOB_FLAGS, GlobMatcher, _expand, _path_form
+    from filegate.kernel.globbing import GLOB_FLAGS, GlobMatcher, _expand, _path_form
     from wcmatch import glob as wc_glob
 
     matcher = GlobMatcher(pattern)
@@ -340,7 +340,7 @@ def test_glob_matcher_agrees_with_wcmatch_and_prunes_safely(pattern: str) -> Non
 
 @pytest.mark.parametrize("pattern", _GLOB_PATTERNS)
 def test_disk_glob_equals_in_memory_glob(tmp_path: Path, pattern: str) -> None:
-    from filegate.backends.globbing import glob_paths
+    from filegate.kernel.globbing import glob_paths
 
     rng = random.Random(11)
     files: set[str] = set()

@@ -1,4 +1,4 @@
-"""What the model sees: exact rendering rules of backends.formatting (SPEC §2, §7)."""
+"""What the model sees: exact rendering rules of backends.formatting (contract §2, §7)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import re
 from collections.abc import Callable
 
 import pytest
-from filegate.backends.formatting import (
+from filegate.kernel.formatting import (
     DEFAULT_GREP_MAX,
     LIST_CHAR_LIMIT,
     MAX_LINE_CHARS,
@@ -39,7 +39,7 @@ from filegate.backends.formatting import (
     plan_read,
     split_lines,
 )
-from filegate.backends.protocol import (
+from filegate.kernel.protocol import (
     DeleteResult,
     EditResult,
     ErrorCode,

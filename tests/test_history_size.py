@@ -1,4 +1,4 @@
-"""SPEC §8 "history stays small": transcripts by reference, continue-as-new, payload codec.
+"""contract §8 "history stays small": transcripts by reference, continue-as-new, payload codec.
 
 Real Temporal dev server, real S3 (weed), real Filesystem tools worker. The
 agent worker holds an artifact store, so model-call inputs carry a transcript
@@ -25,10 +25,10 @@ from filegate.activities.history import (
     conversation_key,
     filegate_data_converter,
 )
-from filegate.activities.messages import ModelSpec
 from filegate.backends.artifacts import ArtifactRef, ArtifactStore
 from filegate.backends.embedded import TemporalDevServer
 from filegate.backends.filesystem import FilesystemBackend
+from filegate.kernel.messages import ModelSpec
 from filegate.worker import agent_worker, tools_worker
 from filegate.workflows import (
     AgentInput,

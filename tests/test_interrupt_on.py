@@ -1,4 +1,4 @@
-"""``AgentInput.interrupt_on``: explicit per-tool approval rules (SPEC §5).
+"""``AgentInput.interrupt_on``: explicit per-tool approval rules (contract §5).
 
 Pure tests pin the rule model (shorthands, predicates, validation) and how
 explicit entries merge with approvals generated from interrupt rules; the end
@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from filegate.activities.tool_types import ToolName
 from filegate.backends.local_shell import LocalShellBackend
-from filegate.backends.permissions import FilesystemPermission
+from filegate.kernel.permissions import FilesystemPermission
 from filegate.workflows import AgentInput, AgentWorkflow, ApprovalConfig, BackendSpec, Decision
 from filegate.workflows.approvals import approval_deadline
 from filegate.workflows.gate import ArgPredicate, CheckedCall, ToolInterrupt, approval_trigger

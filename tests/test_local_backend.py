@@ -23,9 +23,9 @@ from filegate.activities.history import (
     ModelTurn,
     ModelTurnResult,
 )
-from filegate.activities.messages import Message, ModelSpec
 from filegate.activities.model import ModelActivities
 from filegate.backends.filesystem import FilesystemBackend
+from filegate.kernel.messages import Message, ModelSpec
 from filegate.worker import agent_worker, tools_worker
 from filegate.workflows import (
     AgentInput,

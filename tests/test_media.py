@@ -1,4 +1,4 @@
-"""Media reads (SPEC §6): content blocks for binary files, sampled frames for videos.
+"""Media reads (contract §6): content blocks for binary files, sampled frames for videos.
 
 All media is generated here: images with pillow, audio with the stdlib ``wave``
 module, a PDF with pillow, videos encoded with av. Each video frame is painted
@@ -18,23 +18,25 @@ from pathlib import Path
 
 import av
 import pytest
-from filegate.activities.messages import MediaBlock, TextBlock
 from filegate.backends.filesystem import FilesystemBackend
 from filegate.backends.media import (
     DEFAULT_VIDEO_LIMITS,
-    MIME_TYPES,
-    VIDEO_READ_NOTE,
     MediaOutcome,
     VideoLimits,
-    describe_read_file,
     format_timestamp,
     media_blocks,
-    media_kind,
     video_frames,
+)
+from filegate.kernel.media_types import (
+    MIME_TYPES,
+    VIDEO_READ_NOTE,
+    describe_read_file,
+    media_kind,
     video_supported,
 )
-from filegate.backends.protocol import ReadResult
-from filegate.backends.state import StateBackend
+from filegate.kernel.messages import MediaBlock, TextBlock
+from filegate.kernel.protocol import ReadResult
+from filegate.kernel.state import StateBackend
 from PIL import Image, ImageStat
 
 # --------------------------------------------------------------------------- generators
@@ -522,9 +524,10 @@ def test_video_supported_is_false_without_av() -> None:
     script = (
         "import sys\n"
         "sys.modules['av'] = None\n"
-        "from filegate.backends.media import media_blocks, video_supported\n"
-        "from filegate.backends.protocol import ReadResult\n"
-        "from filegate.backends.media import describe_read_file\n"
+        "from filegate.backends.media import media_blocks\n"
+        "from filegate.kernel.media_types import video_supported\n"
+        "from filegate.kernel.protocol import ReadResult\n"
+        "from filegate.kernel.media_types import describe_read_file\n"
         "r = media_blocks('/v.mp4', ReadResult(path='/v.mp4', data=b'\\x00\\x01', "
         "encoding='base64'))\n"
         "print(video_supported(), r.kind, r.content[0].type, r.content[0].mime_type, "
@@ -538,7 +541,7 @@ def test_video_supported_is_false_without_av() -> None:
 
 
 def test_importing_backends_loads_neither_av_nor_temporal() -> None:
-    """Video support is imported lazily and ``backends`` stays Temporal-free (SPEC §1)."""
+    """Video support is imported lazily and ``backends`` stays Temporal-free (contract §1)."""
     script = (
         "import sys\n"
         "import filegate.backends, filegate.backends.media\n"

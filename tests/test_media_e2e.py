@@ -1,4 +1,4 @@
-"""SPEC §6 media reads end to end: real worker, real Filesystem backend, real files.
+"""contract §6 media reads end to end: real worker, real Filesystem backend, real files.
 
 A PNG comes back from read_file as one image block; a short MP4 (encoded here
 with ``av``) yields its sampled frames as one user message placed after all of
@@ -15,8 +15,8 @@ from typing import Any
 
 import av
 import pytest
-from filegate.activities.messages import ModelSpec
 from filegate.backends.filesystem import FilesystemBackend
+from filegate.kernel.messages import ModelSpec
 from filegate.worker import agent_worker, tools_worker
 from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec
 from PIL import Image

@@ -1,4 +1,4 @@
-"""SPEC §7 large tool results: offloaded inside the execute activity, read back by path.
+"""contract §7 large tool results: offloaded inside the execute activity, read back by path.
 
 Real Temporal dev server, real S3 (weed), a real LocalShell command printing
 200 000 characters (the shell keeps ~100 000 of them, still over the 80 000
@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from filegate.activities.messages import ModelSpec
 from filegate.activities.tools import FileToolActivities
 from filegate.backends.artifacts import ArtifactRef, ArtifactStore
 from filegate.backends.local_shell import LocalShellBackend
+from filegate.kernel.messages import ModelSpec
 from filegate.worker import agent_worker
 from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec
 from minio import Minio

@@ -33,7 +33,7 @@ from filegate.backends import (
     validate_path,
 )
 from filegate.backends.filesystem import FilesystemBackend
-from filegate.backends.paths import is_within
+from filegate.kernel.paths import is_within
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from wcmatch import glob as wc_glob

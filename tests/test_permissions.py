@@ -1,4 +1,4 @@
-"""Table-driven tests for the permission rules (SPEC §4-5)."""
+"""Table-driven tests for the permission rules (contract §4-5)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from filegate.backends import (
     interrupt_fires,
     matching_interrupt_rule,
 )
-from filegate.backends.permissions import delete_blocked_message, glob_anchor
+from filegate.kernel.permissions import delete_blocked_message, glob_anchor
 from pydantic import ValidationError
 
 
@@ -675,7 +675,7 @@ EQUIVALENCE_PATHS = [
 def test_regex_matcher_equals_wcmatch_globmatch() -> None:
     """Rules match through wcmatch's regex translation (sandbox-safe); it must
     agree with wcmatch's own matcher on every validated path."""
-    from filegate.backends.permissions import RULE_FLAGS, pattern_matches
+    from filegate.kernel.permissions import RULE_FLAGS, pattern_matches
     from wcmatch import glob as wc_glob
 
     for pattern in EQUIVALENCE_PATTERNS:

@@ -29,7 +29,7 @@ from filegate.backends.policy import (
     TokenBucket,
     build_policy_chain,
 )
-from filegate.backends.protocol import PROTOCOL_METHODS
+from filegate.kernel.protocol import PROTOCOL_METHODS
 from pydantic import ValidationError
 
 # Secret-shaped strings built at runtime so the test source itself holds none.

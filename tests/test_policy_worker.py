@@ -1,4 +1,4 @@
-"""Policies on a real tools worker: configured by env, named by the workflow (SPEC §8).
+"""Policies on a real tools worker: configured by env, named by the workflow (contract §8).
 
 The worker reads ``FILEGATE_POLICY_JSON`` once when it is built; workflows only
 name policies (``AgentInput.policies``). Runs go through the real Temporal dev
@@ -18,7 +18,7 @@ import pytest_asyncio
 from filegate.backends.bwrap import BwrapSandboxBackend
 from filegate.backends.filesystem import FilesystemBackend
 from filegate.backends.policy import PolicyConfig
-from filegate.backends.protocol import BackendProtocol
+from filegate.kernel.protocol import BackendProtocol
 from filegate.worker import build_parser, make_backend
 from filegate.workflows import AgentInput, AgentResult, BackendSpec
 from temporalio.client import Client

@@ -12,16 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from filegate.activities.messages import (
-    MediaBlock,
-    Message,
-    ModelRequest,
-    ModelResponse,
-    ModelSpec,
-    TextBlock,
-    ToolCall,
-    ToolSpec,
-)
 from filegate.activities.model import ModelProvider, call_model, get_provider
 from filegate.activities.providers import (
     REQUEST_ERROR_TYPE,
@@ -35,6 +25,16 @@ from filegate.activities.providers.common import (
     lazy_import,
     model_accepts,
     parse_retry_after,
+)
+from filegate.kernel.messages import (
+    MediaBlock,
+    Message,
+    ModelRequest,
+    ModelResponse,
+    ModelSpec,
+    TextBlock,
+    ToolCall,
+    ToolSpec,
 )
 from temporalio import workflow
 from temporalio.client import Client, WorkflowFailureError

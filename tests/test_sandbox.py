@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from filegate.backends.bwrap import BwrapSandboxBackend
 from filegate.backends.filesystem import named_for_call
-from filegate.backends.protocol import BackendProtocol
 from filegate.backends.sandbox import UPLOAD_CHUNK_BYTES
+from filegate.kernel.protocol import BackendProtocol
 
 
 def test_capabilities(sb: BwrapSandboxBackend) -> None:

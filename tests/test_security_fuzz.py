@@ -44,12 +44,12 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from filegate.activities.messages import ModelSpec
 from filegate.activities.tools import FileToolActivities
 from filegate.backends.embedded import TemporalDevServer
 from filegate.backends.filesystem import FilesystemBackend
-from filegate.backends.paths import validate_path
-from filegate.backends.permissions import FilesystemPermission
+from filegate.kernel.messages import ModelSpec
+from filegate.kernel.paths import validate_path
+from filegate.kernel.permissions import FilesystemPermission
 from filegate.worker import agent_worker
 from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec
 from filegate.workflows.inputs import ApprovalConfig, Limits

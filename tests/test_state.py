@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
 
 import pytest
 from filegate.backends import BackendProtocol, StateBackend
-from filegate.backends.protocol import FileInfo
+from filegate.kernel.protocol import FileInfo
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -278,11 +279,17 @@ def test_error_paths_are_normalised_in_results() -> None:
     assert s.paths() == ["/a/b.txt"]
 
 
-@pytest.mark.parametrize("module", ["backends/state.py", "backends/composite.py"])
+_KERNEL = sorted(
+    p.name
+    for p in (Path(__file__).parent.parent / "kernel").glob("*.py")
+    if p.name != "__init__.py"
+)
+
+
+@pytest.mark.parametrize("module", [f"kernel/{name}" for name in _KERNEL])
 def test_in_workflow_modules_import_nothing_nondeterministic(module: str) -> None:
-    """State and the Router run inside the workflow sandbox: no clock, I/O or randomness."""
+    """The kernel runs in the workflow sandbox: no clock, I/O or randomness."""
     import ast
-    from pathlib import Path
 
     forbidden = {"time", "datetime", "random", "os", "uuid", "secrets", "pathlib", "io"}
     forbidden |= {"subprocess", "socket", "threading", "asyncio", "shutil", "tempfile"}

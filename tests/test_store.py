@@ -17,8 +17,8 @@ import pytest
 from filegate.backends.composite import CompositeBackend
 from filegate.backends.embedded import S3DevServer, free_port
 from filegate.backends.settings import Settings
-from filegate.backends.state import StateBackend
 from filegate.backends.store import StoreBackend, make_client, normalize_namespace
+from filegate.kernel.state import StateBackend
 from minio import Minio
 
 import tests.test_backend_contract as contract

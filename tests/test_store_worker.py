@@ -10,9 +10,9 @@ import uuid
 from pathlib import Path
 
 import pytest
-from filegate.activities.messages import ModelSpec
 from filegate.backends.embedded import S3DevServer
 from filegate.backends.settings import Settings
+from filegate.kernel.messages import ModelSpec
 from filegate.worker import build_parser, in_process_workers, make_backend
 from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec
 from temporalio.client import Client

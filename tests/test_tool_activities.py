@@ -44,7 +44,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from filegate.backends.filesystem import FilesystemBackend
     from filegate.backends.local_shell import LocalShellBackend
-    from filegate.backends.permissions import FilesystemPermission
+    from filegate.kernel.permissions import FilesystemPermission
 
 
 # --------------------------------------------------------------------------- helpers

@@ -17,8 +17,8 @@ from filegate.activities.history import (
     TranscriptStore,
     transcript_key,
 )
-from filegate.activities.messages import Message
 from filegate.backends.artifacts import ArtifactStore
+from filegate.kernel.messages import Message
 from minio import Minio
 
 CALLS = SNAPSHOT_EVERY + 8

@@ -1,4 +1,4 @@
-"""Per-request tool visibility, descriptions and the shell-path prompt (SPEC §3)."""
+"""Per-request tool visibility, descriptions and the shell-path prompt (contract §3)."""
 
 from __future__ import annotations
 

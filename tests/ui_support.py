@@ -11,10 +11,10 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from filegate.activities.messages import ModelSpec
 from filegate.backends.embedded import TemporalDevServer
 from filegate.backends.filesystem import FilesystemBackend
-from filegate.backends.permissions import FilesystemPermission
+from filegate.kernel.messages import ModelSpec
+from filegate.kernel.permissions import FilesystemPermission
 from filegate.worker import agent_worker, tools_worker
 from filegate.workflows import AgentInput, AgentResult, AgentWorkflow, BackendRef, BackendSpec
 from filegate.workflows.ui import ClientFactory

@@ -45,7 +45,14 @@ with workflow.unsafe.imports_passed_through():
         ModelTurnResult,
         Purpose,
     )
-    from filegate.activities.messages import (
+    from filegate.activities.tool_types import ToolName, ToolOutcome, ToolRequest, activity_call_id
+    from filegate.activities.tools import (
+        failure_cause,
+        outcome_for_activity_error,
+        tool_activity_options,
+    )
+    from filegate.kernel.formatting import Rendered, format_error, not_read_before_edit
+    from filegate.kernel.messages import (
         ContentBlock,
         Message,
         ModelRequest,
@@ -54,17 +61,10 @@ with workflow.unsafe.imports_passed_through():
         ToolCall,
         Usage,
     )
-    from filegate.activities.tool_types import ToolName, ToolOutcome, ToolRequest, activity_call_id
-    from filegate.activities.tools import (
-        failure_cause,
-        outcome_for_activity_error,
-        tool_activity_options,
-    )
-    from filegate.backends.composite import Router
-    from filegate.backends.formatting import Rendered, format_error, not_read_before_edit
-    from filegate.backends.paths import is_within, validate_path
-    from filegate.backends.permissions import check_execute_config
-    from filegate.backends.state import StateBackend
+    from filegate.kernel.paths import is_within, validate_path
+    from filegate.kernel.permissions import check_execute_config
+    from filegate.kernel.routing import Router
+    from filegate.kernel.state import StateBackend
     from filegate.workflows import fanout, runner
     from filegate.workflows import tool_descriptions as descriptions
     from filegate.workflows.approvals import (
@@ -115,7 +115,7 @@ def _rendered(result: Rendered) -> ToolOutcome:
 
 
 def transcript_json(messages: list[Message]) -> list[dict[str, Any]]:
-    """SPEC §10 transcript: role/content plus tool_calls, tool_call_id, status when set."""
+    """contract §10 transcript: role/content plus tool_calls, tool_call_id, status when set."""
     out: list[dict[str, Any]] = []
     for message in messages:
         item = message.model_dump(mode="json", exclude_none=True, exclude={"name"})
@@ -314,7 +314,7 @@ class AgentWorkflow:
         return response
 
     async def _maybe_summarize(self, request: ModelRequest) -> None:
-        """SPEC §7: at 85 % of the context window, a summary replaces older messages.
+        """contract §7: at 85 % of the context window, a summary replaces older messages.
 
         The summary call does not count as a step and does not advance
         ``call_index`` (the scripted model's turn counter).
@@ -427,7 +427,7 @@ class AgentWorkflow:
             )
             frames.extend(outcome.media)
         if frames:
-            # SPEC §6: providers need a turn's tool results contiguous, so the
+            # contract §6: providers need a turn's tool results contiguous, so the
             # video frames of the whole turn follow them as one user message.
             self._messages.append(Message(role="user", content=frames))
 

@@ -1,4 +1,4 @@
-"""Pending human approvals as plain workflow state (SPEC §5).
+"""Pending human approvals as plain workflow state (contract §5).
 
 Kept free of Temporal calls so the bookkeeping is unit-testable and the
 workflow stays a thin driver: approvals live in the workflow's memory, which

@@ -1,4 +1,4 @@
-"""Context management (SPEC §7): what the model is shown of a long conversation.
+"""Context management (contract §7): what the model is shown of a long conversation.
 
 Pure and deterministic, so the workflow can recompute it on every step and on
 replay. The stored transcript (the workflow's message list, the result's
@@ -18,14 +18,14 @@ import json
 from collections.abc import Sequence
 
 from filegate.activities.history import CONVERSATION_DIR
-from filegate.activities.messages import MediaBlock, Message, ModelSpec
-from filegate.backends.formatting import CHARS_PER_TOKEN, offload_stub
+from filegate.kernel.formatting import CHARS_PER_TOKEN, offload_stub
+from filegate.kernel.messages import MediaBlock, Message, ModelSpec
 from pydantic import BaseModel
 
 HUMAN_TOKEN_LIMIT = 50_000
 EVICT_CHARS = CHARS_PER_TOKEN * HUMAN_TOKEN_LIMIT
 """User messages longer than this (4 chars x 50 000 tokens = 200 000 chars) are evicted
-from the view, as tool results are over 4 x 20 000 (SPEC §7)."""
+from the view, as tool results are over 4 x 20 000 (contract §7)."""
 DEFAULT_CONTEXT_TOKENS = 170_000
 """Summarization threshold when the model's context window is unknown."""
 SUMMARIZE_FRACTION = 0.85

@@ -1,4 +1,4 @@
-"""Composite fan-out of ls/glob/grep across route backends (SPEC §1), in the workflow.
+"""Composite fan-out of ls/glob/grep across route backends (contract §1), in the workflow.
 
 Routes may live on different task queues, so the workflow plans the fan-out
 with the pure :class:`~backends.composite.Router`, runs one ordinary tool call
@@ -16,8 +16,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Literal, TypeVar
 
 from filegate.activities.tool_types import ToolOutcome
-from filegate.backends.composite import Router, SearchPlan, SearchTarget
-from filegate.backends.formatting import (
+from filegate.kernel.formatting import (
     DEFAULT_GREP_MAX,
     Rendered,
     format_error,
@@ -25,7 +24,8 @@ from filegate.backends.formatting import (
     format_grep,
     format_ls,
 )
-from filegate.backends.protocol import GlobResult, GrepResult, LsResult
+from filegate.kernel.protocol import GlobResult, GrepResult, LsResult
+from filegate.kernel.routing import Router, SearchPlan, SearchTarget
 
 RunTarget = Callable[[str | None, dict[str, Any]], Awaitable[ToolOutcome]]
 """Run one tool call on route ``prefix`` (None = default) with backend-local args.

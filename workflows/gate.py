@@ -1,13 +1,13 @@
 """Turn a raw model tool call into a checked, routed call (pure; runs in the workflow).
 
-Order matters and mirrors SPEC §2-5: schema -> path validation -> route ->
+Order matters and mirrors contract §2-5: schema -> path validation -> route ->
 deny gate -> approval trigger. Every refusal is a ``Rendered`` error the model
 reads as a tool result; nothing here raises for bad model input and nothing
 touches a backend.
 
 Approvals come from two sources, merged per tool by :func:`approval_trigger`:
 
-- *generated*: ``mode="interrupt"`` permission rules (SPEC §5), for the
+- *generated*: ``mode="interrupt"`` permission rules (contract §5), for the
   path-taking tools;
 - *explicit*: ``AgentInput.interrupt_on``, one :class:`ToolInterrupt` per tool
   name (``always`` or argument predicates). An explicit entry for a tool
@@ -29,10 +29,9 @@ from typing import Any, Literal
 
 from filegate.activities.providers.common import RAW_ARGS_KEY
 from filegate.activities.tool_types import TOOL_ARGS, ToolName
-from filegate.backends.composite import Router
-from filegate.backends.formatting import Rendered, format_error, permission_denied
-from filegate.backends.paths import validate_path
-from filegate.backends.permissions import (
+from filegate.kernel.formatting import Rendered, format_error, permission_denied
+from filegate.kernel.paths import validate_path
+from filegate.kernel.permissions import (
     TOOL_OPERATIONS,
     FilesystemPermission,
     check_permission,
@@ -42,6 +41,7 @@ from filegate.backends.permissions import (
     normalise_rule_path,
     pattern_matches,
 )
+from filegate.kernel.routing import Router
 from pydantic import (
     BaseModel,
     ConfigDict,

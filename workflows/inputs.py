@@ -11,9 +11,9 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from filegate.activities.history import TranscriptRef
-from filegate.activities.messages import Message, ModelSpec, Usage
 from filegate.activities.tool_types import DEFAULT_MAX_EXECUTE_TIMEOUT, ToolName
-from filegate.backends.permissions import FilesystemPermission
+from filegate.kernel.messages import Message, ModelSpec, Usage
+from filegate.kernel.permissions import FilesystemPermission
 from filegate.workflows.context import ContextState
 from filegate.workflows.gate import ToolInterrupt
 from pydantic import BaseModel, ConfigDict, Field, model_validator

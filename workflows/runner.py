@@ -35,6 +35,7 @@ SANDBOX_PASSTHROUGH: tuple[str, ...] = (
     "bracex",
     "filegate.activities",
     "filegate.backends",
+    "filegate.kernel",
     "filegate.workflows.approvals",
     "filegate.workflows.context",
     "filegate.workflows.fanout",

@@ -1,4 +1,4 @@
-"""What the model is told about its tools, decided per model request (SPEC §3).
+"""What the model is told about its tools, decided per model request (contract §3).
 
 Visibility follows capabilities, and descriptions follow visibility: a model
 must never be told to use a tool it cannot see (grep without ``execute`` does
@@ -12,9 +12,9 @@ import copy
 import functools
 from collections.abc import Iterable, Mapping
 
-from filegate.activities.messages import ToolSpec
 from filegate.activities.tool_types import TOOL_ARGS, TOOL_ORDER, ToolName
-from filegate.backends.media import describe_read_file
+from filegate.kernel.media_types import describe_read_file
+from filegate.kernel.messages import ToolSpec
 from filegate.workflows.inputs import BackendSpec
 
 LS_DESCRIPTION = (
@@ -124,7 +124,7 @@ def describe(
     """The description of one visible tool, consistent with the others' visibility.
 
     ``video`` says whether a backend can sample video frames; only then does
-    read_file advertise video (SPEC §6).
+    read_file advertise video (contract §6).
     """
     if name in custom:
         return custom[name]

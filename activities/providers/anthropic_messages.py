@@ -9,7 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from filegate.activities.messages import (
+from filegate.activities.providers.common import (
+    RAW_ARGS_KEY,
+    prepare_sdk_call,
+    sdk_errors,
+    sdk_timeout,
+)
+from filegate.kernel.messages import (
     MediaBlock,
     Message,
     ModelRequest,
@@ -18,12 +24,6 @@ from filegate.activities.messages import (
     ToolCall,
     ToolSpec,
     Usage,
-)
-from filegate.activities.providers.common import (
-    RAW_ARGS_KEY,
-    prepare_sdk_call,
-    sdk_errors,
-    sdk_timeout,
 )
 
 PROVIDER = "anthropic"

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from filegate.activities.messages import (
+from filegate.kernel.messages import (
     ContentBlock,
     MediaBlock,
     Message,

@@ -9,7 +9,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from filegate.activities.messages import (
+from filegate.activities.providers.common import (
+    RAW_ARGS_KEY,
+    prepare_sdk_call,
+    retryable_error,
+    sdk_errors,
+    sdk_timeout,
+)
+from filegate.kernel.messages import (
     MediaBlock,
     Message,
     ModelRequest,
@@ -18,13 +25,6 @@ from filegate.activities.messages import (
     ToolCall,
     ToolSpec,
     Usage,
-)
-from filegate.activities.providers.common import (
-    RAW_ARGS_KEY,
-    prepare_sdk_call,
-    retryable_error,
-    sdk_errors,
-    sdk_timeout,
 )
 
 PROVIDER = "openai"

@@ -1,4 +1,4 @@
-"""Deterministic scripted model (SPEC §10) for demos and tests.
+"""Deterministic scripted model (contract §10) for demos and tests.
 
 The answer depends only on the script and ``request.call_index``, never on
 in-process state, so a retried activity or a restarted worker gives the same turn.
@@ -10,8 +10,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from filegate.activities.messages import Message, ModelRequest, ModelResponse, ToolCall, Usage
 from filegate.activities.providers.common import request_error
+from filegate.kernel.messages import Message, ModelRequest, ModelResponse, ToolCall, Usage
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 END_OF_SCRIPT_STOP = "end_of_script"

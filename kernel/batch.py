@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
-from filegate.backends.paths import validate_path
-from filegate.backends.protocol import (
+from filegate.kernel.paths import validate_path
+from filegate.kernel.protocol import (
     EditResult,
     ErrorCode,
     FileDownloadResult,
@@ -22,7 +22,7 @@ from filegate.backends.protocol import (
     WriteResult,
     _Result,
 )
-from filegate.backends.textops import apply_edit, decode_text
+from filegate.kernel.textops import apply_edit, decode_text
 
 R = TypeVar("R", bound=_Result)
 

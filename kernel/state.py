@@ -19,10 +19,10 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from filegate.backends.batch import download_values, upload_values
-from filegate.backends.globbing import glob_paths, grep_paths, grep_root, resolve_glob
-from filegate.backends.paths import is_within, validate_path
-from filegate.backends.protocol import (
+from filegate.kernel.batch import download_values, upload_values
+from filegate.kernel.globbing import glob_paths, grep_paths, grep_root, resolve_glob
+from filegate.kernel.paths import is_within, validate_path
+from filegate.kernel.protocol import (
     DEFAULT_READ_LIMIT,
     DeleteResult,
     EditResult,
@@ -38,7 +38,7 @@ from filegate.backends.protocol import (
     ReadResult,
     WriteResult,
 )
-from filegate.backends.textops import apply_edit, decode_text, grep_text, read_window
+from filegate.kernel.textops import apply_edit, decode_text, grep_text, read_window
 
 STATE_FORMAT_VERSION = 1
 

@@ -1,4 +1,4 @@
-"""The glob contract shared by every backend (SPEC §1).
+"""The glob contract shared by every backend (contract §1).
 
 - A pattern with no ``/`` matches the *basename* at any depth (``*.py``).
 - A pattern with ``/`` matches the path relative to the search root; ``**``
@@ -22,9 +22,9 @@ from collections.abc import Iterable
 from functools import cache, lru_cache
 
 import bracex
-from filegate.backends.paths import is_within, validate_path
-from filegate.backends.protocol import GrepResult
-from filegate.backends.textops import bad_max_count
+from filegate.kernel.paths import is_within, validate_path
+from filegate.kernel.protocol import GrepResult
+from filegate.kernel.textops import bad_max_count
 from wcmatch import fnmatch as wc_fnmatch
 from wcmatch import glob as wc_glob
 

@@ -10,7 +10,7 @@ dropped from what is *shown* (CRLF files read cleanly) but edits see raw text.
 
 from __future__ import annotations
 
-from filegate.backends.protocol import EditResult, GrepMatch, GrepResult, ReadResult
+from filegate.kernel.protocol import EditResult, GrepMatch, GrepResult, ReadResult
 
 _NUL = b"\x00"
 
@@ -186,7 +186,7 @@ MEDIA_EXTENSIONS: frozenset[str] = frozenset(
         ".pdf", ".ppt", ".pptx",
     }
 )  # fmt: skip
-"""Extensions (SPEC §6) a backend always returns as bytes, even if they decode as text."""
+"""Extensions (contract §6) a backend always returns as bytes, even if they decode as text."""
 
 
 def is_media_path(path: str) -> bool:

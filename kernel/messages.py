@@ -1,6 +1,6 @@
 """Conversation types shared by the workflow and the model activity.
 
-The transcript format is public (SPEC §10): each message is
+The transcript format is public (contract §10): each message is
 ``{"role", "content", "tool_calls"?, "tool_call_id"?, "status"?}``.
 """
 
@@ -73,7 +73,7 @@ class ModelSpec(BaseModel):
     """Which model to call. Never carries secrets: keys live in the worker's env.
 
     ``provider`` is ``scripted``, ``openai`` or ``anthropic``; for ``scripted``
-    the ``name`` is the path of the JSON script (SPEC §10) as seen by the agent
+    the ``name`` is the path of the JSON script (contract §10) as seen by the agent
     worker, or ``options["script"]`` holds the script inline.
     """
 

@@ -1,4 +1,4 @@
-"""What the model sees for each tool call (SPEC §2, §7).
+"""What the model sees for each tool call (contract §2, §7).
 
 Pure functions from typed backend results to text. They run both inside the
 agent workflow (State backend) and inside the tool activities, so they do no
@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from filegate.backends.protocol import (
+from filegate.kernel.protocol import (
     DeleteResult,
     EditResult,
     ExecuteResult,

@@ -1,4 +1,4 @@
-"""Filesystem permission rules and the decisions built on them (SPEC §4-5).
+"""Filesystem permission rules and the decisions built on them (contract §4-5).
 
 Pure, deterministic Python (no I/O, no Temporal): the workflow imports it for
 the entry gate and the approval predicates, activities import it for the
@@ -27,8 +27,8 @@ from functools import lru_cache
 from typing import Any, Literal, TypeVar
 
 import bracex
-from filegate.backends.paths import is_within, validate_path
-from filegate.backends.protocol import FileInfo, GrepMatch
+from filegate.kernel.paths import is_within, validate_path
+from filegate.kernel.protocol import FileInfo, GrepMatch
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from wcmatch import glob as wc_glob
 
@@ -480,7 +480,7 @@ def matching_interrupt_rule(
 
 
 def interrupt_fires(rules: Rules, tool_name: str, args: Mapping[str, Any]) -> bool:
-    """True when this tool call must wait for a human decision (SPEC §5)."""
+    """True when this tool call must wait for a human decision (contract §5)."""
     return matching_interrupt_rule(rules, tool_name, args) is not None
 
 
