@@ -14,6 +14,7 @@ COPY kernel ./kernel
 COPY backends ./backends
 COPY activities ./activities
 COPY workflows ./workflows
+COPY cli ./cli
 RUN pip install '.[openai,anthropic,video,ui]' \
     && rm -rf /src/build /src/*.egg-info
 

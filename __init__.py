@@ -41,10 +41,10 @@ __getattr__, __dir__, __all__ = attach(
     __name__,
     {
         ".activities": ["FileToolActivities"],
-        ".activities.messages": ["ModelSpec"],
+        ".kernel.messages": ["ModelSpec"],
         ".backends.filesystem": ["FilesystemBackend"],
-        ".backends.permissions": ["FilesystemPermission"],
-        ".backends.state": ["StateBackend"],
+        ".kernel.permissions": ["FilesystemPermission"],
+        ".kernel.state": ["StateBackend"],
         ".worker": ["agent_worker", "connect", "tools_worker"],
         ".workflows": [
             "AgentInput",

@@ -2,6 +2,6 @@
 
 import sys
 
-from filegate.worker import main
+from filegate.cli.commands import main
 
 sys.exit(main())

@@ -17,13 +17,11 @@ from typing import TYPE_CHECKING
 from filegate._lazy import attach
 
 if TYPE_CHECKING:
-    from .dispatch import (
+    from filegate.kernel.dispatch import (
         run_tool,
     )
-    from .model import (
-        call_model,
-    )
-    from .tool_types import (
+    from filegate.kernel.tool_types import (
+        TOOL_ACTIVITY_NAMES,
         TOOL_ARGS,
         TOOL_ORDER,
         RawListing,
@@ -32,23 +30,33 @@ if TYPE_CHECKING:
         ToolRequest,
         activity_call_id,
     )
-    from .tools import (
-        TOOL_ACTIVITY_NAMES,
-        FileToolActivities,
+
+    from .contract import (
         outcome_for_activity_error,
         tool_activity_options,
+    )
+    from .model import (
+        call_model,
+    )
+    from .tools import (
+        FileToolActivities,
     )
 
 __getattr__, __dir__, __all__ = attach(
     __name__,
     {
-        ".dispatch": [
+        ".contract": [
+            "outcome_for_activity_error",
+            "tool_activity_options",
+        ],
+        "filegate.kernel.dispatch": [
             "run_tool",
         ],
         ".model": [
             "call_model",
         ],
-        ".tool_types": [
+        "filegate.kernel.tool_types": [
+            "TOOL_ACTIVITY_NAMES",
             "TOOL_ARGS",
             "TOOL_ORDER",
             "RawListing",
@@ -58,10 +66,7 @@ __getattr__, __dir__, __all__ = attach(
             "activity_call_id",
         ],
         ".tools": [
-            "TOOL_ACTIVITY_NAMES",
             "FileToolActivities",
-            "outcome_for_activity_error",
-            "tool_activity_options",
         ],
     },
 )

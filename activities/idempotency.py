@@ -34,19 +34,19 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from filegate.activities.dispatch import render_mutation, to_virtual
-from filegate.activities.tool_types import (
+from filegate.backends.host_files import named_for_call
+from filegate.backends.settings import Settings
+from filegate.kernel.dispatch import render_mutation, to_virtual
+from filegate.kernel.formatting import format_error
+from filegate.kernel.protocol import BackendProtocol, DeleteResult, EditResult, WriteResult
+from filegate.kernel.textops import apply_edit, decode_text
+from filegate.kernel.tool_types import (
     DeleteArgs,
     EditFileArgs,
     ToolOutcome,
     ToolRequest,
     WriteFileArgs,
 )
-from filegate.backends.filesystem import named_for_call
-from filegate.backends.settings import Settings
-from filegate.kernel.formatting import format_error
-from filegate.kernel.protocol import BackendProtocol, DeleteResult, EditResult, WriteResult
-from filegate.kernel.textops import apply_edit, decode_text
 from pydantic import BaseModel
 
 CRASH_AFTER_APPLY_ENV = "FILEGATE_TEST_CRASH_AFTER_APPLY"

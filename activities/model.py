@@ -6,7 +6,7 @@ sent retry-after) and non-retryable ``ModelRequestError`` for everything a retry
 cannot fix. API keys come only from the worker's environment.
 
 The activity takes either a plain :class:`ModelRequest` (whole conversation by
-value) or a :class:`~activities.history.ModelTurn` (transcript reference plus
+value) or a :class:`~filegate.kernel.transcripts.ModelTurn` (transcript reference plus
 new messages, contract §8 "history stays small"). :class:`ModelActivities` holds
 the agent worker's artifact store; without one a ``ModelTurn`` is answered by
 value and the workflow keeps sending whole conversations.
@@ -19,10 +19,6 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Protocol
 
 from filegate.activities.history import (
-    TRANSCRIPT_UNAVAILABLE,
-    MemoryRef,
-    ModelTurn,
-    ModelTurnResult,
     RecentTranscripts,
     TranscriptStore,
     messages_markdown,
@@ -35,6 +31,12 @@ from filegate.activities.providers import (
 )
 from filegate.activities.providers.common import request_error
 from filegate.kernel.messages import Message, ModelRequest, ModelResponse, Usage
+from filegate.kernel.transcripts import (
+    TRANSCRIPT_UNAVAILABLE,
+    MemoryRef,
+    ModelTurn,
+    ModelTurnResult,
+)
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 

@@ -1,7 +1,7 @@
 """The eight file tools as Temporal activities (``filegate.<tool>``).
 
 Each activity resolves the backend by name on this worker, runs the one shared
-implementation (:func:`activities.dispatch.run_tool`) on a tool thread of its
+implementation (:func:`filegate.kernel.dispatch.run_tool`) on a tool thread of its
 own (kept between calls, :mod:`activities.tool_threads`) while the event loop
 heartbeats, and returns a :class:`ToolOutcome`. Mutating tools
 go through the idempotency journal so a retry never applies twice.
@@ -21,8 +21,9 @@ operation of the call is audited under the workflow id and tool-call id. A
 name the worker does not configure fails the call for good (``UnknownPolicy``),
 which the workflow turns into an error tool result.
 
-:func:`tool_activity_options` and the constants above it are pure (datetime
-and RetryPolicy only): the workflow imports them to schedule the activities.
+How the workflow schedules these activities (names, timeouts, retries, the
+mapping of failures to tool results) is the contract in
+:mod:`filegate.kernel.tool_types` and :mod:`filegate.activities.contract`.
 """
 
 from __future__ import annotations
@@ -35,46 +36,38 @@ import os
 import threading
 import time
 from collections.abc import Callable, Mapping
-from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from filegate.activities.dispatch import (
-    DEFAULT_EXECUTE_TIMEOUT,
-    MUTATING_TOOLS,
-    SEARCH_TOOLS,
-    InvalidToolRequest,
-    parse_args,
-    run_tool,
-)
-from filegate.activities.history import CONVERSATION_DIR, conversation_key
+from filegate.activities.contract import search_timeout_message
 from filegate.activities.idempotency import ToolJournal
 from filegate.activities.tool_threads import Job, ToolThreads
-from filegate.activities.tool_types import (
-    TOOL_ORDER,
+from filegate.backends.audit import audit_context
+from filegate.backends.media import media_blocks
+from filegate.backends.policy import PolicyConfig, build_policy_chain
+from filegate.kernel.dispatch import InvalidToolRequest, parse_args, run_tool
+from filegate.kernel.formatting import needs_offload, offload_stub
+from filegate.kernel.limits import DEFAULT_SEARCH_TIMEOUT
+from filegate.kernel.protocol import BackendProtocol, ReadResult
+from filegate.kernel.read_format import format_read, plan_read
+from filegate.kernel.tool_types import (
+    HEARTBEAT_INTERVAL,
+    INVALID_REQUEST_ERROR,
+    LARGE_RESULTS_DIR,
+    MUTATING_TOOLS,
+    SEARCH_MARGIN,
+    SEARCH_TOOLS,
+    UNKNOWN_BACKEND_ERROR,
+    UNKNOWN_POLICY_ERROR,
     ReadFileArgs,
     ToolName,
     ToolOutcome,
     ToolRequest,
 )
-from filegate.backends.audit import audit_context
-from filegate.backends.policy import PolicyConfig, build_policy_chain
-from filegate.kernel.formatting import (
-    format_error,
-    format_read,
-    needs_offload,
-    offload_stub,
-    plan_read,
-)
-from filegate.kernel.protocol import BackendProtocol, ReadResult
+from filegate.kernel.transcripts import CONVERSATION_DIR, conversation_key
 from temporalio import activity
-from temporalio.common import RetryPolicy
 from temporalio.exceptions import (
-    ActivityError,
     ApplicationError,
-    FailureError,
-    TimeoutError,
-    TimeoutType,
 )
 
 if TYPE_CHECKING:
@@ -82,114 +75,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-# --------------------------------------------------------------------------- options (pure)
-
-TOOL_ACTIVITY_NAMES: dict[ToolName, str] = {tool: f"filegate.{tool}" for tool in TOOL_ORDER}
-"""Activity type name per tool, e.g. ``filegate.read_file``."""
-
-INVALID_REQUEST_ERROR = "InvalidToolRequest"
-UNKNOWN_BACKEND_ERROR = "UnknownBackend"
-UNKNOWN_POLICY_ERROR = "UnknownPolicy"
-"""``ApplicationError.type`` values the tool activities raise; never retried."""
-NON_RETRYABLE_ERROR_TYPES = [INVALID_REQUEST_ERROR, UNKNOWN_BACKEND_ERROR, UNKNOWN_POLICY_ERROR]
-
-DEFAULT_SEARCH_TIMEOUT = 20.0
-"""Seconds a glob/grep may search before it is stopped and the model told to narrow it."""
-SEARCH_MARGIN = 10.0
-"""start_to_close of a search = its budget + this margin, so the activity's own
-deadline (which answers the model cleanly) fires before the server's."""
-EXECUTE_MARGIN = 30.0
-"""start_to_close of execute = command timeout + this margin (kill and report)."""
-HEARTBEAT_INTERVAL = 1.0
-"""Seconds between heartbeats while a tool runs (heartbeats deliver cancellation)."""
-HEARTBEAT_TIMEOUT = timedelta(seconds=10)
-"""A worker that stops heartbeating this long is presumed dead and the call retried."""
-FILE_OP_TIMEOUT = timedelta(seconds=60)
-
-LARGE_RESULTS_DIR = "/large_tool_results/"
-"""Virtual directory under which offloaded tool results are read back (contract §7)."""
 OFFLOADED_TOOLS = frozenset({"execute"})
 """Tools whose result may be offloaded; the others cut their own output (contract §7)."""
-
-
-def search_timeout_message(tool: str, seconds: float) -> str:
-    """What the model reads when a glob/grep ran out of time (from the activity or server)."""
-    return format_error(
-        f"{tool} did not finish within {seconds:g} seconds and was stopped. The pattern or "
-        "path is too broad: narrow the pattern or search a smaller directory, then try again."
-    ).text
-
-
-def tool_activity_options(
-    tool: ToolName,
-    *,
-    execute_timeout: float | None = None,
-    search_timeout: float = DEFAULT_SEARCH_TIMEOUT,
-    heartbeat_timeout: timedelta = HEARTBEAT_TIMEOUT,
-) -> dict[str, Any]:
-    """Keyword arguments for ``workflow.execute_activity`` of one tool.
-
-    Reads and file operations retry (they are idempotent, mutating ones through
-    the journal); a search gets a hard limit and is not retried (it would just
-    time out again); execute gets its command timeout plus a margin and, being
-    journaled, may retry only to pick up a result or report "may have run".
-    """
-    retry = RetryPolicy(
-        initial_interval=timedelta(seconds=1),
-        backoff_coefficient=2.0,
-        maximum_interval=timedelta(seconds=30),
-        maximum_attempts=5,
-        non_retryable_error_types=list(NON_RETRYABLE_ERROR_TYPES),
-    )
-    if tool in SEARCH_TOOLS:
-        return {
-            "start_to_close_timeout": timedelta(seconds=search_timeout + SEARCH_MARGIN),
-            "heartbeat_timeout": heartbeat_timeout,
-            "retry_policy": RetryPolicy(
-                maximum_attempts=2, non_retryable_error_types=list(NON_RETRYABLE_ERROR_TYPES)
-            ),
-        }
-    if tool == "execute":
-        command = DEFAULT_EXECUTE_TIMEOUT if execute_timeout is None else execute_timeout
-        return {
-            "start_to_close_timeout": timedelta(seconds=command + EXECUTE_MARGIN),
-            "heartbeat_timeout": heartbeat_timeout,
-            "retry_policy": retry,
-        }
-    return {
-        "start_to_close_timeout": FILE_OP_TIMEOUT,
-        "heartbeat_timeout": heartbeat_timeout,
-        "retry_policy": retry,
-    }
-
-
-def outcome_for_activity_error(
-    tool: ToolName, error: FailureError, *, search_timeout: float = DEFAULT_SEARCH_TIMEOUT
-) -> ToolOutcome:
-    """The tool result for an activity that failed for good (the workflow never crashes).
-
-    A regular activity fails with an ``ActivityError`` around the cause; a
-    local one with the cause itself. A search the *server* timed out (the
-    activity's own deadline normally answers first) gets the same "narrow your
-    pattern" text as one the activity stopped itself.
-    """
-    cause = failure_cause(error)
-    if (
-        tool in SEARCH_TOOLS
-        and isinstance(cause, TimeoutError)
-        and cause.type in (TimeoutType.START_TO_CLOSE, TimeoutType.SCHEDULE_TO_CLOSE)
-    ):
-        return ToolOutcome(content=search_timeout_message(tool, search_timeout), status="error")
-    reason = str(cause) if cause is not None else error.message
-    return ToolOutcome(
-        content=format_error(f"the {tool} tool failed: {reason}").text, status="error"
-    )
-
-
-def failure_cause(error: FailureError) -> BaseException | None:
-    """What made an activity fail: unwrapped from ``ActivityError`` (regular
-    activities), or the error itself (local activities are not wrapped)."""
-    return error.cause if isinstance(error, ActivityError) else error
 
 
 # --------------------------------------------------------------------------- interruptible runs
@@ -310,21 +197,22 @@ def offload_large(store: ArtifactStore, request: ToolRequest, outcome: ToolOutco
     if not isinstance(text, str) or not needs_offload(text):
         return outcome
     try:
-        ref = store.put(
+        store.put(
             request.workflow_id, request.tool_call_id, text.encode(), "text/plain; charset=utf-8"
         )
     except ValueError as exc:
         logger.warning("not offloading result of %s: %s", request.tool_call_id, exc)
         return outcome
     stub = offload_stub(LARGE_RESULTS_DIR + request.tool_call_id, text)
-    return outcome.model_copy(update={"content": stub, "artifact": ref.key})
+    return outcome.model_copy(update={"content": stub})
 
 
 def read_offloaded(store: ArtifactStore, request: ToolRequest, args: ReadFileArgs) -> ToolOutcome:
     """``read_file`` of this thread's offloaded result or archived conversation text,
     windowed like any file. Only the calling workflow's own objects are reachable:
     the key is built from ``request.workflow_id``."""
-    from filegate.backends.artifacts import SHA256_METADATA, ArtifactRef
+    from filegate.backends.artifacts import SHA256_METADATA
+    from filegate.kernel.artifacts import ArtifactRef
 
     path = args.file_path
     plan = plan_read(args.offset, args.limit)
@@ -433,7 +321,7 @@ class FileToolActivities:
         def call() -> ToolOutcome:
             # Set in the tool thread: contextvars do not follow a new thread.
             with audit_context(request.workflow_id, request.tool_call_id):
-                return run_tool(guarded, request)
+                return run_tool(guarded, request, media=media_blocks)
 
         fn = call
         if store is not None and isinstance(args, ReadFileArgs) and _is_offloaded(request, args):

@@ -10,8 +10,10 @@ from typing import TYPE_CHECKING
 from filegate._lazy import attach
 
 if TYPE_CHECKING:
+    from filegate.kernel.artifacts import (
+        ArtifactRef,
+    )
     from filegate.kernel.formatting import (
-        ReadPlan,
         Rendered,
         format_delete,
         format_edit,
@@ -20,12 +22,13 @@ if TYPE_CHECKING:
         format_glob,
         format_grep,
         format_ls,
-        format_read,
         format_write,
         needs_offload,
         offload_stub,
         permission_denied,
-        plan_read,
+    )
+    from filegate.kernel.media import (
+        MediaOutcome,
     )
     from filegate.kernel.media_types import VIDEO_READ_NOTE, describe_read_file, video_supported
     from filegate.kernel.paths import (
@@ -58,6 +61,7 @@ if TYPE_CHECKING:
         ReadResult,
         WriteResult,
     )
+    from filegate.kernel.read_format import ReadPlan, format_read, plan_read
     from filegate.kernel.routing import (
         RouteMatch,
         Router,
@@ -70,7 +74,6 @@ if TYPE_CHECKING:
     )
 
     from .artifacts import (
-        ArtifactRef,
         ArtifactStore,
     )
     from .audit import (
@@ -93,7 +96,6 @@ if TYPE_CHECKING:
         LocalShellBackend,
     )
     from .media import (
-        MediaOutcome,
         VideoLimits,
         media_blocks,
     )
@@ -115,8 +117,10 @@ __getattr__, __dir__, __all__ = attach(
     __name__,
     {
         ".artifacts": [
-            "ArtifactRef",
             "ArtifactStore",
+        ],
+        "filegate.kernel.artifacts": [
+            "ArtifactRef",
         ],
         ".audit": [
             "AuditRecord",
@@ -141,8 +145,12 @@ __getattr__, __dir__, __all__ = attach(
         ".filesystem": [
             "FilesystemBackend",
         ],
-        "filegate.kernel.formatting": [
+        "filegate.kernel.read_format": [
             "ReadPlan",
+            "format_read",
+            "plan_read",
+        ],
+        "filegate.kernel.formatting": [
             "Rendered",
             "format_delete",
             "format_edit",
@@ -151,20 +159,20 @@ __getattr__, __dir__, __all__ = attach(
             "format_glob",
             "format_grep",
             "format_ls",
-            "format_read",
             "format_write",
             "needs_offload",
             "offload_stub",
             "permission_denied",
-            "plan_read",
         ],
         ".local_shell": [
             "LocalShellBackend",
         ],
         ".media": [
-            "MediaOutcome",
             "VideoLimits",
             "media_blocks",
+        ],
+        "filegate.kernel.media": [
+            "MediaOutcome",
         ],
         "filegate.kernel.media_types": [
             "VIDEO_READ_NOTE",

@@ -26,7 +26,7 @@ import io
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from filegate.backends.store import (
+from filegate.backends.s3 import (
     NAMESPACE_COMPONENT,
     S3_FAILURES,
     client_from_settings,
@@ -38,12 +38,13 @@ from filegate.backends.store import (
     s3_message,
     validate_component,
 )
-from filegate.kernel.protocol import DEFAULT_READ_LIMIT, ReadResult
+from filegate.kernel.artifacts import ArtifactRef
+from filegate.kernel.limits import DEFAULT_READ_LIMIT
+from filegate.kernel.protocol import ReadResult
 from minio import Minio
 from minio.commonconfig import ENABLED, Filter
 from minio.error import S3Error
 from minio.lifecycleconfig import Expiration, LifecycleConfig, Rule
-from pydantic import BaseModel, ConfigDict, Field
 
 if TYPE_CHECKING:
     from filegate.backends.settings import Settings
@@ -71,26 +72,6 @@ class ArtifactIntegrityError(ArtifactError):
 
 class ArtifactAccessError(ArtifactError):
     """The reference belongs to another bucket or namespace than this store."""
-
-
-class ArtifactRef(BaseModel):
-    """Where an artifact lives and what it must hash to; small enough for history."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    bucket: str
-    key: str
-    size: int = Field(ge=0)
-    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
-    content_type: str = "application/octet-stream"
-
-    @property
-    def namespace(self) -> str:
-        return self.key.split("/", 1)[0]
-
-    @property
-    def workflow_id(self) -> str:
-        return self.key.split("/", 2)[1]
 
 
 class _HashingReader:

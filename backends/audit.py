@@ -1,7 +1,7 @@
 """Audit records for backend operations, and where they go.
 
 One JSON line per operation (per file for ``upload``/``download``), written by
-:class:`backends.policy.PolicyBackend`. A record says *who* (workflow id,
+:class:`backends.policy.chain.PolicyBackend`. A record says *who* (workflow id,
 tool-call id), *what* (operation, path), *how it ended* (ok, denied by a
 policy, or an error value / exception from the backend) and *how much*
 (payload bytes). It never holds file contents, search strings or command

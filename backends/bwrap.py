@@ -30,15 +30,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from filegate.backends.executables import find_executable
-from filegate.backends.filesystem import DEFAULT_MAX_FILE_BYTES
+from filegate.backends.host_files import DEFAULT_MAX_FILE_BYTES
 from filegate.backends.local_shell import MINIMAL_PATH, run_command
 from filegate.backends.sandbox import (
-    DEFAULT_MAX_OUTPUT_BYTES,
     DEFAULT_OP_TIMEOUT,
-    DEFAULT_TIMEOUT,
     WORKSPACE,
     BaseSandbox,
 )
+from filegate.kernel.limits import DEFAULT_EXECUTE_TIMEOUT, DEFAULT_MAX_OUTPUT_BYTES
 from filegate.kernel.protocol import ExecuteResult
 
 _ETC_FILES = (
@@ -87,7 +86,7 @@ class BwrapSandboxBackend(BaseSandbox):
         bwrap_path: str = "bwrap",
         env: Mapping[str, str] | None = None,
         ro_binds: Sequence[str] = (),
-        default_timeout: float = DEFAULT_TIMEOUT,
+        default_timeout: float = DEFAULT_EXECUTE_TIMEOUT,
         max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
         max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
         op_timeout: float = DEFAULT_OP_TIMEOUT,

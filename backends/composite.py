@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from filegate.kernel.limits import DEFAULT_READ_LIMIT
 from filegate.kernel.paths import validate_path
 from filegate.kernel.protocol import (
-    DEFAULT_READ_LIMIT,
     BackendProtocol,
     DeleteResult,
     EditResult,

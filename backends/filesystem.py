@@ -8,6 +8,12 @@ path must stay under the root; because the components are then walked with
 no-follow opens, a symlink swapped in after the check (TOCTOU) makes the open
 fail instead of escaping. Directory walks (glob, grep) never follow symlinks.
 
+Module map: shared limits, error mapping and call tokens are in
+:mod:`filegate.backends.host_files`; the pure-Python glob/grep walks in
+:mod:`filegate.backends.fs_walk`; the ripgrep search in
+:mod:`filegate.backends.fs_ripgrep`. This module holds the path plumbing
+and the file operations.
+
 ``virtual_mode=False`` treats virtual paths as host paths (root ``/``); only
 the ``..``/``~`` refusal of :func:`validate_path` still applies.
 """
@@ -19,81 +25,55 @@ import os
 import secrets
 import shutil
 import stat
-import subprocess
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
-from contextvars import ContextVar
+from contextlib import suppress
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import BinaryIO, TypeVar
+from typing import BinaryIO
 
 from filegate.backends.executables import find_executable
+from filegate.backends.fs_ripgrep import grep_rg
+from filegate.backends.fs_walk import collect_glob, grep_tree
+from filegate.backends.host_files import (
+    DEFAULT_MAX_FILE_BYTES,
+    DIR_FLAGS,
+    EXPECTED_ERRORS,
+    FILE_FLAGS,
+    MAX_GLOB_RESULTS,
+    NotRegularFileError,
+    PathEscapeError,
+    call_token,
+    error_value,
+    utf8_name,
+)
 from filegate.backends.streams import is_text_stream, scan_stream, stream_text_window
 from filegate.kernel.batch import RaisingOps
 from filegate.kernel.globbing import (
     GlobMatcher,
-    GrepFileFilter,
     grep_scope,
     resolve_glob,
-    spells_dot,
 )
+from filegate.kernel.limits import DEFAULT_READ_LIMIT
 from filegate.kernel.paths import join_path, validate_path
 from filegate.kernel.protocol import (
-    DEFAULT_READ_LIMIT,
     DeleteResult,
     EditResult,
-    ErrorCode,
     ExecuteResult,
     FileDownloadResult,
     FileInfo,
     FileUploadResult,
     GlobResult,
-    GrepMatch,
     GrepResult,
     LsResult,
     ReadResult,
     WriteResult,
-    _Result,
 )
 from filegate.kernel.textops import (
     bad_limit,
-    display_line,
     is_media_path,
     merge_grep_budget,
 )
 
-DEFAULT_MAX_FILE_BYTES = 64 * 1024 * 1024
-"""Largest file returned whole (binary read, download, edit)."""
-MAX_GLOB_RESULTS = 100_000
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _PROC_FD = "/proc/self/fd"
-_CALL_TOKEN: ContextVar[str | None] = ContextVar("filegate_call_token", default=None)
-
-
-def call_token() -> str | None:
-    """The token :func:`named_for_call` set for this call, if any."""
-    return _CALL_TOKEN.get()
-
-
-@contextmanager
-def named_for_call(token: str) -> Iterator[None]:
-    """Name the temporary files of writes in this block after ``token``.
-
-    A write goes to a temporary file renamed over the target. A worker killed
-    between the two leaves that file behind; with a random name it stayed in
-    the workspace for good. The idempotency journal runs each mutating call
-    under its key, so the retry of a killed call reuses the same temporary name
-    and renames it away. Calls with one key never run at once (the journal
-    locks the key), so the name cannot collide. ``token``: letters and digits.
-    """
-    if not token.isalnum():
-        raise ValueError(f"call token must be alphanumeric: {token!r}")
-    reset = _CALL_TOKEN.set(token)
-    try:
-        yield
-    finally:
-        _CALL_TOKEN.reset(reset)
 
 
 def _resolve(host: str) -> str:
@@ -116,74 +96,6 @@ def _resolve(host: str) -> str:
     finally:
         os.close(fd)
     return real if real.startswith("/") else os.path.realpath(host)
-
-
-_RG_ENV_PATH = "/usr/local/bin:/usr/bin:/bin"
-
-R = TypeVar("R", bound=_Result)
-
-
-class PathEscapeError(Exception):
-    """A path that resolves (through a symlink) outside the root."""
-
-
-class NotRegularFileError(Exception):
-    """Device, FIFO, socket...: never opened for content."""
-
-
-_ERRNO_CODES: dict[int, ErrorCode] = {
-    errno.ENOENT: "file_not_found",
-    errno.EISDIR: "is_directory",
-    errno.ENOTDIR: "not_a_directory",
-    errno.EACCES: "permission_denied",
-    errno.EPERM: "permission_denied",
-    errno.ELOOP: "invalid_path",
-    errno.ENAMETOOLONG: "invalid_path",
-    errno.EINVAL: "invalid_path",
-    errno.EFBIG: "too_large",
-}
-
-
-def error_value(result_type: type[R], path: str, exc: BaseException) -> R:
-    """Map an expected failure to an error value of ``result_type``."""
-    code: ErrorCode
-    if isinstance(exc, ValueError):
-        code, message = "invalid_path", str(exc)
-    elif isinstance(exc, PathEscapeError):
-        code, message = "invalid_path", f"{path}: path escapes the root (symlink)"
-    elif isinstance(exc, NotRegularFileError):
-        code, message = "invalid_path", f"{path}: not a regular file"
-    elif isinstance(exc, OSError):
-        code = _ERRNO_CODES.get(exc.errno or 0, "io_error")
-        reason = {
-            "file_not_found": "no such file or directory",
-            "is_directory": "is a directory",
-            "not_a_directory": "not a directory",
-            "permission_denied": "permission denied",
-        }.get(code, exc.strerror or "I/O error")
-        if exc.errno == errno.ELOOP:
-            reason = "is a symbolic link that cannot be followed"
-        message = f"{path}: {reason}"
-    else:  # pragma: no cover - callers only pass the types above
-        code, message = "io_error", f"{path}: {exc}"
-    result = result_type(error=message, code=code)
-    if "path" in result_type.model_fields:
-        result.path = path  # type: ignore[attr-defined]
-    return result
-
-
-_EXPECTED = (OSError, ValueError, PathEscapeError, NotRegularFileError)
-
-
-def _utf8_name(name: str) -> bool:
-    """False for names with undecodable bytes (surrogate escapes): never reported."""
-    if name.isascii():
-        return True
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _iso_mtime(st: os.stat_result) -> str:
@@ -211,7 +123,7 @@ class FilesystemBackend:
         self._root_prefix = self.root.rstrip("/") + "/"
         rg = find_executable("rg") if use_ripgrep is not False else None
         self._rg: str | None = rg
-        self._ops = RaisingOps(self._read_all, self._write_bytes, error_value, _EXPECTED)
+        self._ops = RaisingOps(self._read_all, self._write_bytes, error_value, EXPECTED_ERRORS)
 
     # -- capabilities --------------------------------------------------------
 
@@ -247,17 +159,17 @@ class FilesystemBackend:
 
     def _open_dir(self, parts: list[str], create: bool = False) -> int:
         """Descriptor of the directory at ``parts``, opened component by component."""
-        fd = os.open(self.root, _DIR_FLAGS)
+        fd = os.open(self.root, DIR_FLAGS)
         try:
             for part in parts:
                 try:
-                    child = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                    child = os.open(part, DIR_FLAGS, dir_fd=fd)
                 except FileNotFoundError:
                     if not create:
                         raise
                     with suppress(FileExistsError):
                         os.mkdir(part, 0o777, dir_fd=fd)
-                    child = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                    child = os.open(part, DIR_FLAGS, dir_fd=fd)
                 os.close(fd)
                 fd = child
         except BaseException:
@@ -272,7 +184,7 @@ class FilesystemBackend:
             raise IsADirectoryError(errno.EISDIR, "is a directory")
         dfd = self._open_dir(parts[:-1])
         try:
-            fd = os.open(parts[-1], _FILE_FLAGS, dir_fd=dfd)
+            fd = os.open(parts[-1], FILE_FLAGS, dir_fd=dfd)
         finally:
             os.close(dfd)
         st = os.fstat(fd)
@@ -338,50 +250,6 @@ class FilesystemBackend:
             return None
         return "/" + host[len(self._root_prefix) :]
 
-    # -- walking -------------------------------------------------------------
-
-    def _walk(
-        self,
-        dfd: int,
-        prefix: str,
-        may_enter: Callable[[str], bool],
-        wants: Callable[[str], bool],
-    ) -> Iterator[tuple[int, str, str]]:
-        """Yield ``(dir_fd, name, rel_path)`` for wanted regular files (no symlinks).
-
-        ``dir_fd`` is only valid until the next item is requested.
-        """
-        subdirs: list[str] = []
-        files: list[tuple[str, str]] = []
-        try:
-            with os.scandir(dfd) as it:
-                for entry in it:
-                    name = entry.name
-                    try:
-                        if entry.is_dir(follow_symlinks=False):
-                            rel = prefix + name
-                            if may_enter(rel) and _utf8_name(name):
-                                subdirs.append(name)
-                        elif entry.is_file(follow_symlinks=False):
-                            rel = prefix + name
-                            if wants(rel) and _utf8_name(name):
-                                files.append((name, rel))
-                    except OSError:
-                        continue
-        except OSError:
-            return
-        for name, rel in files:
-            yield dfd, name, rel
-        for name in subdirs:
-            try:
-                child = os.open(name, _DIR_FLAGS, dir_fd=dfd)
-            except OSError:
-                continue
-            try:
-                yield from self._walk(child, prefix + name + "/", may_enter, wants)
-            finally:
-                os.close(child)
-
     # -- protocol ------------------------------------------------------------
 
     def ls(self, path: str) -> LsResult:
@@ -390,7 +258,7 @@ class FilesystemBackend:
             vpath = validate_path(path)
             parts = self._parts(vpath)
             dfd = self._open_dir(parts)
-        except _EXPECTED as exc:
+        except EXPECTED_ERRORS as exc:
             return error_value(LsResult, vpath, exc)
         host_dir = os.path.join(self.root, *parts)
         entries: list[FileInfo] = []
@@ -408,7 +276,7 @@ class FilesystemBackend:
         return LsResult(entries=entries)
 
     def _ls_entry(self, vdir: str, host_dir: str, entry: os.DirEntry[str]) -> FileInfo | None:
-        if not _utf8_name(entry.name):
+        if not utf8_name(entry.name):
             return None
         try:
             if entry.is_symlink():
@@ -438,7 +306,7 @@ class FilesystemBackend:
             if limit <= 0:
                 return bad_limit(vpath, limit)
             fd, st = self._open_file(vpath)
-        except _EXPECTED as exc:
+        except EXPECTED_ERRORS as exc:
             return error_value(ReadResult, vpath, exc)
         with os.fdopen(fd, "rb", buffering=0) as fh:
             try:
@@ -490,7 +358,7 @@ class FilesystemBackend:
                     os.unlink(name, dir_fd=dfd)
             finally:
                 os.close(dfd)
-        except _EXPECTED as exc:
+        except EXPECTED_ERRORS as exc:
             return error_value(DeleteResult, vpath, exc)
         return DeleteResult(path=vpath)
 
@@ -500,11 +368,11 @@ class FilesystemBackend:
             vroot, rel_pattern = resolve_glob(pattern, path)
             matcher = GlobMatcher(rel_pattern)
             dfd = self._open_dir(self._parts(vroot))
-        except _EXPECTED as exc:
+        except EXPECTED_ERRORS as exc:
             return error_value(GlobResult, vroot, exc)
         found: list[str] = []
         try:
-            _collect_glob(dfd, "", matcher, found)
+            collect_glob(dfd, "", matcher, found)
         finally:
             os.close(dfd)
         truncated = len(found) > MAX_GLOB_RESULTS
@@ -539,107 +407,27 @@ class FilesystemBackend:
                         error=f"{vroot} is a binary file: cannot grep", code="binary_file"
                     )
             elif self._rg is not None:
-                found = self._grep_rg(literal, vroot, parts, flt, glob, per_file)
+                host_root = os.path.join(self.root, *parts)
+                found = grep_rg(
+                    self._rg, self.root, host_root, literal, flt, glob, per_file,
+                    self._vpath_of_host, self._is_text_file,
+                )  # fmt: skip
             else:
-                found = self._grep_python(literal, vroot, parts, flt, per_file)
-        except _EXPECTED as exc:
+                dfd = self._open_dir(parts)
+                try:
+                    found = grep_tree(dfd, literal, vroot, flt, per_file)
+                finally:
+                    os.close(dfd)
+        except EXPECTED_ERRORS as exc:
             return error_value(GrepResult, vroot, exc)
         kept, truncated = merge_grep_budget(found, max_count)
         return GrepResult(matches=kept, truncated=truncated)
-
-    def _grep_python(
-        self,
-        literal: str,
-        vroot: str,
-        parts: list[str],
-        flt: GrepFileFilter,
-        per_file: int | None,
-    ) -> list[GrepMatch]:
-        base = vroot.rstrip("/") + "/"
-        found: list[GrepMatch] = []
-        dfd = self._open_dir(parts)
-        try:
-            walk = self._walk(
-                dfd,
-                "",
-                lambda rel: flt.may_enter(base + rel),
-                lambda rel: flt.wants(base + rel),
-            )
-            for parent_fd, name, rel in walk:
-                try:
-                    fd = os.open(name, _FILE_FLAGS, dir_fd=parent_fd)
-                except OSError:
-                    continue
-                with os.fdopen(fd, "rb", buffering=0) as fh:
-                    hits = scan_stream(fh, literal, base + rel, per_file)
-                if hits:
-                    found.extend(hits)
-        finally:
-            os.close(dfd)
-        return found
-
-    def _grep_rg(
-        self,
-        literal: str,
-        vroot: str,
-        parts: list[str],
-        flt: GrepFileFilter,
-        glob: str | None,
-        per_file: int | None,
-    ) -> list[GrepMatch]:
-        """ripgrep walks and searches; our filter then has the last word on paths."""
-        assert self._rg is not None
-        host_root = os.path.join(self.root, *parts)
-        # Plain "path NUL number:text" output: several times cheaper to parse than --json.
-        cmd = [self._rg, "--fixed-strings", "--no-config", "--no-ignore", "--encoding", "none"]
-        cmd += ["--no-messages", "--color", "never", "--no-heading", "--with-filename"]
-        cmd += ["--line-number", "--null"]
-        if per_file is not None:
-            cmd += ["--max-count", str(per_file)]
-        if glob and spells_dot(glob):
-            cmd.append("--hidden")
-        prefilter = _rg_prefilter(glob)
-        if prefilter is not None:
-            cmd += ["--glob", prefilter]
-        cmd += ["--regexp", literal, "--", host_root]
-        proc = subprocess.run(
-            cmd, capture_output=True, env={"PATH": _RG_ENV_PATH}, check=False, cwd=self.root
-        )
-        if proc.returncode not in (0, 1, 2):
-            raise OSError(errno.EIO, f"ripgrep failed: {proc.stderr[:200]!r}")
-        found: list[GrepMatch] = []
-        binary: set[str] = set()
-        accepted: dict[bytes, str | None] = {}  # host path -> virtual path (None: filtered)
-        for raw in proc.stdout.split(b"\n"):
-            host, sep, rest = raw.partition(b"\x00")
-            if not sep:
-                continue
-            if host not in accepted:
-                vpath = self._vpath_of_host(os.fsdecode(host))
-                ok = vpath is not None and _utf8_name(vpath) and flt.wants(vpath)
-                accepted[host] = vpath if ok else None
-            vpath = accepted[host]
-            if vpath is None:
-                continue
-            number, sep, text = rest.partition(b":")
-            try:
-                line = text.decode("utf-8")
-                line_no = int(number)
-            except ValueError:  # undecodable line or a "binary file matches" notice
-                binary.add(vpath)
-                continue
-            found.append(
-                GrepMatch.model_construct(path=vpath, line=line_no, text=display_line(line))
-            )
-        matched = {m.path for m in found}
-        binary |= {p for p in matched - binary if not self._is_text_file(p)}
-        return [m for m in found if m.path not in binary]
 
     def _is_text_file(self, vpath: str) -> bool:
         """Whole-file check (NUL, UTF-8) so rg results agree with the Python path."""
         try:
             fd, _ = self._open_file(vpath)
-        except _EXPECTED:
+        except EXPECTED_ERRORS:
             return False
         with os.fdopen(fd, "rb", buffering=0) as fh:
             return is_text_stream(fh)
@@ -656,52 +444,4 @@ class FilesystemBackend:
         )
 
 
-def _collect_glob(dfd: int, prefix: str, matcher: GlobMatcher, out: list[str]) -> None:
-    """Glob walk (the hot path of ``glob``): no symlinks, pruned, no per-file generators."""
-    subdirs: list[str] = []
-    try:
-        with os.scandir(dfd) as it:
-            for entry in it:
-                try:
-                    if entry.is_dir(follow_symlinks=False):
-                        if matcher.may_enter(prefix + entry.name) and _utf8_name(entry.name):
-                            subdirs.append(entry.name)
-                    elif entry.is_file(follow_symlinks=False):
-                        name = entry.name
-                        if matcher.match_in_walk(prefix, name) and _utf8_name(name):
-                            out.append(prefix + name)
-                except OSError:
-                    continue
-    except OSError:
-        return
-    for name in subdirs:
-        try:
-            child = os.open(name, _DIR_FLAGS, dir_fd=dfd)
-        except OSError:
-            continue
-        try:
-            _collect_glob(child, prefix + name + "/", matcher, out)
-        finally:
-            os.close(child)
-
-
-def _rg_prefilter(glob: str | None) -> str | None:
-    """A ripgrep ``--glob`` that is a superset of ours, or None when unsure.
-
-    Only plain basename patterns (literals, ``*``, braces) are handed over;
-    our own filter still decides every path.
-    """
-    if not glob or "/" in glob:
-        return None
-    if any(ch in glob for ch in "[]?\\!"):
-        return None
-    return glob
-
-
-__all__ = [
-    "DEFAULT_MAX_FILE_BYTES",
-    "FilesystemBackend",
-    "NotRegularFileError",
-    "PathEscapeError",
-    "error_value",
-]
+__all__ = ["FilesystemBackend"]

@@ -22,11 +22,11 @@ import time
 from collections.abc import Mapping, Sequence
 from contextlib import suppress
 
-from filegate.backends.filesystem import DEFAULT_MAX_FILE_BYTES, FilesystemBackend
+from filegate.backends.filesystem import FilesystemBackend
+from filegate.backends.host_files import DEFAULT_MAX_FILE_BYTES
+from filegate.kernel.limits import DEFAULT_EXECUTE_TIMEOUT, DEFAULT_MAX_OUTPUT_BYTES
 from filegate.kernel.protocol import ExecuteResult
 
-DEFAULT_TIMEOUT = 120.0
-DEFAULT_MAX_OUTPUT_BYTES = 100_000
 MINIMAL_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 STDERR_PREFIX = "[stderr] "
 _POLL_SECONDS = 0.1
@@ -42,7 +42,7 @@ class LocalShellBackend(FilesystemBackend):
         *,
         env: Mapping[str, str] | None = None,
         inherit_env: bool = False,
-        default_timeout: float = DEFAULT_TIMEOUT,
+        default_timeout: float = DEFAULT_EXECUTE_TIMEOUT,
         max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
         virtual_mode: bool = True,
         max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,

@@ -22,8 +22,8 @@ package loads Temporal and ``backends`` must stay importable without it.
 
 from __future__ import annotations
 
-import base64
 import contextlib
+import functools
 import io
 import math
 import time
@@ -31,25 +31,18 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-from filegate.kernel.formatting import (
-    empty_file_message,
-    format_error,
-    format_read,
-    plan_read,
-)
-from filegate.kernel.media_types import (
-    DEFAULT_VIDEO_WINDOW,
-    media_kind,
-    mime_type_for,
-)
+from filegate.kernel import media as kernel_media
+from filegate.kernel.formatting import format_error
+from filegate.kernel.limits import DEFAULT_VIDEO_WINDOW
+from filegate.kernel.media import MediaOutcome, b64
+from filegate.kernel.media_types import media_kind
 from filegate.kernel.protocol import ReadResult
-from filegate.kernel.textops import decode_text, read_window
 
 if TYPE_CHECKING:
     from av.container import InputContainer
     from av.video.frame import VideoFrame
     from av.video.stream import VideoStream
-    from filegate.kernel.messages import ContentBlock, MediaKind
+    from filegate.kernel.messages import ContentBlock
 
 FRAME_MIME = "image/jpeg"
 
@@ -77,27 +70,7 @@ _FALLBACK_QUALITIES = (60, 35)
 always makes progress instead of pointing the model back at the same offset."""
 
 
-@dataclass(frozen=True)
-class MediaOutcome:
-    """What a binary read shows the model.
-
-    ``content`` is the tool result (text, or content blocks for image/audio/
-    document/file). ``frames`` holds a video's sampled frames (a ``Frame at``
-    text block before each JPEG image block); the caller sends them as a user
-    message after the turn's tool results. ``kind`` says which path produced it.
-    """
-
-    content: str | list[ContentBlock]
-    is_error: bool = False
-    frames: list[ContentBlock] = field(default_factory=list)
-    kind: MediaKind | Literal["text"] = "file"
-
-
 # --------------------------------------------------------------------------- classification
-
-
-def _b64(data: bytes) -> str:
-    return base64.b64encode(data).decode("ascii")
 
 
 def _b64_len(size: int) -> int:
@@ -116,38 +89,18 @@ def media_blocks(
     video: bool | None = None,
     limits: VideoLimits = DEFAULT_VIDEO_LIMITS,
 ) -> MediaOutcome | None:
-    """Render a read result that carries bytes; None when it is not binary.
+    """:func:`filegate.kernel.media.media_blocks` with video frames sampled here.
 
     ``path`` is the path shown to the model (virtual). ``offset``/``limit``
     are the model's read_file arguments: lines for bytes that turn out to be
     UTF-8 text, seconds for a video. ``video`` overrides the installed-check.
     """
-    if result.error is not None or result.data is None:
-        return None
-    data = result.data
-    if not data:
-        return MediaOutcome(content=empty_file_message(path), kind="text")
-    if result.encoding == "utf-8":
-        text = decode_text(data)
-        if text is not None:
-            return _text_outcome(path, text, offset, limit)
-    kind = media_kind(path, video=video)
-    if kind == "video":
-        return video_frames(path, data, offset=offset, limit=limit, limits=limits)
-    from filegate.kernel.messages import MediaBlock  # see module docstring
-
-    block = MediaBlock(type=kind, base64=_b64(data), mime_type=mime_type_for(path), path=path)
-    return MediaOutcome(content=[block], kind=kind)
-
-
-def _text_outcome(path: str, text: str, offset: int, limit: int) -> MediaOutcome:
-    """The backend said UTF-8: show text, whatever the extension claims."""
-    plan = plan_read(offset, limit)
-    window = (
-        ReadResult(path=path) if plan.early else read_window(path, text, plan.offset, plan.limit)
+    sampler = (
+        functools.partial(video_frames, limits=limits)
+        if media_kind(path, video=video) == "video"
+        else None
     )
-    rendered = format_read(window, plan)
-    return MediaOutcome(content=rendered.text, is_error=rendered.is_error, kind="text")
+    return kernel_media.media_blocks(path, result, offset=offset, limit=limit, video=sampler)
 
 
 # --------------------------------------------------------------------------- video
@@ -241,7 +194,7 @@ def video_frames(
     for sample in sampling.samples:
         frames.append(TextBlock(text=f"Frame at t={format_timestamp(sample.time)}"))
         frames.append(
-            MediaBlock(type="image", base64=_b64(sample.jpeg), mime_type=FRAME_MIME, path=path)
+            MediaBlock(type="image", base64=b64(sample.jpeg), mime_type=FRAME_MIME, path=path)
         )
     summary = note + _summary(path, offset, limit, sampling, limits)
     return MediaOutcome(content=summary, frames=frames, kind="video")

@@ -9,6 +9,9 @@ run reports total history bytes summed over its continue-as-new chain, event
 count, the largest payload and bytes per step, then checks the floors:
 
 * bytes per step under 20 000 (the 100-step history under 2 MB);
+* bytes per step at most 2 233, the measured baseline of this workload
+  (``BASELINE_BYTES_PER_STEP``): a change may keep history as small or make it
+  smaller, not grow it;
 * every run completes (final answer after exactly N steps);
 * bytes per step of the longest run at most 1.2x those of the shortest
   (growth does not depend on the transcript's length);
@@ -23,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 import tempfile
 import time
@@ -38,7 +42,8 @@ if str(PROJECT) not in sys.path:
 
 from filegate.activities.history import CODEC_THRESHOLD, filegate_data_converter  # noqa: E402
 from filegate.backends.artifacts import ArtifactStore  # noqa: E402
-from filegate.backends.embedded import S3DevServer, TemporalDevServer  # noqa: E402
+from filegate.backends.embedded import TemporalDevServer  # noqa: E402
+from filegate.backends.embedded_s3 import S3DevServer  # noqa: E402
 from filegate.backends.filesystem import FilesystemBackend  # noqa: E402
 from filegate.kernel.messages import ModelSpec  # noqa: E402
 from filegate.kernel.protocol import BackendProtocol  # noqa: E402
@@ -55,6 +60,9 @@ FILE_LINES = 200
 LINE = 99  # + newline: 200 x 100 = 20 000 chars
 DEFAULT_STEPS = (100, 1000)
 MAX_BYTES_PER_STEP = 20_000  # = a 100-step history under 2 MB
+BASELINE_BYTES_PER_STEP = 2_233
+"""Bytes per step measured for this workload before the remote-speed work; the
+100- and 1000-step runs must stay at or under it (history must not grow)."""
 MAX_GROWTH = 1.2
 MAX_PAYLOAD = 64 * 1024
 COMPARE_STEPS = 50
@@ -186,6 +194,11 @@ def check_floors(rows: dict[str, dict[str, Any]]) -> list[tuple[str, bool, str]]
             f"{row['bytes_per_step']:,}",
         ))  # fmt: skip
         checks.append((
+            f"{name}: bytes/step <= {BASELINE_BYTES_PER_STEP:,} (baseline)",
+            row["bytes_per_step"] <= BASELINE_BYTES_PER_STEP,
+            f"{row['bytes_per_step']:,}",
+        ))  # fmt: skip
+        checks.append((
             f"{name}: largest payload < {MAX_PAYLOAD:,}",
             row["largest_payload"] < MAX_PAYLOAD,
             f"{row['largest_payload']:,}",
@@ -254,7 +267,9 @@ def report(rows: dict[str, dict[str, Any]]) -> bool:
     for floor, passed, measured in checks:
         print(f"{'PASS' if passed else 'FAIL'}  {floor:<48} {measured}")
     ok = all(passed for _, passed, _ in checks)
-    print(json.dumps({"runs": rows, "floors_pass": ok}))
+    load = os.getloadavg()[0]
+    print(f"load average (1 min) {load:.2f} on {os.cpu_count()} CPUs")
+    print(json.dumps({"runs": rows, "floors_pass": ok, "load_avg_1m": round(load, 2)}))
     return ok
 
 

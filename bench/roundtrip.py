@@ -49,10 +49,10 @@ from common import (
     temporal_bench,
     text_file,
 )
-from filegate.activities.dispatch import run_tool
-from filegate.activities.tool_types import ToolRequest
 from filegate.backends.filesystem import FilesystemBackend
+from filegate.kernel.dispatch import run_tool
 from filegate.kernel.state import StateBackend
+from filegate.kernel.tool_types import ToolRequest
 from filegate.worker import agent_worker, tools_worker
 from filegate.workflows import AgentInput, AgentWorkflow, BackendRef
 

@@ -63,8 +63,8 @@ def headline(name: str, numbers: dict[str, Any]) -> str:
     """The one or two numbers that matter per bench, for the summary table."""
     keys = {
         "roundtrip": ("activity_rt_p50_ms", "activity_rt_p95_ms", "activity_vs_direct_ratio"),
-        "agent_step": ("per_step_ms",),
-        "throughput": ("tool_calls_per_s", "failures"),
+        "agent_step": ("per_step_ms", "remote-process_ms"),
+        "throughput": ("tool_calls_per_s", "remote_ratio", "failures"),
         "search": ("grep_ratio", "glob_ratio", "read_extra_rss_mb"),
     }.get(name)
     if keys is None:

@@ -6,30 +6,42 @@ backend), then starts ``WORKFLOWS`` scripted agents at once. Each works in
 its own directory with ``CALLS_PER_TURN`` parallel calls per model turn
 (write, read, edit, read back, then ls/glob/grep/read), 20 calls in all.
 
-Rows:
+``ROUNDS`` rounds (``BENCH_ROUNDS``, default 3) each measure, in this order
+on the same server, the ``noop ceiling``, ``remote`` and ``local``; the
+``agent, no-op tools`` probe runs once after them. Rows:
 
-- ``remote`` (the floor): the scenario as stated, every tool call an activity
+- ``noop ceiling``: a probe, not Filegate: 50 trivial workflows running the
+  same number of no-op activities in the same turns on the same server. It is
+  what this server sustains for activities that do nothing, the bound on all
+  other rows;
+- ``remote`` (the floors): the scenario as stated, every tool call an activity
   on the tools worker's task queue;
 - ``local``: the same agents with the backend hosted by the agent worker
   (``kind="local"``), every tool call a local activity;
 - ``agent, no-op tools``: a probe: the same Filegate agents, but the tools
   worker answers every ``filegate.*`` activity at once without touching a
   file. It is the bound the agent side (workflow, model calls, server) puts on
-  the ``remote`` row;
-- ``noop ceiling``: a probe, not Filegate: 50 trivial workflows running the
-  same number of no-op activities in the same turns on the same server. It is
-  what this server sustains for activities that do nothing, the bound on both.
+  the ``remote`` row.
 
-Reported: tool calls per second from the first start to the last result, the
-failures (workflow failures + tool errors + wrong file contents), which must
-be zero, and the CPU milliseconds per tool call of the Temporal server and of
-the worker process. Floor: ``remote`` >= 100 tool calls/s (exit 1 if missed).
+Reported: tool calls per second from the first start to the last result
+(the round with the median rate), that rate as a ratio of the ``noop
+ceiling`` measured just before it in the same round (the median of the
+rounds' ratios; a ratio of neighbours does not move with the machine and the
+drifting load of a shared one the way an absolute rate does), the failures
+(workflow failures + tool errors + wrong file contents), which must be zero,
+and the CPU milliseconds per tool call of the Temporal server and of the
+worker process. Floors (exit 1 if one is
+missed, each printed ok/MISSED): ``remote`` >= ``RATIO_FLOOR`` (0.85) x the
+no-op ceiling, ``remote`` >= 100 tool calls/s, 0 failures. The ``local``
+ratio is reported, not floored: the ceiling is one of regular activities on
+a task queue, and there is no local-activity ceiling to hold it against.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import statistics
 import sys
 import time
 import uuid
@@ -43,8 +55,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import Bench, call, emit_json, print_table, remote, scripted_input, temporal_bench
-from filegate.activities.tool_types import TOOL_ORDER, ToolOutcome, ToolRequest
 from filegate.backends.filesystem import FilesystemBackend
+from filegate.kernel.tool_types import TOOL_ORDER, ToolOutcome, ToolRequest
 from filegate.worker import ACTIVITY_TASK_POLLERS, WORKFLOW_TASK_POLLERS, agent_worker, tools_worker
 from filegate.workflows import AgentResult, AgentWorkflow, BackendRef
 from temporalio import activity, workflow
@@ -54,7 +66,13 @@ WORKFLOWS = int(os.environ.get("BENCH_WORKFLOWS", "50"))
 CALLS_PER_WORKFLOW = 20
 CALLS_PER_TURN = int(os.environ.get("BENCH_CALLS_PER_TURN", "4"))
 FLOOR = 100.0
+"""Absolute floor of the ``remote`` row, tool calls per second."""
+RATIO_FLOOR = 0.85
+"""``remote`` tool calls/s over the ``noop ceiling`` of the same run, at least."""
 FLOOR_ROW = "remote"
+CEILING_ROW = "noop ceiling"
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
+"""Rounds of (ceiling, remote, local); rates and ratios are their medians."""
 
 
 @dataclass
@@ -196,11 +214,12 @@ def metered(bench: Bench) -> Iterator[Load]:
 
 async def measure(bench: Bench, mode: str) -> dict[str, Any]:
     """``mode``: ``remote``, ``local`` or ``instant`` (remote refs, no-op tools worker)."""
-    root = bench.tmp / f"ws-{mode}"
+    run_tag = uuid.uuid4().hex[:6]
+    root = bench.tmp / f"ws-{mode}-{run_tag}"
     root.mkdir()
     fs = FilesystemBackend(str(root), virtual_mode=True)
     agent_q, tools_q = bench.queues()
-    journal = bench.tmp / f"journal-{mode}"
+    journal = bench.tmp / f"journal-{mode}-{run_tag}"
     if mode == "local":
         ref = BackendRef(kind="local", name="fs")
         hosted: dict[str, Any] = {"backends": {"fs": fs}, "journal_dir": journal}
@@ -282,41 +301,94 @@ async def noop_ceiling(bench: Bench) -> dict[str, Any]:
     return load.row(calls, WORKFLOWS * turns * CALLS_PER_TURN - calls)
 
 
+def median_row(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The round with the median rate (an odd count of rounds: a measured row)."""
+    ordered = sorted(rows, key=lambda r: r["tool_calls_per_s"])
+    return ordered[(len(ordered) - 1) // 2]
+
+
 async def run() -> dict[str, Any]:
+    rounds: list[dict[str, dict[str, Any]]] = []
     async with temporal_bench("throughput") as bench:
-        rows = {
-            "remote": await measure(bench, "remote"),
-            "local": await measure(bench, "local"),
-            "agent, no-op tools": await measure(bench, "instant"),
-            "noop ceiling": await noop_ceiling(bench),
-        }
+        for _ in range(ROUNDS):
+            # The ceiling right before the rows it bounds, every round: the other
+            # load on a shared machine drifts, and a ratio of neighbours follows it.
+            ceiling = await noop_ceiling(bench)
+            rounds.append({
+                CEILING_ROW: ceiling,
+                "remote": await measure(bench, "remote"),
+                "local": await measure(bench, "local"),
+            })  # fmt: skip
+        probe = await measure(bench, "instant")
+    for measured in rounds:
+        ceiling = measured[CEILING_ROW]["tool_calls_per_s"]
+        for row in measured.values():
+            row["ratio_to_ceiling"] = round(row["tool_calls_per_s"] / ceiling, 3)
+    probe["ratio_to_ceiling"] = round(
+        probe["tool_calls_per_s"] / rounds[-1][CEILING_ROW]["tool_calls_per_s"], 3
+    )
+    rows = {name: median_row([r[name] for r in rounds]) for name in rounds[0]}
+    rows["agent, no-op tools"] = probe
+
+    def ratio(name: str) -> float:
+        return round(statistics.median(r[name]["ratio_to_ceiling"] for r in rounds), 3)
+
     return {
         "workflows": WORKFLOWS,
         "tool_calls": WORKFLOWS * CALLS_PER_WORKFLOW,
         "calls_per_turn": CALLS_PER_TURN,
+        "rounds": ROUNDS,
         **rows[FLOOR_ROW],
+        "ceiling_calls_per_s": rows[CEILING_ROW]["tool_calls_per_s"],
+        "remote_ratio": ratio("remote"),
+        "local_ratio": ratio("local"),
         "rows": rows,
+        "per_round": rounds,
         "load_avg_1m": round(os.getloadavg()[0], 2),
     }
 
 
 def main() -> int:
     n = asyncio.run(run())
-    ok = n["tool_calls_per_s"] >= FLOOR and n["failures"] == 0
     print(f"{n['workflows']} workflows x {CALLS_PER_WORKFLOW} tool calls, "
           f"{n['calls_per_turn']} parallel calls per model turn")  # fmt: skip
     print_table(
-        ["row", "wall s", "tool calls/s", "failures", "server CPU ms/call", "worker CPU ms/call"],
+        ["row", "wall s", "tool calls/s", "x ceiling", "failures", "server CPU ms/call",
+         "worker CPU ms/call"],
         [
-            (name, r["wall_s"], r["tool_calls_per_s"], r["failures"],
-             r["server_cpu_ms_per_call"], r["worker_cpu_ms_per_call"])
+            (name, r["wall_s"], r["tool_calls_per_s"], f"{r['ratio_to_ceiling']:.2f}",
+             r["failures"], r["server_cpu_ms_per_call"], r["worker_cpu_ms_per_call"])
             for name, r in n["rows"].items()
         ],
     )  # fmt: skip
+    print(f"per round, tool calls/s (x the same round's {CEILING_ROW})")
+    print_table(
+        ["round", *n["per_round"][0]],
+        [
+            (str(k + 1), *(f"{r['tool_calls_per_s']} ({r['ratio_to_ceiling']:.2f})"
+                           for r in measured.values()))
+            for k, measured in enumerate(n["per_round"])
+        ],
+    )  # fmt: skip
     print(f"load average (1 min) {n['load_avg_1m']:.2f} on {os.cpu_count()} CPUs")
-    verdict = "ok" if ok else "MISSED"
-    print(f"{FLOOR_ROW}: {n['tool_calls_per_s']} tool calls/s (floor >= {FLOOR:g}/s, "
-          f"0 failures) {verdict}")  # fmt: skip
+    floors = {
+        f"{FLOOR_ROW} >= {RATIO_FLOOR:g} x {CEILING_ROW}": (
+            n["remote_ratio"] >= RATIO_FLOOR,
+            f"{n['remote_ratio']:.3f} x (median of {n['rounds']} rounds)",
+        ),
+        f"{FLOOR_ROW} >= {FLOOR:g} tool calls/s": (
+            n["tool_calls_per_s"] >= FLOOR,
+            f"{n['tool_calls_per_s']}/s",
+        ),
+        f"{FLOOR_ROW}: 0 failures": (n["failures"] == 0, f"{n['failures']} failures"),
+    }
+    for floor, (met, measured) in floors.items():
+        print(f"{floor}: {measured} {'ok' if met else 'MISSED'}")
+    local = n["rows"]["local"]
+    print(f"local: {n['local_ratio']:.3f} x {CEILING_ROW} (median of {n['rounds']} rounds; "
+          f"median rate {local['tool_calls_per_s']}/s; reported, no floor)")  # fmt: skip
+    ok = all(met for met, _ in floors.values())
+    n["floors_missed"] = [floor for floor, (met, _) in floors.items() if not met]
     emit_json("throughput", n, ok)
     return 0 if ok else 1
 

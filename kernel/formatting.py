@@ -18,6 +18,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from filegate.kernel.limits import (
+    CHARS_PER_TOKEN,
+    LIST_CHAR_LIMIT,
+    OFFLOAD_HEAD_LINES,
+    OFFLOAD_TAIL_LINES,
+    PREVIEW_LINE_CHARS,
+    TOOL_TOKEN_LIMIT,
+)
 from filegate.kernel.protocol import (
     DeleteResult,
     EditResult,
@@ -26,36 +34,8 @@ from filegate.kernel.protocol import (
     GrepMatch,
     GrepResult,
     LsResult,
-    ReadResult,
     WriteResult,
 )
-
-CHARS_PER_TOKEN = 4
-"""Rough characters-per-token ratio used for every size budget."""
-
-TOOL_TOKEN_LIMIT = 20_000
-"""Default ``tool_token_limit_before_evict`` (tokens)."""
-
-MAX_LINE_CHARS = 5000
-"""Source lines longer than this are split into ``N.1``, ``N.2`` continuation rows."""
-
-READ_OUTPUT_CHAR_LIMIT = CHARS_PER_TOKEN * TOOL_TOKEN_LIMIT
-"""read_file output is cut (at a whole line) above this many characters."""
-
-LIST_CHAR_LIMIT = CHARS_PER_TOKEN * TOOL_TOKEN_LIMIT
-"""ls / glob / grep output is cut (at a whole line) above this many characters."""
-
-DEFAULT_GREP_MAX = 1000
-"""Matches a grep returns when the model gives no ``max_count``."""
-
-DEFAULT_READ_FILE_LIMIT = 100
-"""Lines read_file shows when the model gives no ``limit``."""
-
-OFFLOAD_HEAD_LINES = 5
-OFFLOAD_TAIL_LINES = 5
-PREVIEW_LINE_CHARS = 1000
-"""A preview line in an offload stub is cut to this many characters, so one huge
-line cannot make the stub itself large."""
 
 NO_FILES_FOUND = "No files found"
 NO_MATCHES_FOUND = "No matches found"
@@ -71,21 +51,22 @@ class Rendered:
     is_error: bool = False
 
 
-@dataclass(frozen=True)
-class ReadPlan:
-    """read_file arguments after normalisation.
-
-    ``early`` is set when no backend call is needed (the result is already
-    known); ``note`` is prepended to whatever the read renders.
-    """
-
-    offset: int
-    limit: int
-    note: str | None = None
-    early: Rendered | None = None
-
-
 # --------------------------------------------------------------------------- shared
+
+
+@dataclass(frozen=True)
+class NumberedRow:
+    """A rendered line: source line number, marker shown (``12`` or ``12.1``), text."""
+
+    line_no: int
+    marker: str
+    chunk: str
+
+
+def render_rows(rows: Sequence[NumberedRow]) -> list[str]:
+    """``cat -n`` rows: markers right-aligned to the widest marker on the page."""
+    width = max((len(row.marker) for row in rows), default=1)
+    return [f"{row.marker:>{width}}  {row.chunk}" for row in rows]
 
 
 def format_error(message: str) -> Rendered:
@@ -124,7 +105,7 @@ def split_lines(text: str) -> list[str]:
     return lines
 
 
-def _cut_to_budget(rows: Sequence[str], budget: int) -> int:
+def cut_to_budget(rows: Sequence[str], budget: int) -> int:
     """How many leading rows fit in ``budget`` characters when joined with ``\\n``."""
     used = 0
     for index, row in enumerate(rows):
@@ -133,187 +114,6 @@ def _cut_to_budget(rows: Sequence[str], budget: int) -> int:
             return index
         used += cost
     return len(rows)
-
-
-# --------------------------------------------------------------------------- read_file
-
-
-@dataclass(frozen=True)
-class _Row:
-    line_no: int
-    marker: str
-    chunk: str
-
-
-def _rows_for(lines: Sequence[str], start_line: int) -> list[list[_Row]]:
-    """Rows per source line: the first chunk keeps the number, the rest get ``N.k``."""
-    grouped: list[list[_Row]] = []
-    for index, line in enumerate(lines):
-        number = start_line + index
-        chunks = [line[i : i + MAX_LINE_CHARS] for i in range(0, len(line), MAX_LINE_CHARS)]
-        rows = [_Row(number, str(number), chunks[0] if chunks else "")]
-        rows += [_Row(number, f"{number}.{k}", chunk) for k, chunk in enumerate(chunks[1:], 1)]
-        grouped.append(rows)
-    return grouped
-
-
-def _render_rows(rows: Sequence[_Row]) -> list[str]:
-    """``cat -n`` rows: markers right-aligned to the widest marker on the page."""
-    width = max((len(row.marker) for row in rows), default=1)
-    return [f"{row.marker:>{width}}  {row.chunk}" for row in rows]
-
-
-def number_lines(lines: Sequence[str], start_line: int = 1) -> str:
-    """Number ``lines`` (first is ``start_line``) the way read_file shows them."""
-    return "\n".join(_render_rows([row for group in _rows_for(lines, start_line) for row in group]))
-
-
-def _pagination_hint(start: int, end: int, total: int) -> str:
-    return (
-        f"[Read {end - start + 1} lines (lines {start}-{end} of {total} total). "
-        f"{total - end} lines remaining from offset {end}.]"
-    )
-
-
-def _read_cut_notice(end: int) -> str:
-    return (
-        f"[Output truncated at {READ_OUTPUT_CHAR_LIMIT} characters after line {end}. "
-        f"Continue with offset={end}, or use a smaller limit. If lines are very long "
-        "(e.g. minified JSON), reformat the file into shorter lines first.]"
-    )
-
-
-def _read_partial_line_notice(line_no: int, length: int) -> str:
-    return (
-        f"[Output truncated at {READ_OUTPUT_CHAR_LIMIT} characters inside line {line_no}, "
-        f"which is {length} characters long and cannot be shown whole. Search it with grep, "
-        "or reformat the file into shorter lines.]"
-    )
-
-
-def plan_read(offset: int, limit: int) -> ReadPlan:
-    """Normalise read_file's ``offset``/``limit`` before calling the backend."""
-    note = None
-    if offset < 0:
-        note = f"[Note: offset {offset} is negative; reading from line 1 (offset 0).]"
-        offset = 0
-    if limit <= 0:
-        return ReadPlan(
-            offset,
-            limit,
-            note,
-            early=Rendered(
-                f"No lines read: limit={limit} asks for no lines. Pass limit >= 1 "
-                f"(default {DEFAULT_READ_FILE_LIMIT}) to read the file."
-            ),
-        )
-    return ReadPlan(offset, limit, note)
-
-
-def empty_file_message(path: str) -> str:
-    return f"System reminder: the file {path} exists but is empty."
-
-
-def format_read(result: ReadResult, plan: ReadPlan) -> Rendered:
-    """Render a text window ``cat -n`` style with pagination and the size cut.
-
-    Binary results (``result.data``) are turned into media content blocks by
-    the media module; here they only get a short placeholder note so a caller
-    that lacks media support still says something true.
-    """
-    if plan.early is not None:
-        return _with_note(plan.note, plan.early)
-    if result.error is not None:
-        return _with_note(plan.note, format_error(result.error))
-    path = result.path or "the file"
-    if result.data is not None:
-        if not result.data:
-            return _with_note(plan.note, Rendered(empty_file_message(path)))
-        return _with_note(
-            plan.note,
-            Rendered(
-                f"[Binary file {path} ({len(result.data)} bytes); "
-                "it is shown as media content, not text.]"
-            ),
-        )
-    if not result.lines:
-        if result.total_lines == 0:
-            return _with_note(plan.note, Rendered(empty_file_message(path)))
-        return _with_note(
-            plan.note,
-            format_error(
-                f"offset {plan.offset} is past the end of {path}, which has "
-                f"{result.total_lines} lines. Use an offset from 0 to {result.total_lines - 1}."
-            ),
-        )
-    return _with_note(plan.note, _render_window(result, plan))
-
-
-def _with_note(note: str | None, rendered: Rendered) -> Rendered:
-    if note is None:
-        return rendered
-    return Rendered(f"{note}\n{rendered.text}", rendered.is_error)
-
-
-def _render_window(result: ReadResult, plan: ReadPlan) -> Rendered:
-    start = result.start_line or plan.offset + 1
-    end = start + len(result.lines) - 1
-    total = max(result.total_lines, end)
-    groups = _rows_for(result.lines, start)
-    all_rows = [row for group in groups for row in group]
-    body = _render_rows(all_rows)
-    footer = [_pagination_hint(start, end, total)] if end < total else []
-    note_cost = len(plan.note) + 1 if plan.note else 0
-    text = "\n".join(body)
-    if footer:
-        text += "\n\n" + footer[0]
-    if note_cost + len(text) <= READ_OUTPUT_CHAR_LIMIT:
-        return Rendered(text)
-    return _cut_window(groups, start, total, note_cost)
-
-
-def _cut_window(groups: list[list[_Row]], start: int, total: int, note_cost: int) -> Rendered:
-    """Keep the whole source lines that fit; recompute the hint from the last one.
-
-    Markers are measured at the full page's width first; re-rendering the kept
-    rows can only narrow them, so the result still fits.
-    """
-    # Room for the worst-case footer (numbers never exceed ``total``).
-    first_len = sum(len(row.chunk) for row in groups[0])
-    footer_room = (
-        max(len(_read_cut_notice(total)), len(_read_partial_line_notice(total, first_len)))
-        + len(_pagination_hint(total, total, total))
-        + 3
-    )
-    budget = READ_OUTPUT_CHAR_LIMIT - note_cost - footer_room
-    all_rows = [row for group in groups for row in group]
-    width_rows = _render_rows(all_rows)
-    kept_lines = 0
-    used = 0
-    position = 0
-    for group in groups:
-        cost = sum(len(width_rows[position + i]) + 1 for i in range(len(group)))
-        if used + cost - 1 > budget:
-            break
-        used += cost
-        position += len(group)
-        kept_lines += 1
-    if kept_lines:
-        kept = [row for group in groups[:kept_lines] for row in group]
-        end = start + kept_lines - 1
-        notice = _read_cut_notice(end)
-    else:
-        # Not even the first source line fits: show the continuation rows that do.
-        first = groups[0]
-        count = max(1, _cut_to_budget(width_rows[: len(first)], budget))
-        kept = first[:count]
-        end = start
-        notice = _read_partial_line_notice(start, first_len)
-    body = "\n".join(_render_rows(kept))
-    footer = notice
-    if end < total:
-        footer += "\n" + _pagination_hint(start, end, total)
-    return Rendered(f"{body}\n\n{footer}")
 
 
 # --------------------------------------------------------------------------- ls / glob
@@ -329,7 +129,7 @@ def _list_cut(rows: list[str], noun: str, notes: list[str]) -> str:
     if len(text) + notes_cost <= LIST_CHAR_LIMIT:
         return "\n\n".join([text, "\n".join(notes)]) if notes else text
     notice_cost = len(_list_cut_notice(len(rows), len(rows), noun)) + 2
-    kept = _cut_to_budget(rows, LIST_CHAR_LIMIT - notice_cost - notes_cost)
+    kept = cut_to_budget(rows, LIST_CHAR_LIMIT - notice_cost - notes_cost)
     footer = "\n".join([_list_cut_notice(kept, len(rows), noun), *notes])
     return "\n".join(rows[:kept]) + "\n\n" + footer
 
@@ -582,12 +382,13 @@ def offload_stub(
         "or search it with grep."
     )
     if total <= head + tail:
-        shown = [_Row(i, str(i), _preview_line(line)) for i, line in enumerate(lines, 1)]
-        return "\n".join([header, "", *_render_rows(shown)]) if shown else header
-    head_rows = [_Row(i, str(i), _preview_line(lines[i - 1])) for i in range(1, head + 1)]
+        shown = [NumberedRow(i, str(i), _preview_line(line)) for i, line in enumerate(lines, 1)]
+        return "\n".join([header, "", *render_rows(shown)]) if shown else header
+    head_rows = [NumberedRow(i, str(i), _preview_line(lines[i - 1])) for i in range(1, head + 1)]
     tail_rows = [
-        _Row(i, str(i), _preview_line(lines[i - 1])) for i in range(total - tail + 1, total + 1)
+        NumberedRow(i, str(i), _preview_line(lines[i - 1]))
+        for i in range(total - tail + 1, total + 1)
     ]
-    rendered = _render_rows(head_rows + tail_rows)
+    rendered = render_rows(head_rows + tail_rows)
     gap = f"... [{total - head - tail} lines truncated] ..."
     return "\n".join([header, "", *rendered[:head], gap, *rendered[head:]])

@@ -12,6 +12,8 @@ import importlib.util
 import posixpath
 from typing import TYPE_CHECKING
 
+from filegate.kernel.limits import DEFAULT_VIDEO_WINDOW
+
 if TYPE_CHECKING:
     from filegate.kernel.messages import MediaKind
 
@@ -54,8 +56,6 @@ MIME_TYPES: dict[str, str] = {
 
 GENERIC_MIME = "application/octet-stream"
 
-DEFAULT_VIDEO_WINDOW = 100
-"""Seconds sampled when the model gives no ``limit`` (equals read_file's default limit)."""
 
 VIDEO_READ_NOTE = (
     "Videos come back as sampled frames: offset and limit are seconds to skip and to "

@@ -36,6 +36,11 @@ def _images_only() -> list[MediaKind]:
     return ["image"]
 
 
+RAW_ARGS_KEY = "__raw__"
+"""Key of :attr:`ToolCall.args` under which a provider keeps tool-call arguments that were
+not a JSON object; the workflow answers such a call with an error result."""
+
+
 class ToolCall(BaseModel):
     id: str
     name: str

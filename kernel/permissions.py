@@ -1,36 +1,44 @@
 """Filesystem permission rules and the decisions built on them (contract §4-5).
 
 Pure, deterministic Python (no I/O, no Temporal): the workflow imports it for
-the entry gate and the approval predicates, activities import it for the
-result-side filters. Every path handed in is a *virtual* path; it goes through
-:func:`backends.paths.validate_path` first, so ``/secrets``, ``/secrets/`` and
-``/secrets/./`` are one and the same path.
+the entry gate and the approval predicates. Every path handed in is a
+*virtual* path; it goes through :func:`filegate.kernel.paths.validate_path`
+first, so ``/secrets``, ``/secrets/`` and ``/secrets/./`` are one and the same path.
 
-Three kinds of question are answered here:
+Answered here:
 
 - *Entry gate* (:func:`check_permission`): first matching rule in declaration
   order decides, no match means allow.
 - *Subtree questions* (:func:`delete_blockers`, the bulk half of
   :func:`interrupt_fires`): a recursive delete or a search root reaches every
   descendant, so a per-path check is not enough; patterns are compared with
-  the subtree through their *anchor* (longest wildcard-free prefix).
+  the subtree through their *anchor* (:mod:`filegate.kernel.rule_patterns`).
+- *Execute config* (:func:`check_execute_config`): path rules next to a shell.
 - *Result filters* (:func:`filter_paths` and friends): drop what is denied for
   read so denied names never leave the activity.
+
+Pattern syntax and matching live in :mod:`filegate.kernel.rule_patterns`.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any, Literal, TypeVar
 
-import bracex
 from filegate.kernel.paths import is_within, validate_path
 from filegate.kernel.protocol import FileInfo, GrepMatch
+from filegate.kernel.rule_patterns import (
+    Alternative,
+    alt_covers_subtree,
+    anchor_overlap,
+    delete_overlap,
+    expand_braces,
+    normalise_rule_path,
+    pattern_alternatives,
+    pattern_matches,
+    split_anchor,
+)
 from pydantic import BaseModel, ConfigDict, Field, field_validator
-from wcmatch import glob as wc_glob
 
 Operation = Literal["read", "write"]
 Mode = Literal["allow", "deny", "interrupt"]
@@ -50,193 +58,6 @@ EXACT_TOOLS = frozenset({"read_file", "write_file", "edit_file"})
 """Tools whose path names exactly what they touch."""
 BULK_TOOLS = frozenset({"ls", "glob", "grep", "delete"})
 """Tools whose path is a root: they may touch any descendant."""
-
-RULE_FLAGS = wc_glob.GLOBSTAR | wc_glob.BRACE | wc_glob.DOTGLOB | wc_glob.FORCEUNIX | wc_glob.CASE
-"""wcmatch flags for rule patterns.
-
-``DOTGLOB`` is the deliberate difference from the glob *tool*: hiding
-dotfiles from ``*``/``**`` is a listing convenience, but a rule is a security
-boundary, and ``deny /secrets/**`` that silently skipped ``/secrets/.env`` (as
-the reference implementation does) would leak exactly the files people mean
-to protect. ``FORCEUNIX | CASE`` pin ``/`` separators and case-sensitive
-matching on every platform: the workflow replays these decisions on whichever
-worker picks it up, so they must not depend on the host OS.
-"""
-
-MAX_PATTERN_ALTERNATIVES = 256
-"""Brace expansions allowed per rule pattern (wcmatch itself allows more)."""
-
-_WILDCARD_CHARS = frozenset("*?[]{}\\")
-"""A component holding any of these is not literal (escapes count: fail closed)."""
-
-
-# --------------------------------------------------------------------------- #
-# Patterns: validation, expansion, anchors
-# --------------------------------------------------------------------------- #
-
-
-def _expand_braces(pattern: str) -> list[str]:
-    try:
-        alternatives = bracex.expand(pattern, keep_escapes=True, limit=MAX_PATTERN_ALTERNATIVES)
-    except Exception as exc:  # bracex raises its own types for limits and syntax
-        raise ValueError(f"permission path {pattern!r}: invalid brace expansion ({exc})") from exc
-    return list(dict.fromkeys(alternatives)) or [pattern]
-
-
-def _components(path: str) -> list[str]:
-    return [part for part in path.split("/") if part not in ("", ".")]
-
-
-def normalise_rule_path(pattern: str) -> str:
-    """Validate one rule pattern and return its canonical form.
-
-    Must start with ``/``; no ``..`` component in any brace alternative (a rule
-    cannot climb); ``~`` is refused outright because home expansion is not
-    supported. Empty and ``.`` components and a trailing ``/`` are dropped so
-    a rule is written the way :func:`validate_path` writes the paths it is
-    matched against (``/secrets/`` would otherwise never match anything).
-    """
-    if not isinstance(pattern, str) or not pattern:
-        raise ValueError("permission path must be a non-empty string")
-    if "\x00" in pattern:
-        raise ValueError(f"permission path {pattern!r} contains a NUL byte")
-    if "~" in pattern:
-        raise ValueError(
-            f"permission path {pattern!r}: '~' is not supported (write the absolute virtual path)"
-        )
-    if not pattern.startswith("/"):
-        raise ValueError(f"permission path {pattern!r} must be absolute (start with '/')")
-    for alternative in _expand_braces(pattern):
-        if ".." in alternative.split("/"):
-            raise ValueError(f"permission path {pattern!r}: '..' components are not allowed")
-    canonical = "/" + "/".join(_components(pattern))
-    try:
-        _regexes(canonical)
-    except Exception as exc:
-        raise ValueError(f"permission path {pattern!r} is not a valid glob: {exc}") from exc
-    return canonical
-
-
-@dataclass(frozen=True)
-class _Alternative:
-    """One brace-free alternative of a rule pattern, split at its anchor."""
-
-    raw: str
-    anchor: str
-    suffix: tuple[str, ...]
-
-    @property
-    def literal(self) -> bool:
-        return not self.suffix
-
-
-def _is_literal(component: str) -> bool:
-    return not (_WILDCARD_CHARS & set(component))
-
-
-def _split_anchor(alternative: str) -> _Alternative:
-    comps = _components(alternative)
-    literal_prefix: list[str] = []
-    for comp in comps:
-        if not _is_literal(comp):
-            break
-        literal_prefix.append(comp)
-    return _Alternative(
-        raw=alternative,
-        anchor="/" + "/".join(literal_prefix),
-        suffix=tuple(comps[len(literal_prefix) :]),
-    )
-
-
-@lru_cache(maxsize=4096)
-def _alternatives(pattern: str) -> tuple[_Alternative, ...]:
-    return tuple(_split_anchor(alt) for alt in _expand_braces(pattern))
-
-
-def glob_anchor(pattern: str) -> str:
-    """Longest wildcard-free prefix of ``pattern`` (whole components).
-
-    ``/secrets/**`` -> ``/secrets``; ``/a/*/b`` -> ``/a``; ``/**/secrets`` ->
-    ``/``. Braces are expanded first, so ``/{a,b}/x/*`` anchors at the common
-    ancestor ``/`` of ``/a/x`` and ``/b/x``; use :func:`_alternatives` when
-    the per-alternative anchors are wanted.
-    """
-    anchors = [alt.anchor for alt in _alternatives(pattern)]
-    common = _components(anchors[0])
-    for anchor in anchors[1:]:
-        comps = _components(anchor)
-        n = 0
-        while n < min(len(common), len(comps)) and common[n] == comps[n]:
-            n += 1
-        common = common[:n]
-    return "/" + "/".join(common)
-
-
-@lru_cache(maxsize=4096)
-def _regexes(pattern: str) -> tuple[re.Pattern[str], ...]:
-    """wcmatch's own translation of ``pattern`` to regular expressions.
-
-    Matching through ``re`` rather than ``WcMatcher.match`` keeps the module
-    usable inside the Temporal workflow sandbox: ``WcMatcher.match`` calls
-    ``os.fspath``, which the sandbox forbids. For strings and these flags
-    (no NEGATE, no REALPATH) the two are equivalent; the tests check it.
-    """
-    include, _exclude = wc_glob.translate(pattern, flags=RULE_FLAGS)
-    return tuple(re.compile(regex) for regex in include)
-
-
-def pattern_matches(pattern: str, path: str) -> bool:
-    """True when validated ``path`` matches rule ``pattern`` (dotfiles included)."""
-    return any(regex.match(path) for regex in _regexes(pattern))
-
-
-def _ancestors(path: str) -> list[str]:
-    """Strict ancestors of a validated path, root first (``/a/b`` -> ``/``, ``/a``)."""
-    comps = _components(path)
-    return ["/" + "/".join(comps[:n]) for n in range(len(comps))]
-
-
-def _anchor_overlap(alt: _Alternative, root: str) -> bool:
-    """Could the subtree at ``root`` meet a path under ``alt``'s anchor?"""
-    return is_within(root, alt.anchor) or is_within(alt.anchor, root)
-
-
-def _covers_subtree(alt: _Alternative, root: str) -> bool:
-    """True only when ``alt`` matches ``root`` and *every* descendant of it.
-
-    Sound but not complete: ``Q/**`` matching ``root`` means ``root`` is
-    ``a/r`` with ``a`` matching ``Q``, and ``**`` then matches any longer tail
-    (``DOTGLOB`` includes dot names). Anything else is treated as partial.
-    """
-    return alt.raw.endswith("/**") and pattern_matches(alt.raw, root)
-
-
-def _delete_overlap(alt: _Alternative, target: str) -> bool:
-    """Recursive-delete overlap of one alternative with the subtree at ``target``.
-
-    Literal: either path contains the other. Wildcards block when the anchor is
-    ``/``; the target matches; the anchor lies inside the target (the delete
-    takes matches with it); or the target lies under the anchor and either the
-    remaining suffix is not a single non-``**`` component (depth unknown: fail
-    closed) or an ancestor of the target matches (a protected directory would
-    be modified). Otherwise no path in the subtree can match.
-    """
-    if alt.literal:
-        return _anchor_overlap(alt, target)
-    if alt.anchor == "/":
-        return True
-    if pattern_matches(alt.raw, target) or is_within(alt.anchor, target):
-        return True
-    if is_within(target, alt.anchor):
-        if len(alt.suffix) != 1 or "**" in alt.suffix[0]:
-            return True
-        return any(pattern_matches(alt.raw, parent) for parent in _ancestors(target))
-    return False
-
-
-# --------------------------------------------------------------------------- #
-# The rule model
-# --------------------------------------------------------------------------- #
 
 
 class FilesystemPermission(BaseModel):
@@ -274,17 +95,17 @@ class FilesystemPermission(BaseModel):
     def matches(self, path: str) -> bool:
         return any(pattern_matches(pattern, path) for pattern in self.paths)
 
-    def _alternatives(self) -> Iterable[_Alternative]:
+    def _alternatives(self) -> Iterable[Alternative]:
         for pattern in self.paths:
-            yield from _alternatives(pattern)
+            yield from pattern_alternatives(pattern)
 
     def covers_subtree(self, root: str) -> bool:
         """True when this rule matches ``root`` and every path below it."""
-        return any(_covers_subtree(alt, root) for alt in self._alternatives())
+        return any(alt_covers_subtree(alt, root) for alt in self._alternatives())
 
     def overlaps_subtree(self, root: str) -> bool:
         """True when some pattern's anchor meets the subtree at ``root``."""
-        return any(_anchor_overlap(alt, root) for alt in self._alternatives())
+        return any(anchor_overlap(alt, root) for alt in self._alternatives())
 
 
 Rules = Sequence[FilesystemPermission]
@@ -308,7 +129,7 @@ def operation_of(operation: str) -> Operation:
 # --------------------------------------------------------------------------- #
 
 
-def _first_match(rules: Rules, op: Operation, path: str) -> FilesystemPermission | None:
+def first_match(rules: Rules, op: Operation, path: str) -> FilesystemPermission | None:
     for rule in rules:
         if rule.governs(op) and rule.matches(path):
             return rule
@@ -322,7 +143,7 @@ def first_matching_rule(
 
     Raises ValueError for an unknown operation or a path validate_path refuses.
     """
-    return _first_match(rules, operation_of(operation), validate_path(path))
+    return first_match(rules, operation_of(operation), validate_path(path))
 
 
 def check_permission(rules: Rules, operation: str, path: str | None) -> Mode:
@@ -351,14 +172,14 @@ def delete_blockers(rules: Rules, target: str, has_descendants: bool = True) -> 
     regular file or an empty directory): then plain first-match decides and
     the blockers are the deciding deny rule's matching patterns. Otherwise the
     whole subtree is checked: every write-deny pattern that overlaps it (see
-    :func:`_delete_overlap`) blocks, in declaration order, until a rule that
+    :func:`delete_overlap`) blocks, in declaration order, until a rule that
     matches the entire subtree is reached; by first-match that rule decides
     every path below, so later rules cannot matter (``allow /tmp/**`` before
     ``deny /**`` lets ``/tmp/x`` be deleted).
     """
     path = validate_path(target)
     if not has_descendants:
-        rule = _first_match(rules, "write", path)
+        rule = first_match(rules, "write", path)
         if rule is None or rule.mode != "deny":
             return []
         return rule.matching_patterns(path)
@@ -370,7 +191,7 @@ def delete_blockers(rules: Rules, target: str, has_descendants: bool = True) -> 
             blockers.extend(
                 pattern
                 for pattern in rule.paths
-                if any(_delete_overlap(alt, path) for alt in _alternatives(pattern))
+                if any(delete_overlap(alt, path) for alt in pattern_alternatives(pattern))
             )
         if rule.covers_subtree(path):
             break
@@ -429,14 +250,14 @@ def _glob_roots(pattern: Any, path: Any) -> list[str]:
     roots: list[str] = []
     if isinstance(pattern, str) and pattern:
         try:
-            alternatives = _expand_braces(pattern)
+            alternatives = expand_braces(pattern)
         except ValueError:
             return ["/"]  # the tool will refuse it; decide as if it searched everything
         for alt in alternatives:
             if ".." in alt.split("/"):
                 return ["/"]
             if alt.startswith("/"):
-                roots.append(_split_anchor(alt).anchor)
+                roots.append(split_anchor(alt).anchor)
     try:
         roots.append(validate_path(path))
     except ValueError:
@@ -464,7 +285,7 @@ def matching_interrupt_rule(
     raw = _raw_path_arg(args)
     try:
         if tool_name in EXACT_TOOLS and raw is not None:
-            rule = _first_match(rules, op, validate_path(raw))
+            rule = first_match(rules, op, validate_path(raw))
             return rule if rule is not None and rule.mode == "interrupt" else None
         if tool_name == "glob":
             roots = _glob_roots(args.get("pattern"), raw)
@@ -503,7 +324,7 @@ def _result_path(path: str) -> str:
 
 def read_denied(rules: Rules, path: str) -> bool:
     """True when a result path must be hidden (first-match deny for read)."""
-    rule = _first_match(rules, "read", _result_path(path))
+    rule = first_match(rules, "read", _result_path(path))
     return rule is not None and rule.mode == "deny"
 
 
@@ -582,11 +403,11 @@ def check_execute_config(
 __all__ = [
     "BULK_TOOLS",
     "EXACT_TOOLS",
-    "RULE_FLAGS",
     "TOOL_OPERATIONS",
     "FilesystemPermission",
     "Mode",
     "Operation",
+    "Rules",
     "check_execute_config",
     "check_permission",
     "delete_blocked_message",
@@ -595,13 +416,11 @@ __all__ = [
     "filter_grep_matches",
     "filter_ls_entries",
     "filter_paths",
+    "first_match",
     "first_matching_rule",
-    "glob_anchor",
     "interrupt_fires",
     "matching_interrupt_rule",
-    "normalise_rule_path",
     "operation_of",
-    "pattern_matches",
     "read_denied",
     "rules_within",
 ]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Literal, Protocol, runtime_checkable
 
+from filegate.kernel.limits import DEFAULT_READ_LIMIT
 from pydantic import BaseModel, ConfigDict, Field
 
 ErrorCode = Literal[
@@ -28,9 +29,6 @@ ErrorCode = Literal[
     "timeout",
     "io_error",
 ]
-
-DEFAULT_READ_LIMIT = 2000
-"""Lines a backend returns when the caller gives no limit."""
 
 
 class _Result(BaseModel):

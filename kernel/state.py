@@ -21,9 +21,9 @@ from typing import Any
 
 from filegate.kernel.batch import download_values, upload_values
 from filegate.kernel.globbing import glob_paths, grep_paths, grep_root, resolve_glob
+from filegate.kernel.limits import DEFAULT_READ_LIMIT
 from filegate.kernel.paths import is_within, validate_path
 from filegate.kernel.protocol import (
-    DEFAULT_READ_LIMIT,
     DeleteResult,
     EditResult,
     ErrorCode,

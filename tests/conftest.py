@@ -12,7 +12,8 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 import pytest_asyncio
-from filegate.backends.embedded import S3DevServer, TemporalDevServer
+from filegate.backends.embedded import TemporalDevServer
+from filegate.backends.embedded_s3 import S3DevServer
 from hypothesis import settings
 from minio import Minio
 from temporalio.client import Client

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from filegate.activities.tool_types import TOOL_ORDER, ToolName
 from filegate.kernel.formatting import Rendered
 from filegate.kernel.permissions import FilesystemPermission
 from filegate.kernel.routing import Router
+from filegate.kernel.tool_types import TOOL_ORDER, ToolName
 from filegate.workflows.approvals import ApprovalBook, call_signature
 from filegate.workflows.gate import CheckedCall, check_call, deny_gate
 from filegate.workflows.inputs import Decision

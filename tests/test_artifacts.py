@@ -19,9 +19,10 @@ from filegate.backends.artifacts import (
     ArtifactStore,
     ArtifactStoreUnavailable,
 )
-from filegate.backends.embedded import S3DevServer, free_port
+from filegate.backends.embedded import free_port
+from filegate.backends.embedded_s3 import S3DevServer
+from filegate.backends.s3 import make_client
 from filegate.backends.settings import Settings
-from filegate.backends.store import make_client
 from minio import Minio
 
 BUCKET = "h10-artifact-tests"

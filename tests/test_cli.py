@@ -21,21 +21,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from filegate.backends.embedded import S3DevServer, TemporalDevServer
+from filegate.backends.embedded import TemporalDevServer
+from filegate.backends.embedded_s3 import S3DevServer
 from filegate.backends.settings import Settings
+from filegate.cli.connection import target_from
+from filegate.cli.errors import CliError
+from filegate.cli.run import load_permissions, parse_model
 from filegate.kernel.messages import ModelSpec
-from filegate.worker import (
-    CliError,
-    configured_store,
-    connect,
-    load_permissions,
-    parse_model,
-    target_from,
-)
+from filegate.worker import configured_store, connect
 from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec
 from filegate.workflows.gate import ToolInterrupt
 from temporalio.client import Client, WorkflowQueryFailedError
-from temporalio.service import RPCError
+from temporalio.service import RPCError, TLSConfig
 
 pytestmark = pytest.mark.services
 
@@ -356,10 +353,12 @@ def test_target_configured_only_when_set(monkeypatch: pytest.MonkeyPatch, tmp_pa
     (tmp_path / "k.pem").write_bytes(b"KEY")
     monkeypatch.setenv("TEMPORAL_TLS_SERVER_CA_CERT_PATH", str(tmp_path / "ca.pem"))
     tls = target_from(Namespace()).tls
-    assert tls is not None and tls.server_root_ca_cert == b"CA" and tls.client_cert is None
+    assert isinstance(tls, TLSConfig)
+    assert tls.server_root_ca_cert == b"CA" and tls.client_cert is None
     monkeypatch.setenv("FILEGATE_TLS_CERT", str(tmp_path / "c.pem"))
     tls = target_from(Namespace(tls_key=str(tmp_path / "k.pem"))).tls
-    assert tls is not None and (tls.client_cert, tls.client_private_key) == (b"CERT", b"KEY")
+    assert isinstance(tls, TLSConfig)
+    assert (tls.client_cert, tls.client_private_key) == (b"CERT", b"KEY")
     with pytest.raises(CliError, match="cannot read client key"):
         target_from(Namespace(tls_key=str(tmp_path / "absent.pem")))
 

@@ -23,8 +23,8 @@ from typing import Any
 import jsonschema
 import pytest
 import yaml
-from filegate import worker
 from filegate.backends.settings import ENV_PREFIX, Settings
+from filegate.cli.commands import build_parser
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE_FILE = ROOT / "docker-compose.yml"
@@ -59,7 +59,7 @@ def parse_cli(argv: list[str]) -> argparse.Namespace:
     stderr = io.StringIO()
     try:
         with contextlib.redirect_stderr(stderr):
-            return worker.build_parser().parse_args(argv)
+            return build_parser().parse_args(argv)
     except SystemExit:
         pytest.fail(f"`filegate {shlex.join(argv)}` is not a valid command:\n{stderr.getvalue()}")
 

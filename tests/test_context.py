@@ -11,8 +11,9 @@ import json
 from pathlib import Path
 
 import pytest
-from filegate.activities.history import TranscriptStore, conversation_key
+from filegate.activities.history import TranscriptStore
 from filegate.kernel.messages import Message, ModelSpec, ToolCall
+from filegate.kernel.transcripts import conversation_key
 from filegate.workflows import AgentInput, AgentWorkflow
 from filegate.workflows.context import (
     EVICT_CHARS,

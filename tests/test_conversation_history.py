@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from filegate.activities.history import CONVERSATION_DIR, conversation_key
 from filegate.backends.artifacts import ArtifactStore
-from filegate.backends.embedded import S3DevServer
+from filegate.backends.embedded_s3 import S3DevServer
 from filegate.backends.filesystem import FilesystemBackend
 from filegate.backends.settings import Settings
 from filegate.kernel.messages import ModelSpec
 from filegate.kernel.protocol import BackendProtocol
+from filegate.kernel.transcripts import CONVERSATION_DIR, conversation_key
 from filegate.worker import agent_worker, configured_store, tools_worker, with_payload_codec
 from filegate.workflows import AgentInput, AgentResult, AgentWorkflow, BackendRef, BackendSpec
 from filegate.workflows.context import EVICT_CHARS, evicted_name

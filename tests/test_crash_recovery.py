@@ -1,6 +1,6 @@
 """A tools worker killed between applying an edit and reporting it (issue 4).
 
-The tools worker is a real ``worker.py`` subprocess; the test hook
+The tools worker is a real ``filegate worker`` subprocess; the test hook
 ``FILEGATE_TEST_CRASH_AFTER_APPLY`` makes it ``os._exit(137)`` right after the
 edit reached the disk and before the journal recorded its outcome. Temporal
 retries the activity once the heartbeat timeout notices the dead worker; a
@@ -22,9 +22,9 @@ from typing import Any
 
 import pytest
 from filegate.activities.idempotency import CRASH_AFTER_APPLY_ENV
-from filegate.activities.tool_types import activity_call_id
 from filegate.backends.embedded import TemporalDevServer
 from filegate.kernel.messages import ModelSpec
+from filegate.kernel.tool_types import activity_call_id
 from filegate.worker import agent_worker
 from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec
 from temporalio.api.enums.v1 import EventType

@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 
 import pytest
-from filegate.activities.tool_types import TOOL_ORDER
 from filegate.backends.embedded import is_listening
+from filegate.kernel.tool_types import TOOL_ORDER
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 

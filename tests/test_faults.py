@@ -4,7 +4,7 @@ Every run is a scripted agent that writes, edits (growing edits: ``x`` ->
 ``xx``, so an edit applied twice shows as ``xxx``) and deletes inside its own
 directory. Outcomes are checked on disk and in results, never in logs:
 
-- workers are real ``worker.py`` subprocesses killed with SIGKILL at seeded
+- workers are real ``filegate worker`` subprocesses killed with SIGKILL at seeded
   random points (12 runs with a tools-worker kill, 8 with an agent-worker kill,
   the two groups concurrently, then 6 with the kill of an agent worker that
   hosts the backend itself) and restarted; every run completes and its
@@ -37,7 +37,8 @@ from typing import Any
 import pytest
 from filegate.activities.tools import FileToolActivities
 from filegate.backends.artifacts import ArtifactStore
-from filegate.backends.embedded import S3DevServer, TemporalDevServer
+from filegate.backends.embedded import TemporalDevServer
+from filegate.backends.embedded_s3 import S3DevServer
 from filegate.backends.filesystem import FilesystemBackend
 from filegate.backends.local_shell import LocalShellBackend
 from filegate.kernel.messages import ModelSpec
@@ -152,7 +153,7 @@ async def start(client: Client, input: AgentInput, queue: str) -> WorkflowHandle
 
 
 class WorkerProcess:
-    """A ``worker.py`` subprocess that can be SIGKILLed and started again."""
+    """A ``filegate worker`` subprocess that can be SIGKILLed and started again."""
 
     def __init__(self, server: TemporalDevServer, args: list[str], state: Path) -> None:
         self.args = args

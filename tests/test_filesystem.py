@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 from filegate.backends.executables import find_executable
-from filegate.backends.filesystem import FilesystemBackend, named_for_call
+from filegate.backends.filesystem import FilesystemBackend
+from filegate.backends.host_files import named_for_call
 from filegate.kernel.protocol import GrepResult
 
 RG = find_executable("rg")

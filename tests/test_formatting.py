@@ -7,15 +7,9 @@ from collections.abc import Callable
 
 import pytest
 from filegate.kernel.formatting import (
-    DEFAULT_GREP_MAX,
-    LIST_CHAR_LIMIT,
-    MAX_LINE_CHARS,
     NO_FILES_FOUND,
     NO_MATCHES_FOUND,
-    PREVIEW_LINE_CHARS,
-    READ_OUTPUT_CHAR_LIMIT,
     GrepOutputMode,
-    ReadPlan,
     Rendered,
     delete_blocked,
     edit_multiple_message,
@@ -28,16 +22,20 @@ from filegate.kernel.formatting import (
     format_glob,
     format_grep,
     format_ls,
-    format_read,
     format_write,
     looks_like_regex,
     needs_offload,
     not_read_before_edit,
-    number_lines,
     offload_stub,
     permission_denied,
-    plan_read,
     split_lines,
+)
+from filegate.kernel.limits import (
+    DEFAULT_GREP_MAX,
+    LIST_CHAR_LIMIT,
+    MAX_LINE_CHARS,
+    PREVIEW_LINE_CHARS,
+    READ_OUTPUT_CHAR_LIMIT,
 )
 from filegate.kernel.protocol import (
     DeleteResult,
@@ -52,6 +50,7 @@ from filegate.kernel.protocol import (
     ReadResult,
     WriteResult,
 )
+from filegate.kernel.read_format import ReadPlan, format_read, number_lines, plan_read
 
 HINT = re.compile(
     r"\[Read (\d+) lines \(lines (\d+)-(\d+) of (\d+) total\)\. "

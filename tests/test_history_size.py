@@ -19,16 +19,15 @@ import pytest
 from filegate.activities.history import (
     CODEC_ENCODING,
     CODEC_THREAD,
-    ModelTurn,
-    TranscriptRef,
     TranscriptStore,
-    conversation_key,
     filegate_data_converter,
 )
-from filegate.backends.artifacts import ArtifactRef, ArtifactStore
+from filegate.backends.artifacts import ArtifactStore
 from filegate.backends.embedded import TemporalDevServer
 from filegate.backends.filesystem import FilesystemBackend
+from filegate.kernel.artifacts import ArtifactRef
 from filegate.kernel.messages import ModelSpec
+from filegate.kernel.transcripts import ModelTurn, TranscriptRef, conversation_key
 from filegate.worker import agent_worker, tools_worker
 from filegate.workflows import (
     AgentInput,

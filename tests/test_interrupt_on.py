@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from filegate.activities.tool_types import ToolName
 from filegate.backends.local_shell import LocalShellBackend
 from filegate.kernel.permissions import FilesystemPermission
+from filegate.kernel.tool_types import ToolName
 from filegate.workflows import AgentInput, AgentWorkflow, ApprovalConfig, BackendSpec, Decision
 from filegate.workflows.approvals import approval_deadline
 from filegate.workflows.gate import ArgPredicate, CheckedCall, ToolInterrupt, approval_trigger

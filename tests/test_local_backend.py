@@ -17,15 +17,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from filegate.activities.history import (
+from filegate.activities.model import ModelActivities
+from filegate.backends.filesystem import FilesystemBackend
+from filegate.kernel.messages import Message, ModelSpec
+from filegate.kernel.transcripts import (
     TRANSCRIPT_UNAVAILABLE,
     MemoryRef,
     ModelTurn,
     ModelTurnResult,
 )
-from filegate.activities.model import ModelActivities
-from filegate.backends.filesystem import FilesystemBackend
-from filegate.kernel.messages import Message, ModelSpec
 from filegate.worker import agent_worker, tools_worker
 from filegate.workflows import (
     AgentInput,

@@ -21,12 +21,12 @@ import pytest
 from filegate.backends.filesystem import FilesystemBackend
 from filegate.backends.media import (
     DEFAULT_VIDEO_LIMITS,
-    MediaOutcome,
     VideoLimits,
     format_timestamp,
     media_blocks,
     video_frames,
 )
+from filegate.kernel.media import MediaOutcome
 from filegate.kernel.media_types import (
     MIME_TYPES,
     VIDEO_READ_NOTE,

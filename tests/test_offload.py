@@ -15,8 +15,9 @@ from typing import Any
 
 import pytest
 from filegate.activities.tools import FileToolActivities
-from filegate.backends.artifacts import ArtifactRef, ArtifactStore
+from filegate.backends.artifacts import ArtifactStore
 from filegate.backends.local_shell import LocalShellBackend
+from filegate.kernel.artifacts import ArtifactRef
 from filegate.kernel.messages import ModelSpec
 from filegate.worker import agent_worker
 from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec

@@ -19,7 +19,8 @@ from filegate.backends import (
     interrupt_fires,
     matching_interrupt_rule,
 )
-from filegate.kernel.permissions import delete_blocked_message, glob_anchor
+from filegate.kernel.permissions import delete_blocked_message
+from filegate.kernel.rule_patterns import glob_anchor
 from pydantic import ValidationError
 
 
@@ -675,7 +676,7 @@ EQUIVALENCE_PATHS = [
 def test_regex_matcher_equals_wcmatch_globmatch() -> None:
     """Rules match through wcmatch's regex translation (sandbox-safe); it must
     agree with wcmatch's own matcher on every validated path."""
-    from filegate.kernel.permissions import RULE_FLAGS, pattern_matches
+    from filegate.kernel.rule_patterns import RULE_FLAGS, pattern_matches
     from wcmatch import glob as wc_glob
 
     for pattern in EQUIVALENCE_PATTERNS:

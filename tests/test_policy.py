@@ -1,4 +1,4 @@
-"""Policy wrappers over real backends on tmp dirs (backends/policy.py, backends/audit.py)."""
+"""Policy wrappers over real backends on tmp dirs (backends/policy/, backends/audit.py)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ from filegate.backends.audit import FileAuditSink, audit_context, current_audit_
 from filegate.backends.policy import (
     BUILTIN_SECRET_RULES,
     POLICY_KINDS,
-    BackendProtocol,
     Call,
     DenyOperationsPolicy,
     DenyWritePolicy,
@@ -29,7 +28,7 @@ from filegate.backends.policy import (
     TokenBucket,
     build_policy_chain,
 )
-from filegate.kernel.protocol import PROTOCOL_METHODS
+from filegate.kernel.protocol import PROTOCOL_METHODS, BackendProtocol
 from pydantic import ValidationError
 
 # Secret-shaped strings built at runtime so the test source itself holds none.

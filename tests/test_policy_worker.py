@@ -18,8 +18,9 @@ import pytest_asyncio
 from filegate.backends.bwrap import BwrapSandboxBackend
 from filegate.backends.filesystem import FilesystemBackend
 from filegate.backends.policy import PolicyConfig
+from filegate.cli.commands import build_parser
 from filegate.kernel.protocol import BackendProtocol
-from filegate.worker import build_parser, make_backend
+from filegate.worker import make_backend
 from filegate.workflows import AgentInput, AgentResult, BackendSpec
 from temporalio.client import Client
 

@@ -27,12 +27,12 @@ with workflow.unsafe.imports_passed_through():
     import pytest
     from filegate.backends.embedded import (
         PortClash,
-        S3DevServer,
         ServiceError,
         TemporalDevServer,
         find_binary,
         is_listening,
     )
+    from filegate.backends.embedded_s3 import S3DevServer
     from filegate.backends.settings import Settings
     from minio import Minio
     from minio.error import S3Error

@@ -15,9 +15,11 @@ from datetime import datetime
 
 import pytest
 from filegate.backends.composite import CompositeBackend
-from filegate.backends.embedded import S3DevServer, free_port
+from filegate.backends.embedded import free_port
+from filegate.backends.embedded_s3 import S3DevServer
+from filegate.backends.s3 import make_client, normalize_namespace
 from filegate.backends.settings import Settings
-from filegate.backends.store import StoreBackend, make_client, normalize_namespace
+from filegate.backends.store import StoreBackend
 from filegate.kernel.state import StateBackend
 from minio import Minio
 

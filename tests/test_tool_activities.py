@@ -33,18 +33,19 @@ from temporalio.testing import ActivityEnvironment
 from temporalio.worker import Worker
 
 with workflow.unsafe.imports_passed_through():
-    from filegate.activities.dispatch import run_tool
+    from filegate.activities.contract import outcome_for_activity_error, tool_activity_options
     from filegate.activities.idempotency import CRASH_AFTER_APPLY_ENV, ToolJournal
-    from filegate.activities.tool_types import ToolOutcome, ToolRequest, activity_call_id
-    from filegate.activities.tools import (
-        TOOL_ACTIVITY_NAMES,
-        FileToolActivities,
-        outcome_for_activity_error,
-        tool_activity_options,
-    )
+    from filegate.activities.tools import FileToolActivities
     from filegate.backends.filesystem import FilesystemBackend
     from filegate.backends.local_shell import LocalShellBackend
+    from filegate.kernel.dispatch import run_tool
     from filegate.kernel.permissions import FilesystemPermission
+    from filegate.kernel.tool_types import (
+        TOOL_ACTIVITY_NAMES,
+        ToolOutcome,
+        ToolRequest,
+        activity_call_id,
+    )
 
 
 # --------------------------------------------------------------------------- helpers
@@ -125,11 +126,11 @@ def pid_alive(pid: int) -> bool:
 
 async def test_each_tool_on_filesystem(tools: FileToolActivities, root: Path) -> None:
     out = await run(tools, req("write_file", file_path="/new/dir/a.txt", content="one\ntwo\n"))
-    assert out.status == "success" and out.touched_path == "/new/dir/a.txt"
+    assert out.status == "success"
     assert (root / "new/dir/a.txt").read_text() == "one\ntwo\n"
 
     out = await run(tools, req("read_file", file_path="/new/dir/a.txt"))
-    assert out.content == "1  one\n2  two" and out.touched_path == "/new/dir/a.txt"
+    assert out.content == "1  one\n2  two" and out.status == "success"
 
     out = await run(
         tools, req("edit_file", file_path="/new/dir/a.txt", old_string="two", new_string="2")
@@ -162,7 +163,6 @@ async def test_each_tool_on_filesystem(tools: FileToolActivities, root: Path) ->
 async def test_errors_are_outcomes_not_exceptions(tools: FileToolActivities) -> None:
     out = await run(tools, req("read_file", file_path="/missing.txt"))
     assert out.status == "error" and "/missing.txt" in str(out.content)
-    assert out.touched_path is None
     out = await run(tools, req("execute", "fs", command="true"))
     assert out.status == "error" and "not supported" in str(out.content)
     out = await run(tools, req("execute", "shell", command="true", timeout=-1))
@@ -190,7 +190,7 @@ async def test_route_prefix_shows_virtual_paths(tools: FileToolActivities) -> No
     out = await run(tools, routed("read_file", file_path="/nope.txt"))
     assert "/workspace/nope.txt" in str(out.content)
     out = await run(tools, routed("read_file", file_path="/notes.md"))
-    assert out.touched_path == "/notes.md"  # backend-local, per the ToolOutcome contract
+    assert out.status == "success" and out.content == "1  hello notes"
     out = await run(tools, routed("write_file", file_path="/w.txt", content="x"))
     assert out.content == "Successfully wrote /workspace/w.txt."
 
@@ -390,9 +390,9 @@ def _crash_child(journal: Path, root: Path, request: ToolRequest) -> int:
     script = textwrap.dedent(
         """
         import sys
-        from filegate.activities.dispatch import parse_args, run_tool
         from filegate.activities.idempotency import ToolJournal
-        from filegate.activities.tool_types import ToolRequest
+        from filegate.kernel.dispatch import parse_args, run_tool
+        from filegate.kernel.tool_types import ToolRequest
         from filegate.backends.local_shell import LocalShellBackend
         journal, root, raw = sys.argv[1:4]
         backend = LocalShellBackend(root)
@@ -474,7 +474,7 @@ async def test_intent_before_apply_then_retry_applies(tmp_path: Path, root: Path
     def crash() -> ToolOutcome:
         raise Crash
 
-    from filegate.activities.dispatch import parse_args
+    from filegate.kernel.dispatch import parse_args
 
     with pytest.raises(Crash):
         journal.run("fs", backend, edit, parse_args(edit), crash)

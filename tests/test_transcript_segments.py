@@ -13,12 +13,12 @@ import pytest
 from filegate.activities.history import (
     SNAPSHOT_EVERY,
     TranscriptMismatch,
-    TranscriptRef,
     TranscriptStore,
     transcript_key,
 )
 from filegate.backends.artifacts import ArtifactStore
 from filegate.kernel.messages import Message
+from filegate.kernel.transcripts import TranscriptRef
 from minio import Minio
 
 CALLS = SNAPSHOT_EVERY + 8

@@ -1,4 +1,4 @@
-"""The approval web UI (workflows/ui.py) against real agent workflows.
+"""The approval web UI (cli/ui.py) against real agent workflows.
 
 Starlette's TestClient drives the app (on its own thread and event loop, as a
 server would run it) while an agent worker and a Filesystem tools worker run
@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 import pytest
 from filegate.backends.embedded import TemporalDevServer, is_listening
-from filegate.workflows.ui import PREVIEW_LIMIT, create_app, describe_rule, preview
+from filegate.cli.ui import PREVIEW_LIMIT, create_app, describe_rule, preview
 from starlette.testclient import TestClient
 from temporalio.client import Client
 

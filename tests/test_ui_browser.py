@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from filegate.backends.embedded import TemporalDevServer
-from filegate.workflows.ui import create_app, uvicorn_server
+from filegate.cli.ui import create_app, uvicorn_server
 from playwright.async_api import Locator, Page, async_playwright, expect
 from temporalio.client import Client
 

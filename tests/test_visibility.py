@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import jsonschema
 import pytest
-from filegate.activities.tool_types import TOOL_ARGS, TOOL_ORDER
+from filegate.kernel.tool_types import TOOL_ARGS, TOOL_ORDER
 from filegate.workflows import tool_descriptions as td
 from filegate.workflows.inputs import BackendRef, BackendSpec, RouteSpec
 

@@ -20,13 +20,12 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-from filegate.activities.providers.common import RAW_ARGS_KEY
-from filegate.activities.tool_types import ToolRequest
 from filegate.backends.filesystem import FilesystemBackend
 from filegate.backends.local_shell import LocalShellBackend
-from filegate.kernel.messages import ModelRequest, ModelSpec
+from filegate.kernel.messages import RAW_ARGS_KEY, ModelRequest, ModelSpec
 from filegate.kernel.permissions import FilesystemPermission
 from filegate.kernel.protocol import BackendProtocol
+from filegate.kernel.tool_types import ToolRequest
 from filegate.worker import agent_worker, tools_worker
 from filegate.workflows import (
     AgentInput,

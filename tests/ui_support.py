@@ -13,11 +13,11 @@ from typing import Any
 
 from filegate.backends.embedded import TemporalDevServer
 from filegate.backends.filesystem import FilesystemBackend
+from filegate.cli.ui import ClientFactory
 from filegate.kernel.messages import ModelSpec
 from filegate.kernel.permissions import FilesystemPermission
 from filegate.worker import agent_worker, tools_worker
 from filegate.workflows import AgentInput, AgentResult, AgentWorkflow, BackendRef, BackendSpec
-from filegate.workflows.ui import ClientFactory
 from temporalio.client import Client, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
 

@@ -17,17 +17,15 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from filegate.activities.history import CONVERSATION_DIR
-from filegate.kernel.formatting import CHARS_PER_TOKEN, offload_stub
+from filegate.kernel.formatting import offload_stub
+from filegate.kernel.limits import CHARS_PER_TOKEN, DEFAULT_CONTEXT_TOKENS, HUMAN_TOKEN_LIMIT
 from filegate.kernel.messages import MediaBlock, Message, ModelSpec
+from filegate.kernel.transcripts import CONVERSATION_DIR
 from pydantic import BaseModel
 
-HUMAN_TOKEN_LIMIT = 50_000
 EVICT_CHARS = CHARS_PER_TOKEN * HUMAN_TOKEN_LIMIT
 """User messages longer than this (4 chars x 50 000 tokens = 200 000 chars) are evicted
 from the view, as tool results are over 4 x 20 000 (contract §7)."""
-DEFAULT_CONTEXT_TOKENS = 170_000
-"""Summarization threshold when the model's context window is unknown."""
 SUMMARIZE_FRACTION = 0.85
 KEEP_FRACTION = 0.3
 """After summarizing, recent messages up to this share of the threshold stay verbatim."""

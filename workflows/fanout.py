@@ -15,17 +15,11 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal, TypeVar
 
-from filegate.activities.tool_types import ToolOutcome
-from filegate.kernel.formatting import (
-    DEFAULT_GREP_MAX,
-    Rendered,
-    format_error,
-    format_glob,
-    format_grep,
-    format_ls,
-)
+from filegate.kernel.formatting import Rendered, format_error, format_glob, format_grep, format_ls
+from filegate.kernel.limits import DEFAULT_GREP_MAX
 from filegate.kernel.protocol import GlobResult, GrepResult, LsResult
 from filegate.kernel.routing import Router, SearchPlan, SearchTarget
+from filegate.kernel.tool_types import ToolOutcome
 
 RunTarget = Callable[[str | None, dict[str, Any]], Awaitable[ToolOutcome]]
 """Run one tool call on route ``prefix`` (None = default) with backend-local args.

@@ -27,9 +27,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Literal
 
-from filegate.activities.providers.common import RAW_ARGS_KEY
-from filegate.activities.tool_types import TOOL_ARGS, ToolName
 from filegate.kernel.formatting import Rendered, format_error, permission_denied
+from filegate.kernel.messages import RAW_ARGS_KEY
 from filegate.kernel.paths import validate_path
 from filegate.kernel.permissions import (
     TOOL_OPERATIONS,
@@ -38,10 +37,10 @@ from filegate.kernel.permissions import (
     delete_blocked_message,
     delete_blockers,
     matching_interrupt_rule,
-    normalise_rule_path,
-    pattern_matches,
 )
 from filegate.kernel.routing import Router
+from filegate.kernel.rule_patterns import normalise_rule_path, pattern_matches
+from filegate.kernel.tool_types import TOOL_ARGS, ToolName
 from pydantic import (
     BaseModel,
     ConfigDict,

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from filegate.activities.history import TranscriptRef
-from filegate.activities.tool_types import DEFAULT_MAX_EXECUTE_TIMEOUT, ToolName
+from filegate.kernel.limits import DEFAULT_MAX_EXECUTE_TIMEOUT
 from filegate.kernel.messages import Message, ModelSpec, Usage
 from filegate.kernel.permissions import FilesystemPermission
+from filegate.kernel.tool_types import ToolName
+from filegate.kernel.transcripts import TranscriptRef
 from filegate.workflows.context import ContextState
 from filegate.workflows.gate import ToolInterrupt
 from pydantic import BaseModel, ConfigDict, Field, model_validator

@@ -37,12 +37,14 @@ SANDBOX_PASSTHROUGH: tuple[str, ...] = (
     "filegate.backends",
     "filegate.kernel",
     "filegate.workflows.approvals",
+    "filegate.workflows.calls",
     "filegate.workflows.context",
     "filegate.workflows.fanout",
     "filegate.workflows.gate",
     "filegate.workflows.inputs",
     "filegate.workflows.runner",
     "filegate.workflows.tool_descriptions",
+    "filegate.workflows.turns",
     "wcmatch",
 )
 """Modules the agent workflow may share with the host: pure and deterministic.

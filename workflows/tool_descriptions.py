@@ -12,9 +12,9 @@ import copy
 import functools
 from collections.abc import Iterable, Mapping
 
-from filegate.activities.tool_types import TOOL_ARGS, TOOL_ORDER, ToolName
 from filegate.kernel.media_types import describe_read_file
 from filegate.kernel.messages import ToolSpec
+from filegate.kernel.tool_types import TOOL_ARGS, TOOL_ORDER, ToolName
 from filegate.workflows.inputs import BackendSpec
 
 LS_DESCRIPTION = (

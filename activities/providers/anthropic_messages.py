@@ -10,12 +10,12 @@ from __future__ import annotations
 from typing import Any
 
 from filegate.activities.providers.common import (
-    RAW_ARGS_KEY,
     prepare_sdk_call,
     sdk_errors,
     sdk_timeout,
 )
 from filegate.kernel.messages import (
+    RAW_ARGS_KEY,
     MediaBlock,
     Message,
     ModelRequest,

@@ -36,9 +36,6 @@ RETRYABLE_STATUSES = frozenset({408, 409, 429})
 MAX_ERROR_TEXT = 500
 """Provider error bodies can be long; the model loop only needs the gist."""
 
-RAW_ARGS_KEY = "__raw__"
-"""Tool-call arguments that were not a JSON object; the workflow answers with an error result."""
-
 DEFAULT_TIMEOUT_S = 600.0
 
 

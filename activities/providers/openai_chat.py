@@ -10,13 +10,13 @@ import json
 from typing import Any
 
 from filegate.activities.providers.common import (
-    RAW_ARGS_KEY,
     prepare_sdk_call,
     retryable_error,
     sdk_errors,
     sdk_timeout,
 )
 from filegate.kernel.messages import (
+    RAW_ARGS_KEY,
     MediaBlock,
     Message,
     ModelRequest,

@@ -8,8 +8,8 @@ rule) comes back to the reviewer at once. It never reads the agent's
 workspace: a write is previewed from its arguments, an edit as the unified diff
 of ``old_string`` against ``new_string``.
 
-Not imported by ``workflows/__init__`` (the workflow sandbox imports that
-package); the web dependencies are the optional ``ui`` extra.
+Imported only by ``filegate ui`` (and tests): the web dependencies are the
+optional ``ui`` extra.
 """
 
 from __future__ import annotations
@@ -25,14 +25,11 @@ from typing import Any
 
 import uvicorn
 from filegate.backends.embedded import is_listening
-from filegate.worker import (
-    DECIDE_UPDATE,
-    CliError,
-    _failure_text,
-    connect,
-    pending_approvals,
-    target_from,
-)
+from filegate.cli.approvals import pending_approvals
+from filegate.cli.connection import target_from
+from filegate.cli.contract import DECIDE_UPDATE
+from filegate.cli.errors import CliError, failure_text
+from filegate.worker import ConfigError
 from filegate.workflows.inputs import Decision
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from pydantic import ValidationError
@@ -150,7 +147,7 @@ class ApprovalService:
                 DECIDE_UPDATE, decision.model_dump(mode="json", exclude_none=True)
             )
         except WorkflowUpdateFailedError as exc:
-            raise ValueError(_failure_text(exc)) from None
+            raise ValueError(failure_text(exc)) from None
         except RPCError as exc:
             raise LookupError(
                 f"approval {decision.id}: cannot reach workflow {workflow_id}: {exc.message}"
@@ -236,16 +233,13 @@ async def serve(client_factory: ClientFactory, host: str = "127.0.0.1", port: in
 async def ui_command(args: argparse.Namespace) -> int:
     """``filegate ui [--host H] [--port P]`` plus the usual Temporal connection options.
 
-    Reports failures itself and returns the exit code: under ``python
-    worker.py`` the CLI's ``CliError`` is ``__main__.CliError``, not the
-    ``worker.CliError`` this module sees, so raising it would escape as a traceback.
+    Reports failures itself (one line on stderr) and returns the exit code.
     """
     try:
         if is_listening(args.host, args.port):
             raise CliError(f"{args.host}:{args.port} is already in use; pick another --port", 2)
-        target = target_from(args)
-        client = await connect(target.settings, target.tls)  # fail now, not on the first page
-    except CliError as exc:
+        client = await target_from(args).connect()  # fail now, not on the first page
+    except ConfigError as exc:  # CliError, or a connection / S3 failure
         print(f"filegate: {exc}", file=sys.stderr, flush=True)
         return exc.code
 

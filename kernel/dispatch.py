@@ -3,7 +3,11 @@
 The single implementation behind both the tool activities and the workflow's
 in-workflow State path, so the two can never disagree. It is pure Python with
 no Temporal or I/O of its own (only the backend it is handed does I/O), which
-is what lets the workflow run it deterministically.
+is what lets the workflow run it deterministically. Binary reads become content
+blocks through the ``media`` reader the caller hands :func:`run_tool`: the
+kernel's own (:func:`filegate.kernel.media.media_blocks`, no video decoding) by
+default, the video-sampling one of :mod:`filegate.backends.media` on the
+activity side.
 
 Paths in ``request.args`` are backend-local (the workflow's route removed the
 prefix); ``request.route_prefix`` puts it back on everything shown to the
@@ -19,24 +23,7 @@ import posixpath
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from filegate.activities.tool_types import (
-    DEFAULT_MAX_EXECUTE_TIMEOUT,
-    TOOL_ARGS,
-    DeleteArgs,
-    EditFileArgs,
-    ExecuteArgs,
-    GlobArgs,
-    GrepArgs,
-    LsArgs,
-    RawListing,
-    ReadFileArgs,
-    ToolOutcome,
-    ToolRequest,
-    WriteFileArgs,
-)
-from filegate.backends.media import media_blocks
 from filegate.kernel.formatting import (
-    DEFAULT_GREP_MAX,
     Rendered,
     delete_blocked,
     format_delete,
@@ -46,11 +33,11 @@ from filegate.kernel.formatting import (
     format_glob,
     format_grep,
     format_ls,
-    format_read,
     format_write,
     permission_denied,
-    plan_read,
 )
+from filegate.kernel.limits import DEFAULT_GREP_MAX, DEFAULT_MAX_EXECUTE_TIMEOUT
+from filegate.kernel.media import MediaReader, media_blocks
 from filegate.kernel.paths import validate_path
 from filegate.kernel.permissions import (
     check_permission,
@@ -72,18 +59,22 @@ from filegate.kernel.protocol import (
     ReadResult,
     WriteResult,
 )
+from filegate.kernel.read_format import format_read, plan_read
+from filegate.kernel.tool_types import (
+    TOOL_ARGS,
+    DeleteArgs,
+    EditFileArgs,
+    ExecuteArgs,
+    GlobArgs,
+    GrepArgs,
+    LsArgs,
+    RawListing,
+    ReadFileArgs,
+    ToolOutcome,
+    ToolRequest,
+    WriteFileArgs,
+)
 from pydantic import BaseModel, ValidationError
-
-DEFAULT_EXECUTE_TIMEOUT = 120.0
-"""Seconds a command may run when the model gives no timeout (contract §1 LocalShell)."""
-MAX_EXECUTE_TIMEOUT = DEFAULT_MAX_EXECUTE_TIMEOUT
-"""Default cap on the timeout the model may ask for; ``ToolRequest.max_execute_timeout``
-carries the workflow's own (contract §2)."""
-
-MUTATING_TOOLS = frozenset({"write_file", "edit_file", "delete", "execute"})
-"""Tools whose retry must not apply twice (journaled by the activities)."""
-SEARCH_TOOLS = frozenset({"glob", "grep"})
-"""Tools that may run unboundedly long on a big tree and get a hard time limit."""
 
 _PATH_ARGS = ("path", "file_path")
 
@@ -150,11 +141,11 @@ def parse_args(request: ToolRequest) -> BaseModel:
 # --------------------------------------------------------------------------- outcomes
 
 
-def outcome(rendered: Rendered, touched_path: str | None = None) -> ToolOutcome:
-    """A ToolOutcome from rendered text; ``touched_path`` only counts on success."""
+def outcome(rendered: Rendered) -> ToolOutcome:
+    """A ToolOutcome from rendered text."""
     if rendered.is_error:
         return ToolOutcome(content=rendered.text, status="error")
-    return ToolOutcome(content=rendered.text, touched_path=touched_path)
+    return ToolOutcome(content=rendered.text)
 
 
 def render_mutation(
@@ -173,11 +164,10 @@ def render_mutation(
     if result.error is not None:
         update["error"] = _localise_message(result.error, local, virtual)
     shown = result.model_copy(update=update)
-    touched = local if not isinstance(result, DeleteResult) else None
     if isinstance(shown, WriteResult):
-        return outcome(format_write(shown), touched)
+        return outcome(format_write(shown))
     if isinstance(shown, EditResult):
-        return outcome(format_edit(shown), touched)
+        return outcome(format_edit(shown))
     return outcome(format_delete(shown))
 
 
@@ -246,7 +236,7 @@ def _ls(backend: BackendProtocol, request: ToolRequest, args: LsArgs) -> ToolOut
 
 
 def _read(
-    backend: BackendProtocol, request: ToolRequest, args: ReadFileArgs, *, allow_video: bool
+    backend: BackendProtocol, request: ToolRequest, args: ReadFileArgs, *, media: MediaReader
 ) -> ToolOutcome:
     denied = _denied(request, "read", args.file_path)
     if denied:
@@ -256,15 +246,13 @@ def _read(
     if plan.early is not None:
         return outcome(format_read(ReadResult(path=virtual), plan))
     result = backend.read(args.file_path, plan.offset, plan.limit)
-    media = media_blocks(
-        virtual, result, offset=args.offset, limit=args.limit, video=None if allow_video else False
-    )
-    if media is not None:
-        if media.is_error:
-            return ToolOutcome(content=media.content, status="error")
-        return ToolOutcome(content=media.content, media=media.frames, touched_path=args.file_path)
+    binary = media(virtual, result, offset=args.offset, limit=args.limit)
+    if binary is not None:
+        if binary.is_error:
+            return ToolOutcome(content=binary.content, status="error")
+        return ToolOutcome(content=binary.content, media=binary.frames)
     shown = _error_copy(result, request, args.file_path).model_copy(update={"path": virtual})
-    return outcome(format_read(shown, plan), args.file_path)
+    return outcome(format_read(shown, plan))
 
 
 def _write(backend: BackendProtocol, request: ToolRequest, args: WriteFileArgs) -> ToolOutcome:
@@ -363,7 +351,7 @@ def _execute(backend: BackendProtocol, request: ToolRequest, args: ExecuteArgs) 
 
 
 def execute_timeout_problem(
-    timeout: float | None, maximum: float = MAX_EXECUTE_TIMEOUT
+    timeout: float | None, maximum: float = DEFAULT_MAX_EXECUTE_TIMEOUT
 ) -> str | None:
     """Why a model-supplied execute timeout is refused, or None when it is fine."""
     if timeout is None:
@@ -409,17 +397,19 @@ _HANDLERS: Mapping[str, Callable[[BackendProtocol, ToolRequest, Any], ToolOutcom
 
 
 def run_tool(
-    backend: BackendProtocol, request: ToolRequest, *, allow_video: bool = True
+    backend: BackendProtocol, request: ToolRequest, *, media: MediaReader = media_blocks
 ) -> ToolOutcome:
     """Run ``request`` on ``backend``: gate, call, filter, format.
 
     Expected failures come back as an error-status outcome; only a request
     that breaks the contract raises (:class:`InvalidToolRequest`).
-    ``allow_video=False`` keeps read_file from decoding video (the workflow
-    passes it: decoding is I/O-heavy, slow and not deterministic enough for
-    the workflow thread), so a video is then returned as a plain file block.
+    ``media`` renders binary read results. The default never decodes video
+    (what the workflow needs: decoding is I/O-heavy, slow and not
+    deterministic enough for the workflow thread), so a video is returned as a
+    plain file block; the activities pass
+    :func:`filegate.backends.media.media_blocks`, which samples video frames.
     """
     args = parse_args(request)
     if isinstance(args, ReadFileArgs):
-        return _read(backend, request, args, allow_video=allow_video)
+        return _read(backend, request, args, media=media)
     return _HANDLERS[request.tool](backend, request, args)

@@ -2,20 +2,22 @@
 
 The argument models are the single source of the JSON schemas sent to the model
 (every field carries a description written for the model) and of argument
-validation in the workflow and the activities.
+validation in the workflow and the activities. The wire side of the contract
+lives here too: activity type names, the error types the activities raise,
+their time budgets and the request/outcome models. Pure (no Temporal, no
+clock): the Temporal-typed half (timeouts as ``timedelta``, retry policies,
+error mapping) is :mod:`filegate.activities.contract`.
 """
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
+from filegate.kernel.limits import DEFAULT_MAX_EXECUTE_TIMEOUT
 from filegate.kernel.messages import ContentBlock
 from filegate.kernel.permissions import FilesystemPermission
 from filegate.kernel.protocol import GlobResult, GrepResult, LsResult
 from pydantic import BaseModel, ConfigDict, Field
-
-DEFAULT_MAX_EXECUTE_TIMEOUT = 3600.0
-"""Largest ``execute`` timeout the model may ask for, unless the workflow sets its own."""
 
 ToolName = Literal[
     "ls", "read_file", "write_file", "edit_file", "delete", "glob", "grep", "execute"
@@ -31,6 +33,31 @@ TOOL_ORDER: tuple[ToolName, ...] = (
     "execute",
 )
 """Fixed order in which tools are offered to the model (prompt-cache friendly)."""
+
+TOOL_ACTIVITY_NAMES: dict[ToolName, str] = {tool: f"filegate.{tool}" for tool in TOOL_ORDER}
+"""Activity type name per tool, e.g. ``filegate.read_file``."""
+
+MUTATING_TOOLS = frozenset({"write_file", "edit_file", "delete", "execute"})
+"""Tools whose retry must not apply twice (journaled by the activities)."""
+SEARCH_TOOLS = frozenset({"glob", "grep"})
+"""Tools that may run unboundedly long on a big tree and get a hard time limit."""
+
+INVALID_REQUEST_ERROR = "InvalidToolRequest"
+UNKNOWN_BACKEND_ERROR = "UnknownBackend"
+UNKNOWN_POLICY_ERROR = "UnknownPolicy"
+"""``ApplicationError.type`` values the tool activities raise; never retried."""
+NON_RETRYABLE_ERROR_TYPES = [INVALID_REQUEST_ERROR, UNKNOWN_BACKEND_ERROR, UNKNOWN_POLICY_ERROR]
+
+SEARCH_MARGIN = 10.0
+"""start_to_close of a search = its budget + this margin, so the activity's own
+deadline (which answers the model cleanly) fires before the server's."""
+EXECUTE_MARGIN = 30.0
+"""start_to_close of execute = command timeout + this margin (kill and report)."""
+HEARTBEAT_INTERVAL = 1.0
+"""Seconds between heartbeats while a tool runs (heartbeats deliver cancellation)."""
+
+LARGE_RESULTS_DIR = "/large_tool_results/"
+"""Virtual directory under which offloaded tool results are read back (contract §7)."""
 
 
 class _Args(BaseModel):
@@ -143,7 +170,6 @@ class ToolRequest(BaseModel):
     policies: list[str] | None = None
     """Names of the worker's configured policies to apply (``AgentInput.policies``);
     None = the worker's defaults. Names only: policy settings live on the worker."""
-    reviewer_edited: bool = False
     max_execute_timeout: float = DEFAULT_MAX_EXECUTE_TIMEOUT
     """Largest ``execute`` timeout accepted (the workflow passes its Limits)."""
     want_raw: bool = False
@@ -177,15 +203,10 @@ class ToolOutcome(BaseModel):
 
     content: str | list[ContentBlock]
     status: Literal["success", "error"] = "success"
-    touched_path: str | None = None
-    """Backend-local path read or written successfully (feeds the read-before-edit set)."""
     media: list[ContentBlock] = Field(default_factory=list)
     """Video frames (a ``Frame at`` text block before each JPEG) for read_file of a
     video. Not part of the tool result: the workflow sends them as one user message
     after all of the turn's tool results (providers need tool results contiguous)."""
-    artifact: str | None = None
-    """Artifact key (``<namespace>/<workflow_id>/<tool_call_id>``) when the full
-    result was offloaded to the artifact store and ``content`` is only a stub."""
     raw: RawListing | None = None
     """Set for ls/glob/grep when the request had ``want_raw``. ``content`` is then
     only a short summary (the workflow renders the merged answer itself), except

@@ -1,0 +1,112 @@
+"""How the workflow schedules the tool activities and reads their failures.
+
+The Temporal-typed half of the tool activity contract (the pure half, names,
+timeouts and the request/outcome models, is :mod:`filegate.kernel.tool_types`):
+retry policies and timeouts per tool, and the tool result for an activity that
+failed for good. The workflow imports this module, so it needs nothing but
+``temporalio.common``/``temporalio.exceptions`` and the kernel: no backends, no
+threads, no S3 client.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from filegate.kernel.formatting import format_error
+from filegate.kernel.limits import DEFAULT_EXECUTE_TIMEOUT, DEFAULT_SEARCH_TIMEOUT
+from filegate.kernel.tool_types import (
+    EXECUTE_MARGIN,
+    NON_RETRYABLE_ERROR_TYPES,
+    SEARCH_MARGIN,
+    SEARCH_TOOLS,
+    ToolName,
+    ToolOutcome,
+)
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, FailureError, TimeoutError, TimeoutType
+
+HEARTBEAT_TIMEOUT = timedelta(seconds=10)
+"""A worker that stops heartbeating this long is presumed dead and the call retried."""
+FILE_OP_TIMEOUT = timedelta(seconds=60)
+"""start_to_close of a read or file operation."""
+
+
+def search_timeout_message(tool: str, seconds: float) -> str:
+    """What the model reads when a glob/grep ran out of time (from the activity or server)."""
+    return format_error(
+        f"{tool} did not finish within {seconds:g} seconds and was stopped. The pattern or "
+        "path is too broad: narrow the pattern or search a smaller directory, then try again."
+    ).text
+
+
+def tool_activity_options(
+    tool: ToolName,
+    *,
+    execute_timeout: float | None = None,
+    search_timeout: float = DEFAULT_SEARCH_TIMEOUT,
+    heartbeat_timeout: timedelta = HEARTBEAT_TIMEOUT,
+) -> dict[str, Any]:
+    """Keyword arguments for ``workflow.execute_activity`` of one tool.
+
+    Reads and file operations retry (they are idempotent, mutating ones through
+    the journal); a search gets a hard limit and is not retried (it would just
+    time out again); execute gets its command timeout plus a margin and, being
+    journaled, may retry only to pick up a result or report "may have run".
+    """
+    retry = RetryPolicy(
+        initial_interval=timedelta(seconds=1),
+        backoff_coefficient=2.0,
+        maximum_interval=timedelta(seconds=30),
+        maximum_attempts=5,
+        non_retryable_error_types=list(NON_RETRYABLE_ERROR_TYPES),
+    )
+    if tool in SEARCH_TOOLS:
+        return {
+            "start_to_close_timeout": timedelta(seconds=search_timeout + SEARCH_MARGIN),
+            "heartbeat_timeout": heartbeat_timeout,
+            "retry_policy": RetryPolicy(
+                maximum_attempts=2, non_retryable_error_types=list(NON_RETRYABLE_ERROR_TYPES)
+            ),
+        }
+    if tool == "execute":
+        command = DEFAULT_EXECUTE_TIMEOUT if execute_timeout is None else execute_timeout
+        return {
+            "start_to_close_timeout": timedelta(seconds=command + EXECUTE_MARGIN),
+            "heartbeat_timeout": heartbeat_timeout,
+            "retry_policy": retry,
+        }
+    return {
+        "start_to_close_timeout": FILE_OP_TIMEOUT,
+        "heartbeat_timeout": heartbeat_timeout,
+        "retry_policy": retry,
+    }
+
+
+def outcome_for_activity_error(
+    tool: ToolName, error: FailureError, *, search_timeout: float = DEFAULT_SEARCH_TIMEOUT
+) -> ToolOutcome:
+    """The tool result for an activity that failed for good (the workflow never crashes).
+
+    A regular activity fails with an ``ActivityError`` around the cause; a
+    local one with the cause itself. A search the *server* timed out (the
+    activity's own deadline normally answers first) gets the same "narrow your
+    pattern" text as one the activity stopped itself.
+    """
+    cause = failure_cause(error)
+    if (
+        tool in SEARCH_TOOLS
+        and isinstance(cause, TimeoutError)
+        and cause.type in (TimeoutType.START_TO_CLOSE, TimeoutType.SCHEDULE_TO_CLOSE)
+    ):
+        return ToolOutcome(content=search_timeout_message(tool, search_timeout), status="error")
+    reason = str(cause) if cause is not None else error.message
+    return ToolOutcome(
+        content=format_error(f"the {tool} tool failed: {reason}").text, status="error"
+    )
+
+
+def failure_cause(error: FailureError) -> BaseException | None:
+    """What made an activity fail: unwrapped from ``ActivityError`` (regular
+    activities), or the error itself (local activities are not wrapped)."""
+    return error.cause if isinstance(error, ActivityError) else error

@@ -1,0 +1,113 @@
+"""Pure-Python directory walks for the filesystem backend: glob and grep without ripgrep.
+
+Both walks go through directory descriptors (``openat``) and never follow a
+symlink, so a link swapped in mid-walk cannot lead outside the root. They
+are kept apart from :mod:`filegate.backends.filesystem` (path plumbing and
+file operations) and :mod:`filegate.backends.fs_ripgrep` (the ripgrep
+search) so each search strategy reads on its own.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+
+from filegate.backends.host_files import DIR_FLAGS, FILE_FLAGS, utf8_name
+from filegate.backends.streams import scan_stream
+from filegate.kernel.globbing import GlobMatcher, GrepFileFilter
+from filegate.kernel.protocol import GrepMatch
+
+
+def walk_files(
+    dfd: int,
+    prefix: str,
+    may_enter: Callable[[str], bool],
+    wants: Callable[[str], bool],
+) -> Iterator[tuple[int, str, str]]:
+    """Yield ``(dir_fd, name, rel_path)`` for wanted regular files (no symlinks).
+
+    ``dir_fd`` is only valid until the next item is requested.
+    """
+    subdirs: list[str] = []
+    files: list[tuple[str, str]] = []
+    try:
+        with os.scandir(dfd) as it:
+            for entry in it:
+                name = entry.name
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        rel = prefix + name
+                        if may_enter(rel) and utf8_name(name):
+                            subdirs.append(name)
+                    elif entry.is_file(follow_symlinks=False):
+                        rel = prefix + name
+                        if wants(rel) and utf8_name(name):
+                            files.append((name, rel))
+                except OSError:
+                    continue
+    except OSError:
+        return
+    for name, rel in files:
+        yield dfd, name, rel
+    for name in subdirs:
+        try:
+            child = os.open(name, DIR_FLAGS, dir_fd=dfd)
+        except OSError:
+            continue
+        try:
+            yield from walk_files(child, prefix + name + "/", may_enter, wants)
+        finally:
+            os.close(child)
+
+
+def grep_tree(
+    dfd: int, literal: str, vroot: str, flt: GrepFileFilter, per_file: int | None
+) -> list[GrepMatch]:
+    """Search every file ``flt`` wants below the directory ``dfd`` (virtual ``vroot``)."""
+    base = vroot.rstrip("/") + "/"
+    found: list[GrepMatch] = []
+    walk = walk_files(
+        dfd,
+        "",
+        lambda rel: flt.may_enter(base + rel),
+        lambda rel: flt.wants(base + rel),
+    )
+    for parent_fd, name, rel in walk:
+        try:
+            fd = os.open(name, FILE_FLAGS, dir_fd=parent_fd)
+        except OSError:
+            continue
+        with os.fdopen(fd, "rb", buffering=0) as fh:
+            hits = scan_stream(fh, literal, base + rel, per_file)
+        if hits:
+            found.extend(hits)
+    return found
+
+
+def collect_glob(dfd: int, prefix: str, matcher: GlobMatcher, out: list[str]) -> None:
+    """Glob walk (the hot path of ``glob``): no symlinks, pruned, no per-file generators."""
+    subdirs: list[str] = []
+    try:
+        with os.scandir(dfd) as it:
+            for entry in it:
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        if matcher.may_enter(prefix + entry.name) and utf8_name(entry.name):
+                            subdirs.append(entry.name)
+                    elif entry.is_file(follow_symlinks=False):
+                        name = entry.name
+                        if matcher.match_in_walk(prefix, name) and utf8_name(name):
+                            out.append(prefix + name)
+                except OSError:
+                    continue
+    except OSError:
+        return
+    for name in subdirs:
+        try:
+            child = os.open(name, DIR_FLAGS, dir_fd=dfd)
+        except OSError:
+            continue
+        try:
+            collect_glob(child, prefix + name + "/", matcher, out)
+        finally:
+            os.close(child)

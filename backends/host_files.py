@@ -1,0 +1,120 @@
+"""What every backend over real host files shares: limits, errors, call tokens.
+
+:class:`~filegate.backends.filesystem.FilesystemBackend` and the sandbox
+backends (:mod:`filegate.backends.sandbox`, :mod:`filegate.backends.bwrap`)
+map the same failures to the same error values, name their temporary files
+after the same call token, and skip the same undecodable names; one module
+keeps them from drifting apart.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import TypeVar
+
+from filegate.kernel.protocol import (
+    ErrorCode,
+    _Result,
+)
+
+DEFAULT_MAX_FILE_BYTES = 64 * 1024 * 1024
+"""Largest file returned whole (binary read, download, edit)."""
+MAX_GLOB_RESULTS = 100_000
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_CALL_TOKEN: ContextVar[str | None] = ContextVar("filegate_call_token", default=None)
+
+
+def call_token() -> str | None:
+    """The token :func:`named_for_call` set for this call, if any."""
+    return _CALL_TOKEN.get()
+
+
+@contextmanager
+def named_for_call(token: str) -> Iterator[None]:
+    """Name the temporary files of writes in this block after ``token``.
+
+    A write goes to a temporary file renamed over the target. A worker killed
+    between the two leaves that file behind; with a random name it stayed in
+    the workspace for good. The idempotency journal runs each mutating call
+    under its key, so the retry of a killed call reuses the same temporary name
+    and renames it away. Calls with one key never run at once (the journal
+    locks the key), so the name cannot collide. ``token``: letters and digits.
+    """
+    if not token.isalnum():
+        raise ValueError(f"call token must be alphanumeric: {token!r}")
+    reset = _CALL_TOKEN.set(token)
+    try:
+        yield
+    finally:
+        _CALL_TOKEN.reset(reset)
+
+
+R = TypeVar("R", bound=_Result)
+
+
+class PathEscapeError(Exception):
+    """A path that resolves (through a symlink) outside the root."""
+
+
+class NotRegularFileError(Exception):
+    """Device, FIFO, socket...: never opened for content."""
+
+
+_ERRNO_CODES: dict[int, ErrorCode] = {
+    errno.ENOENT: "file_not_found",
+    errno.EISDIR: "is_directory",
+    errno.ENOTDIR: "not_a_directory",
+    errno.EACCES: "permission_denied",
+    errno.EPERM: "permission_denied",
+    errno.ELOOP: "invalid_path",
+    errno.ENAMETOOLONG: "invalid_path",
+    errno.EINVAL: "invalid_path",
+    errno.EFBIG: "too_large",
+}
+
+
+def error_value(result_type: type[R], path: str, exc: BaseException) -> R:
+    """Map an expected failure to an error value of ``result_type``."""
+    code: ErrorCode
+    if isinstance(exc, ValueError):
+        code, message = "invalid_path", str(exc)
+    elif isinstance(exc, PathEscapeError):
+        code, message = "invalid_path", f"{path}: path escapes the root (symlink)"
+    elif isinstance(exc, NotRegularFileError):
+        code, message = "invalid_path", f"{path}: not a regular file"
+    elif isinstance(exc, OSError):
+        code = _ERRNO_CODES.get(exc.errno or 0, "io_error")
+        reason = {
+            "file_not_found": "no such file or directory",
+            "is_directory": "is a directory",
+            "not_a_directory": "not a directory",
+            "permission_denied": "permission denied",
+        }.get(code, exc.strerror or "I/O error")
+        if exc.errno == errno.ELOOP:
+            reason = "is a symbolic link that cannot be followed"
+        message = f"{path}: {reason}"
+    else:  # pragma: no cover - callers only pass the types above
+        code, message = "io_error", f"{path}: {exc}"
+    result = result_type(error=message, code=code)
+    if "path" in result_type.model_fields:
+        result.path = path  # type: ignore[attr-defined]
+    return result
+
+
+EXPECTED_ERRORS = (OSError, ValueError, PathEscapeError, NotRegularFileError)
+
+
+def utf8_name(name: str) -> bool:
+    """False for names with undecodable bytes (surrogate escapes): never reported."""
+    if name.isascii():
+        return True
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

@@ -1,0 +1,282 @@
+"""PolicyBackend: any backend behind an ordered list of policies.
+
+The wrapper implements *every* protocol method itself (checked at import time
+against :data:`PROTOCOL_METHODS`), so a policy cannot be bypassed through a
+method it forgot; there is no ``__getattr__`` passthrough. It validates paths,
+asks each policy (``admit`` once per call, ``check`` once per target), runs
+the inner backend and hands every target to the audit hookup
+(:mod:`.recording`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from filegate.backends.audit import (
+    AuditSink,
+)
+from filegate.backends.policy.base import Call, Policy, Refusal
+from filegate.backends.policy.recording import record_call
+from filegate.kernel.limits import DEFAULT_READ_LIMIT
+from filegate.kernel.paths import validate_path
+from filegate.kernel.protocol import (
+    PROTOCOL_METHODS,
+    BackendProtocol,
+    DeleteResult,
+    EditResult,
+    ExecuteResult,
+    FileDownloadResult,
+    FileUploadResult,
+    GlobResult,
+    GrepResult,
+    LsResult,
+    ReadResult,
+    WriteResult,
+    _Result,
+)
+from filegate.kernel.textops import decode_text
+
+R = TypeVar("R", bound=_Result)
+
+
+# --------------------------------------------------------------------------- #
+# The wrapper
+# --------------------------------------------------------------------------- #
+
+
+def _refused(result_type: type[R], path: str | None, refusal: Refusal) -> R:
+    result = result_type(error=refusal.message, code=refusal.code)
+    if path is not None and "path" in result_type.model_fields:
+        result.path = path  # type: ignore[attr-defined]
+    return result
+
+
+class PolicyBackend:
+    """Any backend, behind an ordered list of policies and an optional audit sink."""
+
+    def __init__(
+        self,
+        inner: BackendProtocol,
+        policies: Sequence[Policy] = (),
+        audit: AuditSink | None = None,
+    ) -> None:
+        self.inner = inner
+        self.policies = tuple(policies)
+        self.audit = audit
+
+    # -- capabilities --------------------------------------------------------
+
+    @property
+    def can_execute(self) -> bool:
+        return self.inner.can_execute and all(p.permits("execute") for p in self.policies)
+
+    @property
+    def can_delete(self) -> bool:
+        return self.inner.can_delete and all(p.permits("delete") for p in self.policies)
+
+    # -- the guard -----------------------------------------------------------
+
+    def _admit(self, operation: str) -> Refusal | None:
+        for policy in self.policies:
+            refusal = policy.admit(operation)
+            if refusal is not None:
+                return refusal
+        return None
+
+    def _check(self, call: Call) -> Refusal | None:
+        for policy in self.policies:
+            refusal = policy.check(call, self.inner)
+            if refusal is not None:
+                return refusal
+        return None
+
+    def _record(
+        self,
+        call: Call,
+        started: float,
+        result: _Result | None = None,
+        refusal: Refusal | None = None,
+        exc: BaseException | None = None,
+    ) -> None:
+        if self.audit is not None:
+            record_call(self.audit, call, started, result, refusal, exc)
+
+    def _one(
+        self,
+        call: Call | Refusal,
+        operation: str,
+        raw_path: str | None,
+        result_type: type[R],
+        invoke: Callable[[Call], R],
+    ) -> R:
+        """Guard, run and audit a single-target call."""
+        started = time.monotonic()
+        if isinstance(call, Refusal):  # the path itself was invalid
+            result = _refused(result_type, raw_path, call)
+            self._record(Call(operation, raw_path), started, result, refusal=call)
+            return result
+        refusal = self._admit(operation) or self._check(call)
+        if refusal is not None:
+            result = _refused(result_type, call.path, refusal)
+            self._record(call, started, result, refusal=refusal)
+            return result
+        try:
+            result = invoke(call)
+        except BaseException as exc:
+            self._record(call, started, exc=exc)
+            raise
+        self._record(call, started, result)
+        return result
+
+    def _many(
+        self,
+        operation: str,
+        calls: list[tuple[Call | Refusal, str]],
+        result_type: type[R],
+        invoke: Callable[[list[Call]], list[R]],
+    ) -> list[R]:
+        """Guard each target of a batch call; forward the admitted ones in one inner call.
+
+        Results and audit records keep the caller's file order.
+        """
+        started = time.monotonic()
+        admission = self._admit(operation) if calls else None
+        results: dict[int, R] = {}
+        refusals: dict[int, tuple[Call, Refusal]] = {}
+        forward: list[tuple[int, Call]] = []
+        for index, (call, raw_path) in enumerate(calls):
+            if isinstance(call, Refusal):
+                refusals[index] = (Call(operation, raw_path), call)
+                results[index] = _refused(result_type, raw_path, call)
+                continue
+            refusal = admission or self._check(call)
+            if refusal is not None:
+                refusals[index] = (call, refusal)
+                results[index] = _refused(result_type, call.path, refusal)
+            else:
+                forward.append((index, call))
+        failure: BaseException | None = None
+        if forward:
+            try:
+                inner_results = invoke([call for _, call in forward])
+                if len(inner_results) != len(forward):
+                    raise RuntimeError(
+                        f"{operation}: inner backend returned {len(inner_results)} results "
+                        f"for {len(forward)} files"
+                    )
+                results.update(
+                    (index, r) for (index, _), r in zip(forward, inner_results, strict=True)
+                )
+            except BaseException as exc:
+                failure = exc
+        forwarded = dict(forward)
+        for index in range(len(calls)):
+            if index in refusals:
+                call, refusal = refusals[index]
+                self._record(call, started, results[index], refusal=refusal)
+            elif failure is not None:
+                self._record(forwarded[index], started, exc=failure)
+            else:
+                self._record(forwarded[index], started, results[index])
+        if failure is not None:
+            raise failure
+        return [results[index] for index in range(len(calls))]
+
+    # -- the protocol --------------------------------------------------------
+
+    def ls(self, path: str) -> LsResult:
+        call = _call("ls", path)
+        return self._one(call, "ls", path, LsResult, lambda c: self.inner.ls(_p(c)))
+
+    def read(self, path: str, offset: int = 0, limit: int = DEFAULT_READ_LIMIT) -> ReadResult:
+        call = _call("read", path)
+        return self._one(
+            call, "read", path, ReadResult, lambda c: self.inner.read(_p(c), offset, limit)
+        )
+
+    def write(self, path: str, content: str) -> WriteResult:
+        call = _call("write", path, content=content)
+        return self._one(
+            call, "write", path, WriteResult, lambda c: self.inner.write(_p(c), content)
+        )
+
+    def edit(self, path: str, old: str, new: str, replace_all: bool = False) -> EditResult:
+        call = _call("edit", path, old=old, new=new, replace_all=replace_all)
+        return self._one(
+            call, "edit", path, EditResult,
+            lambda c: self.inner.edit(_p(c), old, new, replace_all),
+        )  # fmt: skip
+
+    def delete(self, path: str) -> DeleteResult:
+        call = _call("delete", path)
+        return self._one(call, "delete", path, DeleteResult, lambda c: self.inner.delete(_p(c)))
+
+    def glob(self, pattern: str, path: str = "/") -> GlobResult:
+        call = _call("glob", path)
+        return self._one(call, "glob", path, GlobResult, lambda c: self.inner.glob(pattern, _p(c)))
+
+    def grep(
+        self,
+        literal: str,
+        path: str | None = None,
+        glob: str | None = None,
+        max_count: int | None = None,
+    ) -> GrepResult:
+        call = _call("grep", path)
+        return self._one(
+            call, "grep", path, GrepResult,
+            # None stays None: "no root given" is the inner backend's to interpret.
+            lambda c: self.inner.grep(literal, None if path is None else c.path, glob, max_count),
+        )  # fmt: skip
+
+    def upload(self, files: list[tuple[str, bytes]]) -> list[FileUploadResult]:
+        calls = [
+            (_call("upload", path, data=bytes(data), content=decode_text(bytes(data))), path)
+            for path, data in files
+        ]
+        return self._many(
+            "upload",
+            calls,
+            FileUploadResult,
+            lambda cs: self.inner.upload([(_p(c), c.data or b"") for c in cs]),
+        )
+
+    def download(self, paths: list[str]) -> list[FileDownloadResult]:
+        calls = [(_call("download", path), path) for path in paths]
+        return self._many(
+            "download",
+            calls,
+            FileDownloadResult,
+            lambda cs: self.inner.download([_p(c) for c in cs]),
+        )
+
+    def execute(self, command: str, timeout: float | None = None) -> ExecuteResult:
+        call = Call("execute", None, command=command)
+        return self._one(
+            call, "execute", None, ExecuteResult, lambda c: self.inner.execute(command, timeout)
+        )
+
+
+def _call(operation: str, path: str | None, **fields: Any) -> Call | Refusal:
+    """The Call for a validated path, or the wrapper's own invalid-path refusal."""
+    try:
+        vpath = validate_path(path)
+    except ValueError as exc:
+        return Refusal(policy=None, rule="path", message=str(exc), code="invalid_path")
+    return Call(operation, vpath, **fields)
+
+
+def _p(call: Call) -> str:
+    assert call.path is not None
+    return call.path
+
+
+_missing = [name for name in PROTOCOL_METHODS if name not in PolicyBackend.__dict__]
+if _missing:  # pragma: no cover - a protocol change must be handled here first
+    raise TypeError(f"PolicyBackend does not implement {_missing}")
+
+
+# --------------------------------------------------------------------------- #
+# Policies

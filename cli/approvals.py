@@ -1,0 +1,166 @@
+"""``filegate approvals / approve / reject / respond / edit / status``.
+
+Plain clients of any Temporal address: they find pending approvals with a
+visibility query and send decisions as the workflow's ``decide`` update, so a
+bad id is refused immediately (contract §5, §10).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from datetime import timedelta
+from typing import Any
+
+from filegate.cli.connection import target_from
+from filegate.cli.contract import (
+    DECIDE_TIMEOUT,
+    DECIDE_UPDATE,
+    PENDING_QUERY,
+    QUERY_TIMEOUT,
+    RUNNING_AGENTS,
+    STATUS_QUERY,
+)
+from filegate.cli.errors import CliError, failure_text
+from filegate.cli.progress import Approval, approval_context, args_text, rule_text, say
+from temporalio.client import (
+    Client,
+    WorkflowQueryFailedError,
+    WorkflowUpdateFailedError,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
+)
+from temporalio.service import RPCError
+
+
+def _quoted(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+async def pending_approvals(client: Client, workflow_id: str | None = None) -> list[dict[str, Any]]:
+    """Pending approvals of every running AgentWorkflow (or of one), contract §10 shape."""
+    query = RUNNING_AGENTS
+    if workflow_id:
+        query += f" AND WorkflowId = {_quoted(workflow_id)}"
+    ids = sorted({wf.id async for wf in client.list_workflows(query)})
+
+    async def of(wf_id: str) -> list[Approval]:
+        try:
+            found: list[Approval] = await client.get_workflow_handle(wf_id).query(
+                PENDING_QUERY, rpc_timeout=QUERY_TIMEOUT
+            )
+            return found
+        except (RPCError, WorkflowQueryFailedError) as exc:
+            print(f"filegate: skipped {wf_id}: {exc}", file=sys.stderr)
+            return []
+
+    found = await asyncio.gather(*(of(wf_id) for wf_id in ids))
+    return [
+        {
+            "workflow_id": wf_id,
+            **{key: a.get(key) for key in ("id", "tool", "args", "rule")},
+            **({"cwd": a["cwd"]} if a.get("cwd") else {}),
+        }
+        for wf_id, approvals in zip(ids, found, strict=True)
+        for a in approvals
+    ]
+
+
+async def approvals_command(args: argparse.Namespace) -> int:
+    client = await target_from(args).connect()
+    items = await pending_approvals(client, args.workflow)
+    if args.json:
+        say(json.dumps(items, indent=2, ensure_ascii=False))
+        return 0
+    if not items:
+        say("no pending approvals")
+    for item in items:
+        say(
+            f"{item['workflow_id']}  {item['id']}  {item['tool']} {args_text(item['args'])}"
+            f"{approval_context(item)}  (rule: {rule_text(item['rule'])})"
+        )
+    return 0
+
+
+def decision_payload(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``decide`` payload (the workflow's Decision model: id, decision, args/reason/message)."""
+    payload: dict[str, Any] = {"id": args.id, "decision": args.decision}
+    for key in ("reason", "message"):
+        if getattr(args, key, None) is not None:
+            payload[key] = getattr(args, key)
+    if args.decision == "edit":
+        try:
+            edited = json.loads(args.args)
+        except json.JSONDecodeError as exc:
+            raise CliError(f"--args is not valid JSON: {exc}", 2) from None
+        if not isinstance(edited, dict):
+            raise CliError("--args must be a JSON object of tool arguments", 2)
+        payload["args"] = edited
+    return payload
+
+
+async def decide_command(args: argparse.Namespace) -> int:
+    decision = decision_payload(args)
+    client = await target_from(args).connect()
+    handle = client.get_workflow_handle(args.workflow)
+    try:
+        ack: dict[str, Any] = await handle.execute_update(
+            DECIDE_UPDATE, decision, rpc_timeout=timedelta(seconds=args.timeout)
+        )
+    except WorkflowUpdateRPCTimeoutOrCancelledError:
+        raise CliError(
+            f"no worker answered for {args.workflow} within {args.timeout:g} s: is the "
+            "`filegate run` (or agent worker) serving it still running? Check "
+            "`filegate approvals` before deciding again."
+        ) from None
+    except WorkflowUpdateFailedError as exc:
+        raise CliError(f"{args.decision} refused by {args.workflow}: {failure_text(exc)}") from None
+    except RPCError as exc:
+        raise CliError(f"cannot reach workflow {args.workflow}: {exc.message}") from None
+    say(f"{ack['decision']}: approval {ack['id']} of {args.workflow}")
+    return 0
+
+
+async def status_command(args: argparse.Namespace) -> int:
+    client = await target_from(args).connect()
+    handle = client.get_workflow_handle(args.workflow_id)
+    try:
+        status = await handle.query(STATUS_QUERY, rpc_timeout=QUERY_TIMEOUT)
+    except (RPCError, WorkflowQueryFailedError) as exc:
+        raise CliError(f"cannot query workflow {args.workflow_id}: {failure_text(exc)}") from None
+    say(json.dumps(status, indent=2, ensure_ascii=False))
+    return 0
+
+
+def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
+    listing = sub.add_parser("approvals", parents=[common], help="list pending approvals")
+    listing.add_argument("--json", action="store_true", help="print a JSON list")
+    listing.add_argument("--workflow", help="only this workflow")
+    listing.set_defaults(handler=approvals_command)
+
+    helps = {
+        "approve": "run the pending call as asked",
+        "reject": "do not run the call; tell the model (optionally why)",
+        "respond": "do not run the call; MESSAGE becomes the tool result",
+        "edit": "run the call with reviewer-supplied arguments",
+    }
+    for kind, text in helps.items():
+        parser = sub.add_parser(kind, parents=[common], help=text)
+        parser.add_argument("id", help="approval id (see `filegate approvals`)")
+        parser.add_argument("--workflow", required=True, help="workflow id")
+        parser.add_argument(
+            "--timeout", type=float, default=DECIDE_TIMEOUT,
+            help=f"seconds to wait for a worker to accept (default {DECIDE_TIMEOUT:g})",
+        )  # fmt: skip
+        if kind == "reject":
+            parser.add_argument("--reason", help="reason passed on to the model")
+        elif kind == "respond":
+            parser.add_argument("--message", required=True, help="text of the tool result")
+        elif kind == "edit":
+            parser.add_argument("--args", required=True, help="replacement tool arguments (JSON)")
+        parser.set_defaults(handler=decide_command, decision=kind)
+
+    status = sub.add_parser("status", parents=[common], help="print a workflow's status query")
+    status.add_argument("workflow_id")
+    status.set_defaults(handler=status_command)

@@ -1,0 +1,99 @@
+"""Filegate command line: workers, scripted runs, the demo, and human approvals.
+
+The parser and the dispatch: each command group lives in its own module
+(:mod:`~filegate.cli.workers`, :mod:`~filegate.cli.run`, :mod:`~filegate.cli.demo`,
+:mod:`~filegate.cli.approvals`, :mod:`~filegate.cli.ui`) and adds its parsers
+through :data:`COMMANDS`. The web UI's stack is imported only for ``filegate ui``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from filegate.backends.embedded import LOOPBACK
+from filegate.cli import approvals, demo, run, workers
+from filegate.cli.connection import connection_options
+from filegate.cli.errors import CliError
+from filegate.worker import ConfigError
+
+
+def _add_ui_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+    parser = sub.add_parser("ui", parents=[common], help="approval web UI (the `ui` extra)")
+    parser.add_argument("--host", default=LOOPBACK, help="interface to listen on")
+    parser.add_argument("--port", type=int, default=8080, help="port to listen on")
+    parser.set_defaults(handler=_ui_command)
+
+
+async def _ui_command(args: argparse.Namespace) -> int:
+    try:  # the web stack is an optional extra: import it only for this command
+        from filegate.cli.ui import ui_command
+    except ImportError as exc:
+        raise CliError(f"the web UI needs: pip install 'filegate[ui]' ({exc})", 2) from None
+    return await ui_command(args)
+
+
+COMMANDS: dict[str, Callable[[Any, argparse.ArgumentParser], None]] = {
+    "worker": workers.add_parser,
+    "run": run.add_parser,
+    "demo": demo.add_parser,
+    "approvals": approvals.add_parsers,
+    "ui": _add_ui_parser,
+}
+"""Command group -> function adding its parser(s); extend to add commands."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    doc = __doc__ or "Filegate"
+    parser = argparse.ArgumentParser(prog="filegate", description=doc.splitlines()[0])
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True)
+    common = connection_options()
+    for add in COMMANDS.values():
+        add(sub, common)
+    return parser
+
+
+async def _dispatch(args: argparse.Namespace) -> int:
+    try:
+        code: int = await args.handler(args)
+    except ConfigError as exc:  # CliError, or a connection / S3 failure
+        print(f"filegate: {exc}", file=sys.stderr, flush=True)
+        return exc.code
+    return code
+
+
+def run_cli(argv: Sequence[str]) -> int:
+    """Parse ``argv`` and run the command; returns the exit code (no process exit)."""
+    args_list = list(argv)
+    # `filegate --role agent` is shorthand for `filegate worker --role agent`.
+    if args_list and args_list[0].startswith("--role"):
+        args_list.insert(0, "worker")
+    args = build_parser().parse_args(args_list)
+    quiet = args.command not in ("worker",) and not args.verbose
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.WARNING if quiet else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        return asyncio.run(_dispatch(args))
+    except KeyboardInterrupt:
+        print("filegate: interrupted", file=sys.stderr)
+        return 130
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Console entry point. Called without ``argv`` it ends the process itself with
+    ``os._exit``: a connected temporalio client can crash the interpreter at exit
+    (sdk-python issue 300), and everything this CLI started is stopped by now."""
+    if argv is not None:
+        return run_cli(argv)
+    code = run_cli(sys.argv[1:])
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

@@ -1,0 +1,130 @@
+"""Printing a run as it happens: tool calls, their results, approvals, the answer."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from filegate.cli.contract import PENDING_QUERY, QUERY_TIMEOUT, TRANSCRIPT_QUERY
+from temporalio.client import WorkflowHandle, WorkflowQueryFailedError
+from temporalio.service import RPCError
+
+if TYPE_CHECKING:
+    from filegate.workflows import AgentResult
+
+log = logging.getLogger("filegate.cli")
+
+
+def one_line(text: str, width: int = 100) -> str:
+    """The first two non-blank lines of ``text``, cut to ``width``, plus how many more."""
+    lines = [part.strip() for part in text.strip().splitlines() if part.strip()]
+    line = " | ".join(lines[:2])
+    line = line if len(line) <= width else line[: width - 3] + "..."
+    return line + (f" (+{len(lines) - 2} more lines)" if len(lines) > 2 else "")
+
+
+def content_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    return "\n".join(
+        b.get("text", f"[{b.get('type', 'block')}]") for b in content if isinstance(b, dict)
+    )
+
+
+def args_text(args: dict[str, Any], width: int = 80) -> str:
+    text = json.dumps(args, ensure_ascii=False)
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+Approval = dict[str, Any]
+"""A pending approval as the ``pending_approvals`` query returns it (id, tool, args, rule...)."""
+
+
+class Progress:
+    """Prints a run as it happens: tool calls, their results, approvals, the answer.
+
+    Fed from the ``transcript`` and ``pending_approvals`` queries, so it shows the
+    same thing for in-process and remote workers.
+    """
+
+    def __init__(self, write: Callable[[str], None]) -> None:
+        self.write = write
+        self.seen = 0
+        self.tool_names: dict[str, str] = {}
+        self.approvals_seen: set[str] = set()
+
+    def transcript(self, messages: list[dict[str, Any]]) -> None:
+        if len(messages) < self.seen:  # history was compacted: start over quietly
+            self.seen = len(messages)
+        for message in messages[self.seen :]:
+            self._message(message)
+        self.seen = len(messages)
+
+    def _message(self, message: dict[str, Any]) -> None:
+        role = message.get("role")
+        text = content_text(message.get("content", ""))
+        if role == "user":
+            self.write(f"user: {one_line(text)}")
+        elif role == "assistant":
+            for call in message.get("tool_calls") or []:
+                self.tool_names[call["id"]] = call["name"]
+                self.write(f"  -> {call['name']} {args_text(call.get('args', {}))}")
+            if text.strip():
+                self.write(f"assistant: {one_line(text)}")
+        elif role == "tool":
+            name = self.tool_names.get(message.get("tool_call_id", ""), "tool")
+            status = "ok" if message.get("status", "success") == "success" else "ERROR"
+            self.write(f"  <- {name} [{status}] {one_line(text)}")
+
+    def new_approvals(self, pending: list[Approval]) -> list[Approval]:
+        fresh = [a for a in pending if a["id"] not in self.approvals_seen]
+        self.approvals_seen.update(a["id"] for a in fresh)
+        return fresh
+
+
+async def follow(
+    handle: WorkflowHandle[Any, AgentResult],
+    progress: Progress,
+    on_approval: Callable[[Approval], Awaitable[None]],
+    interval: float = 0.2,
+) -> AgentResult:
+    """Wait for the run's result while printing progress and reporting new approvals."""
+    result_task: asyncio.Task[AgentResult] = asyncio.create_task(handle.result())
+    try:
+        while not result_task.done():
+            try:
+                # Approvals first: the transcript read after them already holds
+                # the tool calls they belong to, so output stays in order.
+                pending = await handle.query(PENDING_QUERY, rpc_timeout=QUERY_TIMEOUT)
+                progress.transcript(await handle.query(TRANSCRIPT_QUERY, rpc_timeout=QUERY_TIMEOUT))
+                for approval in progress.new_approvals(pending):
+                    await on_approval(approval)
+            except (RPCError, WorkflowQueryFailedError) as exc:
+                log.debug("progress query failed: %s", exc)
+            await asyncio.wait({result_task}, timeout=interval)
+        result = result_task.result()
+    finally:
+        result_task.cancel()
+    progress.transcript(result.transcript)
+    return result
+
+
+def say(text: str = "") -> None:
+    print(text, flush=True)
+
+
+def approval_context(approval: Approval) -> str:
+    """`` in DIR`` for execute (where the command would run), else ``""``."""
+    cwd = approval.get("cwd")
+    return f" in {cwd}" if cwd else ""
+
+
+def rule_text(rule: dict[str, Any] | None) -> str:
+    """The matched rule in one line (permission rule or interrupt_on entry)."""
+    rule = rule or {}
+    if rule.get("description"):
+        return str(rule["description"])
+    return f"{rule.get('mode', '?')} {', '.join(rule.get('paths', []))}"

@@ -1,0 +1,61 @@
+"""Every size, count and time default of a tool call, in one place (contract §2, §7).
+
+Workflow and activities decide limits from these same numbers, so a model sees
+one rule whichever side renders or checks a call. Budgets are in characters,
+estimated from tokens with one ratio.
+"""
+
+from __future__ import annotations
+
+CHARS_PER_TOKEN = 4
+"""Rough characters-per-token ratio used for every size budget."""
+
+TOOL_TOKEN_LIMIT = 20_000
+"""Default ``tool_token_limit_before_evict`` (tokens): larger results are offloaded."""
+
+HUMAN_TOKEN_LIMIT = 50_000
+"""User messages larger than this (tokens) are evicted from the model's view."""
+
+DEFAULT_CONTEXT_TOKENS = 170_000
+"""Summarization threshold when the model's context window is unknown."""
+
+MAX_LINE_CHARS = 5000
+"""Source lines longer than this are split into ``N.1``, ``N.2`` continuation rows."""
+
+READ_OUTPUT_CHAR_LIMIT = CHARS_PER_TOKEN * TOOL_TOKEN_LIMIT
+"""read_file output is cut (at a whole line) above this many characters."""
+
+LIST_CHAR_LIMIT = CHARS_PER_TOKEN * TOOL_TOKEN_LIMIT
+"""ls / glob / grep output is cut (at a whole line) above this many characters."""
+
+DEFAULT_READ_FILE_LIMIT = 100
+"""Lines read_file shows when the model gives no ``limit``."""
+
+DEFAULT_VIDEO_WINDOW = DEFAULT_READ_FILE_LIMIT
+"""Seconds of video sampled when the model gives no ``limit`` (read_file's default)."""
+
+DEFAULT_READ_LIMIT = 2000
+"""Lines a backend returns when its caller gives no limit."""
+
+DEFAULT_GREP_MAX = 1000
+"""Matches a grep returns when the model gives no ``max_count``."""
+
+DEFAULT_EXECUTE_TIMEOUT = 120.0
+"""Seconds a command may run when the model gives no timeout (contract §1)."""
+
+DEFAULT_MAX_EXECUTE_TIMEOUT = 3600.0
+"""The largest timeout a model may ask of ``execute`` (a worker may lower it)."""
+
+DEFAULT_MAX_OUTPUT_BYTES = 100_000
+"""Bytes of a command's combined output kept; the rest is dropped and flagged."""
+
+DEFAULT_SEARCH_TIMEOUT = 20.0
+"""Seconds a glob/grep may search before it is stopped and the model told to narrow it."""
+
+OFFLOAD_HEAD_LINES = 5
+OFFLOAD_TAIL_LINES = 5
+"""Lines of an offloaded result shown in its stub, from the start and the end."""
+
+PREVIEW_LINE_CHARS = 1000
+"""A preview line in an offload stub is cut to this many characters, so one huge
+line cannot make the stub itself large."""

@@ -1,0 +1,366 @@
+"""The tool call path of the agent workflow: check, gate, approve, route, run.
+
+A mixin of :class:`~filegate.workflows.agent.AgentWorkflow`: it holds no state
+of its own (the workflow's attributes it reads and writes are declared below),
+so the sandbox may pass this module through. One turn's calls run
+concurrently, calls on the same path in order; each is validated and routed
+(:mod:`~filegate.workflows.gate`), gated by the permission rules, may wait for
+a human decision, is checked for read-before-edit, and then runs in the
+workflow for the State backend (:func:`filegate.kernel.dispatch.run_tool`) or
+as the ``filegate.<tool>`` activity (local for ``kind="local"`` backends).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from typing import Any
+
+from filegate.activities.contract import outcome_for_activity_error, tool_activity_options
+from filegate.kernel.dispatch import run_tool
+from filegate.kernel.formatting import Rendered, format_error, not_read_before_edit
+from filegate.kernel.messages import ContentBlock, Message, TextBlock, ToolCall
+from filegate.kernel.paths import is_within, validate_path
+from filegate.kernel.routing import Router
+from filegate.kernel.state import StateBackend
+from filegate.kernel.tool_types import (
+    TOOL_ACTIVITY_NAMES,
+    ToolName,
+    ToolOutcome,
+    ToolRequest,
+    activity_call_id,
+)
+from filegate.workflows import fanout
+from filegate.workflows import tool_descriptions as descriptions
+from filegate.workflows.approvals import (
+    EDITED_NOTE,
+    ApprovalBook,
+    approval_deadline,
+    call_signature,
+    rejection_text,
+    repeated_rejection_text,
+)
+from filegate.workflows.gate import (
+    PATH_FIELDS,
+    ApprovalTrigger,
+    CheckedCall,
+    approval_trigger,
+    check_call,
+    deny_gate,
+)
+from filegate.workflows.inputs import AgentInput, BackendRef, Decision
+from temporalio import workflow
+from temporalio.exceptions import FailureError
+
+
+class ToolCalls:
+    """The tool side of the agent loop (mixed into ``AgentWorkflow``)."""
+
+    _input: AgentInput
+    _messages: list[Message]
+    _router: Router
+    _enabled: list[ToolName]
+    _states: dict[str, StateBackend]
+    _seen: set[str]
+    _book: ApprovalBook
+    _model_time: str | None
+    _local_busy: bool
+    _tool_calls: int
+    _tool_errors: int
+
+    def _visible(self) -> list[ToolName]:
+        return descriptions.visible_tools(self._enabled, self._input.backend)
+
+    async def _run_tool_calls(self, calls: list[ToolCall], step: int) -> None:
+        """Run one turn's calls concurrently; calls on the same path keep their order.
+
+        ``step`` (the model call that produced ``calls``) makes the activities'
+        tool-call ids unique per workflow (:func:`activity_call_id`).
+        """
+        chains: dict[str, asyncio.Task[ToolOutcome]] = {}
+        tasks: list[asyncio.Task[ToolOutcome]] = []
+        for index, call in enumerate(calls):
+            key = self._order_key(call)
+            previous = chains.get(key) if key is not None else None
+            call_id = activity_call_id(step, index, call.id)
+            task = asyncio.create_task(self._one_call(call, call_id, previous))
+            if key is not None:
+                chains[key] = task
+            tasks.append(task)
+        outcomes = await asyncio.gather(*tasks)
+        frames: list[ContentBlock] = []
+        for call, outcome in zip(calls, outcomes, strict=True):
+            self._tool_calls += 1
+            if outcome.status == "error":
+                self._tool_errors += 1
+            self._messages.append(
+                Message(
+                    role="tool",
+                    content=outcome.content,
+                    tool_call_id=call.id,
+                    status=outcome.status,
+                    name=call.name,
+                )
+            )
+            frames.extend(outcome.media)
+        if frames:
+            # contract §6: providers need a turn's tool results contiguous, so the
+            # video frames of the whole turn follow them as one user message.
+            self._messages.append(Message(role="user", content=frames))
+
+    @staticmethod
+    def _order_key(call: ToolCall) -> str | None:
+        if call.name == "execute":
+            return "<shell>"
+        field = PATH_FIELDS.get(call.name)
+        if field is None or not isinstance(call.args, dict):
+            return None
+        raw = call.args.get(field)
+        try:
+            return validate_path(raw)
+        except ValueError:
+            return None
+
+    def _check(self, tool: str, args: Any) -> CheckedCall | Rendered:
+        return check_call(
+            tool,
+            args,
+            allowed=self._visible(),
+            router=self._router,
+            max_args_chars=self._input.limits.max_tool_args_chars,
+            max_execute_timeout=self._input.limits.max_execute_timeout,
+        )
+
+    def _gate(self, call: CheckedCall) -> Rendered | None:
+        return deny_gate(self._input.permissions, call, has_descendants=self._has_descendants(call))
+
+    def _has_descendants(self, call: CheckedCall) -> bool:
+        """Only the State backend can be asked cheaply; remote targets count as trees."""
+        if call.tool != "delete" or call.local_path is None:
+            return True
+        ref = self._input.backend.backend_for(call.prefix)
+        if ref.kind != "state":
+            return True
+        return any(
+            p.startswith(call.local_path.rstrip("/") + "/") for p in self._states[ref.name].paths()
+        )
+
+    async def _one_call(
+        self, call: ToolCall, call_id: str, previous: asyncio.Task[ToolOutcome] | None
+    ) -> ToolOutcome:
+        if previous is not None:
+            await workflow.wait([previous])
+        checked = self._check(call.name, call.args)
+        if isinstance(checked, Rendered):
+            return _rendered(checked)
+        refused = self._gate(checked)
+        if refused is not None:
+            return _rendered(refused)
+        note = ""
+        trigger = approval_trigger(self._input.permissions, self._input.interrupt_on, checked)
+        if trigger is not None:
+            decided = await self._ask_human(call, checked, trigger)
+            if isinstance(decided, ToolOutcome):
+                return decided
+            if decided is not checked:
+                note = EDITED_NOTE.format(args=decided.args)
+            checked = decided
+        outcome = await self._execute(checked, call_id)
+        if note:
+            outcome = _with_note(outcome, note)
+        return outcome
+
+    async def _ask_human(
+        self, call: ToolCall, checked: CheckedCall, trigger: ApprovalTrigger
+    ) -> CheckedCall | ToolOutcome:
+        """Wait for a decision; return the call to run or the final tool result."""
+        signature = call_signature(checked.tool, checked.args)
+        earlier = self._book.previous_rejection(signature)
+        if earlier is not None:
+            return ToolOutcome(content=repeated_rejection_text(earlier or None), status="error")
+        approval = self._book.open(
+            tool=checked.tool,
+            args=checked.args,
+            rule=trigger.rule,
+            tool_call_id=call.id,
+            now=self._now(),
+            cwd=self._execute_cwd() if checked.tool == "execute" else None,
+        )
+        timeout, on_timeout = approval_deadline(self._input.approvals, trigger)
+        decided = lambda: self._book.is_decided(approval.id)  # noqa: E731
+        try:
+            await workflow.wait_condition(
+                decided, timeout=timedelta(seconds=timeout) if timeout is not None else None
+            )
+        except TimeoutError:
+            if on_timeout == "reject":
+                self._book.record(
+                    Decision(id=approval.id, decision="reject", reason="approval timed out")
+                )
+            else:
+                self._book.escalate(approval.id)
+                await workflow.wait_condition(decided)
+        decision = self._book.close(approval.id)
+        if decision.decision == "approve":
+            return checked
+        if decision.decision == "respond":
+            return ToolOutcome(content=decision.message or "", status="success")
+        if decision.decision == "reject":
+            self._book.remember_rejection(signature, decision.reason)
+            return ToolOutcome(content=rejection_text(decision.reason), status="error")
+        edited = self._check(checked.tool, decision.args)
+        if isinstance(edited, Rendered):
+            return _rendered(edited)
+        refused = self._gate(edited)
+        if refused is not None:
+            return _rendered(refused)
+        return edited
+
+    def _now(self) -> str:
+        """The time of the latest model answer: what this step's tool calls are stamped with.
+
+        Recorded with the model call's result, so replays agree with the original
+        run; ``workflow.now()`` (the fallback, before any answer) can differ
+        after a local activity.
+        """
+        return self._model_time or workflow.now().isoformat()
+
+    def _execute_cwd(self) -> str:
+        """Where ``execute`` runs, for reviewers: the default backend's shell location."""
+        return self._input.backend.default.shell_path or "/"
+
+    async def _execute(self, call: CheckedCall, tool_call_id: str) -> ToolOutcome:
+        if call.tool == "edit_file" and call.path not in self._seen:
+            return _rendered(not_read_before_edit(call.path or ""))
+        ref = self._input.backend.backend_for(call.prefix)
+        if call.tool == "delete" and not ref.can_delete:
+            return _rendered(format_error(f"delete is not supported for {call.path}"))
+        if fanout.needs_fanout(self._router, call.tool, call.args):
+
+            async def run_target(prefix: str | None, args: dict[str, Any]) -> ToolOutcome:
+                return await self._on_backend(call.tool, prefix, args, tool_call_id, want_raw=True)
+
+            return _rendered(await fanout.fan_out(self._router, call.tool, call.args, run_target))
+        local_args = dict(call.args)
+        if call.path is not None and call.local_path is not None:
+            local_args[PATH_FIELDS[call.tool]] = call.local_path
+        outcome = await self._on_backend(call.tool, call.prefix, local_args, tool_call_id)
+        if outcome.status == "success" and call.path is not None:
+            if call.tool in ("read_file", "write_file", "edit_file"):
+                self._seen.add(call.path)
+            elif call.tool == "delete":
+                self._seen = {p for p in self._seen if not is_within(p, call.path)}
+        return outcome
+
+    async def _on_backend(
+        self,
+        tool: ToolName,
+        prefix: str | None,
+        local_args: dict[str, Any],
+        tool_call_id: str,
+        *,
+        want_raw: bool = False,
+    ) -> ToolOutcome:
+        """Run one call with backend-local args on the backend serving route ``prefix``."""
+        ref = self._input.backend.backend_for(prefix)
+        request = ToolRequest(
+            tool=tool,
+            backend=ref.name,
+            args=local_args,
+            tool_call_id=tool_call_id,
+            workflow_id=workflow.info().workflow_id,
+            route_prefix=prefix or "/",
+            permissions=self._input.permissions,
+            policies=self._input.policies,
+            max_execute_timeout=self._input.limits.max_execute_timeout,
+            want_raw=want_raw,
+        )
+        return await self._dispatch(ref, request)
+
+    async def _dispatch(self, ref: BackendRef, request: ToolRequest) -> ToolOutcome:
+        if ref.kind == "state":
+            backend = self._states[ref.name]
+            backend.set_now(self._now())
+            return run_tool(backend, request)
+        options = tool_activity_options(
+            request.tool,
+            execute_timeout=request.args.get("timeout"),
+            heartbeat_timeout=timedelta(seconds=self._input.limits.tool_heartbeat_timeout_seconds),
+        )
+        name = TOOL_ACTIVITY_NAMES[request.tool]
+        try:
+            if ref.kind == "local":
+                # Local activities have no heartbeats: the start-to-close timeout
+                # bounds them, and a dead agent worker loses the whole task anyway.
+                del options["heartbeat_timeout"]
+                return await self._one_local_at_a_time(
+                    lambda: _start_local_tool(name, request, ref.name, options)
+                )
+            return await workflow.execute_activity(
+                name, request, result_type=ToolOutcome, task_queue=ref.task_queue, **options
+            )
+        except FailureError as error:
+            return outcome_for_activity_error(request.tool, error)
+
+    async def _one_local_at_a_time(
+        self, start: Callable[[], Awaitable[ToolOutcome]]
+    ) -> ToolOutcome:
+        """Run local tool activities one after another, in the order they were asked.
+
+        Several local activities in flight at once can be resolved in different
+        groups on replay than live (temporalio/sdk-python#1881), which hands a
+        result to the wrong call; local tools are quick, so serial costs little.
+        """
+
+        claimed = False
+
+        def claim() -> bool:
+            # Claimed inside the condition: the SDK checks every waiting condition
+            # in one pass, so "check, then set" would let two waiters through.
+            nonlocal claimed
+            if self._local_busy:
+                return False
+            self._local_busy = claimed = True
+            return True
+
+        try:
+            await workflow.wait_condition(claim)
+            return await start()
+        finally:
+            if claimed:  # also when cancelled between the claim and the start
+                self._local_busy = False
+
+
+def _rendered(result: Rendered) -> ToolOutcome:
+    return ToolOutcome(content=result.text, status="error" if result.is_error else "success")
+
+
+def _with_note(outcome: ToolOutcome, note: str) -> ToolOutcome:
+    """Prefix the result with the reviewer-edit note (text or block content)."""
+    if isinstance(outcome.content, str):
+        return outcome.model_copy(update={"content": f"{note}\n{outcome.content}"})
+    return outcome.model_copy(update={"content": [TextBlock(text=note), *outcome.content]})
+
+
+async def _start_local_tool(
+    name: str, request: ToolRequest, backend: str, options: dict[str, Any]
+) -> ToolOutcome:
+    """Schedule a local tool activity; a worker that does not host tools says so plainly.
+
+    The error fails the workflow *task*, not the workflow: Temporal retries the
+    task, so the run resumes once an agent worker that hosts the backend
+    (``filegate worker --role agent --local-backend ...``) polls the queue.
+    """
+    try:
+        return await workflow.execute_local_activity(
+            name, request, result_type=ToolOutcome, **options
+        )
+    except ValueError as error:
+        if "not registered" not in str(error):
+            raise
+        raise RuntimeError(
+            f"backend {backend!r} is kind=local, but this agent worker hosts no file tools; "
+            "start it with the backend (filegate worker --role agent --local-backend "
+            "--backend KIND --root DIR --name NAME, or agent_worker(backends=...))"
+        ) from error

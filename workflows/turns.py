@@ -1,0 +1,168 @@
+"""Model turns of the agent workflow: requests, summaries, transcripts by reference.
+
+A mixin of the workflow class: it holds no state of its own (the workflow's
+attributes it reads and writes are declared below), so the sandbox may pass
+this module through. Each step's model call is one ``filegate.model``
+activity (local by default) carrying the transcript by reference plus the new
+messages (:class:`~filegate.kernel.transcripts.ModelTurn`); at 85 % of the
+context window a summary call replaces older messages first.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from filegate.activities.contract import failure_cause
+from filegate.kernel.messages import Message, ModelRequest, ModelResponse, Usage
+from filegate.kernel.tool_types import ToolName
+from filegate.kernel.transcripts import (
+    TRANSCRIPT_UNAVAILABLE,
+    LocalModelTurn,
+    MemoryRef,
+    ModelTurn,
+    ModelTurnResult,
+    Purpose,
+    TranscriptRef,
+)
+from filegate.workflows import tool_descriptions as descriptions
+from filegate.workflows.context import (
+    ContextState,
+    cut_for_summary,
+    model_view,
+    summarize_threshold,
+    summary_message,
+    to_archive,
+    view_tokens,
+)
+from filegate.workflows.inputs import AgentInput
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ApplicationError, FailureError
+
+MODEL_ACTIVITY = "filegate.model"
+
+
+class ModelTurns:
+    """The model side of the agent loop (mixed into ``AgentWorkflow``)."""
+
+    _input: AgentInput
+    _messages: list[Message]
+    _context: ContextState
+    _transcript: TranscriptRef | None
+    _memory: MemoryRef | None
+    _model_time: str | None
+    _usage: Usage
+    _call_index: int
+    _steps: int
+
+    async def _call_model(self, visible: list[ToolName]) -> ModelResponse:
+        """One step's model call, offering the ``visible`` tools."""
+        spec = self._input.model
+        if spec.max_output_tokens is None and self._input.limits.max_output_tokens is not None:
+            spec = spec.model_copy(
+                update={"max_output_tokens": self._input.limits.max_output_tokens}
+            )
+        request = ModelRequest(
+            model=spec,
+            system=descriptions.system_prompt(
+                self._input.system_prompt, visible, self._input.backend
+            ),
+            messages=[],
+            tools=descriptions.tool_specs(
+                visible,
+                self._input.tool_descriptions,
+                video=descriptions.any_can_read_video(self._input.backend),
+            ),
+            call_index=self._call_index,
+        )
+        await self._maybe_summarize(request)
+        response = (await self._model_turn(request, "respond")).response
+        self._call_index += 1
+        self._steps += 1
+        return response
+
+    async def _maybe_summarize(self, request: ModelRequest) -> None:
+        """contract §7: at 85 % of the context window, a summary replaces older messages.
+
+        The summary call does not count as a step and does not advance
+        ``call_index`` (the scripted model's turn counter).
+        """
+        threshold = summarize_threshold(request.model)
+        view = model_view(self._messages, self._context)
+        if view_tokens(view, request.system) < threshold:
+            return
+        cut = cut_for_summary(self._messages, self._context, threshold)
+        if cut <= self._context.start:
+            return
+        result = await self._model_turn(request.model_copy(update={"tools": []}), "summarize")
+        summary = summary_message(result.response.message.text(), result.archived[-1:])
+        self._context = self._context.model_copy(update={"start": cut, "summary": summary})
+        self._transcript = None  # the view changed wholesale: send it afresh next time
+        self._memory = None
+
+    async def _model_turn(self, request: ModelRequest, purpose: Purpose) -> ModelTurnResult:
+        """One model activity: the transcript by reference plus new messages when possible.
+
+        The reference is an S3 object (:class:`TranscriptRef`) with a store, or,
+        without one, the copy a local call keeps in the agent worker's memory
+        (:class:`MemoryRef`); a worker that lost that copy says so and the call
+        is made again with the whole conversation.
+        """
+        view = model_view(self._messages, self._context)
+        ref = self._transcript
+        if ref is not None and ref.count > len(view):
+            ref = None
+        memory = self._memory if ref is None else None
+        if memory is not None and memory.count > len(view):
+            memory = None
+        known = ref.count if ref else memory.count if memory else 0
+        local = self._input.model_call == "local_activity"
+        turn = (LocalModelTurn if local else ModelTurn)(
+            **request.model_dump(exclude={"messages"}),
+            messages=view[known:],
+            mode="turn",
+            transcript=ref,
+            memory=memory,
+            purpose=purpose,
+            archive=to_archive(self._messages, self._context),
+        )
+        limits = self._input.limits
+        options: dict[str, Any] = {
+            "result_type": ModelTurnResult,
+            "start_to_close_timeout": timedelta(seconds=limits.model_timeout_seconds),
+            "retry_policy": RetryPolicy(
+                initial_interval=timedelta(seconds=1),
+                backoff_coefficient=2.0,
+                maximum_interval=timedelta(seconds=60),
+                maximum_attempts=limits.model_max_attempts,
+                non_retryable_error_types=["ModelRequestError"],
+            ),
+        }
+        try:
+            if local:
+                result = await workflow.execute_local_activity(MODEL_ACTIVITY, turn, **options)
+            else:
+                result = await workflow.execute_activity(MODEL_ACTIVITY, turn, **options)
+        except FailureError as error:
+            if memory is None or not _failed_with(error, TRANSCRIPT_UNAVAILABLE):
+                raise
+            self._memory = None  # that worker restarted or another one ran the call
+            return await self._model_turn(request, purpose)
+        self._context = self._context.model_copy(update={"archived_upto": len(self._messages)})
+        if purpose == "respond":
+            self._transcript = result.transcript
+            self._memory = result.memory
+            self._model_time = result.completed_at
+        response = result.response
+        self._usage = Usage(
+            input_tokens=self._usage.input_tokens + response.usage.input_tokens,
+            output_tokens=self._usage.output_tokens + response.usage.output_tokens,
+        )
+        return result
+
+
+def _failed_with(error: FailureError, error_type: str) -> bool:
+    """Whether an activity (regular or local) failed with an ``ApplicationError`` of that type."""
+    cause = failure_cause(error)
+    return isinstance(cause, ApplicationError) and cause.type == error_type
