@@ -24,9 +24,11 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import TLSConfig
 
 if TYPE_CHECKING:
+    from filegate.activities.providers.profiles import ModelProfiles
     from filegate.activities.tools import FileToolActivities
     from filegate.backends.artifacts import ArtifactStore
     from filegate.backends.policy import PolicyConfig
+    from filegate.backends.reaper import CommandBounds
     from filegate.kernel.protocol import BackendProtocol
     from temporalio.worker import Worker
 
@@ -141,6 +143,8 @@ def agent_worker(
     backends: dict[str, BackendProtocol] | None = None,
     journal_dir: str | Path | None = None,
     policies: PolicyConfig | None = None,
+    model_profiles: ModelProfiles | None = None,
+    allow_execute_with_policies: bool | None = None,
     **options: Any,
 ) -> Worker:
     """The worker that runs AgentWorkflow, the model activity and local backends.
@@ -153,6 +157,11 @@ def agent_worker(
 
     ``backends`` (with ``journal_dir``) are served to ``kind="local"`` backend
     refs: their file tools run as local activities in this worker.
+
+    ``model_profiles`` are the models this worker serves (endpoints, key
+    variables, allowed names; contract §11); None reads ``FILEGATE_MODEL_PROFILES``
+    / ``FILEGATE_MODEL_PROFILES_FILE``, else the defaults. A bad configuration is
+    a :class:`ConfigError` here, not at the first model call.
     """
     from filegate.activities.model import ModelActivities
     from filegate.workflows import AgentWorkflow
@@ -161,11 +170,23 @@ def agent_worker(
 
     options.setdefault("workflow_runner", agent_runner())
     options.setdefault("max_concurrent_workflow_task_polls", WORKFLOW_TASK_POLLERS)
-    activities: list[Callable[..., Any]] = [ModelActivities(artifacts).call_model]
+    from filegate.activities.providers.profiles import ModelProfiles
+
+    if model_profiles is None:
+        try:
+            model_profiles = ModelProfiles.from_settings(Settings.from_env())
+        except ValueError as exc:
+            raise ConfigError(str(exc), 2) from None
+    model = ModelActivities(artifacts, profiles=model_profiles)
+    activities: list[Callable[..., Any]] = [model.call_model]
     if backends:
         if journal_dir is None:
             raise ValueError("local backends need a journal_dir for their idempotency journal")
-        activities += file_tools(backends, journal_dir, artifacts, policies).activities()
+        allow = allow_execute_with_policies
+        tools = file_tools(
+            backends, journal_dir, artifacts, policies, allow_execute_with_policies=allow
+        )
+        activities += tools.activities()
     return Worker(
         client, task_queue=task_queue, workflows=[AgentWorkflow], activities=activities, **options
     )
@@ -176,12 +197,27 @@ def file_tools(
     journal_dir: str | Path,
     artifacts: ArtifactStore | None,
     policies: PolicyConfig | None,
+    *,
+    allow_execute_with_policies: bool | None = None,
 ) -> FileToolActivities:
-    """The file tool activities over ``backends``; policies default to the environment's."""
+    """The file tool activities over ``backends``; policies default to the environment's.
+
+    Refuses (ConfigError) a journal inside a served root and path policies next to
+    an executing backend unless execute is denied or ``allow_execute_with_policies``
+    (default: ``FILEGATE_ALLOW_EXECUTE_WITH_POLICIES``) accepts it (contract §11).
+    """
     from filegate.activities.tools import FileToolActivities
     from filegate.backends.policy import PolicyConfig
+    from filegate.backends.startup import check_execute_policies, check_journal_outside
 
     config = policies if policies is not None else PolicyConfig.from_env()
+    if allow_execute_with_policies is None:
+        allow_execute_with_policies = Settings.from_env().allow_execute_with_policies
+    try:
+        check_journal_outside(journal_dir, backends)
+        check_execute_policies(backends, config, allow=allow_execute_with_policies)
+    except ValueError as exc:
+        raise ConfigError(str(exc), 2) from None
     return FileToolActivities(backends, Path(journal_dir), artifacts=artifacts, policies=config)
 
 
@@ -221,12 +257,18 @@ def make_backend(
     if kind == "local-shell":
         from filegate.backends.local_shell import LocalShellBackend
 
-        return LocalShellBackend(str(root))
+        return LocalShellBackend(str(root), bounds=_bounds(settings))
     if kind == "sandbox":
         from filegate.backends.bwrap import BwrapSandboxBackend
 
-        return BwrapSandboxBackend(str(root))
+        return BwrapSandboxBackend(str(root), bounds=_bounds(settings))
     raise ValueError(f"unknown backend kind {kind!r}; choose one of {', '.join(BACKEND_KINDS)}")
+
+
+def _bounds(settings: Settings | None) -> CommandBounds:
+    from filegate.backends.reaper import CommandBounds
+
+    return CommandBounds.from_settings(settings or Settings.from_env())
 
 
 def tools_worker(
@@ -237,6 +279,7 @@ def tools_worker(
     *,
     artifacts: ArtifactStore | None = None,
     policies: PolicyConfig | None = None,
+    allow_execute_with_policies: bool | None = None,
     **options: Any,
 ) -> Worker:
     """A worker serving the ``filegate.<tool>`` activities for ``backends``.
@@ -250,7 +293,10 @@ def tools_worker(
     from temporalio.worker import Worker
 
     options.setdefault("max_concurrent_activity_task_polls", ACTIVITY_TASK_POLLERS)
-    tools = file_tools(backends, journal_dir, artifacts, policies).activities()
+    allow = allow_execute_with_policies
+    tools = file_tools(
+        backends, journal_dir, artifacts, policies, allow_execute_with_policies=allow
+    ).activities()
     return Worker(client, task_queue=task_queue, activities=tools, **options)
 
 

@@ -2,7 +2,7 @@
 
 Temporal retries an activity whose worker died before reporting, even when the
 work itself was done. Each mutating call is therefore journaled on the tools
-worker's disk, keyed by (backend, workflow id, tool call id, tool, args):
+worker's disk, keyed by (backend, run chain, tool call id, tool, args):
 
 1. before applying, an *intent* is stored: a fingerprint of the target's state
    (``pre``) and, where it can be predicted, the state a successful apply
@@ -73,6 +73,7 @@ class Intent(BaseModel):
 class JournalEntry(BaseModel):
     backend: str
     workflow_id: str
+    """The run chain's scope (``<workflow id>@<first run id>``)."""
     tool_call_id: str
     tool: str
     intent: Intent
@@ -174,12 +175,16 @@ class ToolJournal:
     # ------------------------------------------------------------------ storage
 
     @staticmethod
-    def key(backend_name: str, request: ToolRequest, args: BaseModel) -> str:
-        """Retries carry identical args; a reused call id with other args is another call."""
+    def key(backend_name: str, request: ToolRequest, args: BaseModel, scope: str) -> str:
+        """Retries carry identical args; a reused call id with other args is another call.
+
+        ``scope`` is the run chain (from the activity's own info): a new run under a
+        reused workflow id starts a new chain, so it never gets an old run's answers.
+        """
         material = json.dumps(
             [
                 backend_name,
-                request.workflow_id,
+                scope,
                 request.tool_call_id,
                 request.tool,
                 args.model_dump(mode="json"),
@@ -263,9 +268,11 @@ class ToolJournal:
         request: ToolRequest,
         args: BaseModel,
         apply: Callable[[], ToolOutcome],
+        *,
+        scope: str,
     ) -> ToolOutcome:
         """Apply a mutating call at most once per key; return its (original) outcome."""
-        key = self.key(backend_name, request, args)
+        key = self.key(backend_name, request, args, scope)
         path = self.entry_path(backend_name, key)
         with self._locked(path):
             entry = self.load(path)
@@ -274,7 +281,7 @@ class ToolJournal:
             if entry is None:
                 entry = JournalEntry(
                     backend=backend_name,
-                    workflow_id=request.workflow_id,
+                    workflow_id=scope,
                     tool_call_id=request.tool_call_id,
                     tool=request.tool,
                     intent=_intent_for(backend, args),

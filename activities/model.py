@@ -1,9 +1,13 @@
-"""The model-call activity: one activity name, a provider chosen by ModelSpec.provider.
+"""The model-call activity: one activity name, a provider chosen by the worker's profile.
+
+``ModelSpec.provider`` names one of the agent worker's model profiles
+(:mod:`~filegate.activities.providers.profiles`); the profile, not the request,
+decides the provider kind, endpoint and key variable.
 
 Temporal owns retries. Providers raise ``ModelRetryable`` ApplicationErrors for
 rate limits, 5xx and network failures (with ``next_retry_delay`` when the server
 sent retry-after) and non-retryable ``ModelRequestError`` for everything a retry
-cannot fix. API keys come only from the worker's environment.
+cannot fix. API keys come only from the worker's environment, through its profiles.
 
 The activity takes either a plain :class:`ModelRequest` (whole conversation by
 value) or a :class:`~filegate.kernel.transcripts.ModelTurn` (transcript reference plus
@@ -15,6 +19,7 @@ value and the workflow keeps sending whole conversations.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Protocol
 
@@ -24,12 +29,15 @@ from filegate.activities.history import (
     messages_markdown,
     transcript_key,
 )
+from filegate.activities.identity import run_scope
 from filegate.activities.providers import (
     AnthropicMessagesProvider,
     OpenAIChatProvider,
     ScriptedProvider,
 )
 from filegate.activities.providers.common import request_error
+from filegate.activities.providers.profiles import ModelProfile, ModelProfiles
+from filegate.backends.settings import Settings
 from filegate.kernel.messages import Message, ModelRequest, ModelResponse, Usage
 from filegate.kernel.transcripts import (
     TRANSCRIPT_UNAVAILABLE,
@@ -48,12 +56,17 @@ class ModelProvider(Protocol):
     async def complete(self, request: ModelRequest) -> ModelResponse: ...
 
 
-PROVIDERS: dict[str, ModelProvider] = {
-    "scripted": ScriptedProvider(),
-    "openai": OpenAIChatProvider(),
-    "anthropic": AnthropicMessagesProvider(),
+ProviderFactory = Callable[[ModelProfile], ModelProvider]
+
+PROVIDERS: dict[str, ProviderFactory] = {
+    "scripted": ScriptedProvider,
+    "openai": OpenAIChatProvider,
+    "anthropic": AnthropicMessagesProvider,
 }
-"""Providers are stateless (clients are per call), so one instance each is enough."""
+"""Provider kinds; each builds a provider bound to one profile of the worker."""
+
+FOREIGN_TRANSCRIPT = "ForeignTranscript"
+"""A transcript reference outside the calling run chain (contract §11): refused."""
 
 SUMMARY_PROMPT = (
     "Summarize the conversation above for your own later use. Keep: the user's intent "
@@ -62,17 +75,19 @@ SUMMARY_PROMPT = (
 )
 
 
-def register_provider(name: str, provider: ModelProvider) -> None:
-    """Plug in another provider (a worker calls this before it starts polling)."""
-    PROVIDERS[name] = provider
+def register_provider(kind: str, factory: ProviderFactory) -> None:
+    """Replace how a provider kind is built (a worker calls this before it starts polling)."""
+    PROVIDERS[kind] = factory
 
 
-def get_provider(name: str) -> ModelProvider:
+def get_provider(profile: ModelProfile) -> ModelProvider:
+    """The provider for ``profile``, bound to its endpoint and key variable."""
     try:
-        return PROVIDERS[name]
+        factory = PROVIDERS[profile.kind]
     except KeyError:
         known = ", ".join(sorted(PROVIDERS))
-        raise request_error(f"unknown model provider {name!r}; known: {known}") from None
+        raise request_error(f"unknown model provider {profile.kind!r}; known: {known}") from None
+    return factory(profile)
 
 
 def scripted_summary(messages: list[Message]) -> str:
@@ -95,13 +110,13 @@ def scripted_summary(messages: list[Message]) -> str:
     )
 
 
-async def complete(request: ModelRequest) -> ModelResponse:
-    return await get_provider(request.model.provider).complete(request)
+async def complete(request: ModelRequest, profile: ModelProfile) -> ModelResponse:
+    return await get_provider(profile).complete(request)
 
 
-async def summarize(request: ModelRequest) -> ModelResponse:
+async def summarize(request: ModelRequest, profile: ModelProfile) -> ModelResponse:
     """Ask the model for a summary of ``request.messages`` (no tools offered)."""
-    if request.model.provider == "scripted":
+    if profile.kind == "scripted":
         text = scripted_summary(request.messages)
         return ModelResponse(
             message=Message(role="assistant", content=text),
@@ -110,13 +125,19 @@ async def summarize(request: ModelRequest) -> ModelResponse:
         )
     prompt = Message(role="user", content=SUMMARY_PROMPT)
     asked = request.model_copy(update={"messages": [*request.messages, prompt], "tools": []})
-    return await complete(asked)
+    return await complete(asked, profile)
 
 
 class ModelActivities:
-    """The ``filegate.model`` activity bound to the agent worker's artifact store."""
+    """The ``filegate.model`` activity bound to the agent worker's artifact store and
+    model profiles (None: ``FILEGATE_MODEL_PROFILES[_FILE]``, else the defaults)."""
 
-    def __init__(self, store: ArtifactStore | None = None) -> None:
+    def __init__(
+        self, store: ArtifactStore | None = None, profiles: ModelProfiles | None = None
+    ) -> None:
+        if profiles is None:
+            profiles = ModelProfiles.from_settings(Settings.from_env())
+        self.profiles = profiles
         self.transcripts = TranscriptStore(store) if store is not None else None
         self.in_memory: RecentTranscripts[MemoryRef] = RecentTranscripts()
         """Transcripts of local calls without a store (see :class:`MemoryRef`)."""
@@ -126,15 +147,16 @@ class ModelActivities:
         self, request: ModelTurn | ModelRequest
     ) -> ModelResponse | ModelTurnResult:
         """Ask the configured model for the next assistant message (or a summary)."""
+        profile = self.profiles.resolve(request.model)
         if isinstance(request, ModelTurn):
-            return await self._turn(request)
-        return await complete(request)
+            return await self._turn(request, profile)
+        return await complete(request, profile)
 
-    async def _turn(self, turn: ModelTurn) -> ModelTurnResult:
-        result = await self._answer(turn)
+    async def _turn(self, turn: ModelTurn, profile: ModelProfile) -> ModelTurnResult:
+        result = await self._answer(turn, profile)
         return result.model_copy(update={"completed_at": datetime.now(UTC).isoformat()})
 
-    async def _answer(self, turn: ModelTurn) -> ModelTurnResult:
+    async def _answer(self, turn: ModelTurn, profile: ModelProfile) -> ModelTurnResult:
         transcripts = self.transcripts
         if transcripts is None:
             if turn.transcript is not None:
@@ -143,8 +165,14 @@ class ModelActivities:
                     "reference; configure S3 on every agent worker",
                     type=TRANSCRIPT_UNAVAILABLE,
                 )
-            return await self._answer_in_memory(turn)
-        workflow_id = activity.info().workflow_id or "detached"
+            return await self._answer_in_memory(turn, profile)
+        workflow_id = run_scope(turn.first_run_id)
+        if turn.transcript is not None and turn.transcript.artifact.workflow_id != workflow_id:
+            raise ApplicationError(
+                f"transcript {turn.transcript.artifact.key} belongs to another run chain",
+                type=FOREIGN_TRANSCRIPT,
+                non_retryable=True,
+            )
         archived = [
             await asyncio.to_thread(transcripts.archive, workflow_id, name, text)
             for name, text in sorted(turn.archive.items())
@@ -161,13 +189,14 @@ class ModelActivities:
                     transcripts.archive, workflow_id, name, messages_markdown(full)
                 )
             )
-            return ModelTurnResult(response=await summarize(request), archived=archived)
-        return ModelTurnResult(response=await complete(request), transcript=ref, archived=archived)
+            return ModelTurnResult(response=await summarize(request, profile), archived=archived)
+        response = await complete(request, profile)
+        return ModelTurnResult(response=response, transcript=ref, archived=archived)
 
-    async def _answer_in_memory(self, turn: ModelTurn) -> ModelTurnResult:
+    async def _answer_in_memory(self, turn: ModelTurn, profile: ModelProfile) -> ModelTurnResult:
         """No store: the conversation comes by value, or as a delta on one kept here."""
         info = activity.info()
-        workflow_id = info.workflow_id or "detached"
+        workflow_id = run_scope(turn.first_run_id)
         messages = list(turn.messages)
         if turn.memory is not None:
             kept = self.in_memory.recall(workflow_id, turn.memory)
@@ -180,8 +209,8 @@ class ModelActivities:
                 )
             messages = kept + messages
         if turn.purpose == "summarize":
-            return ModelTurnResult(response=await summarize(turn.plain(messages)))
-        response = await complete(turn.plain(messages))
+            return ModelTurnResult(response=await summarize(turn.plain(messages), profile))
+        response = await complete(turn.plain(messages), profile)
         if not info.is_local:
             return ModelTurnResult(response=response)  # the next call may run anywhere
         memory = MemoryRef(call_index=turn.call_index, count=len(messages))
@@ -189,5 +218,6 @@ class ModelActivities:
         return ModelTurnResult(response=response, memory=memory)
 
 
-call_model = ModelActivities().call_model
-"""``filegate.model`` without an artifact store: conversations travel by value."""
+call_model = ModelActivities(profiles=ModelProfiles.defaults()).call_model
+"""``filegate.model`` without an artifact store, on the default profiles:
+conversations travel by value."""

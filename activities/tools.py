@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from filegate.activities.contract import search_timeout_message
 from filegate.activities.idempotency import ToolJournal
+from filegate.activities.identity import run_scope
 from filegate.activities.tool_threads import Job, ToolThreads
 from filegate.backends.audit import audit_context
 from filegate.backends.media import media_blocks
@@ -186,20 +187,22 @@ def _is_offloaded(request: ToolRequest, args: ReadFileArgs) -> bool:
     return _stored_dir(request, args) is not None
 
 
-def offload_large(store: ArtifactStore, request: ToolRequest, outcome: ToolOutcome) -> ToolOutcome:
+def offload_large(
+    store: ArtifactStore, scope: str, request: ToolRequest, outcome: ToolOutcome
+) -> ToolOutcome:
     """Store a too-large text result and return a stub in its place (contract §7).
 
-    Keyed by workflow id and tool-call id, so a retried activity overwrites the
-    same object with the same bytes. A call id the store refuses as a key
-    keeps the full result (logged): losing output would be worse.
+    Keyed by run chain (``scope``, :func:`~filegate.activities.identity.run_scope`)
+    and tool-call id, so a retried activity overwrites the same object with the
+    same bytes, and a later run under the same workflow id never touches it. A call
+    id the store refuses as a key keeps the full result (logged): losing output
+    would be worse.
     """
     text = outcome.content
     if not isinstance(text, str) or not needs_offload(text):
         return outcome
     try:
-        store.put(
-            request.workflow_id, request.tool_call_id, text.encode(), "text/plain; charset=utf-8"
-        )
+        store.put(scope, request.tool_call_id, text.encode(), "text/plain; charset=utf-8")
     except ValueError as exc:
         logger.warning("not offloading result of %s: %s", request.tool_call_id, exc)
         return outcome
@@ -207,10 +210,12 @@ def offload_large(store: ArtifactStore, request: ToolRequest, outcome: ToolOutco
     return outcome.model_copy(update={"content": stub})
 
 
-def read_offloaded(store: ArtifactStore, request: ToolRequest, args: ReadFileArgs) -> ToolOutcome:
+def read_offloaded(
+    store: ArtifactStore, scope: str, request: ToolRequest, args: ReadFileArgs
+) -> ToolOutcome:
     """``read_file`` of this thread's offloaded result or archived conversation text,
-    windowed like any file. Only the calling workflow's own objects are reachable:
-    the key is built from ``request.workflow_id``."""
+    windowed like any file. Only the calling run chain's own objects are reachable:
+    the key is built from ``scope``, which comes from the activity's own info."""
     from filegate.backends.artifacts import SHA256_METADATA
     from filegate.kernel.artifacts import ArtifactRef
 
@@ -221,7 +226,7 @@ def read_offloaded(store: ArtifactStore, request: ToolRequest, args: ReadFileArg
     directory = _stored_dir(request, args) or LARGE_RESULTS_DIR
     try:
         name = STORED_DIRS[directory](path[len(directory) :])
-        key = store.key_for(request.workflow_id, name)
+        key = store.key_for(scope, name)
         stat = store.client.stat_object(store.bucket, key)
         digest = (stat.metadata or {}).get(f"x-amz-meta-{SHA256_METADATA}", "")
         ref = ArtifactRef(bucket=store.bucket, key=key, size=stat.size or 0, sha256=str(digest))
@@ -303,8 +308,7 @@ class FileToolActivities:
                 type=UNKNOWN_BACKEND_ERROR,
                 non_retryable=True,
             )
-        if not request.workflow_id:
-            request = request.model_copy(update={"workflow_id": activity.info().workflow_id or ""})
+        scope = run_scope(request.first_run_id)
         try:
             args = parse_args(request)
         except InvalidToolRequest as exc:
@@ -320,25 +324,25 @@ class FileToolActivities:
 
         def call() -> ToolOutcome:
             # Set in the tool thread: contextvars do not follow a new thread.
-            with audit_context(request.workflow_id, request.tool_call_id):
+            with audit_context(scope, request.tool_call_id):
                 return run_tool(guarded, request, media=media_blocks)
 
         fn = call
         if store is not None and isinstance(args, ReadFileArgs) and _is_offloaded(request, args):
 
             def fn() -> ToolOutcome:
-                return read_offloaded(store, request, args)
+                return read_offloaded(store, scope, request, args)
 
         elif tool in MUTATING_TOOLS:
 
             def journaled() -> ToolOutcome:
-                return self.journal.run(request.backend, backend, request, args, call)
+                return self.journal.run(request.backend, backend, request, args, call, scope=scope)
 
             fn = journaled
             if store is not None and tool in OFFLOADED_TOOLS:
 
                 def fn() -> ToolOutcome:
-                    return offload_large(store, request, journaled())
+                    return offload_large(store, scope, request, journaled())
 
         deadline = None
         budget = 0.0

@@ -14,11 +14,19 @@ capability). Everything it can reach is mounted read-only or is the
 workspace, and that is what the isolation tests check; running the worker as
 an unprivileged user is stronger still.
 
+Bounds (contract §11, :class:`~filegate.backends.reaper.CommandBounds`):
+bwrap runs under the command supervisor (host side), so the memory and
+file-size rlimits reach every sandboxed process and the process count covers
+the whole sandbox; ``/tmp`` and ``/dev/shm`` are tmpfs of ``tmp_bytes`` each,
+and the sandbox's own tmpfs root and ``/dev`` are remounted read-only, so no
+unbounded tmpfs is left to fill.
+
 Killing: bwrap runs in its own process group (:func:`run_command`) and
 ``--die-with-parent`` ties the sandbox's pid 1 to it; when pid 1 of a pid
 namespace dies the kernel kills every process in it, so a timeout, a
-cancelled activity or a command that left background jobs never leaks
-processes, however many it forked.
+cancelled activity or a command that left background jobs (``setsid`` ones
+too) never leaks processes, however many it forked. The supervisor kills the
+tree as well, before it reports the command's exit.
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ from pathlib import Path
 from filegate.backends.executables import find_executable
 from filegate.backends.host_files import DEFAULT_MAX_FILE_BYTES
 from filegate.backends.local_shell import MINIMAL_PATH, run_command
+from filegate.backends.reaper import CommandBounds
 from filegate.backends.sandbox import (
     DEFAULT_OP_TIMEOUT,
     WORKSPACE,
@@ -91,8 +100,12 @@ class BwrapSandboxBackend(BaseSandbox):
         max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
         op_timeout: float = DEFAULT_OP_TIMEOUT,
         check: bool = True,
+        bounds: CommandBounds | None = None,
     ) -> None:
         """``ro_binds``: extra host directories mounted read-only at the same path.
+
+        ``bounds``: memory, processes, file size, ``/tmp`` size and the longest
+        timeout of every command and file operation (default :class:`CommandBounds`).
 
         ``check`` (default) probes bwrap now and raises
         :class:`SandboxUnavailableError` with the reason, so a worker fails at
@@ -112,6 +125,7 @@ class BwrapSandboxBackend(BaseSandbox):
             if not name or "=" in name or "\x00" in name:
                 raise ValueError(f"invalid environment variable name {name!r}")
         self.ro_binds = [os.path.realpath(p) for p in ro_binds]
+        self.bounds = bounds or CommandBounds()
         if check:
             self.check_available()
 
@@ -143,13 +157,19 @@ class BwrapSandboxBackend(BaseSandbox):
         argv += ["--proc", "/proc"]
         for name in _PROC_READ_ONLY:
             argv += ["--ro-bind-try", f"/proc/{name}", f"/proc/{name}"]
-        argv += ["--dev", "/dev", "--tmpfs", "/tmp"]
-        argv += ["--bind", self.root, WORKSPACE, "--chdir", WORKSPACE, "--clearenv"]
+        argv += ["--dev", "/dev"]
+        size = ["--size", str(self.bounds.tmp_bytes)] if self.bounds.tmp_bytes else []
+        argv += [*size, "--tmpfs", "/tmp", *size, "--tmpfs", "/dev/shm", "--remount-ro", "/dev"]
+        argv += ["--bind", self.root, WORKSPACE, "--chdir", WORKSPACE]
+        argv += ["--remount-ro", "/", "--clearenv"]
         for name, value in self.env.items():
             argv += ["--setenv", name, value]
         return [*argv, "--"]
 
     def run_in_sandbox(self, command: str, timeout: float, max_output_bytes: int) -> ExecuteResult:
+        refused = self.bounds.check_timeout(timeout)
+        if refused:
+            return ExecuteResult(error=refused, code="invalid_argument")
         try:
             argv = [*self.bwrap_argv(), "/bin/sh", "-c", command]
         except SandboxUnavailableError as exc:
@@ -161,6 +181,7 @@ class BwrapSandboxBackend(BaseSandbox):
             env={"PATH": MINIMAL_PATH},
             timeout=timeout,
             max_output_bytes=max_output_bytes,
+            bounds=self.bounds,
         )
 
     def check_available(self) -> None:

@@ -22,6 +22,7 @@ from filegate.kernel.protocol import (
     GrepResult,
     LsResult,
     ReadResult,
+    Visible,
     WriteResult,
 )
 from filegate.kernel.routing import (
@@ -32,6 +33,7 @@ from filegate.kernel.routing import (
     map_message,
     normalize_prefix,
 )
+from filegate.kernel.visibility import resolve_in_backend
 
 
 class CompositeBackend:
@@ -139,7 +141,7 @@ class CompositeBackend:
 
     # -- fan-out searches ----------------------------------------------------
 
-    def glob(self, pattern: str, path: str = "/") -> GlobResult:
+    def glob(self, pattern: str, path: str = "/", visible: Visible | None = None) -> GlobResult:
         try:
             validate_path(path)
         except ValueError as exc:
@@ -152,7 +154,10 @@ class CompositeBackend:
         for target in plan.targets:
             assert target.pattern is not None  # glob plans always carry a pattern
             backend = self.backend_for(target.prefix)
-            parts.append((target, backend.glob(target.pattern, target.local_path)))
+            local_visible = self._local_visible(target.prefix, visible)
+            parts.append(
+                (target, backend.glob(target.pattern, target.local_path, visible=local_visible))
+            )
         return self.router.merge_glob(plan, parts)
 
     def grep(
@@ -161,6 +166,7 @@ class CompositeBackend:
         path: str | None = None,
         glob: str | None = None,
         max_count: int | None = None,
+        visible: Visible | None = None,
     ) -> GrepResult:
         try:
             validate_path(path)
@@ -174,12 +180,40 @@ class CompositeBackend:
             (
                 target,
                 self.backend_for(target.prefix).grep(
-                    literal, target.local_path, target.pattern, max_count
+                    literal,
+                    target.local_path,
+                    target.pattern,
+                    max_count,
+                    visible=self._local_visible(target.prefix, visible),
                 ),
             )
             for target in plan.targets
         ]
         return self.router.merge_grep(plan, parts, max_count)
+
+    def _local_visible(self, prefix: str | None, visible: Visible | None) -> Visible | None:
+        """``visible`` (over this composite's paths) for one route's backend-local paths."""
+        if visible is None or prefix is None:
+            return visible
+        return lambda local: visible(self.router.to_virtual(prefix, local))
+
+    def resolve_path(self, path: str) -> str | None:
+        """The in-root target of ``path`` on the backend that serves it (kernel.visibility).
+
+        A target is only followed inside its own backend: a symlink cannot cross
+        into another route.
+        """
+        try:
+            match = self.router.resolve(path)
+        except ValueError:
+            return None
+        resolved = resolve_in_backend(self.backend_for(match.prefix), match.local_path)
+        if resolved is None:
+            return None
+        return self.router.to_virtual(match.prefix, resolved)
+
+    def resolve_paths(self, paths: list[str]) -> list[str | None]:
+        return [self.resolve_path(path) for path in paths]
 
     # -- batches -------------------------------------------------------------
 

@@ -43,16 +43,19 @@ from filegate.backends.host_files import (
     PathEscapeError,
     call_token,
     error_value,
+    resolve_host,
+    resolve_in_root,
     utf8_name,
 )
-from filegate.backends.streams import is_text_stream, scan_stream, stream_text_window
+from filegate.backends.streams import scan_stream, stream_text_window
 from filegate.kernel.batch import RaisingOps
 from filegate.kernel.globbing import (
     GlobMatcher,
     grep_scope,
     resolve_glob,
 )
-from filegate.kernel.limits import DEFAULT_READ_LIMIT
+from filegate.kernel.limits import DEFAULT_READ_LIMIT, reads_nothing
+from filegate.kernel.media_types import is_media_path
 from filegate.kernel.paths import join_path, validate_path
 from filegate.kernel.protocol import (
     DeleteResult,
@@ -65,37 +68,16 @@ from filegate.kernel.protocol import (
     GrepResult,
     LsResult,
     ReadResult,
+    Visible,
     WriteResult,
 )
 from filegate.kernel.textops import (
     bad_limit,
-    is_media_path,
     merge_grep_budget,
 )
 
-_PROC_FD = "/proc/self/fd"
-
-
-def _resolve(host: str) -> str:
-    """``os.path.realpath(host)``, answered by the kernel when ``host`` exists.
-
-    realpath walks the path in Python with one ``lstat`` per component, a tenth
-    of a small tool call's CPU. An ``O_PATH`` open resolves every symlink in one
-    system call and ``/proc/self/fd`` names the result. A missing path (or a
-    system without ``/proc``) falls back to realpath, which resolves the
-    existing prefix the same way.
-    """
-    try:
-        fd = os.open(host, os.O_PATH | os.O_CLOEXEC)
-    except OSError:
-        return os.path.realpath(host)
-    try:
-        real = os.readlink(f"{_PROC_FD}/{fd}")
-    except OSError:
-        return os.path.realpath(host)
-    finally:
-        os.close(fd)
-    return real if real.startswith("/") else os.path.realpath(host)
+_resolve = resolve_host
+"""Kept under its old name (tests and benchmarks import it from here)."""
 
 
 def _iso_mtime(st: os.stat_result) -> str:
@@ -147,10 +129,10 @@ class FilesystemBackend:
             return []
         host = os.path.join(self.root, rel)
         if follow_final:
-            real = _resolve(host)
+            real = resolve_host(host)
         else:
             head, tail = os.path.split(host)
-            real = os.path.join(_resolve(head), tail)
+            real = os.path.join(resolve_host(head), tail)
         if real == self.root:
             return []
         if not real.startswith(self._root_prefix):
@@ -250,6 +232,21 @@ class FilesystemBackend:
             return None
         return "/" + host[len(self._root_prefix) :]
 
+    def resolve_path(self, path: str) -> str | None:
+        """The in-root virtual path ``path`` resolves to (symlinks followed), or None.
+
+        Rules and policies judge this as well as the path as written
+        (:mod:`filegate.kernel.visibility`).
+        """
+        try:
+            vpath = validate_path(path)
+        except ValueError:
+            return None
+        return resolve_in_root(self.root, vpath)
+
+    def resolve_paths(self, paths: list[str]) -> list[str | None]:
+        return [self.resolve_path(path) for path in paths]
+
     # -- protocol ------------------------------------------------------------
 
     def ls(self, path: str) -> LsResult:
@@ -303,7 +300,7 @@ class FilesystemBackend:
         vpath = str(path)
         try:
             vpath = validate_path(path)
-            if limit <= 0:
+            if reads_nothing(limit):
                 return bad_limit(vpath, limit)
             fd, st = self._open_file(vpath)
         except EXPECTED_ERRORS as exc:
@@ -362,7 +359,7 @@ class FilesystemBackend:
             return error_value(DeleteResult, vpath, exc)
         return DeleteResult(path=vpath)
 
-    def glob(self, pattern: str, path: str = "/") -> GlobResult:
+    def glob(self, pattern: str, path: str = "/", visible: Visible | None = None) -> GlobResult:
         vroot = str(path)
         try:
             vroot, rel_pattern = resolve_glob(pattern, path)
@@ -371,12 +368,13 @@ class FilesystemBackend:
         except EXPECTED_ERRORS as exc:
             return error_value(GlobResult, vroot, exc)
         found: list[str] = []
+        base = vroot.rstrip("/") + "/"
+        keep = None if visible is None else (lambda rel: visible(base + rel))
         try:
-            collect_glob(dfd, "", matcher, found)
+            collect_glob(dfd, "", matcher, found, keep)
         finally:
             os.close(dfd)
         truncated = len(found) > MAX_GLOB_RESULTS
-        base = vroot.rstrip("/") + "/"
         matches = sorted(base + rel for rel in found)
         return GlobResult(matches=matches[:MAX_GLOB_RESULTS], truncated=truncated)
 
@@ -386,6 +384,7 @@ class FilesystemBackend:
         path: str | None = None,
         glob: str | None = None,
         max_count: int | None = None,
+        visible: Visible | None = None,
     ) -> GrepResult:
         vroot = str(path)
         try:
@@ -406,31 +405,20 @@ class FilesystemBackend:
                     return GrepResult(
                         error=f"{vroot} is a binary file: cannot grep", code="binary_file"
                     )
-            elif self._rg is not None:
-                host_root = os.path.join(self.root, *parts)
-                found = grep_rg(
-                    self._rg, self.root, host_root, literal, flt, glob, per_file,
-                    self._vpath_of_host, self._is_text_file,
-                )  # fmt: skip
             else:
+                # Both searches run below a descriptor opened without following links.
                 dfd = self._open_dir(parts)
                 try:
-                    found = grep_tree(dfd, literal, vroot, flt, per_file)
+                    if self._rg is not None:
+                        found = grep_rg(self._rg, dfd, literal, vroot, flt, glob, per_file, visible)
+                    else:
+                        found = grep_tree(dfd, literal, vroot, flt, per_file, visible)
                 finally:
                     os.close(dfd)
         except EXPECTED_ERRORS as exc:
             return error_value(GrepResult, vroot, exc)
         kept, truncated = merge_grep_budget(found, max_count)
         return GrepResult(matches=kept, truncated=truncated)
-
-    def _is_text_file(self, vpath: str) -> bool:
-        """Whole-file check (NUL, UTF-8) so rg results agree with the Python path."""
-        try:
-            fd, _ = self._open_file(vpath)
-        except EXPECTED_ERRORS:
-            return False
-        with os.fdopen(fd, "rb", buffering=0) as fh:
-            return is_text_stream(fh)
 
     def upload(self, files: list[tuple[str, bytes]]) -> list[FileUploadResult]:
         return self._ops.upload(files)

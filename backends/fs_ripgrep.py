@@ -1,10 +1,18 @@
-"""The ripgrep search of the filesystem backend: run ``rg``, parse, re-filter.
+"""The ripgrep search of the filesystem backend: rg picks candidate files, we read them.
 
-ripgrep walks and searches far faster than Python, but it does not know our
-path rules: every path it reports goes back through the virtual-path mapping
-and our own :class:`~filegate.kernel.globbing.GrepFileFilter`, and files it
-calls binary (or that fail the whole-file text check) are dropped, so the
-result equals the pure-Python walk (:mod:`filegate.backends.fs_walk`).
+ripgrep walks and searches far faster than Python, but it knows neither our
+path rules nor our root: it works with path strings, so a directory swapped
+for a symlink mid-walk could lead it outside the root. So rg only *lists*
+the files that contain the literal (``--files-with-matches``), running with
+its working directory set to the search root's descriptor (opened without
+following links, passed as ``/proc/self/fd/N``); every file it names goes
+through our :class:`~filegate.kernel.globbing.GrepFileFilter` and the
+caller's ``visible`` predicate, and is then opened again, component by
+component without following links, below that same descriptor and scanned
+by :func:`~filegate.backends.streams.scan_stream`. Matches, line numbers
+and binary detection are therefore exactly those of the pure-Python walk
+(:mod:`filegate.backends.fs_walk`), and the text always comes from a file
+inside the root, whatever rg saw.
 """
 
 from __future__ import annotations
@@ -12,70 +20,64 @@ from __future__ import annotations
 import errno
 import os
 import subprocess
-from collections.abc import Callable
 
+from filegate.backends.fs_walk import open_below
 from filegate.backends.host_files import utf8_name
+from filegate.backends.streams import scan_stream
 from filegate.kernel.globbing import GrepFileFilter, spells_dot
-from filegate.kernel.protocol import GrepMatch
-from filegate.kernel.textops import display_line
+from filegate.kernel.protocol import GrepMatch, Visible
 
 _RG_ENV_PATH = "/usr/local/bin:/usr/bin:/bin"
 
 
 def grep_rg(
     rg: str,
-    cwd: str,
-    host_root: str,
+    dfd: int,
     literal: str,
+    vroot: str,
     flt: GrepFileFilter,
     glob: str | None,
     per_file: int | None,
-    vpath_of_host: Callable[[str], str | None],
-    is_text_file: Callable[[str], bool],
+    visible: Visible | None = None,
 ) -> list[GrepMatch]:
-    """ripgrep walks and searches; our filter then has the last word on paths."""
-    # Plain "path NUL number:text" output: several times cheaper to parse than --json.
+    """Search the directory ``dfd`` (virtual ``vroot``): rg lists, our no-follow reads decide."""
     cmd = [rg, "--fixed-strings", "--no-config", "--no-ignore", "--encoding", "none"]
-    cmd += ["--no-messages", "--color", "never", "--no-heading", "--with-filename"]
-    cmd += ["--line-number", "--null"]
-    if per_file is not None:
-        cmd += ["--max-count", str(per_file)]
+    cmd += ["--no-messages", "--color", "never", "--files-with-matches", "--null"]
     if glob and spells_dot(glob):
         cmd.append("--hidden")
     prefilter = rg_prefilter(glob)
     if prefilter is not None:
         cmd += ["--glob", prefilter]
-    cmd += ["--regexp", literal, "--", host_root]
+    cmd += ["--regexp", literal, "--", "."]
     proc = subprocess.run(
-        cmd, capture_output=True, env={"PATH": _RG_ENV_PATH}, check=False, cwd=cwd
+        cmd,
+        capture_output=True,
+        env={"PATH": _RG_ENV_PATH},
+        check=False,
+        cwd=f"/proc/self/fd/{dfd}",
+        pass_fds=(dfd,),
     )
     if proc.returncode not in (0, 1, 2):
         raise OSError(errno.EIO, f"ripgrep failed: {proc.stderr[:200]!r}")
+    base = vroot.rstrip("/") + "/"
     found: list[GrepMatch] = []
-    binary: set[str] = set()
-    accepted: dict[bytes, str | None] = {}  # host path -> virtual path (None: filtered)
-    for raw in proc.stdout.split(b"\n"):
-        host, sep, rest = raw.partition(b"\x00")
-        if not sep:
+    for raw in sorted(set(proc.stdout.split(b"\x00"))):
+        rel = os.fsdecode(raw)
+        rel = rel[2:] if rel.startswith("./") else rel
+        vpath = base + rel
+        if not rel or not utf8_name(rel) or not flt.wants(vpath):
             continue
-        if host not in accepted:
-            vpath = vpath_of_host(os.fsdecode(host))
-            ok = vpath is not None and utf8_name(vpath) and flt.wants(vpath)
-            accepted[host] = vpath if ok else None
-        vpath = accepted[host]
-        if vpath is None:
+        if visible is not None and not visible(vpath):
             continue
-        number, sep, text = rest.partition(b":")
         try:
-            line = text.decode("utf-8")
-            line_no = int(number)
-        except ValueError:  # undecodable line or a "binary file matches" notice
-            binary.add(vpath)
-            continue
-        found.append(GrepMatch.model_construct(path=vpath, line=line_no, text=display_line(line)))
-    matched = {m.path for m in found}
-    binary |= {p for p in matched - binary if not is_text_file(p)}
-    return [m for m in found if m.path not in binary]
+            fd = open_below(dfd, rel)
+        except OSError:
+            continue  # vanished, or a component became a symlink: not ours to read
+        with os.fdopen(fd, "rb", buffering=0) as fh:
+            hits = scan_stream(fh, literal, vpath, per_file)
+        if hits:
+            found.extend(hits)
+    return found
 
 
 def rg_prefilter(glob: str | None) -> str | None:

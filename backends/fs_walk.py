@@ -9,13 +9,15 @@ search) so each search strategy reads on its own.
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from collections.abc import Callable, Iterator
 
 from filegate.backends.host_files import DIR_FLAGS, FILE_FLAGS, utf8_name
 from filegate.backends.streams import scan_stream
 from filegate.kernel.globbing import GlobMatcher, GrepFileFilter
-from filegate.kernel.protocol import GrepMatch
+from filegate.kernel.protocol import GrepMatch, Visible
 
 
 def walk_files(
@@ -61,17 +63,21 @@ def walk_files(
 
 
 def grep_tree(
-    dfd: int, literal: str, vroot: str, flt: GrepFileFilter, per_file: int | None
+    dfd: int,
+    literal: str,
+    vroot: str,
+    flt: GrepFileFilter,
+    per_file: int | None,
+    visible: Visible | None = None,
 ) -> list[GrepMatch]:
-    """Search every file ``flt`` wants below the directory ``dfd`` (virtual ``vroot``)."""
+    """Search the files ``flt`` wants and ``visible`` allows below ``dfd`` (virtual ``vroot``)."""
     base = vroot.rstrip("/") + "/"
     found: list[GrepMatch] = []
-    walk = walk_files(
-        dfd,
-        "",
-        lambda rel: flt.may_enter(base + rel),
-        lambda rel: flt.wants(base + rel),
-    )
+
+    def wants(rel: str) -> bool:
+        return flt.wants(base + rel) and (visible is None or visible(base + rel))
+
+    walk = walk_files(dfd, "", lambda rel: flt.may_enter(base + rel), wants)
     for parent_fd, name, rel in walk:
         try:
             fd = os.open(name, FILE_FLAGS, dir_fd=parent_fd)
@@ -84,8 +90,17 @@ def grep_tree(
     return found
 
 
-def collect_glob(dfd: int, prefix: str, matcher: GlobMatcher, out: list[str]) -> None:
-    """Glob walk (the hot path of ``glob``): no symlinks, pruned, no per-file generators."""
+def collect_glob(
+    dfd: int,
+    prefix: str,
+    matcher: GlobMatcher,
+    out: list[str],
+    keep: Callable[[str], bool] | None = None,
+) -> None:
+    """Glob walk (the hot path of ``glob``): no symlinks, pruned, no per-file generators.
+
+    ``keep`` (over paths relative to the walk's root) drops files as if absent.
+    """
     subdirs: list[str] = []
     try:
         with os.scandir(dfd) as it:
@@ -96,7 +111,11 @@ def collect_glob(dfd: int, prefix: str, matcher: GlobMatcher, out: list[str]) ->
                             subdirs.append(entry.name)
                     elif entry.is_file(follow_symlinks=False):
                         name = entry.name
-                        if matcher.match_in_walk(prefix, name) and utf8_name(name):
+                        if (
+                            matcher.match_in_walk(prefix, name)
+                            and utf8_name(name)
+                            and (keep is None or keep(prefix + name))
+                        ):
                             out.append(prefix + name)
                 except OSError:
                     continue
@@ -108,6 +127,31 @@ def collect_glob(dfd: int, prefix: str, matcher: GlobMatcher, out: list[str]) ->
         except OSError:
             continue
         try:
-            collect_glob(child, prefix + name + "/", matcher, out)
+            collect_glob(child, prefix + name + "/", matcher, out, keep)
         finally:
             os.close(child)
+
+
+def open_below(dfd: int, rel: str) -> int:
+    """Open regular file ``rel`` below directory ``dfd``, every component without following links.
+
+    Raises OSError: ``ELOOP``/``ENOTDIR`` when a component is a symlink (as
+    after a swap), ``EINVAL`` for a name that is not a plain relative path or
+    a file that is not regular.
+    """
+    parts = rel.split("/")
+    if any(part in ("", ".", "..") for part in parts):
+        raise OSError(errno.EINVAL, "not a plain relative path")
+    fd = os.dup(dfd)
+    try:
+        for part in parts[:-1]:
+            child = os.open(part, DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = child
+        out = os.open(parts[-1], FILE_FLAGS, dir_fd=fd)
+    finally:
+        os.close(fd)
+    if not stat.S_ISREG(os.fstat(out).st_mode):
+        os.close(out)
+        raise OSError(errno.EINVAL, "not a regular file")
+    return out

@@ -1,15 +1,18 @@
 """Filesystem backend plus ``execute``: a shell on the host, rooted at ``root_dir``.
 
 Not a sandbox: the command can touch anything the worker user can. What it
-does guarantee (contract §1): cwd is the root, the environment is explicit
-(nothing inherited unless asked), output is capped, and a timed-out command is
-killed together with everything it started (its own session/process group).
-Background processes a command leaves behind are killed when it returns too:
-a tool call must not leak processes into the worker.
+does guarantee (contract §1, §11): cwd is the root, the environment is
+explicit (nothing inherited unless asked), output is capped, memory, file size
+and process count are bounded (:class:`~filegate.backends.reaper.CommandBounds`),
+and no process outlives the command: it runs under the supervisor of
+:mod:`filegate.backends.reaper`, which kills everything it started -- also
+processes that called ``setsid`` or double-forked -- when it returns, times out
+or is cancelled. A hostile command can still kill its supervisor (it runs as
+the worker's user); use the sandbox for untrusted code.
 
 ``execute`` waits in a short polling loop rather than one blocking call, so
 an exception raised into the calling thread (e.g. Temporal cancelling a sync
-activity) lands within ~0.1 s; the ``finally`` then kills the process group.
+activity) lands within ~0.1 s; the ``finally`` then stops the supervisor.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from contextlib import suppress
 
 from filegate.backends.filesystem import FilesystemBackend
 from filegate.backends.host_files import DEFAULT_MAX_FILE_BYTES
+from filegate.backends.reaper import CommandBounds, supervised
 from filegate.kernel.limits import DEFAULT_EXECUTE_TIMEOUT, DEFAULT_MAX_OUTPUT_BYTES
 from filegate.kernel.protocol import ExecuteResult
 
@@ -31,6 +35,8 @@ MINIMAL_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 STDERR_PREFIX = "[stderr] "
 _POLL_SECONDS = 0.1
 _DRAIN_GRACE_SECONDS = 0.5
+_STOP_GRACE_SECONDS = 4.0
+"""How long a stopped supervisor gets to kill and reap its tree before the group kill."""
 
 
 class LocalShellBackend(FilesystemBackend):
@@ -46,13 +52,17 @@ class LocalShellBackend(FilesystemBackend):
         max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
         virtual_mode: bool = True,
         max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+        bounds: CommandBounds | None = None,
     ) -> None:
+        """``bounds``: memory, processes, file size and the longest timeout of a command
+        (default :class:`CommandBounds`; its ``tmp_bytes`` only applies to sandboxes)."""
         super().__init__(root_dir, virtual_mode=virtual_mode, max_file_bytes=max_file_bytes)
         self.cwd = os.path.realpath(root_dir)
         self.env = dict(env or {})
         self.inherit_env = inherit_env
         self.default_timeout = default_timeout
         self.max_output_bytes = max_output_bytes
+        self.bounds = bounds or CommandBounds()
 
     @property
     def can_execute(self) -> bool:
@@ -66,18 +76,18 @@ class LocalShellBackend(FilesystemBackend):
         return base
 
     def execute(self, command: str, timeout: float | None = None) -> ExecuteResult:
-        limit = self.default_timeout if timeout is None else timeout
-        if limit <= 0:
-            return ExecuteResult(
-                error=f"timeout must be positive, got {timeout}", code="invalid_argument"
-            )
+        limit = self.bounds.timeout_for(timeout, self.default_timeout)
+        refused = self.bounds.check_timeout(limit)
+        if refused:
+            return ExecuteResult(error=refused, code="invalid_argument")
         return run_command(
-            command,
-            shell=True,
+            ["/bin/sh", "-c", command],
+            shell=False,
             cwd=self.cwd,
             env=self.command_env(),
             timeout=limit,
             max_output_bytes=self.max_output_bytes,
+            bounds=self.bounds,
         )
 
 
@@ -89,12 +99,20 @@ def run_command(
     env: Mapping[str, str],
     timeout: float,
     max_output_bytes: int,
+    bounds: CommandBounds | None = None,
 ) -> ExecuteResult:
-    """Run one command in its own session: capped output, ``[stderr] `` prefix, group kill.
+    """Run one command in its own session: capped output, ``[stderr] `` prefix, no leftovers.
 
     Shared by every backend that executes (the host shell, sandboxes), so the
-    timeout, output-cap and process-cleanup rules live in one place.
+    timeout, output-cap, bounds and process-cleanup rules live in one place.
+    With ``bounds`` (a sequence ``args`` only) the command runs under the
+    supervisor (:mod:`filegate.backends.reaper`); it is stopped with SIGTERM,
+    so it kills the whole tree, then the session's process group is killed.
     """
+    if bounds is not None:
+        if isinstance(args, str) or shell:
+            raise ValueError("bounds need an argument list, not a shell string")
+        args = supervised(args, bounds)
     try:
         proc = subprocess.Popen(
             args,
@@ -113,9 +131,7 @@ def run_command(
     try:
         timed_out = not _pump(proc, capture, time.monotonic() + timeout)
     finally:
-        _kill_group(proc)
-        with suppress(OSError, subprocess.TimeoutExpired):
-            proc.wait(timeout=5)
+        _stop(proc, supervised=bounds is not None)
         capture.close()
     output, truncated = capture.render(max_output_bytes)
     if timed_out:
@@ -200,10 +216,17 @@ def _pump(proc: subprocess.Popen[bytes], capture: _Capture, deadline: float) -> 
     return True
 
 
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    """SIGKILL the command's whole session (it leads its own process group)."""
+def _stop(proc: subprocess.Popen[bytes], *, supervised: bool) -> None:
+    """Stop the supervisor (it kills its tree), then SIGKILL the process group, reap."""
+    if supervised and proc.poll() is None:
+        with suppress(ProcessLookupError, PermissionError):
+            proc.send_signal(signal.SIGTERM)
+        with suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=_STOP_GRACE_SECONDS)
     with suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
+    with suppress(OSError, subprocess.TimeoutExpired):
+        proc.wait(timeout=5)
     for stream in (proc.stdout, proc.stderr):
         if stream is not None:
             with suppress(OSError):

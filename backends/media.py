@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Literal
 
 from filegate.kernel import media as kernel_media
 from filegate.kernel.formatting import format_error
-from filegate.kernel.limits import DEFAULT_VIDEO_WINDOW
+from filegate.kernel.limits import DEFAULT_VIDEO_WINDOW, reads_nothing
 from filegate.kernel.media import MediaOutcome, b64
 from filegate.kernel.media_types import media_kind
 from filegate.kernel.protocol import ReadResult
@@ -156,7 +156,7 @@ def video_frames(
     limits: VideoLimits = DEFAULT_VIDEO_LIMITS,
 ) -> MediaOutcome:
     """Sample ``[offset, offset + limit)`` seconds of a video into JPEG frames."""
-    if limit <= 0:
+    if reads_nothing(limit):
         return _error(
             f"limit={limit} asks for no video. For videos limit is the number of seconds "
             f"to sample; pass limit >= 1 (default {DEFAULT_VIDEO_WINDOW})."

@@ -30,8 +30,10 @@ import base64
 import errno
 import json
 import marshal
+import os
 import shlex
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
 from contextlib import suppress
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -43,15 +45,24 @@ from filegate.backends.host_files import (
     PathEscapeError,
     call_token,
     error_value,
+    resolve_in_root,
 )
 from filegate.backends.sandbox_helper import HELPER_SCRIPT, REPLY_MARK, reply_bytes, reply_text
 from filegate.kernel.batch import RaisingOps
-from filegate.kernel.globbing import GlobMatcher, grep_scope, resolve_glob, spells_dot
+from filegate.kernel.globbing import (
+    GlobMatcher,
+    GrepFileFilter,
+    grep_scope,
+    resolve_glob,
+    spells_dot,
+)
 from filegate.kernel.limits import (
     DEFAULT_EXECUTE_TIMEOUT,
     DEFAULT_MAX_OUTPUT_BYTES,
     DEFAULT_READ_LIMIT,
+    reads_nothing,
 )
+from filegate.kernel.media_types import is_media_path
 from filegate.kernel.paths import join_path, validate_path
 from filegate.kernel.protocol import (
     DeleteResult,
@@ -65,13 +76,13 @@ from filegate.kernel.protocol import (
     GrepResult,
     LsResult,
     ReadResult,
+    Visible,
     WriteResult,
     _Result,
 )
 from filegate.kernel.textops import (
     bad_limit,
     decode_text,
-    is_media_path,
     merge_grep_budget,
     read_window,
 )
@@ -81,6 +92,8 @@ WORKSPACE = "/workspace"
 DEFAULT_OP_TIMEOUT = 60.0
 UPLOAD_CHUNK_BYTES = 72 * 1024
 """Raw bytes per upload call: base64 + helper must stay under Linux's 128 KiB per-argument limit."""
+GREP_LIST_CHUNK_CHARS = 48 * 1024
+"""Bytes of file names per permission-filtered grep call (same argument limit)."""
 
 R = TypeVar("R", bound=_Result)
 
@@ -134,7 +147,11 @@ class BaseSandbox(ABC):
 
     @abstractmethod
     def run_in_sandbox(self, command: str, timeout: float, max_output_bytes: int) -> ExecuteResult:
-        """Run shell ``command`` inside the sandbox (cwd = workspace, clean env)."""
+        """Run shell ``command`` inside the sandbox (cwd = workspace, clean env).
+
+        A ``timeout`` that :func:`~filegate.kernel.limits.execute_timeout_problem`
+        refuses (with the worker's maximum) comes back as an ``invalid_argument`` error.
+        """
 
     @property
     def can_execute(self) -> bool:
@@ -145,11 +162,8 @@ class BaseSandbox(ABC):
         return True
 
     def execute(self, command: str, timeout: float | None = None) -> ExecuteResult:
+        # run_in_sandbox refuses a bad timeout (the kernel's execute_timeout_problem).
         limit = self.default_timeout if timeout is None else timeout
-        if limit <= 0:
-            return ExecuteResult(
-                error=f"timeout must be positive, got {timeout}", code="invalid_argument"
-            )
         return self.run_in_sandbox(command, limit, self.max_output_bytes)
 
     # -- helper plumbing -----------------------------------------------------
@@ -246,7 +260,7 @@ class BaseSandbox(ABC):
         vpath = str(path)
         try:
             vpath = validate_path(path)
-            if limit <= 0:
+            if reads_nothing(limit):
                 return bad_limit(vpath, limit)
             data = self._get(vpath)
         except _EXPECTED as exc:
@@ -279,7 +293,7 @@ class BaseSandbox(ABC):
             return _fail(DeleteResult, vpath, exc)
         return DeleteResult(path=vpath)
 
-    def glob(self, pattern: str, path: str = "/") -> GlobResult:
+    def glob(self, pattern: str, path: str = "/", visible: Visible | None = None) -> GlobResult:
         vroot = str(path)
         try:
             vroot, rel_pattern = resolve_glob(pattern, path)
@@ -289,7 +303,11 @@ class BaseSandbox(ABC):
             return _fail(GlobResult, vroot, exc)
         base = vroot.rstrip("/") + "/"
         rels = [reply_text(rel) for rel in files]
-        matches = sorted(base + rel for rel in rels if matcher.match(rel))
+        matches = sorted(
+            base + rel
+            for rel in rels
+            if matcher.match(rel) and (visible is None or visible(base + rel))
+        )
         truncated = len(matches) > MAX_GLOB_RESULTS
         return GlobResult(matches=matches[:MAX_GLOB_RESULTS], truncated=truncated)
 
@@ -299,6 +317,7 @@ class BaseSandbox(ABC):
         path: str | None = None,
         glob: str | None = None,
         max_count: int | None = None,
+        visible: Visible | None = None,
     ) -> GrepResult:
         vroot = str(path)
         try:
@@ -306,6 +325,10 @@ class BaseSandbox(ABC):
             if isinstance(scope, GrepResult):
                 return scope
             vroot, flt = scope
+            if visible is not None:
+                listed = self._grep_listed(literal, vroot, flt, glob, max_count, visible)
+                if listed is not None:
+                    return listed
             reply = self._call(
                 "grep",
                 path=vroot,
@@ -332,11 +355,105 @@ class BaseSandbox(ABC):
         kept, truncated = merge_grep_budget(found, max_count)
         return GrepResult(matches=kept, truncated=truncated)
 
+    def _grep_listed(
+        self,
+        literal: str,
+        vroot: str,
+        flt: GrepFileFilter,
+        glob: str | None,
+        max_count: int | None,
+        visible: Visible,
+    ) -> GrepResult | None:
+        """grep over an explicit list of permitted files (None: the root is a file).
+
+        The helper first lists the candidates; only the files ``flt`` wants and
+        ``visible`` allows are then searched, in sorted argument-sized chunks,
+        stopping once the budget is certainly spent: nothing about a hidden file
+        (its matches, its size, its search time) can shape the answer.
+        """
+        hidden = bool(glob) and spells_dot(glob or "")
+        try:
+            listed = self._call("walk", path=vroot, hidden=hidden)["files"]
+        except NotADirectoryError:
+            return None
+        base = vroot.rstrip("/") + "/"
+        rels = sorted(
+            rel
+            for rel in (reply_text(encoded) for encoded in listed)
+            if flt.wants(base + rel) and visible(base + rel)
+        )
+        found: list[GrepMatch] = []
+        for chunk in _chunks(rels, GREP_LIST_CHUNK_CHARS):
+            reply = self._call(
+                "grepfiles",
+                path=vroot,
+                files=chunk,
+                needle=literal,
+                limit=None if max_count is None else max_count + 1,
+                max=self.max_file_bytes,
+            )
+            for encoded_rel, hits in reply["files"]:
+                vpath = base + reply_text(encoded_rel)
+                found.extend(
+                    GrepMatch.model_construct(path=vpath, line=line, text=reply_text(text))
+                    for line, text in hits
+                )
+            if max_count is not None and len(found) > max_count:
+                break  # later chunks sort after every match kept
+        kept, truncated = merge_grep_budget(found, max_count)
+        return GrepResult(matches=kept, truncated=truncated)
+
+    # -- symlink resolution (kernel.visibility) ------------------------------
+
+    def resolve_path(self, path: str) -> str | None:
+        """The in-workspace path ``path`` resolves to (symlinks followed), or None."""
+        return self.resolve_paths([path])[0]
+
+    def resolve_paths(self, paths: list[str]) -> list[str | None]:
+        """Resolved in-workspace paths, on the host when the workspace lives there.
+
+        A sandbox whose workspace is a host directory (bubblewrap binds its
+        ``root``) resolves with the host's kernel, without starting a sandbox;
+        any other asks the helper inside the sandbox, once for the whole batch.
+        """
+        valid: list[str | None] = []
+        for path in paths:
+            try:
+                valid.append(validate_path(path))
+            except ValueError:
+                valid.append(None)
+        host_root = getattr(self, "root", None)
+        if isinstance(host_root, str) and os.path.isabs(host_root):
+            return [None if v is None else resolve_in_root(host_root, v) for v in valid]
+        wanted = [v for v in valid if v is not None]
+        if not wanted:
+            return [None] * len(valid)
+        try:
+            answers = iter(self._call("resolve", paths=wanted)["paths"])
+        except _EXPECTED:
+            return [None] * len(valid)
+        return [None if v is None or (a := next(answers)) is None else reply_text(a) for v in valid]
+
     def upload(self, files: list[tuple[str, bytes]]) -> list[FileUploadResult]:
         return self._ops.upload(files)
 
     def download(self, paths: list[str]) -> list[FileDownloadResult]:
         return self._ops.download(paths)
+
+
+def _chunks(items: list[str], max_chars: int) -> Iterator[list[str]]:
+    """Consecutive slices of ``items`` whose UTF-8 size stays under ``max_chars`` bytes."""
+    chunk: list[str] = []
+    size = 0
+    for item in items:
+        length = len(item.encode("utf-8", "surrogatepass")) + 8
+        if chunk and size + length > max_chars:
+            yield chunk
+            chunk, size = [], 0
+        chunk.append(item)
+        size += length
+    if chunk:
+        yield chunk
 
 
 __all__ = ["WORKSPACE", "BaseSandbox", "SandboxOpError"]

@@ -213,6 +213,39 @@ def op_grep(p):
             continue
         if hits: found.append([rel, hits])
     return {"files": found}
+def op_grepfiles(p):
+    text_needle = p["needle"]
+    needle = text_needle.encode("utf-8")
+    r = real(p["path"])
+    need_dir(r)
+    found = []
+    for rel in p["files"]:
+        parts = rel.split("/")
+        if "" in parts or "." in parts or ".." in parts: continue
+        path, ok = r, True
+        for part in parts[:-1]:
+            path = os.path.join(path, part)
+            if os.path.islink(path) or not os.path.isdir(path):
+                ok = False
+                break
+        if not ok: continue
+        try:
+            data = read_file(os.path.join(path, parts[-1]), p["max"])
+            hits = scan(data, needle, text_needle, p["limit"])
+        except (OSError, NotRegular):
+            continue
+        if hits: found.append([rel, hits])
+    return {"files": found}
+def op_resolve(p):
+    out = []
+    for v in p["paths"]:
+        try:
+            r = real(v)
+        except Escape:
+            out.append(None)
+            continue
+        out.append("/" if r == W else r[len(W):])
+    return {"paths": out}
 try:
     reply = globals()["op_" + OP](P)
 except Escape:

@@ -13,7 +13,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import ClassVar
 
-from pydantic import BaseModel, ConfigDict, SecretStr
+from filegate.kernel.limits import (
+    DEFAULT_EXECUTE_FILE_BYTES,
+    DEFAULT_EXECUTE_MAX_PROCESSES,
+    DEFAULT_EXECUTE_MEMORY_BYTES,
+    DEFAULT_MAX_EXECUTE_TIMEOUT,
+    DEFAULT_SANDBOX_TMP_BYTES,
+)
+from pydantic import BaseModel, ByteSize, ConfigDict, Field, SecretStr
 
 ENV_PREFIX = "FILEGATE_"
 
@@ -37,6 +44,20 @@ class Settings(BaseModel):
     state_dir: Path = Path(".filegate")
     journal_fsync: bool = False
     """Flush each idempotency-journal entry to disk (power-cut durability)."""
+
+    model_profiles: str | None = None
+    """The agent worker's model profiles as JSON (``activities.providers.profiles``)."""
+    model_profiles_file: Path | None = None
+    """The same, read from a JSON file. Neither set: the default profiles."""
+
+    # Bounds of one execute call (contract §11, filegate.backends.reaper); 0: none.
+    exec_memory: ByteSize = ByteSize(DEFAULT_EXECUTE_MEMORY_BYTES)
+    exec_max_processes: int = Field(default=DEFAULT_EXECUTE_MAX_PROCESSES, ge=0)
+    exec_file_size: ByteSize = ByteSize(DEFAULT_EXECUTE_FILE_BYTES)
+    sandbox_tmp_size: ByteSize = ByteSize(DEFAULT_SANDBOX_TMP_BYTES)
+    exec_max_seconds: float = Field(default=DEFAULT_MAX_EXECUTE_TIMEOUT, gt=0)
+    allow_execute_with_policies: bool = False
+    """Serve an executing backend under path policies anyway (a shell ignores them)."""
 
     # Un-prefixed variables honoured as fallbacks, so a shell configured for the
     # `temporal` CLI points Filegate at the same server.

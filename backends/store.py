@@ -48,6 +48,7 @@ from filegate.kernel.protocol import (
     GrepResult,
     LsResult,
     ReadResult,
+    Visible,
     WriteResult,
 )
 from filegate.kernel.textops import apply_edit, decode_text
@@ -317,13 +318,13 @@ class StoreBackend:
             return DeleteResult(path=vpath, error=s3_message(exc), code="io_error")
         return DeleteResult(path=vpath)
 
-    def glob(self, pattern: str, path: str = "/") -> GlobResult:
+    def glob(self, pattern: str, path: str = "/", visible: Visible | None = None) -> GlobResult:
         try:
             vroot, _ = resolve_glob(pattern, path)
         except ValueError as exc:
             return GlobResult(error=str(exc), code="invalid_path")
         try:
-            files = self._files_under(vroot)
+            files = _only_visible(self._files_under(vroot), visible)
             matches = glob_paths(pattern, path, files)
         except ValueError as exc:
             return GlobResult(error=str(exc), code="invalid_path")
@@ -339,13 +340,14 @@ class StoreBackend:
         path: str | None = None,
         glob: str | None = None,
         max_count: int | None = None,
+        visible: Visible | None = None,
     ) -> GrepResult:
         vroot = grep_root(path, max_count)
         if isinstance(vroot, GrepResult):
             return vroot
         try:
             explicit = self._is_file(vroot)
-            files = [vroot] if explicit else self._files_under(vroot)
+            files = [vroot] if explicit else _only_visible(self._files_under(vroot), visible)
             if not files and vroot != "/":
                 return GrepResult(error=f"path not found: {vroot}", code="file_not_found")
             candidates = grep_paths(vroot, glob, files)
@@ -401,3 +403,8 @@ class StoreBackend:
         return ExecuteResult(
             error="execute is not supported: the store backend has no shell", code="unsupported"
         )
+
+
+def _only_visible(files: list[str], visible: Visible | None) -> list[str]:
+    """Hidden objects do not exist for a search: not counted, not even as a directory."""
+    return files if visible is None else [f for f in files if visible(f)]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import getpass
 import json
 import sys
 from datetime import timedelta
@@ -83,9 +84,26 @@ async def approvals_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def os_user() -> str:
+    """The default ``--reviewer``: the user running the command."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no login name and no passwd entry (some containers)
+        return "unknown"
+
+
 def decision_payload(args: argparse.Namespace) -> dict[str, Any]:
-    """The ``decide`` payload (the workflow's Decision model: id, decision, args/reason/message)."""
-    payload: dict[str, Any] = {"id": args.id, "decision": args.decision}
+    """The ``decide`` payload (the workflow's Decision model: id, decision,
+    args/reason/message, and who decided: ``--reviewer`` or the OS user, via ``cli``)."""
+    reviewer = (getattr(args, "reviewer", None) or os_user()).strip()
+    if not reviewer or len(reviewer) > 200:
+        raise CliError("--reviewer must be 1 to 200 characters", 2)
+    payload: dict[str, Any] = {
+        "id": args.id,
+        "decision": args.decision,
+        "reviewer": reviewer,
+        "via": "cli",
+    }
     for key in ("reason", "message"):
         if getattr(args, key, None) is not None:
             payload[key] = getattr(args, key)
@@ -118,7 +136,8 @@ async def decide_command(args: argparse.Namespace) -> int:
         raise CliError(f"{args.decision} refused by {args.workflow}: {failure_text(exc)}") from None
     except RPCError as exc:
         raise CliError(f"cannot reach workflow {args.workflow}: {exc.message}") from None
-    say(f"{ack['decision']}: approval {ack['id']} of {args.workflow}")
+    by = f"{ack.get('reviewer', decision['reviewer'])} via {ack.get('via', 'cli')}"
+    say(f"{ack['decision']}: approval {ack['id']} of {args.workflow} (by {by})")
     return 0
 
 
@@ -153,6 +172,9 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
             "--timeout", type=float, default=DECIDE_TIMEOUT,
             help=f"seconds to wait for a worker to accept (default {DECIDE_TIMEOUT:g})",
         )  # fmt: skip
+        parser.add_argument(
+            "--reviewer", help="who decides, recorded with the decision (default: the OS user)"
+        )
         if kind == "reject":
             parser.add_argument("--reason", help="reason passed on to the model")
         elif kind == "respond":

@@ -206,13 +206,13 @@ def demo_checks(
     ]  # fmt: skip
 
 
-async def take_stored_results(store: ArtifactStore | None, workflow_id: str) -> list[str]:
+async def take_stored_results(store: ArtifactStore | None, scope: str) -> list[str]:
     """Keys of what the run left in S3 (large results, transcripts), which are then
     deleted: a demo against a configured S3 must not leave objects behind."""
     if store is None:
         return []
-    keys = await asyncio.to_thread(store.list_thread, workflow_id)
-    await asyncio.to_thread(store.delete_thread, workflow_id)
+    keys = await asyncio.to_thread(store.list_thread, scope)
+    await asyncio.to_thread(store.delete_thread, scope)
     return keys
 
 
@@ -227,6 +227,7 @@ async def run_demo(
     agent_queue, tools_queue = f"filegate-demo-{suffix}", f"filegate-demo-{suffix}-tools"
     from filegate.backends.filesystem import FilesystemBackend
     from filegate.backends.local_shell import LocalShellBackend
+    from filegate.kernel.artifacts import chain_scope
     from filegate.kernel.messages import ModelSpec
     from filegate.kernel.permissions import FilesystemPermission
     from filegate.workflows import (
@@ -281,7 +282,9 @@ async def run_demo(
             say(f"  !! approved {approval_id} by signal")
 
         result = await asyncio.wait_for(follow(handle, Progress(say), approve), 60)
-    return result, approved, await take_stored_results(artifacts, workflow_id)
+    # Stored results live under the run chain (contract §11), not the bare workflow id.
+    scope = chain_scope(workflow_id, handle.first_execution_run_id or "")
+    return result, approved, await take_stored_results(artifacts, scope)
 
 
 async def demo_command(args: argparse.Namespace) -> int:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from filegate.cli.contract import PENDING_QUERY, QUERY_TIMEOUT, TRANSCRIPT_QUERY
@@ -53,7 +55,9 @@ class Progress:
     def __init__(self, write: Callable[[str], None]) -> None:
         self.write = write
         self.seen = 0
-        self.tool_names: dict[str, str] = {}
+        self.tool_names: dict[str, deque[str]] = {}
+        """Per call id, the names of the calls still waiting for their result, in
+        order: a model may reuse an id, even within one message."""
         self.approvals_seen: set[str] = set()
 
     def transcript(self, messages: list[dict[str, Any]]) -> None:
@@ -70,12 +74,13 @@ class Progress:
             self.write(f"user: {one_line(text)}")
         elif role == "assistant":
             for call in message.get("tool_calls") or []:
-                self.tool_names[call["id"]] = call["name"]
+                self.tool_names.setdefault(call["id"], deque()).append(call["name"])
                 self.write(f"  -> {call['name']} {args_text(call.get('args', {}))}")
             if text.strip():
                 self.write(f"assistant: {one_line(text)}")
         elif role == "tool":
-            name = self.tool_names.get(message.get("tool_call_id", ""), "tool")
+            waiting = self.tool_names.get(message.get("tool_call_id", ""))
+            name = waiting.popleft() if waiting else "tool"
             status = "ok" if message.get("status", "success") == "success" else "ERROR"
             self.write(f"  <- {name} [{status}] {one_line(text)}")
 
@@ -128,3 +133,53 @@ def rule_text(rule: dict[str, Any] | None) -> str:
     if rule.get("description"):
         return str(rule["description"])
     return f"{rule.get('mode', '?')} {', '.join(rule.get('paths', []))}"
+
+
+ACTIVITY_LOGGER = "temporalio.activity"
+
+
+class ActivityFailureLines(logging.Handler):
+    """One progress line per failed activity attempt instead of the SDK's traceback.
+
+    The SDK logs every failed attempt (a provider outage: each retry of the
+    model call) at WARNING with the whole traceback; the cause's message is
+    what a user needs.
+    """
+
+    def __init__(self, write: Callable[[str], None]) -> None:
+        super().__init__(logging.WARNING)
+        self.write = write
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            info = getattr(record, "temporal_activity", None) or {}
+            kind = str(info.get("activity_type") or "activity")
+            what = "model call" if kind == "filegate.model" else kind
+            attempt = f" (attempt {info['attempt']})" if info.get("attempt") else ""
+            error = record.exc_info[1] if record.exc_info else None
+            reason = error_text(error) if error is not None else record.getMessage()
+            self.write(f"  !! {what} failed{attempt}: {one_line(reason, 160)}")
+        except Exception:  # never let progress output break the run
+            self.handleError(record)
+
+
+def error_text(exc: BaseException) -> str:
+    """The innermost cause's message (an ApplicationError's without its type)."""
+    while exc.__cause__ is not None:
+        exc = exc.__cause__
+    return str(getattr(exc, "message", None) or exc)
+
+
+@contextlib.contextmanager
+def activity_failures_as_lines(write: Callable[[str], None]) -> Iterator[None]:
+    """While it lasts, failed activity attempts print one line each (see above)."""
+    logger = logging.getLogger(ACTIVITY_LOGGER)
+    handler = ActivityFailureLines(write)
+    saved = logger.propagate
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = saved

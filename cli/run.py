@@ -7,61 +7,42 @@ servers, an agent worker and a tools worker) and stops what it started.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from filegate.cli.connection import read_file, target_from
+from filegate.cli.connection import target_from
 from filegate.cli.errors import CliError, failure_text
-from filegate.cli.progress import Approval, Progress, approval_context, args_text, follow, say
-from filegate.cli.services import local_services, services_client
+from filegate.cli.progress import (
+    Approval,
+    Progress,
+    activity_failures_as_lines,
+    approval_context,
+    args_text,
+    follow,
+    say,
+)
+from filegate.cli.run_inputs import (
+    load_interrupt_on,
+    load_permissions,
+    load_prompt,
+    parse_model,
+    workspace_root,
+)
+from filegate.cli.services import local_services, services_client, state_dir_outside
 from filegate.worker import in_process_workers, make_backend
-from temporalio.client import WorkflowFailureError
-from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.client import Client, WorkflowFailureError
+from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.service import RPCError, RPCStatusCode
 
-if TYPE_CHECKING:
-    from filegate.kernel.messages import ModelSpec
-    from filegate.kernel.permissions import FilesystemPermission
+__all__ = ["add_parser", "load_permissions", "parse_model", "run_command"]
 
-
-def parse_model(text: str) -> ModelSpec:
-    """``scripted:FILE`` | ``openai:NAME`` | ``anthropic:NAME`` -> a ModelSpec."""
-    from filegate.activities.providers.scripted import load_script
-    from filegate.kernel.messages import ModelSpec
-
-    provider, sep, name = text.partition(":")
-    if not sep or not name or provider not in ("scripted", "openai", "anthropic"):
-        raise CliError(f"--model {text!r}: use scripted:FILE, openai:NAME or anthropic:NAME", 2)
-    if provider != "scripted":
-        return ModelSpec(provider=provider, name=name)  # type: ignore[arg-type]
-    path = Path(name).expanduser().resolve()
-    try:
-        load_script(path.read_text(encoding="utf-8"), f"file {path}")
-    except OSError as exc:
-        raise CliError(f"cannot read script {path}: {exc.strerror or exc}", 2) from None
-    except Exception as exc:  # load_script raises a non-retryable ApplicationError
-        raise CliError(failure_text(exc), 2) from None
-    return ModelSpec(provider="scripted", name=str(path))
-
-
-def load_permissions(path: str | None) -> list[FilesystemPermission]:
-    """``--permissions FILE``: a JSON list of ``{operations, paths, mode}``."""
-    from filegate.kernel.permissions import FilesystemPermission
-
-    if not path:
-        return []
-    try:
-        data = json.loads(read_file(path, "permissions file"))
-    except json.JSONDecodeError as exc:
-        raise CliError(f"permissions file {path} is not valid JSON: {exc}", 2) from None
-    if not isinstance(data, list):
-        raise CliError(f"permissions file {path} must hold a JSON list of rules", 2)
-    try:
-        return [FilesystemPermission.model_validate(rule) for rule in data]
-    except ValueError as exc:
-        raise CliError(f"invalid rule in {path}: {exc}", 2) from None
+ROOT_MEMO = "filegate_root"
+"""Memo key of the workspace a ``run`` served, checked by ``--resume``."""
 
 
 def _approval_hint(workflow_id: str) -> Callable[[Approval], Awaitable[None]]:
@@ -76,52 +57,126 @@ def _approval_hint(workflow_id: str) -> Callable[[Approval], Awaitable[None]]:
     return show
 
 
-async def run_command(args: argparse.Namespace) -> int:
+def build_input(args: argparse.Namespace, root: Path, tools_queue: str, name: str) -> Any:
+    """The AgentInput the flags describe; bad flags exit 2 before anything starts."""
     from filegate.kernel.permissions import check_execute_config
-    from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec
+    from filegate.workflows import AgentInput, BackendRef, BackendSpec, Limits
+    from filegate.workflows.agent import execute_gated
 
-    target = target_from(args)
     model = parse_model(args.model)
     rules = load_permissions(args.permissions)
-    root = Path(args.root).expanduser().resolve()
-    root.mkdir(parents=True, exist_ok=True)
+    interrupt_on = load_interrupt_on(args.interrupt_on)
+    if args.system_prompt is not None and args.extend_system_prompt is not None:
+        raise CliError("give --system-prompt or --extend-system-prompt, not both", 2)
+    prompt = load_prompt(args.system_prompt, "--system-prompt")
+    extension = load_prompt(args.extend_system_prompt, "--extend-system-prompt")
+    if args.max_steps is not None and args.max_steps < 1:
+        raise CliError(f"--max-steps {args.max_steps}: must be at least 1", 2)
     if args.shell:
         try:
-            check_execute_config(rules, can_execute=True)
+            check_execute_config(rules, can_execute=True, execute_gated=execute_gated(interrupt_on))
         except ValueError as exc:
             raise CliError(str(exc), 2) from None
-    workflow_id = args.workflow_id or f"filegate-run-{uuid.uuid4().hex[:12]}"
-    # Queues derive from the workflow id: re-running with the same --workflow-id
-    # attaches to a still-running thread and serves it again.
-    agent_queue = f"{workflow_id}.agent"
-    tools_queue = f"{workflow_id}.tools"
-    name = "workspace"
-    backend = make_backend("local-shell" if args.shell else "filesystem", root)
     ref = BackendRef(
         kind="remote", name=name, task_queue=tools_queue,
         can_execute=args.shell, shell_path=str(root) if args.shell else None,
     )  # fmt: skip
-    input = AgentInput(
-        task=args.task, model=model, backend=BackendSpec(default=ref), permissions=rules
-    )
-    state_dir = target.settings.state_dir.resolve()
+    limits = Limits() if args.max_steps is None else Limits(max_steps=args.max_steps)
+    return AgentInput(
+        task=args.task, model=model, backend=BackendSpec(default=ref), permissions=rules,
+        interrupt_on=interrupt_on, limits=limits,
+        system_prompt=extension if extension is not None else prompt,
+        system_prompt_mode="extend" if extension is not None else "replace",
+    )  # fmt: skip
+
+
+async def check_workflow_id(
+    client: Client, workflow_id: str, root: Path, args: argparse.Namespace
+) -> bool:
+    """Before any worker serves the id's queues: is this a new run (True) or ``--resume``?
+
+    A workflow of that id still running is refused unless ``--resume`` (and
+    then only on the root it was started on): the workers would otherwise serve
+    the old run, its task and rules, on this command's root. A finished one is
+    refused unless ``--new-run``.
+    """
+    from temporalio.client import WorkflowExecutionStatus
+
+    try:
+        found = await client.get_workflow_handle(workflow_id).describe()
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:
+            if args.resume:
+                raise CliError(f"--resume: no workflow {workflow_id} to resume", 2) from None
+            return True
+        raise
+    state = found.status.name.lower() if found.status else "unknown"
+    if found.status == WorkflowExecutionStatus.RUNNING:
+        if not args.resume:
+            raise CliError(
+                f"workflow {workflow_id} is still running (started "
+                f"{found.start_time:%Y-%m-%d %H:%M:%S}); pass --resume to serve it again "
+                "(its own task and rules), or choose another --workflow-id",
+                2,
+            )
+        started_on = await found.memo_value(ROOT_MEMO, None)
+        if started_on != str(root):
+            raise CliError(
+                f"--resume: workflow {workflow_id} works on {started_on or 'another root'}, "
+                f"not {root}",
+                2,
+            )
+        return False
+    if args.resume:
+        raise CliError(f"--resume: workflow {workflow_id} already finished ({state})", 2)
+    if not args.new_run:
+        raise CliError(
+            f"workflow {workflow_id} already finished ({state}); pass --new-run to start "
+            "a new run under the same id, or choose another --workflow-id",
+            2,
+        )
+    return True
+
+
+def quiet_core_warnings() -> None:
+    """The SDK core's warnings (a long local model call: "workflow task duration
+    exceeded") are not progress; ``-v`` keeps them. Before any client exists."""
+    from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
+
+    quiet = LoggingConfig(filter=TelemetryFilter(core_level="ERROR", other_level="ERROR"))
+    with contextlib.suppress(RuntimeError):  # a default runtime exists already
+        Runtime.set_default(Runtime(telemetry=TelemetryConfig(logging=quiet)))
+
+
+async def run_command(args: argparse.Namespace) -> int:
+    if not getattr(args, "verbose", False):
+        quiet_core_warnings()
+    target = target_from(args)
+    root = workspace_root(args.root)
+    workflow_id = args.workflow_id or f"filegate-run-{uuid.uuid4().hex[:12]}"
+    # Queues derive from the workflow id: --resume serves a still-running thread again.
+    agent_queue = f"{workflow_id}.agent"
+    tools_queue = f"{workflow_id}.tools"
+    name = "workspace"
+    input = build_input(args, root, tools_queue, name)
+    backend = make_backend("local-shell" if args.shell else "filesystem", root)
+    state_dir = state_dir_outside(target.settings, [str(root)])
     say(f"workflow id: {workflow_id}")
     async with local_services(target, state_dir, reuse_default=True) as services:
         for line in services.notes:
             say(line)
         client, artifacts = await services_client(target, services)
-        async with in_process_workers(
-            client, agent_queue, tools_queue, {name: backend}, state_dir / "journal" / name,
-            artifacts=artifacts,
-        ):  # fmt: skip
-            handle = await client.start_workflow(
-                AgentWorkflow.run, input, id=workflow_id, task_queue=agent_queue,
-                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            )  # fmt: skip
-            try:
-                result = await follow(handle, Progress(say), _approval_hint(workflow_id))
-            except WorkflowFailureError as exc:
-                raise CliError(f"workflow {workflow_id} failed: {failure_text(exc)}") from None
+        fresh = args.workflow_id is None or await check_workflow_id(client, workflow_id, root, args)
+        if not fresh:
+            say(f"resuming workflow {workflow_id}: its own task and rules, not this command's")
+        elif args.new_run:
+            say(f"starting a new run of workflow {workflow_id}")
+        with _failure_lines(args):
+            async with in_process_workers(
+                client, agent_queue, tools_queue, {name: backend}, state_dir / "journal" / name,
+                artifacts=artifacts,
+            ):  # fmt: skip
+                result = await _start_and_follow(client, input, workflow_id, root, fresh=fresh)
     if args.transcript:
         out = Path(args.transcript).expanduser()
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -135,6 +190,37 @@ async def run_command(args: argparse.Namespace) -> int:
     return 0
 
 
+async def _start_and_follow(
+    client: Client, input: Any, workflow_id: str, root: Path, *, fresh: bool
+) -> Any:
+    """Start the workflow (or take the running one, ``--resume``) and follow it to its end."""
+    from filegate.workflows import AgentWorkflow
+
+    if fresh:
+        try:
+            handle = await client.start_workflow(
+                AgentWorkflow.run, input, id=workflow_id, task_queue=f"{workflow_id}.agent",
+                id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+                id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
+                memo={ROOT_MEMO: str(root)},
+            )  # fmt: skip
+        except WorkflowAlreadyStartedError:
+            raise CliError(f"workflow {workflow_id} was started meanwhile", 2) from None
+    else:
+        handle = client.get_workflow_handle_for(AgentWorkflow.run, workflow_id)
+    try:
+        return await follow(handle, Progress(say), _approval_hint(workflow_id))
+    except WorkflowFailureError as exc:
+        raise CliError(f"workflow {workflow_id} failed: {failure_text(exc)}") from None
+
+
+def _failure_lines(args: argparse.Namespace) -> contextlib.AbstractContextManager[None]:
+    """Failed attempts as one progress line each, unless ``-v`` asks for tracebacks."""
+    if getattr(args, "verbose", False):
+        return contextlib.nullcontext()
+    return activity_failures_as_lines(say)
+
+
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     parser = sub.add_parser(
         "run", parents=[common], help="run one agent task on a directory (contract §10)"
@@ -143,9 +229,39 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--model", required=True, help="scripted:FILE | openai:NAME | anthropic:NAME"
     )
-    parser.add_argument("--root", required=True, help="directory the agent works in")
+    parser.add_argument("--root", required=True, help="existing directory the agent works in")
     parser.add_argument("--permissions", help="JSON file: list of {operations, paths, mode}")
+    parser.add_argument(
+        "--interrupt-on",
+        metavar="FILE",
+        help='JSON file: {tool: true | {"always": true} | {"when": ...}} approvals per tool',
+    )
+    parser.add_argument(
+        "--system-prompt", metavar="TEXT|@FILE", help="replace the default system prompt"
+    )
+    parser.add_argument(
+        "--extend-system-prompt",
+        metavar="TEXT|@FILE",
+        help="add this after the default system prompt",
+    )
+    parser.add_argument("--max-steps", type=int, help="model calls before stopping (default 50)")
     parser.add_argument("--transcript", help="write the final transcript JSON here")
     parser.add_argument("--workflow-id", help="workflow id (default: generated and printed)")
-    parser.add_argument("--shell", action="store_true", help="LocalShell backend (adds execute)")
+    reuse = parser.add_mutually_exclusive_group()
+    reuse.add_argument(
+        "--resume",
+        action="store_true",
+        help="serve the still-running workflow --workflow-id again (same --root) and follow it",
+    )
+    reuse.add_argument(
+        "--new-run",
+        action="store_true",
+        help="start a new run under a --workflow-id whose earlier run has finished",
+    )
+    parser.add_argument(
+        "--shell",
+        action="store_true",
+        help="LocalShell backend (adds execute); with --permissions only when "
+        "--interrupt-on gates execute with always: true",
+    )
     parser.set_defaults(handler=run_command)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +22,7 @@ from filegate.backends.embedded import (
 )
 from filegate.backends.embedded_s3 import S3DevServer
 from filegate.backends.settings import ENV_PREFIX, Settings
+from filegate.backends.startup import inside
 from filegate.cli.connection import Target, with_address
 from filegate.cli.errors import CliError
 from filegate.worker import S3Access, open_store, with_payload_codec
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from filegate.backends.artifacts import ArtifactStore
 
 DEFAULT_TEMPORAL_ADDRESS: str = Settings.model_fields["temporal_address"].default
+DEFAULT_STATE_DIR: Path = Settings.model_fields["state_dir"].default
 """Temporal's usual local address; ``run`` starts or reuses a server there."""
 
 
@@ -112,6 +114,24 @@ async def services_client(
     client = await with_address(target, services.temporal_address).connect(artifacts=None)
     store = await open_store(services.s3)
     return with_payload_codec(client, store), store
+
+
+def user_state_dir() -> Path:
+    """``$XDG_STATE_HOME/filegate`` (default ``~/.local/state/filegate``)."""
+    base = os.environ.get("XDG_STATE_HOME", "").strip()
+    return (Path(base) if base else Path.home() / ".local" / "state") / "filegate"
+
+
+def state_dir_outside(settings: Settings, roots: Iterable[str]) -> Path:
+    """The state directory, resolved; the default (``./.filegate``) moves to
+    :func:`user_state_dir` when it would land inside one of ``roots`` (a worker
+    started inside its workspace must not put its journal where the agent sees
+    it). A directory chosen explicitly stays as chosen: the worker refuses it
+    at start when it is inside a root (contract §11)."""
+    chosen = settings.state_dir.resolve()
+    if settings.state_dir == DEFAULT_STATE_DIR and any(inside(chosen, r) for r in roots):
+        return user_state_dir()
+    return chosen
 
 
 def state_dir_for(settings: Settings, scratch: Path | None) -> Path:

@@ -8,6 +8,13 @@ rule) comes back to the reviewer at once. It never reads the agent's
 workspace: a write is previewed from its arguments, an edit as the unified diff
 of ``old_string`` against ``new_string``.
 
+Every request passes :class:`~filegate.cli.web_guard.GuardMiddleware` first
+(``Host`` allow-list, token login, CSRF, JSON only, CSP): an approval decides
+whether an agent's write runs, so no other web page may drive this one. Each
+decision carries the guard's :class:`~filegate.cli.web_guard.Reviewer` (who,
+and through what), which the workflow records in its state and history and
+tells the model.
+
 Imported only by ``filegate ui`` (and tests): the web dependencies are the
 optional ``ui`` extra.
 """
@@ -18,10 +25,12 @@ import argparse
 import asyncio
 import difflib
 import json
+import logging
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import uvicorn
 from filegate.backends.embedded import is_listening
@@ -29,6 +38,7 @@ from filegate.cli.approvals import pending_approvals
 from filegate.cli.connection import target_from
 from filegate.cli.contract import DECIDE_UPDATE
 from filegate.cli.errors import CliError, failure_text
+from filegate.cli.web_guard import TOKEN_QUERY, GuardMiddleware, Reviewer, UiAccess, reviewer_of
 from filegate.worker import ConfigError
 from filegate.workflows.inputs import Decision
 from jinja2 import Environment, FileSystemLoader, select_autoescape
@@ -40,6 +50,8 @@ from starlette.routing import Route
 from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
+log = logging.getLogger("filegate.ui")
+
 ClientFactory = Callable[[], Awaitable[Client]]
 """Connects a Temporal client; called once, on the server's own event loop."""
 
@@ -47,6 +59,9 @@ PREVIEW_LIMIT = 20_000
 """Characters of a write's content or an edit's diff shown; history may hold more."""
 
 REFRESH_MS = 2000
+
+SCRIPT = Path(__file__).with_name("static") / "approvals.js"
+"""The page's JavaScript, served at ``/static/approvals.js`` (CSP forbids inline script)."""
 
 _TEMPLATES = Environment(
     loader=FileSystemLoader(Path(__file__).with_name("templates")),
@@ -155,16 +170,28 @@ class ApprovalService:
         return ack
 
 
-def _parse_decision(body: Any) -> tuple[str, Decision]:
-    """``{"workflow_id", "id", "decision", "args"?, "reason"?, "message"?}`` -> Decision."""
+IDENTITY_FIELDS = ("reviewer", "via")
+"""Set from the authenticated caller, never from the request body."""
+
+
+def _parse_decision(body: Any, reviewer: Reviewer) -> tuple[str, Decision]:
+    """``{"workflow_id", "id", "decision", "args"?, "reason"?, "message"?}`` -> Decision.
+
+    Who decided comes from the guard's ``reviewer``; a body that names a
+    reviewer or channel itself is refused rather than silently corrected.
+    """
     if not isinstance(body, dict):
         raise ValueError("the body must be a JSON object")
     workflow_id = body.get("workflow_id")
     if not isinstance(workflow_id, str) or not workflow_id:
         raise ValueError("workflow_id is required")
+    claimed = [key for key in IDENTITY_FIELDS if key in body]
+    if claimed:
+        raise ValueError(f"{', '.join(claimed)}: set by the UI from your login, not by the body")
     fields = {k: v for k, v in body.items() if k != "workflow_id"}
     if isinstance(fields.get("reason"), str) and not fields["reason"].strip():
         fields["reason"] = None  # an empty reason box means "no reason"
+    fields.update(reviewer=reviewer.who, via=reviewer.via)
     try:
         return workflow_id, Decision.model_validate(fields)
     except ValidationError as exc:
@@ -174,16 +201,21 @@ def _parse_decision(body: Any) -> tuple[str, Decision]:
         raise ValueError(problems) from None
 
 
-def create_app(client_factory: ClientFactory) -> Starlette:
-    """The approval UI as an ASGI app; ``client_factory`` connects to Temporal."""
+def create_app(client_factory: ClientFactory, access: UiAccess) -> GuardMiddleware:
+    """The approval UI as an ASGI app behind its guard; ``client_factory`` connects
+    to Temporal, ``access`` says who may use the UI and from where."""
     service = ApprovalService(client_factory)
     page = _TEMPLATES.get_template("approvals.html")
     cards = _TEMPLATES.get_template("approval_cards.html")
+    script = SCRIPT.read_bytes()
 
     async def index(request: Request) -> Response:
         approvals = await service.pending()
-        html = page.render(approvals=approvals, refresh_ms=REFRESH_MS)
+        html = page.render(approvals=approvals, refresh_ms=REFRESH_MS, csrf_token=access.csrf_token)
         return HTMLResponse(html)
+
+    async def javascript(request: Request) -> Response:
+        return Response(script, media_type="text/javascript; charset=utf-8")
 
     async def fragment(request: Request) -> Response:
         return HTMLResponse(cards.render(approvals=await service.pending()))
@@ -192,8 +224,9 @@ def create_app(client_factory: ClientFactory) -> Starlette:
         return JSONResponse(await service.pending())
 
     async def api_decide(request: Request) -> Response:
+        reviewer = reviewer_of(request.scope)
         try:
-            workflow_id, decision = _parse_decision(await request.json())
+            workflow_id, decision = _parse_decision(await request.json(), reviewer)
         except json.JSONDecodeError:
             return JSONResponse({"ok": False, "error": "the body is not valid JSON"}, 400)
         except ValueError as exc:
@@ -204,29 +237,46 @@ def create_app(client_factory: ClientFactory) -> Starlette:
             return JSONResponse({"ok": False, "error": f"refused: {exc}"}, 409)
         except LookupError as exc:
             return JSONResponse({"ok": False, "error": str(exc)}, 404)
-        text = f"{ack['decision']}: approval {ack['id']} of {workflow_id}"
+        by = f"{ack.get('reviewer', reviewer.who)} via {ack.get('via', reviewer.via)}"
+        log.info("%s: approval %s of %s by %s", ack["decision"], ack["id"], workflow_id, by)
+        text = f"{ack['decision']}: approval {ack['id']} of {workflow_id} (by {by})"
         return JSONResponse({"ok": True, "ack": ack, "message": text})
 
-    return Starlette(
+    app = Starlette(
         routes=[
             Route("/", index),
             Route("/fragment", fragment),
+            Route("/static/approvals.js", javascript),
             Route("/api/approvals", api_approvals),
             Route("/api/decide", api_decide, methods=["POST"]),
         ]
     )
+    return GuardMiddleware(app, access)
 
 
-def uvicorn_server(app: Starlette, host: str, port: int) -> uvicorn.Server:
+def login_url(host: str, port: int, access: UiAccess) -> str:
+    """The URL a reviewer opens once: it trades the token for the session cookie."""
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}/?{urlencode({TOKEN_QUERY: access.token})}"
+
+
+def uvicorn_server(app: Any, host: str, port: int) -> uvicorn.Server:
     """A uvicorn server for ``app`` (run it with ``serve()`` or ``run()`` in a thread)."""
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off")
     return uvicorn.Server(config)
 
 
-async def serve(client_factory: ClientFactory, host: str = "127.0.0.1", port: int = 8080) -> None:
-    """Serve the UI until interrupted (``filegate ui``)."""
-    server = uvicorn_server(create_app(client_factory), host, port)
-    print(f"filegate ui: http://{host}:{port}/  (Ctrl-C to stop)", flush=True)
+async def serve(
+    client_factory: ClientFactory, access: UiAccess, host: str = "127.0.0.1", port: int = 8080
+) -> None:
+    """Serve the UI until interrupted (``filegate ui``); prints the login URL first."""
+    server = uvicorn_server(create_app(client_factory, access), host, port)
+    print(f"filegate ui: {login_url(host, port, access)}  (Ctrl-C to stop)", flush=True)
+    print(
+        "filegate ui: open that URL once to log in; keep it private (it is the UI's "
+        "password). API clients send `Authorization: Bearer <token>`.",
+        flush=True,
+    )
     await server.serve()
 
 
@@ -236,6 +286,10 @@ async def ui_command(args: argparse.Namespace) -> int:
     Reports failures itself (one line on stderr) and returns the exit code.
     """
     try:
+        try:
+            access = UiAccess.for_address(args.host)  # FILEGATE_UI_* (README)
+        except ValueError as exc:
+            raise CliError(str(exc), 2) from None
         if is_listening(args.host, args.port):
             raise CliError(f"{args.host}:{args.port} is already in use; pick another --port", 2)
         client = await target_from(args).connect()  # fail now, not on the first page
@@ -246,5 +300,5 @@ async def ui_command(args: argparse.Namespace) -> int:
     async def reuse() -> Client:
         return client
 
-    await serve(reuse, args.host, args.port)
+    await serve(reuse, access, args.host, args.port)
     return 0

@@ -48,6 +48,9 @@ SESSION_COOKIE = "filegate_session"
 CSRF_HEADER = "x-csrf-token"
 TOKEN_QUERY = "token"
 SAFE_METHODS = frozenset({"GET", "HEAD"})
+HEALTH_PATH = "/healthz"
+"""Answered by the guard itself without a credential (``Host`` still checked): says
+only that the process is up, for container health checks."""
 SCOPE_KEY = "filegate.reviewer"
 """Where the guard leaves the :class:`Reviewer` in the ASGI scope."""
 
@@ -188,6 +191,8 @@ class GuardMiddleware:
         if host not in self.access.allowed_hosts:
             return 421, f"unknown Host {host!r}: not on this UI's allow-list"
         method = scope["method"].upper()
+        if scope["path"] == HEALTH_PATH and method in SAFE_METHODS:
+            return 200, "up"
         reviewer, ambient = self._identify(scope, headers)
         if reviewer is None:
             query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
@@ -279,7 +284,7 @@ def _with_security_headers(send: Send) -> Send:
 
 
 async def _plain(send: Send, status: int, text: str) -> None:
-    body = json.dumps({"ok": False, "error": text}).encode()
+    body = json.dumps({"ok": True} if status == 200 else {"ok": False, "error": text}).encode()
     await send(
         {
             "type": "http.response.start",

@@ -16,9 +16,19 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from filegate.backends.policy import PolicyConfig
+from filegate.backends.reaper import parse_size
 from filegate.backends.settings import Settings
+from filegate.backends.startup import (
+    ALLOW_EXECUTE_ENV,
+    ALLOW_EXECUTE_FLAG,
+    check_execute_policies,
+    check_journal_outside,
+    served_roots,
+)
 from filegate.cli.connection import target_from
 from filegate.cli.errors import CliError
+from filegate.cli.services import state_dir_outside
 from filegate.worker import (
     BACKEND_KINDS,
     agent_worker,
@@ -28,6 +38,7 @@ from filegate.worker import (
     tools_worker,
     with_payload_codec,
 )
+from pydantic import ByteSize
 
 if TYPE_CHECKING:
     from filegate.kernel.protocol import BackendProtocol
@@ -56,14 +67,67 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         help="tools role: rate limit of the whole task queue, enforced by the Temporal server "
         "across all its workers (Worker max_task_queue_activities_per_second)",
     )
+    add_bound_flags(parser)
     parser.set_defaults(handler=worker_command)
+
+
+def _size(text: str) -> int:
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def add_bound_flags(parser: argparse.ArgumentParser) -> None:
+    """Bounds of every execute call (contract §11); defaults from ``FILEGATE_*`` settings."""
+    bounds = parser.add_argument_group("execute bounds (local-shell, sandbox; 0 = no limit)")
+    bounds.add_argument(
+        "--exec-memory", type=_size, help="memory per process, e.g. 2GiB (default 1GiB)"
+    )
+    bounds.add_argument(
+        "--exec-max-processes", type=int, help="live processes per command (default 64)"
+    )
+    bounds.add_argument(
+        "--exec-file-size", type=_size, help="largest file a command writes (default 64MiB)"
+    )
+    bounds.add_argument(
+        "--sandbox-tmp-size", type=_size, help="sandbox /tmp and /dev/shm size (default 64MiB)"
+    )
+    bounds.add_argument(
+        "--exec-max-seconds", type=float, help="longest timeout this worker accepts (3600)"
+    )
+    parser.add_argument(
+        ALLOW_EXECUTE_FLAG,
+        action="store_true",
+        help="RISK: serve an executing backend (local-shell, sandbox) under path policies "
+        "(deny_write, secret_scan) although a shell command bypasses them; without it such "
+        f"a worker refuses to start unless execute is denied ({ALLOW_EXECUTE_ENV}=1 too)",
+    )
+
+
+def settings_with_flags(args: argparse.Namespace, settings: Settings) -> Settings:
+    """``settings`` with the bound flags given on the command line."""
+    update: dict[str, Any] = {}
+    for flag in ("exec_memory", "exec_file_size", "sandbox_tmp_size"):
+        if getattr(args, flag, None) is not None:
+            update[flag] = ByteSize(getattr(args, flag))
+    for flag in ("exec_max_processes", "exec_max_seconds"):
+        if getattr(args, flag, None) is not None:
+            update[flag] = getattr(args, flag)
+    if getattr(args, "allow_execute_with_path_policies", False):
+        update["allow_execute_with_policies"] = True
+    return settings.model_copy(update=update) if update else settings
 
 
 async def worker_command(args: argparse.Namespace) -> int:
     target = target_from(args)
-    settings = target.settings
+    settings = settings_with_flags(args, target.settings)
     if args.role == "tools" and not args.task_queue:
         raise CliError("--task-queue is required for --role tools", 2)
+    served: tuple[str, BackendProtocol, Path] | None = None
+    if args.role == "tools" or args.local_backend:
+        served = backend_from_args(args, settings)  # refuse a bad configuration before connecting
+    allow = settings.allow_execute_with_policies
     client = await target.connect(artifacts=None)
     # One store for the codec and the activities: transcripts / large results.
     artifacts = await configured_store(settings)
@@ -71,26 +135,38 @@ async def worker_command(args: argparse.Namespace) -> int:
     if args.role == "agent":
         queue = args.task_queue or os.environ.get("FILEGATE_TASK_QUEUE") or settings.task_queue
         hosted: dict[str, Any] = {}
-        if args.local_backend:
-            name, backend, journal = _backend_from_args(args, settings)
+        if served is not None:
+            name, backend, journal = served
             hosted = {"backends": {name: backend}, "journal_dir": journal}
-        worker = agent_worker(client, queue, artifacts=artifacts, **hosted)
+        worker = agent_worker(
+            client, queue, artifacts=artifacts, allow_execute_with_policies=allow, **hosted
+        )
     else:
-        name, backend, journal = _backend_from_args(args, settings)
+        assert served is not None
+        name, backend, journal = served
         options: dict[str, Any] = {}
         if args.max_activities_per_second is not None:
             options["max_task_queue_activities_per_second"] = args.max_activities_per_second
         worker = tools_worker(
-            client, args.task_queue, {name: backend}, journal, artifacts=artifacts, **options
-        )
+            client, args.task_queue, {name: backend}, journal, artifacts=artifacts,
+            allow_execute_with_policies=allow, **options,
+        )  # fmt: skip
     await run_until_stopped(worker)
     return 0
 
 
-def _backend_from_args(
+def backend_from_args(
     args: argparse.Namespace, settings: Settings
 ) -> tuple[str, BackendProtocol, Path]:
-    """The backend ``--backend/--root/--name`` describe, and its journal directory."""
+    """The backend ``--backend/--root/--name`` describe, and its journal directory.
+
+    The journal is ``--journal-dir``, else ``<state dir>/journal/<name>``, where
+    the default state dir never lands inside the backend's root
+    (:func:`~filegate.cli.services.state_dir_outside`); a journal that still does
+    (chosen explicitly) and path policies an executing backend would bypass are
+    refused here, before the worker connects (contract §11).
+    """
+    settings = settings_with_flags(args, settings)
     name = args.name or args.backend
     try:
         backend = make_backend(
@@ -100,4 +176,14 @@ def _backend_from_args(
         raise CliError(str(exc), 2) from None
     except RuntimeError as exc:  # e.g. the sandbox without a usable bwrap
         raise CliError(f"{args.backend} backend unavailable: {exc}") from None
-    return name, backend, Path(args.journal_dir or settings.state_dir / "journal" / name)
+    roots = sorted(set(served_roots(backend)))
+    state_dir = state_dir_outside(settings, roots)
+    journal = Path(args.journal_dir).resolve() if args.journal_dir else state_dir / "journal" / name
+    try:
+        check_journal_outside(journal, {name: backend})
+        check_execute_policies(
+            {name: backend}, PolicyConfig.from_env(), allow=settings.allow_execute_with_policies
+        )
+    except ValueError as exc:
+        raise CliError(str(exc), 2) from None
+    return name, backend, journal

@@ -7,7 +7,26 @@ the pure kernel.
 
 from __future__ import annotations
 
+import re
+
 from pydantic import BaseModel, ConfigDict, Field
+
+RUN_ID = re.compile(r"[A-Za-z0-9-]{1,64}")
+"""A Temporal run id (a UUID) as it may appear in a key: no ``@``, ``.`` or ``/``."""
+
+
+def chain_scope(workflow_id: str, first_run_id: str) -> str:
+    """The key component of one run chain: ``<workflow id>@<first run id>``.
+
+    Artifacts, transcripts and idempotency-journal entries live under it, so a
+    later run under a reused workflow id (a new chain) sees none of them, while
+    continue-as-new (same first run id) keeps them (contract §11). The run id
+    has no ``@``, so the last ``@`` splits the scope unambiguously. ValueError
+    for a malformed run id.
+    """
+    if not RUN_ID.fullmatch(first_run_id):
+        raise ValueError(f"invalid run id {first_run_id!r}")
+    return f"{workflow_id}@{first_run_id}"
 
 
 class ArtifactRef(BaseModel):
@@ -27,4 +46,5 @@ class ArtifactRef(BaseModel):
 
     @property
     def workflow_id(self) -> str:
+        """The key's thread component: the run chain's scope (:func:`chain_scope`)."""
         return self.key.split("/", 2)[1]

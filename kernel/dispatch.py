@@ -12,20 +12,21 @@ activity side.
 Paths in ``request.args`` are backend-local (the workflow's route removed the
 prefix); ``request.route_prefix`` puts it back on everything shown to the
 model and on everything checked against ``request.permissions``, because
-permission rules are written for virtual paths. With ``request.want_raw``
+permission rules are written for virtual paths. Rules judge a path as written
+and its in-root symlink target (:mod:`filegate.kernel.visibility`); glob and
+grep apply them during the walk, so nothing in an answer depends on a denied
+file. An ``interrupt`` rule needs ``request.approved``. With ``request.want_raw``
 (composite fan-out), ls/glob/grep also return their filtered result in
 structured form, with backend-local paths, for the workflow to merge.
 """
 
 from __future__ import annotations
 
-import posixpath
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from filegate.kernel.formatting import (
     Rendered,
-    delete_blocked,
     format_delete,
     format_edit,
     format_error,
@@ -34,14 +35,13 @@ from filegate.kernel.formatting import (
     format_grep,
     format_ls,
     format_write,
-    permission_denied,
 )
-from filegate.kernel.limits import DEFAULT_GREP_MAX, DEFAULT_MAX_EXECUTE_TIMEOUT
+from filegate.kernel.gates import delete_refused, entry_refused, search_visible, visible_entries
+from filegate.kernel.globbing import resolve_glob
+from filegate.kernel.limits import DEFAULT_GREP_MAX, execute_timeout_problem
 from filegate.kernel.media import MediaReader, media_blocks
 from filegate.kernel.paths import validate_path
 from filegate.kernel.permissions import (
-    check_permission,
-    delete_blockers,
     filter_grep_matches,
     filter_ls_entries,
     filter_paths,
@@ -74,6 +74,7 @@ from filegate.kernel.tool_types import (
     ToolRequest,
     WriteFileArgs,
 )
+from filegate.kernel.visibility import to_virtual
 from pydantic import BaseModel, ValidationError
 
 _PATH_ARGS = ("path", "file_path")
@@ -89,16 +90,6 @@ class InvalidToolRequest(ValueError):
 
 
 # --------------------------------------------------------------------------- paths
-
-
-def to_virtual(route_prefix: str, local_path: str) -> str:
-    """Map a backend-local path back under the route prefix (keeps a trailing ``/``)."""
-    prefix = route_prefix.rstrip("/")
-    if not prefix:
-        return local_path
-    if local_path in ("", "/"):
-        return prefix + "/" if local_path == "/" else prefix
-    return prefix + (local_path if local_path.startswith("/") else "/" + local_path)
 
 
 def _localise_message(message: str, local_path: str, virtual_path: str) -> str:
@@ -174,43 +165,26 @@ def render_mutation(
 # --------------------------------------------------------------------------- gates
 
 
-def _denied(request: ToolRequest, operation: str, local_path: str) -> ToolOutcome | None:
-    """Entry gate (defence in depth: the workflow gates first with the same rules)."""
-    if not request.permissions:
-        return None
-    virtual = to_virtual(request.route_prefix, local_path)
-    if check_permission(request.permissions, operation, virtual) == "deny":
-        return outcome(permission_denied(operation, virtual))
-    return None
+def _gated(refusal: Rendered | None) -> ToolOutcome | None:
+    return None if refusal is None else outcome(refusal)
 
 
-def _delete_gate(
-    backend: BackendProtocol, request: ToolRequest, local_path: str
+def _entry_gate(
+    backend: BackendProtocol,
+    request: ToolRequest,
+    operation: str,
+    local_path: str,
+    *,
+    search: bool = False,
 ) -> ToolOutcome | None:
-    """Recursive delete: refuse when the subtree overlaps a write-deny pattern."""
-    rules = request.permissions
-    if not any(rule.mode == "deny" and rule.governs("write") for rule in rules):
-        return None
-    virtual = to_virtual(request.route_prefix, local_path)
-    blockers = delete_blockers(rules, virtual, has_descendants=not _is_leaf(backend, local_path))
-    return outcome(delete_blocked(virtual, blockers)) if blockers else None
-
-
-def _is_leaf(backend: BackendProtocol, local_path: str) -> bool:
-    """True when ``local_path`` is confirmed to be a regular file (no descendants)."""
-    if local_path == "/":
-        return False
-    listing = backend.ls(posixpath.dirname(local_path) or "/")
-    return any(
-        entry.path.rstrip("/") == local_path and not entry.is_dir for entry in listing.entries
-    )
+    return _gated(entry_refused(backend, request, operation, local_path, search=search))
 
 
 # --------------------------------------------------------------------------- tools
 
 
 def _ls(backend: BackendProtocol, request: ToolRequest, args: LsArgs) -> ToolOutcome:
-    denied = _denied(request, "read", args.path)
+    denied = _entry_gate(backend, request, "read", args.path, search=True)
     if denied:
         return denied
     result = backend.ls(args.path)
@@ -223,7 +197,7 @@ def _ls(backend: BackendProtocol, request: ToolRequest, args: LsArgs) -> ToolOut
         )
         for entry in result.entries
     ]
-    kept = filter_ls_entries(request.permissions, entries)
+    kept = visible_entries(backend, request, filter_ls_entries(request.permissions, entries))
     if request.want_raw:
         allowed = {entry.path for entry in kept}
         local = [
@@ -238,7 +212,7 @@ def _ls(backend: BackendProtocol, request: ToolRequest, args: LsArgs) -> ToolOut
 def _read(
     backend: BackendProtocol, request: ToolRequest, args: ReadFileArgs, *, media: MediaReader
 ) -> ToolOutcome:
-    denied = _denied(request, "read", args.file_path)
+    denied = _entry_gate(backend, request, "read", args.file_path)
     if denied:
         return denied
     virtual = to_virtual(request.route_prefix, args.file_path)
@@ -256,14 +230,14 @@ def _read(
 
 
 def _write(backend: BackendProtocol, request: ToolRequest, args: WriteFileArgs) -> ToolOutcome:
-    denied = _denied(request, "write", args.file_path)
+    denied = _entry_gate(backend, request, "write", args.file_path)
     if denied:
         return denied
     return render_mutation(request, backend.write(args.file_path, args.content))
 
 
 def _edit(backend: BackendProtocol, request: ToolRequest, args: EditFileArgs) -> ToolOutcome:
-    denied = _denied(request, "write", args.file_path)
+    denied = _entry_gate(backend, request, "write", args.file_path)
     if denied:
         return denied
     result = backend.edit(args.file_path, args.old_string, args.new_string, args.replace_all)
@@ -273,7 +247,7 @@ def _edit(backend: BackendProtocol, request: ToolRequest, args: EditFileArgs) ->
 def _delete(backend: BackendProtocol, request: ToolRequest, args: DeleteArgs) -> ToolOutcome:
     if not backend.can_delete:
         return outcome(format_error("delete is not supported by this backend."))
-    blocked = _delete_gate(backend, request, args.file_path)
+    blocked = _gated(delete_refused(backend, request, args.file_path))
     if blocked:
         return blocked
     return render_mutation(request, backend.delete(args.file_path))
@@ -281,10 +255,15 @@ def _delete(backend: BackendProtocol, request: ToolRequest, args: DeleteArgs) ->
 
 def _glob(backend: BackendProtocol, request: ToolRequest, args: GlobArgs) -> ToolOutcome:
     root = args.path or "/"
-    denied = _denied(request, "read", root)
+    try:
+        search_root = resolve_glob(args.pattern, root)[0]
+    except ValueError:
+        search_root = root  # the backend answers with the error value
+    denied = _entry_gate(backend, request, "read", search_root, search=True)
     if denied:
         return denied
-    result = backend.glob(args.pattern, root)
+    visible = search_visible(backend, request, search_root)
+    result = backend.glob(args.pattern, root, visible=visible)
     if result.error is not None:
         shown = outcome(format_glob(_error_copy(result, request, root)))
         return _with_raw(request, shown, RawListing(glob=result))
@@ -300,13 +279,14 @@ def _glob(backend: BackendProtocol, request: ToolRequest, args: GlobArgs) -> Too
 
 def _grep(backend: BackendProtocol, request: ToolRequest, args: GrepArgs) -> ToolOutcome:
     root = args.path or "/"
-    denied = _denied(request, "read", root)
+    denied = _entry_gate(backend, request, "read", root, search=True)
     if denied:
         return denied
     max_count = DEFAULT_GREP_MAX if args.max_count is None else args.max_count
     if max_count <= 0:
         return outcome(format_error(f"max_count must be at least 1, got {max_count}."))
-    result = backend.grep(args.pattern, root, args.glob, max_count)
+    visible = search_visible(backend, request, root)
+    result = backend.grep(args.pattern, root, args.glob, max_count, visible=visible)
     if result.error is not None:
         shown_error = outcome(
             format_grep(
@@ -320,25 +300,18 @@ def _grep(backend: BackendProtocol, request: ToolRequest, args: GrepArgs) -> Too
         GrepMatch(path=to_virtual(request.route_prefix, m.path), line=m.line, text=m.text)
         for m in result.matches
     ]
-    kept, removed = filter_grep_matches(request.permissions, virtual)
+    # Defence in depth: the walk already skipped denied files (``visible``), so
+    # this drops nothing unless a backend ignored the predicate.
+    kept, _ = filter_grep_matches(request.permissions, virtual)
     if request.want_raw:
         allowed = {(m.path, m.line) for m in kept}
         local = [
             m for m, v in zip(result.matches, virtual, strict=True) if (v.path, v.line) in allowed
         ]
-        raw = RawListing(
-            grep=GrepResult(matches=local, truncated=result.truncated), removed=removed
-        )
+        raw = RawListing(grep=GrepResult(matches=local, truncated=result.truncated))
         return _raw_outcome(raw, len(local), "matches")
     shown = GrepResult(matches=kept, truncated=result.truncated)
-    return outcome(
-        format_grep(
-            shown,
-            pattern=args.pattern,
-            output_mode=args.output_mode,
-            removed_by_permissions=removed,
-        )
-    )
+    return outcome(format_grep(shown, pattern=args.pattern, output_mode=args.output_mode))
 
 
 def _execute(backend: BackendProtocol, request: ToolRequest, args: ExecuteArgs) -> ToolOutcome:
@@ -348,19 +321,6 @@ def _execute(backend: BackendProtocol, request: ToolRequest, args: ExecuteArgs) 
     if problem:
         return outcome(format_error(problem))
     return render_mutation(request, backend.execute(args.command, args.timeout))
-
-
-def execute_timeout_problem(
-    timeout: float | None, maximum: float = DEFAULT_MAX_EXECUTE_TIMEOUT
-) -> str | None:
-    """Why a model-supplied execute timeout is refused, or None when it is fine."""
-    if timeout is None:
-        return None
-    if timeout < 0:
-        return f"timeout must not be negative, got {timeout:g}."
-    if timeout > maximum:
-        return f"timeout {timeout:g}s exceeds the maximum of {maximum:g}s."
-    return None
 
 
 def _raw_outcome(raw: RawListing, count: int, noun: str) -> ToolOutcome:

@@ -230,19 +230,18 @@ def format_grep(
     *,
     pattern: str,
     output_mode: GrepOutputMode,
-    removed_by_permissions: int = 0,
 ) -> Rendered:
     """Render grep matches in one of the three output modes, files sorted by path.
 
-    ``removed_by_permissions`` is how many backend matches the permission filter
-    dropped: when matches existed the "grep is literal" hint would mislead.
+    Nothing here may depend on files the permission rules hide: the backend
+    skipped them during its walk, so the hint and notes see permitted files only.
     """
     if result.error is not None:
         return format_error(result.error)
     extra = [grep_truncated_note()] if result.truncated else []
     if not result.matches:
         parts = [NO_MATCHES_FOUND]
-        if removed_by_permissions == 0 and looks_like_regex(pattern):
+        if looks_like_regex(pattern):
             parts.append(regex_hint(pattern))
         return Rendered("\n\n".join([*parts, *extra]))
     rows = _grep_rows(_sorted_matches(result.matches), output_mode)

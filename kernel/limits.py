@@ -59,3 +59,49 @@ OFFLOAD_TAIL_LINES = 5
 PREVIEW_LINE_CHARS = 1000
 """A preview line in an offload stub is cut to this many characters, so one huge
 line cannot make the stub itself large."""
+
+# -- execute bounds (contract §11): per command, a worker may raise them ------
+
+DEFAULT_EXECUTE_MEMORY_BYTES = 1 << 30
+"""Memory one process of a command may allocate (``RLIMIT_DATA``: heap and private
+mappings), 1 GiB. Per process: the total is this times the process bound."""
+
+DEFAULT_EXECUTE_MAX_PROCESSES = 64
+"""Live processes a command may have at once (its whole tree, daemons included)."""
+
+DEFAULT_EXECUTE_FILE_BYTES = 64 << 20
+"""Largest file a command may write (``RLIMIT_FSIZE``), 64 MiB: the file tools'
+read cap, so whatever a command writes can still be read back."""
+
+DEFAULT_SANDBOX_TMP_BYTES = 64 << 20
+"""Size of the sandbox's private ``/tmp`` (and of its ``/dev/shm``), 64 MiB each."""
+
+EXECUTE_WATCH_SECONDS = 0.02
+"""How often the command supervisor counts the command's processes."""
+
+
+def execute_timeout_problem(
+    timeout: float | None, maximum: float = DEFAULT_MAX_EXECUTE_TIMEOUT
+) -> str | None:
+    """Why an ``execute`` timeout is refused, or None when it is fine: the one rule.
+
+    A timeout must be more than 0 and at most ``maximum`` seconds (None: the
+    default applies). The workflow's gate, :func:`~filegate.kernel.dispatch.run_tool`
+    and the shell backends (with their worker's own maximum) all ask this, so
+    0 and negative values get the same answer wherever they are caught.
+    """
+    if timeout is None:
+        return None
+    if not 0 < timeout <= maximum:  # also refuses NaN
+        return f"timeout must be between 0 and {maximum:g} seconds, got {timeout:g}"
+    return None
+
+
+def reads_nothing(limit: int) -> bool:
+    """The one rule for a read window's ``limit`` (lines, or seconds of video).
+
+    Below 1 asks for nothing: read_file answers without calling the backend
+    (:func:`~filegate.kernel.read_format.plan_read`), and every backend's
+    ``read`` refuses it the same way (:func:`~filegate.kernel.textops.bad_limit`).
+    """
+    return limit < 1

@@ -17,13 +17,6 @@ from filegate.kernel.limits import DEFAULT_VIDEO_WINDOW
 if TYPE_CHECKING:
     from filegate.kernel.messages import MediaKind
 
-IMAGE_EXTENSIONS = frozenset((".png", ".jpg", ".jpeg", ".gif", ".webp", ".heic", ".heif"))
-VIDEO_EXTENSIONS = frozenset(
-    (".mp4", ".mpeg", ".mov", ".avi", ".flv", ".mpg", ".webm", ".wmv", ".3gpp", ".mkv")
-)
-AUDIO_EXTENSIONS = frozenset((".wav", ".mp3", ".aiff", ".aac", ".ogg", ".flac"))
-DOCUMENT_EXTENSIONS = frozenset((".pdf", ".ppt", ".pptx"))
-
 MIME_TYPES: dict[str, str] = {
     ".png": "image/png",
     ".jpg": "image/jpeg",
@@ -52,7 +45,20 @@ MIME_TYPES: dict[str, str] = {
     ".ppt": "application/vnd.ms-powerpoint",
     ".pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
 }
-"""A fixed table rather than :mod:`mimetypes`, whose answers depend on the host."""
+"""The media table: extension -> mime type. A fixed table rather than :mod:`mimetypes`,
+whose answers depend on the host; the kind sets below are derived from it."""
+
+
+def _kind(prefix: str) -> frozenset[str]:
+    return frozenset(ext for ext, mime in MIME_TYPES.items() if mime.startswith(prefix))
+
+
+IMAGE_EXTENSIONS = _kind("image/")
+VIDEO_EXTENSIONS = _kind("video/")
+AUDIO_EXTENSIONS = _kind("audio/")
+DOCUMENT_EXTENSIONS = _kind("application/")
+MEDIA_EXTENSIONS = frozenset(MIME_TYPES)
+"""Extensions (contract §6) a backend always returns as bytes, even if they decode as text."""
 
 GENERIC_MIME = "application/octet-stream"
 
@@ -113,6 +119,11 @@ def media_kind(path: str, *, video: bool | None = None) -> MediaKind:
         enabled = video_supported() if video is None else video
         return "video" if enabled else "file"
     return "file"
+
+
+def is_media_path(path: str) -> bool:
+    """True when ``path``'s extension (case-insensitive) is a media type: read as bytes."""
+    return extension_of(path) in MEDIA_EXTENSIONS
 
 
 def is_video_path(path: str) -> bool:

@@ -74,21 +74,51 @@ class ToolSpec(BaseModel):
     parameters: dict[str, Any]
 
 
-class ModelSpec(BaseModel):
-    """Which model to call. Never carries secrets: keys live in the worker's env.
+MODEL_OPTIONS = frozenset({"script", "params", "timeout_s", "max_tokens_field"})
+"""The ``ModelSpec.options`` keys a workflow input may set: an inline script, extra body
+parameters, the HTTP timeout and the name of the max-tokens field. Nothing that picks
+an endpoint, a key or an environment variable (contract §11)."""
 
-    ``provider`` is ``scripted``, ``openai`` or ``anthropic``; for ``scripted``
-    the ``name`` is the path of the JSON script (contract §10) as seen by the agent
-    worker, or ``options["script"]`` holds the script inline.
+
+class ModelSpec(BaseModel):
+    """Which model to call: a model *profile* of the agent worker and a model name.
+
+    ``provider`` names the profile (the defaults are ``scripted``, ``openai`` and
+    ``anthropic``); the profile, configured on the agent worker, holds the provider
+    kind, the base URL, the key's environment variable and the allowed models. So
+    a spec never carries an endpoint, a key or a variable name (contract §11).
+    For ``scripted``, ``options["script"]`` holds the script inline, or ``name`` is a
+    file name inside the profile's script directory (contract §10).
+
+    Unknown fields are kept, not dropped, so :func:`check_model_spec` can refuse
+    them when the run starts with one clear error instead of ignoring them.
     """
 
-    provider: Literal["scripted", "openai", "anthropic"] = "scripted"
+    model_config = ConfigDict(extra="allow")
+
+    provider: str = "scripted"
     name: str = ""
     options: dict[str, Any] = Field(default_factory=dict)
-    base_url: str | None = None
     context_window: int | None = None
     max_output_tokens: int | None = None
     accepts: list[MediaKind] = Field(default_factory=_images_only)
+
+
+def check_model_spec(spec: ModelSpec) -> None:
+    """Refuse what a workflow input must not choose; ValueError with one line.
+
+    Unknown fields (``base_url`` and the like; a ``None`` is harmless) and
+    ``options`` keys outside :data:`MODEL_OPTIONS` (``api_key_env`` and the like).
+    """
+    fields = sorted(k for k, v in (spec.model_extra or {}).items() if v is not None)
+    options = sorted(k for k in spec.options if k not in MODEL_OPTIONS)
+    refused = [f"field {k!r}" for k in fields] + [f"option {k!r}" for k in options]
+    if refused:
+        raise ValueError(
+            f"model spec {', '.join(refused)} not accepted: endpoints, keys and key "
+            "variables are the agent worker's configuration; name one of its model "
+            f"profiles instead (allowed options: {', '.join(sorted(MODEL_OPTIONS))})"
+        )
 
 
 class Usage(BaseModel):

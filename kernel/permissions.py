@@ -373,7 +373,11 @@ def rules_within(rules: Rules, prefixes: Iterable[str]) -> bool:
 
 
 def check_execute_config(
-    rules: Rules, *, can_execute: bool, unreachable_prefixes: Iterable[str] = ()
+    rules: Rules,
+    *,
+    can_execute: bool,
+    unreachable_prefixes: Iterable[str] = (),
+    execute_gated: bool = False,
 ) -> None:
     """Refuse permission rules next to a shell that could ignore them.
 
@@ -381,9 +385,12 @@ def check_execute_config(
     ``can_execute`` is the default backend's capability; ``unreachable_prefixes``
     are composite route prefixes whose backends the shell cannot reach (e.g.
     an S3 store route). Rules are acceptable only when every rule pattern's
-    anchor lies inside one of them. Raises ValueError with the reason.
+    anchor lies inside one of them, or when ``execute_gated``: every shell
+    command waits for a human's approval (``interrupt_on["execute"]`` with
+    ``always: true``), so none reaches files unseen. Raises ValueError with the
+    reason.
     """
-    if not rules or not can_execute:
+    if not rules or not can_execute or execute_gated:
         return
     prefixes = list(unreachable_prefixes)
     if prefixes and rules_within(rules, prefixes):
@@ -396,6 +403,7 @@ def check_execute_config(
     raise ValueError(
         "permission rules cannot be combined with a backend that can execute shell "
         f"commands: the shell bypasses path rules. Keep every rule path {scope}, "
+        "gate every execute call with an approval (interrupt_on execute: always), "
         "or use a backend without execute."
     )
 

@@ -8,6 +8,7 @@ by an agent must always produce something the model can read.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal, Protocol, runtime_checkable
 
 from filegate.kernel.limits import DEFAULT_READ_LIMIT
@@ -125,12 +126,26 @@ class ExecuteResult(_Result):
     truncated: bool = False
 
 
+Visible = Callable[[str], bool]
+"""A path predicate over backend-local virtual paths of regular files.
+
+``glob`` and ``grep`` call it *during* their walk, before anything counts
+against a budget (grep's ``max_count``, glob's result cap): a file it refuses
+is treated exactly as if it did not exist, so no count, note or hint of the
+answer can depend on it (contract §11, permission consistency). The
+dispatcher builds it from the permission rules.
+"""
+
+
 @runtime_checkable
 class BackendProtocol(Protocol):
     """What every backend provides.
 
     ``can_execute`` and ``can_delete`` are capabilities the workflow probes per
-    model request to decide which tools the model may see.
+    model request to decide which tools the model may see. ``visible`` (glob,
+    grep): see :data:`Visible`; walks never follow symlinks below the search
+    root. Backends with symlinks also provide ``resolve_path`` (see
+    :mod:`filegate.kernel.visibility`), which is optional.
     """
 
     @property
@@ -149,7 +164,7 @@ class BackendProtocol(Protocol):
 
     def delete(self, path: str) -> DeleteResult: ...
 
-    def glob(self, pattern: str, path: str = "/") -> GlobResult: ...
+    def glob(self, pattern: str, path: str = "/", visible: Visible | None = None) -> GlobResult: ...
 
     def grep(
         self,
@@ -157,6 +172,7 @@ class BackendProtocol(Protocol):
         path: str | None = None,
         glob: str | None = None,
         max_count: int | None = None,
+        visible: Visible | None = None,
     ) -> GrepResult: ...
 
     def upload(self, files: list[tuple[str, bytes]]) -> list[FileUploadResult]: ...

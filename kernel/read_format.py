@@ -22,6 +22,7 @@ from filegate.kernel.limits import (
     DEFAULT_READ_FILE_LIMIT,
     MAX_LINE_CHARS,
     READ_OUTPUT_CHAR_LIMIT,
+    reads_nothing,
 )
 from filegate.kernel.protocol import ReadResult
 
@@ -88,7 +89,7 @@ def plan_read(offset: int, limit: int) -> ReadPlan:
     if offset < 0:
         note = f"[Note: offset {offset} is negative; reading from line 1 (offset 0).]"
         offset = 0
-    if limit <= 0:
+    if reads_nothing(limit):
         return ReadPlan(
             offset,
             limit,

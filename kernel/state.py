@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +36,7 @@ from filegate.kernel.protocol import (
     GrepResult,
     LsResult,
     ReadResult,
+    Visible,
     WriteResult,
 )
 from filegate.kernel.textops import apply_edit, decode_text, grep_text, read_window
@@ -135,11 +136,11 @@ class StateBackend:
 
     # -- lookups -------------------------------------------------------------
 
-    def _is_dir(self, path: str) -> bool:
-        """True when some file lives below ``path`` (directories are implied)."""
+    def _is_dir(self, path: str, files: Iterable[str] | None = None) -> bool:
+        """True when some file (of ``files``, default all) lives below ``path`` (implied dirs)."""
         if path == "/":
             return True
-        return any(p.startswith(path + "/") for p in self._files)
+        return any(p.startswith(path + "/") for p in (self._files if files is None else files))
 
     def _under(self, root: str) -> Iterator[str]:
         return (p for p in self._files if is_within(p, root))
@@ -263,15 +264,22 @@ class StateBackend:
             del self._files[file_path]
         return DeleteResult(path=virtual)
 
-    def glob(self, pattern: str, path: str = "/") -> GlobResult:
+    def glob(self, pattern: str, path: str = "/", visible: Visible | None = None) -> GlobResult:
+        files = self._visible_files(visible)
         try:
             root, _ = resolve_glob(pattern, path)
-            matches = glob_paths(pattern, path, self._files)
+            matches = glob_paths(pattern, path, files)
         except ValueError as exc:
             return GlobResult(error=str(exc), code="invalid_path")
-        if not self._is_dir(root):
+        if not self._is_dir(root, files):
             return GlobResult(error=f"directory not found: {root}", code="file_not_found")
         return GlobResult(matches=matches)
+
+    def _visible_files(self, visible: Visible | None) -> Collection[str]:
+        """The files a search may see: hidden ones do not exist for it, not even as parents."""
+        if visible is None:
+            return self._files.keys()
+        return [p for p in self._files if visible(p)]
 
     def grep(
         self,
@@ -279,17 +287,20 @@ class StateBackend:
         path: str | None = None,
         glob: str | None = None,
         max_count: int | None = None,
+        visible: Visible | None = None,
     ) -> GrepResult:
         root = grep_root(path, max_count)
         if isinstance(root, GrepResult):
             return root
-        if not (root in self._files or self._is_dir(root)):
+        files = self._visible_files(visible)
+        if not (root in self._files or self._is_dir(root, files)):
             return GrepResult(error=f"path not found: {root}", code="file_not_found")
         record = self._files.get(root)
         if record is not None and isinstance(record.content, bytes):
             return GrepResult(error=f"{root} is a binary file: cannot grep", code="binary_file")
         try:
-            candidates = grep_paths(root, glob, self._under(root))
+            under = [p for p in files if is_within(p, root)]
+            candidates = [root] if root in self._files else grep_paths(root, glob, under)
         except ValueError as exc:
             return GrepResult(error=str(exc), code="invalid_path")
         return _grep_files(literal, self._texts(candidates), max_count)

@@ -10,6 +10,7 @@ dropped from what is *shown* (CRLF files read cleanly) but edits see raw text.
 
 from __future__ import annotations
 
+from filegate.kernel.limits import reads_nothing
 from filegate.kernel.protocol import EditResult, GrepMatch, GrepResult, ReadResult
 
 _NUL = b"\x00"
@@ -91,7 +92,7 @@ def read_window(path: str, text: str, offset: int, limit: int) -> ReadResult:
     Offset at or past the end of a non-empty file (or >0 on an empty one) is an
     ``invalid_argument`` error naming the line count; ``limit <= 0`` likewise.
     """
-    if limit <= 0:
+    if reads_nothing(limit):
         return bad_limit(path, limit)
     offset = max(offset, 0)
     lines = split_lines(text)
@@ -172,25 +173,3 @@ def merge_grep_budget(
     if max_count is not None and len(matches) > max_count:
         return matches[: max(max_count, 0)], True
     return matches, False
-
-
-MEDIA_EXTENSIONS: frozenset[str] = frozenset(
-    {
-        # image
-        ".png", ".jpg", ".jpeg", ".gif", ".webp", ".heic", ".heif",
-        # video
-        ".mp4", ".mpeg", ".mov", ".avi", ".flv", ".mpg", ".webm", ".wmv", ".3gpp", ".mkv",
-        # audio
-        ".wav", ".mp3", ".aiff", ".aac", ".ogg", ".flac",
-        # document
-        ".pdf", ".ppt", ".pptx",
-    }
-)  # fmt: skip
-"""Extensions (contract §6) a backend always returns as bytes, even if they decode as text."""
-
-
-def is_media_path(path: str) -> bool:
-    """True when ``path``'s extension (case-insensitive) is a media type."""
-    name = path.rsplit("/", 1)[-1]
-    dot = name.rfind(".")
-    return dot > 0 and name[dot:].lower() in MEDIA_EXTENSIONS

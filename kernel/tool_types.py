@@ -155,16 +155,21 @@ class ToolRequest(BaseModel):
     virtual paths so the activity can filter them against ``permissions``
     (virtual-path rules) before anything enters workflow history.
 
-    ``tool_call_id`` must be unique per workflow (the workflow builds it with
-    :func:`activity_call_id`): together with the workflow id, backend, tool
-    and args it keys the idempotency journal of mutating tools.
+    ``tool_call_id`` must be unique per run chain (the workflow builds it with
+    :func:`activity_call_id`): together with the run chain, backend, tool and
+    args it keys the idempotency journal of mutating tools. The workflow id is
+    never taken from the request: the tools worker reads it from the
+    activity's own info (contract §11).
     """
 
     tool: ToolName
     backend: str
     args: dict[str, Any]
     tool_call_id: str
-    workflow_id: str = ""
+    first_run_id: str = ""
+    """The run chain's first run id (``workflow.info().first_execution_run_id``,
+    kept across continue-as-new), which the activity's info does not carry.
+    Empty: the activity's own run id (a chain of one run)."""
     route_prefix: str = "/"
     permissions: list[FilesystemPermission] = Field(default_factory=list)
     policies: list[str] | None = None
@@ -175,6 +180,10 @@ class ToolRequest(BaseModel):
     want_raw: bool = False
     """ls/glob/grep: also return the structured result (:attr:`ToolOutcome.raw`).
     Only the composite fan-out needs it; single-backend calls keep history small."""
+    approved: bool = False
+    """A human approved this call (set by the workflow only after an approve or
+    edit decision). Without it the activity refuses a call that reaches an
+    ``interrupt`` rule: an interrupt with no approval on record is a deny."""
 
 
 class RawListing(BaseModel):
@@ -184,8 +193,8 @@ class RawListing(BaseModel):
     (as the Router's ``merge_*`` expect them, which map them back under the
     route prefix), entries denied for read are already removed, and an error
     keeps the backend's own (local) message so the Router maps it once.
-    ``removed`` counts matches the permission filter dropped (it suppresses
-    grep's "grep is literal" hint after the merge).
+    Denied files were skipped during the backend's walk, so nothing here
+    (matches, ``truncated``) depends on them.
 
     A wrapper rather than a bare ``LsResult | GlobResult | GrepResult`` union:
     an empty glob and an empty grep result serialise identically, so the
@@ -195,7 +204,6 @@ class RawListing(BaseModel):
     ls: LsResult | None = None
     glob: GlobResult | None = None
     grep: GrepResult | None = None
-    removed: int = 0
 
 
 class ToolOutcome(BaseModel):

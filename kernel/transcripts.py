@@ -70,6 +70,9 @@ class ModelTurn(ModelRequest):
     """Without a store: ``messages`` continue the transcript this worker kept."""
     purpose: Purpose = "respond"
     archive: dict[str, str] = Field(default_factory=dict)
+    first_run_id: str = ""
+    """The run chain's first run id (``workflow.info().first_execution_run_id``): with
+    the workflow id from the activity's info it scopes the stored transcripts."""
 
     def plain(self, messages: Sequence[Message]) -> ModelRequest:
         """The provider-facing request with the full ``messages``."""

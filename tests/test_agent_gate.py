@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -9,7 +10,7 @@ from filegate.kernel.formatting import Rendered
 from filegate.kernel.permissions import FilesystemPermission
 from filegate.kernel.routing import Router
 from filegate.kernel.tool_types import TOOL_ORDER, ToolName
-from filegate.workflows.approvals import ApprovalBook, call_signature
+from filegate.workflows.approvals import ApprovalBook, call_signature, stamped
 from filegate.workflows.gate import CheckedCall, check_call, deny_gate
 from filegate.workflows.inputs import Decision
 
@@ -51,6 +52,7 @@ def test_bad_write_args(args: Any, needle: str) -> None:
 
 def test_execute_timeout_bounds() -> None:
     assert "between 0 and 3600" in error_text(check("execute", {"command": "ls", "timeout": -1}))
+    assert "between 0 and 3600" in error_text(check("execute", {"command": "ls", "timeout": 0}))
     assert "between 0 and 3600" in error_text(check("execute", {"command": "ls", "timeout": 4000}))
     ok = check("execute", {"command": "ls", "timeout": 10})
     assert isinstance(ok, CheckedCall) and ok.path is None
@@ -100,27 +102,58 @@ def test_approval_book_checks_decisions() -> None:
     approval = book.open(
         tool="write_file", args={"file_path": "/d/a"}, rule=None, tool_call_id="c", now="t"
     )
-    assert approval.id == "a1"
+    aid = approval.id
+    assert re.fullmatch(r"[0-9a-f]{16}", aid), aid  # random, not a1, a2, ...
 
     def no_edit(tool: str, args: dict[str, Any]) -> str | None:
         return "denied" if args.get("file_path") == "/bad" else None
 
     with pytest.raises(ValueError, match="no pending approval"):
-        book.check(Decision(id="a9", decision="approve"), no_edit)
+        book.check(Decision(id="a1", decision="approve"), no_edit)
     with pytest.raises(ValueError, match="needs args"):
-        book.check(Decision(id="a1", decision="edit"), no_edit)
+        book.check(Decision(id=aid, decision="edit"), no_edit)
     with pytest.raises(ValueError, match="denied"):
-        book.check(Decision(id="a1", decision="edit", args={"file_path": "/bad"}), no_edit)
+        book.check(Decision(id=aid, decision="edit", args={"file_path": "/bad"}), no_edit)
     with pytest.raises(ValueError, match="needs a message"):
-        book.check(Decision(id="a1", decision="respond"), no_edit)
-    decision = Decision(id="a1", decision="reject", reason="no")
+        book.check(Decision(id=aid, decision="respond"), no_edit)
+    with pytest.raises(ValueError, match="reserved"):
+        book.check(Decision(id=aid, decision="approve", via="timeout"), no_edit)
+    decision = stamped(Decision(id=aid, decision="reject", reason="no", reviewer="ana"), "cli")
     book.check(decision, no_edit)
-    book.record(decision)
+    book.record(decision, "2025-01-01T00:00:00")
     with pytest.raises(ValueError, match="already decided"):
         book.check(decision, no_edit)
-    assert book.close("a1") == decision and not book.pending
+    [record] = book.decided
+    assert (record.id, record.decision, record.reviewer, record.via) == (
+        aid,
+        "reject",
+        "ana",
+        "cli",
+    )
+    assert record.tool_call_id == "c" and record.decided_at == "2025-01-01T00:00:00"
+    assert book.close(aid) == decision and not book.pending
     signature = call_signature("write_file", {"file_path": "/d/a"})
     assert book.previous_rejection(signature) is None
     book.remember_rejection(signature, None)
     assert book.previous_rejection(signature) == ""
     assert call_signature("t", {"b": 1, "a": 2}) == call_signature("t", {"a": 2, "b": 1})
+
+
+def test_approval_ids_are_random_and_decisions_say_who() -> None:
+    ids = {
+        ApprovalBook().open(tool="ls", args={}, rule=None, tool_call_id="c", now="t").id
+        for _ in range(50)
+    }
+    assert len(ids) == 50
+    seeded = iter(["00" * 16, "00" * 16, "ab" * 16])  # a collision is drawn again
+    book = ApprovalBook(random_hex=lambda: next(seeded))
+    first = book.open(tool="ls", args={}, rule=None, tool_call_id="c", now="t")
+    second = book.open(tool="ls", args={}, rule=None, tool_call_id="d", now="t")
+    assert (first.id, second.id) == ("0" * 16, "ab" * 8)
+    assert stamped(Decision(id="x", decision="approve"), "signal").by() == "unknown via signal"
+    kept = stamped(Decision(id="x", decision="approve", reviewer="bo", via="ui"), "api")
+    assert kept.by() == "bo via ui"
+    with pytest.raises(ValueError):
+        Decision(id="x", decision="approve", via="model")  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        Decision(id="x", decision="approve", reviewer="r" * 201)

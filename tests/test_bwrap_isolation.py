@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from filegate.backends.bwrap import BwrapSandboxBackend, SandboxUnavailableError
+from filegate.backends.reaper import CommandBounds
 
 
 def _snapshot(directory: Path) -> dict[str, tuple[int, float]]:
@@ -286,7 +287,8 @@ def test_runaway_loop_killed_on_time(sb: BwrapSandboxBackend) -> None:
 
 
 @pytest.mark.slow
-def test_fork_storm_killed_with_everything_it_spawned(sb: BwrapSandboxBackend) -> None:
+def test_fork_storm_killed_with_everything_it_spawned(_bwrap_ok: None, root: Path) -> None:
+    sb = _bounded(root, max_processes=0)  # no process bound: the timeout kill alone
     marker = f"storm-{uuid.uuid4().hex}"
     # Linear storm: every child is a new long-lived process carrying the marker.
     command = f"export MARK={marker}; while :; do sleep 600 & done"
@@ -305,6 +307,67 @@ def test_background_jobs_die_when_command_returns(sb: BwrapSandboxBackend) -> No
     assert result.exit_code == 0 and "started" in result.output
     assert time.monotonic() - started < 10
     _assert_no_leftovers(marker)
+
+
+def test_setsid_and_double_fork_daemons_are_gone_when_execute_returns(
+    sb: BwrapSandboxBackend,
+) -> None:
+    marker = f"daemon-{uuid.uuid4().hex}"
+    command = (
+        f"export MARK={marker}; setsid sleep 100 & "
+        "sh -c 'setsid sh -c \"sleep 100\" &'; sleep 0.2; echo started"
+    )
+    result = sb.execute(command)
+    assert result.exit_code == 0 and result.output == "started\n"
+    assert _procs_with(marker) == []  # no grace: gone by the time execute returns
+
+
+# -- bounds (contract §11) -----------------------------------------------------
+
+
+def _bounded(root: Path, **bounds: int) -> BwrapSandboxBackend:
+    return BwrapSandboxBackend(root, bounds=CommandBounds(**bounds), check=False)
+
+
+def test_memory_bound_inside_the_sandbox(_bwrap_ok: None, root: Path) -> None:
+    sb = _bounded(root, memory_bytes=256 << 20)
+    big = sb.execute("python3 -c 'b = bytearray(512 << 20)'", timeout=20)
+    assert big.exit_code != 0 and "MemoryError" in big.output
+    assert sb.execute("python3 -c 'b = bytearray(32 << 20)'", timeout=20).exit_code == 0
+
+
+def test_process_bound_inside_the_sandbox(_bwrap_ok: None, root: Path) -> None:
+    sb = _bounded(root, max_processes=24)
+    marker = f"bounded-storm-{uuid.uuid4().hex}"
+    started = time.monotonic()
+    result = sb.execute(f"export MARK={marker}; while :; do sleep 600 & done", timeout=30)
+    assert time.monotonic() - started < 10
+    assert result.exit_code == 137 and "more than 24 processes" in result.output
+    assert _procs_with(marker) == []
+    assert sb.execute("echo healthy").output == "healthy\n"
+
+
+def test_file_size_bound_inside_the_sandbox(_bwrap_ok: None, root: Path) -> None:
+    sb = _bounded(root, file_bytes=1 << 20)
+    result = sb.execute("head -c 5000000 /dev/zero > big.bin")
+    assert result.exit_code != 0 and "File too large" in result.output
+    assert (root / "big.bin").stat().st_size == 1 << 20
+
+
+def test_scratch_space_is_bounded(_bwrap_ok: None, root: Path) -> None:
+    sb = _bounded(root, tmp_bytes=8 << 20)
+    for target in ("/tmp/fill", "/dev/shm/fill"):
+        result = sb.execute(f"head -c 50000000 /dev/zero > {target}; echo rc=$?; wc -c < {target}")
+        assert "No space left on device" in result.output and "rc=1" in result.output, target
+        stdout = [line for line in result.output.splitlines() if not line.startswith("[stderr]")]
+        assert stdout[0] == "rc=1" and int(stdout[1]) <= 8 << 20
+    # The sandbox's own root and /dev are tmpfs too: read-only, so nobody fills them.
+    for target in ("/fill", "/dev/fill", "/usr/fill"):
+        result = sb.execute(f"echo x > {target}")
+        assert result.exit_code != 0 and "Read-only file system" in result.output, target
+    default = BwrapSandboxBackend(root, check=False)
+    shown = default.execute("df -k /tmp | tail -1").output.split()
+    assert int(shown[1]) == 64 << 10  # 64 MiB by default
 
 
 # -- availability --------------------------------------------------------------

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import getpass
 import json
 import os
 import re
@@ -24,6 +25,8 @@ import pytest
 from filegate.backends.embedded import TemporalDevServer
 from filegate.backends.embedded_s3 import S3DevServer
 from filegate.backends.settings import Settings
+from filegate.cli.approvals import decision_payload
+from filegate.cli.commands import build_parser
 from filegate.cli.connection import target_from
 from filegate.cli.errors import CliError
 from filegate.cli.run import load_permissions, parse_model
@@ -33,6 +36,8 @@ from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpe
 from filegate.workflows.gate import ToolInterrupt
 from temporalio.client import Client, WorkflowQueryFailedError
 from temporalio.service import RPCError, TLSConfig
+
+from tests.run_chain import scope_of
 
 pytestmark = pytest.mark.services
 
@@ -176,6 +181,7 @@ async def test_run_waits_for_decisions_from_other_processes(
     cli_env: dict[str, str], temporal_client: Client, tmp_path: Path
 ) -> None:
     root = tmp_path / "ws"
+    root.mkdir()
     writes = [
         call(n, "write_file", file_path=f"/docs/{n}.txt", content=f"orig {n}")
         for n in ("a", "b", "c", "d")
@@ -230,7 +236,7 @@ async def test_run_waits_for_decisions_from_other_processes(
         assert bad_edit[0] == 1 and "edited args refused" in bad_edit[2]
 
         decisions = [
-            ["approve", ids["/docs/a.txt"]],
+            ["approve", ids["/docs/a.txt"], "--reviewer", "bo"],
             ["reject", ids["/docs/b.txt"], "--reason", "not today"],
             ["respond", ids["/docs/c.txt"], "--message", "c is handled elsewhere"],
             ["edit", ids["/docs/d.txt"], "--args",
@@ -243,6 +249,7 @@ async def test_run_waits_for_decisions_from_other_processes(
         for (kind, approval_id, *_), (code, out, err) in zip(decisions, acks, strict=True):
             assert code == 0, err
             assert f"{kind}: approval {approval_id}" in out
+            assert f"(by {'bo' if kind == 'approve' else getpass.getuser()} via cli)" in out
         output, _ = await asyncio.to_thread(run.communicate, timeout=60)
     finally:
         if run.poll() is None:
@@ -258,7 +265,9 @@ async def test_run_waits_for_decisions_from_other_processes(
     assert_transcript_shape(transcript)
     results = by_call(transcript)
     assert results["a"]["status"] == "success"
+    assert "approved by bo via cli" in results["a"]["content"]
     assert results["b"]["status"] == "error" and "not today" in results["b"]["content"]
+    assert f"({getpass.getuser()} via cli)" in results["b"]["content"]
     assert results["c"]["content"] == "c is handled elsewhere"
     assert "reviewer changed" in results["d"]["content"]
 
@@ -290,6 +299,7 @@ def test_bad_input_is_a_usage_error(cli_env: dict[str, str], tmp_path: Path) -> 
         tmp_path / "p.json", [{"operations": ["write"], "paths": ["/x/**"], "mode": "deny"}]
     )
     script = write_json(tmp_path / "s.json", {"turns": [{"content": "hi"}]})
+    (tmp_path / "ws").mkdir()
     bad_json, shell = cli_parallel(
         cli_env,
         ["edit", "a1", "--workflow", "wf", "--args", "{not json"],
@@ -303,11 +313,27 @@ def test_bad_input_is_a_usage_error(cli_env: dict[str, str], tmp_path: Path) -> 
 # --------------------------------------------------------------------------- in-process parsing
 
 
+def test_decisions_say_who_decided(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--reviewer`` (default: the OS user) and ``via: cli`` go with every CLI decision."""
+    parser = build_parser()
+    args = parser.parse_args(["approve", "0123456789abcdef", "--workflow", "wf"])
+    assert decision_payload(args) == {
+        "id": "0123456789abcdef", "decision": "approve",
+        "reviewer": getpass.getuser(), "via": "cli",
+    }  # fmt: skip
+    args = parser.parse_args(["reject", "x", "--workflow", "wf", "--reviewer", "ana"])
+    assert decision_payload(args)["reviewer"] == "ana"
+    with pytest.raises(CliError, match="--reviewer"):
+        decision_payload(parser.parse_args(["approve", "x", "--workflow", "w", "--reviewer", " "]))
+
+
 def test_parse_model(tmp_path: Path) -> None:
     script = tmp_path / "s.json"
     script.write_text(json.dumps({"turns": [{"content": "x"}]}))
     spec = parse_model(f"scripted:{script}")
-    assert spec.provider == "scripted" and spec.name == str(script.resolve())
+    # Sent inline: the agent worker never opens a path from the workflow input.
+    assert spec.provider == "scripted" and spec.name == ""
+    assert spec.options == {"script": {"turns": [{"content": "x"}]}}
     assert parse_model("openai:gpt-4o-mini").name == "gpt-4o-mini"
     assert parse_model("anthropic:claude-x").provider == "anthropic"
     for bad in ("gpt-4o", "mystery:x", "openai:"):
@@ -449,9 +475,10 @@ async def test_worker_processes_and_clients_share_the_payload_codec(
     assert (root / "big.txt").read_text() == content
     assert "row 01999" in by_call(result.transcript)["r"]["content"]
     # The agent worker process kept the model-facing transcript in S3 (by reference).
-    keys = store.list_thread(workflow_id)
+    scope = await scope_of(temporal_client, workflow_id)
+    keys = store.list_thread(scope)
     assert [k for k in keys if "/transcript/" in k] == [
-        store.key_for(workflow_id, f"transcript/{n:06d}") for n in range(3)
+        store.key_for(scope, f"transcript/{n:06d}") for n in range(3)
     ]
     for proc in workers:
         assert proc.returncode == 0, outputs

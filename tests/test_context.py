@@ -27,6 +27,7 @@ from filegate.workflows.context import (
 from minio import Minio
 from temporalio.client import Client
 
+from tests.run_chain import scope_of
 from tests.test_history_size import agent_with_store, calls, model_inputs, new_store, scripted, uid
 
 
@@ -118,7 +119,7 @@ async def test_summarization_with_small_context_window(
         archive_key = conversation_key(f"summary-{summaries[0].call_index:06d}.md")
         archived = store.client.get_object(
             store.bucket,
-            store.key_for(workflow_id, archive_key),
+            store.key_for(await scope_of(temporal_client, workflow_id), archive_key),
         ).read()
         assert b"read the file many times" in archived and b"0039 zzz" in archived
         assert "/conversation_history/summary-" in view[0]["content"]

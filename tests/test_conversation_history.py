@@ -25,6 +25,8 @@ from filegate.workflows import AgentInput, AgentResult, AgentWorkflow, BackendRe
 from filegate.workflows.context import EVICT_CHARS, evicted_name
 from temporalio.client import Client
 
+from tests.run_chain import scope_of
+
 pytestmark = pytest.mark.services
 
 LINES = 3000
@@ -103,7 +105,7 @@ async def run_agent(
             id=workflow_id,
             task_queue=agent_q,
         )
-    return workflow_id, result
+    return await scope_of(client, workflow_id), result
 
 
 def tool_results(result: AgentResult) -> dict[str, dict[str, Any]]:

@@ -57,6 +57,8 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
+from tests.run_chain import scope_of
+
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 
 
@@ -444,7 +446,7 @@ async def test_s3_outage_during_offload(temporal_client: Client, tmp_path: Path)
             assert "/large_tool_results/1:0:x1" in out["x1"]["content"]
             assert len(out["x1"]["content"]) < 10_000
             assert "R00601" in out["x2"]["content"] and "R00602" in out["x2"]["content"]
-            [key] = store.list_thread(handle.id)
+            [key] = store.list_thread(await scope_of(temporal_client, handle.id))
             body = store.client.get_object(store.bucket, key).read().decode()
             assert "".join(f"R{i:05d}{0:093d}\n" for i in range(1, 901)) in body
         # Each command ran once: retries of the failed offload reused the journaled result.

@@ -50,6 +50,7 @@ from bench.history import (
     script,
     write_data,
 )
+from tests.run_chain import scope_of
 from tests.scripting import calls
 
 pytestmark = pytest.mark.services
@@ -149,7 +150,7 @@ async def test_transcript_by_reference_keeps_model_inputs_small(
         assert len(turns[k].messages) == 2  # the assistant call and its tool result
     # The last stored transcript is the whole conversation minus the final answer.
     transcripts = TranscriptStore(store)
-    keys = store.list_thread(reference_id)
+    keys = store.list_thread(await scope_of(temporal_client, reference_id))
     assert len(keys) == steps + 1 and all("/transcript/" in k for k in keys)
     last_ref = turns[-1].transcript
     assert last_ref is not None
@@ -278,12 +279,11 @@ async def test_codec_keeps_every_payload_small(
     raw = b"".join(e.SerializeToString() for e in events)
     assert CODEC_ENCODING in raw  # the big payloads went through the codec
     # The model saw a stub; the original is under /conversation_history/.
-    archived = store.key_for(workflow_id, conversation_key(evicted_name(0)))
+    scope = await scope_of(client, workflow_id)
+    archived = store.key_for(scope, conversation_key(evicted_name(0)))
     assert store.client.get_object(store.bucket, archived).read().decode() == task
     first = json.loads(
-        store.client.get_object(
-            store.bucket, store.key_for(workflow_id, "transcript/000000")
-        ).read()
+        store.client.get_object(store.bucket, store.key_for(scope, "transcript/000000")).read()
     )
     assert len(first[0]["content"]) < 5000
     assert "/conversation_history/message-000000.md" in first[0]["content"]

@@ -250,7 +250,7 @@ async def test_execute_cwd_defaults_to_root(temporal_client: Client, tmp_path: P
     async with (
         running_agent(temporal_client) as agent_queue,
         running_tools(
-            temporal_client, {"shell": LocalShellBackend(str(tmp_path))}, tmp_path / "j"
+            temporal_client, {"shell": LocalShellBackend(str(tmp_path / "ws"))}, tmp_path / "j"
         ) as tools_queue,
     ):
         input = agent_input(

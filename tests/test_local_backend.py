@@ -193,14 +193,16 @@ async def test_local_mutation_is_journaled_once(temporal_client: Client, tmp_pat
     async with agent_worker(
         temporal_client, queue, backends={"ws": fs}, journal_dir=tmp_path / "journal"
     ):
-        for _ in range(2):
+        for run in (1, 2):
+            (root / "log.txt").write_text("a\n")
             result = await temporal_client.execute_workflow(
                 AgentWorkflow.run, agent_input, id=workflow_id, task_queue=queue
             )
             assert result.tool_errors == 0, result.transcript
-    # The second run re-sent the same edit (same workflow id, same call id):
-    # the journal returned the first outcome instead of applying it again.
-    assert (root / "log.txt").read_text() == "aa\n"
+            assert (root / "log.txt").read_text() == "aa\n"
+            # One journal entry per run chain: the second run under the same workflow
+            # id (same call id) is a new chain, so its edit really applied (contract §11).
+            assert len(list((tmp_path / "journal").rglob("*.json"))) == run
 
 
 async def test_local_ref_waits_for_a_worker_that_hosts_the_backend(
@@ -335,7 +337,7 @@ async def test_run_survives_an_agent_worker_that_lost_the_transcript(
 async def test_local_tool_failure_is_a_tool_error(temporal_client: Client, tmp_path: Path) -> None:
     """A local activity that fails for good (here: a backend name this worker does
     not host) answers the model with an error result; the run goes on."""
-    fs = FilesystemBackend(str(tmp_path), virtual_mode=True)
+    fs = FilesystemBackend(str(tmp_path / "ws"), virtual_mode=True)  # journal beside, not inside
     script = {
         "turns": [
             {"tool_calls": [{"id": "l", "name": "ls", "args": {"path": "/"}}]},

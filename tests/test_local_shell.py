@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from filegate.backends.local_shell import STDERR_PREFIX, LocalShellBackend
+from filegate.backends.reaper import CommandBounds
 
 
 @pytest.fixture
@@ -114,3 +115,78 @@ def test_command_sees_only_the_given_env_even_if_os_environ_changes(tmp_path: Pa
         assert shell.command_env() == before
     finally:
         del os.environ["FILEGATE_LATE_VAR"]
+
+
+# -- no process outlives its command; bounds (contract §11) ----------------------
+
+
+def _wait_for(path: Path, seconds: float = 5) -> int:
+    deadline = time.monotonic() + seconds
+    while not (path.exists() and path.read_text().strip()) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return int(path.read_text())
+
+
+def test_setsid_and_double_forked_daemons_die_with_the_command(
+    shell: LocalShellBackend, tmp_path: Path
+) -> None:
+    command = (
+        "setsid sh -c 'echo $$ > s.pid; exec sleep 100' & "
+        "sh -c \"setsid sh -c 'echo \\$\\$ > d.pid; exec sleep 100' &\" ; "
+        "while [ ! -s s.pid ] || [ ! -s d.pid ]; do sleep 0.02; done; echo started"
+    )
+    started = time.monotonic()
+    result = shell.execute(command, timeout=20)
+    assert result.exit_code == 0 and result.output == "started\n", result
+    assert time.monotonic() - started < 5
+    pids = [_wait_for(tmp_path / name) for name in ("s.pid", "d.pid")]
+    assert [pid for pid in pids if _alive(pid)] == []  # gone when execute returns
+
+
+def test_timeout_kills_processes_that_left_the_session(
+    shell: LocalShellBackend, tmp_path: Path
+) -> None:
+    result = shell.execute("setsid sh -c 'echo $$ > s.pid; exec sleep 100' & sleep 100", timeout=1)
+    assert result.code == "timeout"
+    assert not _alive(_wait_for(tmp_path / "s.pid"))
+
+
+def test_memory_bound(tmp_path: Path) -> None:
+    shell = LocalShellBackend(tmp_path, bounds=CommandBounds(memory_bytes=256 << 20))
+    big = shell.execute("python3 -c 'b = bytearray(512 << 20); print(len(b))'", timeout=20)
+    assert big.exit_code != 0 and "MemoryError" in big.output
+    fits = shell.execute("python3 -c 'b = bytearray(64 << 20); print(len(b))'", timeout=20)
+    assert fits.exit_code == 0 and fits.output.strip() == str(64 << 20)
+
+
+def test_process_bound_kills_a_fork_storm(tmp_path: Path) -> None:
+    shell = LocalShellBackend(tmp_path, bounds=CommandBounds(max_processes=20))
+    started = time.monotonic()
+    # A storm that never ends on its own: only the bound can stop it (however
+    # busy the machine is, the shell would fork until the 30 s timeout).
+    result = shell.execute("while :; do sleep 60 & echo $! >> pids; done", 30)
+    assert time.monotonic() - started < 10
+    assert result.exit_code == 137 and "more than 20 processes" in result.output
+    pids = [int(line) for line in (tmp_path / "pids").read_text().split()]
+    assert len(pids) >= 20 and [pid for pid in pids if _alive(pid)] == []
+    assert shell.execute("echo still fine").output == "still fine\n"  # the worker is healthy
+
+
+def test_file_size_bound(tmp_path: Path) -> None:
+    shell = LocalShellBackend(tmp_path, bounds=CommandBounds(file_bytes=1 << 20))
+    result = shell.execute("head -c 5000000 /dev/zero > big.bin")
+    assert result.exit_code != 0 and "File too large" in result.output
+    assert (tmp_path / "big.bin").stat().st_size == 1 << 20
+    assert shell.execute("head -c 1000 /dev/zero > small.bin").exit_code == 0
+
+
+def test_defaults_and_worker_ceiling(tmp_path: Path) -> None:
+    shell = LocalShellBackend(tmp_path, bounds=CommandBounds(max_seconds=30))
+    assert shell.execute("true", timeout=31).code == "invalid_argument"
+    assert shell.execute("true", timeout=30).exit_code == 0
+    default = LocalShellBackend(tmp_path).bounds
+    assert (default.memory_bytes, default.max_processes, default.file_bytes) == (
+        1 << 30, 64, 64 << 20,
+    )  # fmt: skip
+    limits = "ulimit -d; ulimit -f; ulimit -c"  # KiB, 512-byte blocks, core blocks
+    assert shell.execute(limits).output.split() == [str(1 << 20), str(128 << 10), "0"]

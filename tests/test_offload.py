@@ -17,7 +17,7 @@ import pytest
 from filegate.activities.tools import FileToolActivities
 from filegate.backends.artifacts import ArtifactStore
 from filegate.backends.local_shell import LocalShellBackend
-from filegate.kernel.artifacts import ArtifactRef
+from filegate.kernel.artifacts import ArtifactRef, chain_scope
 from filegate.kernel.messages import ModelSpec
 from filegate.worker import agent_worker
 from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec
@@ -67,17 +67,19 @@ async def test_large_execute_output_is_offloaded(
         agent_worker(temporal_client, agent_queue),
         Worker(temporal_client, task_queue=tools_queue, activities=tools.activities()),
     ):
-        result = await temporal_client.execute_workflow(
+        handle = await temporal_client.start_workflow(
             AgentWorkflow.run, input, id=workflow_id, task_queue=agent_queue
         )
+        result = await handle.result()
     by_id = {m["tool_call_id"]: m for m in result.transcript if m["role"] == "tool"}
     stub = by_id["c1"]["content"]
     assert len(stub) < 5000, len(stub)
     assert stub_path in stub and "lines truncated" in stub and "L00001" in stub
 
-    # The full output is in S3 under <namespace>/<workflow id>/<tool call id>.
-    keys = store.list_thread(workflow_id)
-    assert keys == [store.key_for(workflow_id, "1:0:c1")]
+    # The full output is in S3 under <namespace>/<workflow id>@<first run id>/<tool call id>.
+    scope = chain_scope(workflow_id, handle.first_execution_run_id or "")
+    keys = store.list_thread(scope)
+    assert keys == [store.key_for(scope, "1:0:c1")]
     body = minio_client.get_object(store.bucket, keys[0]).read().decode()
     # The shell itself caps output near 100 000 chars; all of what it returned is stored.
     assert len(body) > 80_000 and f"({len(body)} characters" in stub
@@ -92,7 +94,6 @@ async def test_large_execute_output_is_offloaded(
     assert expected_lines[1003] not in window and expected_lines[999] not in window
 
     # History stays small: no event payload carries the 200 000 characters.
-    handle = temporal_client.get_workflow_handle(workflow_id)
     biggest = 0
     async for event in handle.fetch_history_events():
         if event.event_type in (

@@ -16,11 +16,19 @@ from typing import Any
 import pytest
 import pytest_asyncio
 from filegate.backends.bwrap import BwrapSandboxBackend
+from filegate.backends.composite import CompositeBackend
 from filegate.backends.filesystem import FilesystemBackend
+from filegate.backends.local_shell import LocalShellBackend
 from filegate.backends.policy import PolicyConfig
+from filegate.backends.settings import Settings
+from filegate.backends.startup import ALLOW_EXECUTE_ENV
 from filegate.cli.commands import build_parser
+from filegate.cli.errors import CliError
+from filegate.cli.services import state_dir_outside
+from filegate.cli.workers import backend_from_args
 from filegate.kernel.protocol import BackendProtocol
-from filegate.worker import make_backend
+from filegate.kernel.state import StateBackend
+from filegate.worker import ConfigError, file_tools, make_backend
 from filegate.workflows import AgentInput, AgentResult, BackendSpec
 from temporalio.client import Client
 
@@ -168,3 +176,100 @@ def test_worker_options() -> None:
 def test_sandbox_backend_kind(tmp_path: Path) -> None:
     backend = make_backend("sandbox", tmp_path / "box")
     assert isinstance(backend, BwrapSandboxBackend) and backend.can_execute
+
+
+# -- start-time refusals (contract §11): policies vs execute, journal vs root ----
+
+
+def _config(tmp_path: Path, **extra: Any) -> PolicyConfig:
+    raw = json.loads(policy_json(tmp_path / "audit.jsonl"))
+    raw["policies"].update(extra.pop("policies", {}))
+    raw.update(extra)
+    return PolicyConfig.model_validate(raw)
+
+
+def test_path_policies_refuse_an_executing_backend(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(ALLOW_EXECUTE_ENV, raising=False)
+    root, journal = tmp_path / "root", tmp_path / "journal"
+    shells: list[BackendProtocol] = [
+        LocalShellBackend(root),
+        BwrapSandboxBackend(root, check=False),
+    ]
+    for shell in shells:
+        with pytest.raises(ConfigError, match="cannot constrain execute") as info:
+            file_tools({"sh": shell}, journal, None, _config(tmp_path))
+        assert "\n" not in str(info.value) and "deny_operations" in str(info.value)
+        # Execute denied by a *required* policy, or an explicit opt-in: the worker starts.
+        denied = _config(
+            tmp_path,
+            policies={"no-shell": {"kind": "deny_operations", "operations": ["execute"]}},
+            required=["protect", "no-shell"],
+        )
+        file_tools({"sh": shell}, journal, None, denied)
+        allowed = _config(tmp_path)
+        file_tools({"sh": shell}, journal, None, allowed, allow_execute_with_policies=True)
+    # A non-executing backend, or an executing one with only a rate limit: fine.
+    file_tools({"fs": FilesystemBackend(str(root))}, journal, None, _config(tmp_path))
+    throttle = {"policies": {"t": {"kind": "rate_limit", "calls_per_second": 5}}}
+    file_tools({"sh": shells[0]}, journal, None, PolicyConfig.model_validate(throttle))
+    monkeypatch.setenv(ALLOW_EXECUTE_ENV, "1")
+    file_tools({"sh": shells[0]}, journal, None, _config(tmp_path))
+
+
+def test_journal_inside_a_served_root_is_refused(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    root.mkdir()
+    fs = FilesystemBackend(str(root))
+    composite = CompositeBackend(StateBackend(), {"/mounted/": fs})
+    for backend in (fs, composite):
+        for journal in (root, root / ".filegate" / "journal"):
+            with pytest.raises(ConfigError, match="inside the root"):
+                file_tools({"b": backend}, journal, None, PolicyConfig())
+    file_tools({"b": composite}, tmp_path / "journal", None, PolicyConfig())
+
+
+def test_default_state_dir_never_lands_inside_the_root(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "ws"
+    root.mkdir()
+    monkeypatch.chdir(root)  # a worker started inside its workspace
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.delenv("FILEGATE_STATE_DIR", raising=False)
+    argv = ["worker", "--role", "tools", "--backend", "filesystem", "--root", "."]
+    argv += ["--task-queue", "q"]
+    args = build_parser().parse_args(argv)
+    _, _, journal = backend_from_args(args, Settings.from_env({}))
+    assert journal == tmp_path / "xdg" / "filegate" / "journal" / "filesystem"
+    assert state_dir_outside(Settings.from_env({}), [str(root)]) == tmp_path / "xdg" / "filegate"
+    # An explicit choice inside the root is refused, with the way out.
+    inside_root = Settings.from_env({"FILEGATE_STATE_DIR": str(root / "state")})
+    with pytest.raises(CliError, match="inside the root"):
+        backend_from_args(args, inside_root)
+    explicit = build_parser().parse_args([*argv, "--journal-dir", str(root / "j")])
+    with pytest.raises(CliError, match="inside the root"):
+        backend_from_args(explicit, Settings.from_env({}))
+
+
+def test_execute_bounds_from_flags_and_settings(tmp_path: Path) -> None:
+    argv = ["worker", "--role", "tools", "--backend", "local-shell", "--root", str(tmp_path / "r")]
+    flags = [
+        "--exec-memory", "512MiB", "--exec-max-processes", "16", "--exec-file-size", "1MiB",
+        "--sandbox-tmp-size", "8MiB", "--exec-max-seconds", "60",
+    ]  # fmt: skip
+    args = build_parser().parse_args([*argv, *flags, "--journal-dir", str(tmp_path / "j")])
+    _, backend, _ = backend_from_args(args, Settings.from_env({}))
+    assert isinstance(backend, LocalShellBackend)
+    bounds = backend.bounds
+    assert (bounds.memory_bytes, bounds.max_processes) == (512 << 20, 16)
+    assert bounds.file_bytes == 1 << 20
+    assert (bounds.tmp_bytes, bounds.max_seconds) == (8 << 20, 60)
+    env = Settings.from_env({"FILEGATE_EXEC_MEMORY": "2GiB", "FILEGATE_EXEC_MAX_PROCESSES": "0"})
+    plain = build_parser().parse_args([*argv, "--journal-dir", str(tmp_path / "j")])
+    _, backend, _ = backend_from_args(plain, env)
+    assert isinstance(backend, LocalShellBackend)
+    assert (backend.bounds.memory_bytes, backend.bounds.max_processes) == (2 << 30, 0)
+    with pytest.raises(SystemExit):
+        build_parser().parse_args([*argv, "--exec-memory", "lots"])

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from filegate.activities.model import ModelProvider, call_model, get_provider
+from filegate.activities.model import ModelActivities, ModelProvider, call_model
 from filegate.activities.providers import (
     REQUEST_ERROR_TYPE,
     RETRYABLE_TYPE,
@@ -26,6 +26,7 @@ from filegate.activities.providers.common import (
     model_accepts,
     parse_retry_after,
 )
+from filegate.activities.providers.profiles import ModelProfile, ModelProfiles
 from filegate.kernel.messages import (
     MediaBlock,
     Message,
@@ -170,8 +171,9 @@ async def test_scripted_past_the_end_says_so() -> None:
 async def test_scripted_file_and_inline_json_string(tmp_path: Path) -> None:
     path = tmp_path / "script.json"
     path.write_text(json.dumps(SCRIPT), encoding="utf-8")
-    provider = ScriptedProvider()
-    from_file = await provider.complete(scripted(1, name=str(path)))
+    # Script files are named inside the worker profile's script directory.
+    provider = ScriptedProvider(ModelProfile(kind="scripted", script_dir=tmp_path))
+    from_file = await provider.complete(scripted(1, name="script.json"))
     from_text = await provider.complete(scripted(1, options={"script": json.dumps(SCRIPT)}))
     assert from_file.message.content == from_text.message.content == "All done."
 
@@ -205,9 +207,10 @@ async def test_scripted_invalid_script_is_a_clear_non_retryable_error(
 
 
 async def test_scripted_missing_file_and_missing_script(tmp_path: Path) -> None:
-    missing = tmp_path / "nope.json"
-    err = await expect_error(ScriptedProvider(), scripted(0, name=str(missing)))
-    assert err.non_retryable and str(missing) in err.message and "not found" in err.message
+    provider = ScriptedProvider(ModelProfile(kind="scripted", script_dir=tmp_path))
+    err = await expect_error(provider, scripted(0, name="nope.json"))
+    assert err.non_retryable and "'nope.json' not found" in err.message
+    assert str(tmp_path) not in err.message
     err = await expect_error(ScriptedProvider(), scripted(0))
     assert err.non_retryable and "needs a script" in err.message
 
@@ -215,9 +218,18 @@ async def test_scripted_missing_file_and_missing_script(tmp_path: Path) -> None:
 # --- OpenAI Chat Completions ---------------------------------------------------
 
 
+def openai_profile(url: str, **fields: Any) -> ModelProfile:
+    """The agent worker's profile for a compatible server: endpoint and key variable."""
+    return ModelProfile(kind="openai", base_url=f"{url}/v1", **fields)
+
+
+def openai_at(server: FakeModelServer, **fields: Any) -> OpenAIChatProvider:
+    return OpenAIChatProvider(openai_profile(server.url, **fields))
+
+
 def openai_request(server: FakeModelServer, messages: list[Message], **spec: Any) -> ModelRequest:
     return ModelRequest(
-        model=ModelSpec(provider="openai", name="gpt-test", base_url=f"{server.url}/v1", **spec),
+        model=ModelSpec(provider="openai", name="gpt-test", **spec),
         system="You are a file agent.",
         messages=messages,
         tools=[READ_TOOL],
@@ -258,7 +270,7 @@ async def test_openai_tool_call_response_is_parsed(server: FakeModelServer) -> N
             ("call_3", "ls", ""),
         )
     )
-    response = await OpenAIChatProvider().complete(
+    response = await openai_at(server).complete(
         openai_request(server, [Message(role="user", content="hi")])
     )
     calls = response.message.tool_calls or []
@@ -302,7 +314,7 @@ async def test_openai_serialises_tool_results(server: FakeModelServer) -> None:
         ),
         Message(role="tool", tool_call_id="call_c", status="error", content="Error: bad args"),
     ]
-    response = await OpenAIChatProvider().complete(
+    response = await openai_at(server).complete(
         openai_request(server, messages, max_output_tokens=512)
     )
     assert response.message.content == "Done." and response.message.tool_calls is None
@@ -356,7 +368,7 @@ async def test_openai_serialises_tool_results(server: FakeModelServer) -> None:
 
 async def test_openai_audio_when_accepted(server: FakeModelServer) -> None:
     server.queue(body=openai_completion({"role": "assistant", "content": "ok"}))
-    await OpenAIChatProvider().complete(
+    await openai_at(server).complete(
         openai_request(server, [Message(role="user", content=[WAV])], accepts=["audio"])
     )
     assert server.last.json["messages"][1]["content"] == [
@@ -388,7 +400,7 @@ async def test_openai_429_is_retryable_with_delay(
 ) -> None:
     server.queue(429, {"error": {"message": "Rate limit reached", "type": "requests"}}, **headers)
     err = await expect_error(
-        OpenAIChatProvider(), openai_request(server, [Message(role="user", content="hi")])
+        openai_at(server), openai_request(server, [Message(role="user", content="hi")])
     )
     assert err.type == RETRYABLE_TYPE and not err.non_retryable
     assert "HTTP 429" in err.message and "Rate limit reached" in err.message
@@ -398,7 +410,7 @@ async def test_openai_429_is_retryable_with_delay(
 
 
 async def test_openai_status_mapping(server: FakeModelServer) -> None:
-    provider = OpenAIChatProvider()
+    provider = openai_at(server)
     request = openai_request(server, [Message(role="user", content="hi")])
     server.queue(500, {"error": {"message": "boom"}})
     err = await expect_error(provider, request)
@@ -422,34 +434,44 @@ async def test_openai_status_mapping(server: FakeModelServer) -> None:
 
 async def test_openai_connection_error_is_retryable() -> None:
     request = ModelRequest(
-        model=ModelSpec(provider="openai", name="m", base_url=f"{closed_port_url()}/v1"),
+        model=ModelSpec(provider="openai", name="m"),
         messages=[Message(role="user", content="hi")],
     )
-    err = await expect_error(OpenAIChatProvider(), request)
+    err = await expect_error(OpenAIChatProvider(openai_profile(closed_port_url())), request)
     assert err.type == RETRYABLE_TYPE and not err.non_retryable and "unreachable" in err.message
 
 
 async def test_openai_missing_key(server: FakeModelServer, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OPENAI_API_KEY")
     err = await expect_error(
-        OpenAIChatProvider(), openai_request(server, [Message(role="user", content="hi")])
+        openai_at(server), openai_request(server, [Message(role="user", content="hi")])
     )
     assert err.non_retryable and "OPENAI_API_KEY" in err.message
-    # Another env var name can be configured (a name, never the key itself).
+    # The worker's profile can name another env var (a name, never the key itself).
     monkeypatch.setenv("LOCAL_LLM_KEY", "local-key")
     server.queue(body=openai_completion({"role": "assistant", "content": "ok"}))
-    request = openai_request(
-        server, [Message(role="user", content="hi")], options={"api_key_env": "LOCAL_LLM_KEY"}
-    )
-    await OpenAIChatProvider().complete(request)
+    request = openai_request(server, [Message(role="user", content="hi")])
+    await openai_at(server, api_key_env="LOCAL_LLM_KEY").complete(request)
     assert server.last.headers["authorization"] == "Bearer local-key"
     assert len(server.requests) == 1
+
+
+def activity_for(server: FakeModelServer) -> ModelActivities:
+    """A model activity whose worker profiles point ``openai`` and ``anthropic`` at ``server``."""
+    return ModelActivities(
+        profiles=ModelProfiles(
+            {
+                "openai": openai_profile(server.url),
+                "anthropic": ModelProfile(kind="anthropic", base_url=server.url),
+            }
+        )
+    )
 
 
 async def test_call_model_activity_openai(server: FakeModelServer) -> None:
     server.queue(body=openai_tool_calls(("call_9", "read_file", '{"file_path": "/x"}')))
     request = openai_request(server, [Message(role="user", content="hi")])
-    response = await activity_env(start_to_close_s=30).run(call_model, request)
+    response = await activity_env(start_to_close_s=30).run(activity_for(server).call_model, request)
     assert isinstance(response, ModelResponse)
     assert response.message.tool_calls == [
         ToolCall(id="call_9", name="read_file", args={"file_path": "/x"})
@@ -467,11 +489,15 @@ def anthropic_request(
     server: FakeModelServer, messages: list[Message], **spec: Any
 ) -> ModelRequest:
     return ModelRequest(
-        model=ModelSpec(provider="anthropic", name="claude-test", base_url=server.url, **spec),
+        model=ModelSpec(provider="anthropic", name="claude-test", **spec),
         system="You are a file agent.",
         messages=messages,
         tools=[READ_TOOL],
     )
+
+
+def anthropic_at(server: FakeModelServer) -> AnthropicMessagesProvider:
+    return AnthropicMessagesProvider(ModelProfile(kind="anthropic", base_url=server.url))
 
 
 def anthropic_message(content: list[dict[str, Any]], stop: str = "end_turn") -> dict[str, Any]:
@@ -502,7 +528,7 @@ async def test_anthropic_tool_use_response_is_parsed(server: FakeModelServer) ->
             stop="tool_use",
         )
     )
-    response = await AnthropicMessagesProvider().complete(
+    response = await anthropic_at(server).complete(
         anthropic_request(server, [Message(role="user", content="hi")])
     )
     assert response.message.content == "Let me look."
@@ -539,7 +565,7 @@ async def test_anthropic_merges_tool_results(server: FakeModelServer) -> None:
         frames,
         Message(role="system", content="Summary of earlier work: none."),
     ]
-    response = await AnthropicMessagesProvider().complete(
+    response = await anthropic_at(server).complete(
         anthropic_request(server, messages, max_output_tokens=1000)
     )
     assert response.message.content == "Done."
@@ -583,7 +609,7 @@ async def test_anthropic_merges_tool_results(server: FakeModelServer) -> None:
 
 async def test_anthropic_unsupported_media_becomes_placeholder(server: FakeModelServer) -> None:
     server.queue(body=anthropic_message([{"type": "text", "text": "ok"}]))
-    await AnthropicMessagesProvider().complete(
+    await anthropic_at(server).complete(
         anthropic_request(server, [Message(role="user", content=[WAV])], accepts=["audio"])
     )
     (block,) = server.last.json["messages"][0]["content"]
@@ -591,7 +617,7 @@ async def test_anthropic_unsupported_media_becomes_placeholder(server: FakeModel
 
 
 async def test_anthropic_status_mapping(server: FakeModelServer) -> None:
-    provider = AnthropicMessagesProvider()
+    provider = anthropic_at(server)
     request = anthropic_request(server, [Message(role="user", content="hi")])
     error = {"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}}
     server.queue(429, error, retry_after="3")
@@ -622,13 +648,14 @@ async def test_anthropic_missing_key_and_connection_error(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     request = ModelRequest(
-        model=ModelSpec(provider="anthropic", name="m", base_url=closed_port_url()),
+        model=ModelSpec(provider="anthropic", name="m"),
         messages=[Message(role="user", content="hi")],
     )
-    err = await expect_error(AnthropicMessagesProvider(), request)
+    provider = AnthropicMessagesProvider(ModelProfile(kind="anthropic", base_url=closed_port_url()))
+    err = await expect_error(provider, request)
     assert err.type == RETRYABLE_TYPE and "unreachable" in err.message
     monkeypatch.delenv("ANTHROPIC_API_KEY")
-    err = await expect_error(AnthropicMessagesProvider(), request)
+    err = await expect_error(provider, request)
     assert err.non_retryable and "ANTHROPIC_API_KEY" in err.message
 
 
@@ -652,9 +679,13 @@ async def test_call_model_activity_scripted_and_unknown_provider() -> None:
     response = await ActivityEnvironment().run(call_model, scripted(1, options={"script": SCRIPT}))
     assert isinstance(response, ModelResponse)
     assert response.message.content == "All done."
+    unknown = ModelRequest(
+        model=ModelSpec(provider="nope"), messages=[Message(role="user", content="hi")]
+    )
     with pytest.raises(ApplicationError) as info:
-        get_provider("nope")
-    assert info.value.non_retryable and "scripted" in info.value.message
+        await ActivityEnvironment().run(call_model, unknown)
+    assert info.value.non_retryable and "unknown model profile 'nope'" in info.value.message
+    assert "scripted" in info.value.message
 
 
 # --- through a real Temporal server: retries are Temporal's --------------------
@@ -677,13 +708,15 @@ class ModelCallWorkflow:
         )
 
 
-async def run_model_workflow(client: Client, request: ModelRequest) -> ModelResponse:
+async def run_model_workflow(
+    client: Client, request: ModelRequest, server: FakeModelServer
+) -> ModelResponse:
     queue = f"providers-{uuid.uuid4().hex[:8]}"
     async with Worker(
         client,
         task_queue=queue,
         workflows=[ModelCallWorkflow],
-        activities=[call_model],
+        activities=[activity_for(server).call_model],
         workflow_runner=UnsandboxedWorkflowRunner(),
     ):
         return await client.execute_workflow(
@@ -699,7 +732,7 @@ async def test_temporal_honours_retry_after_and_stops_on_4xx(
     request = openai_request(server, [Message(role="user", content="hi")])
     server.queue(429, {"error": {"message": "slow down"}}, retry_after="2")
     server.queue(body=openai_tool_calls(("call_1", "read_file", '{"file_path": "/a"}')))
-    response = await run_model_workflow(temporal_client, request)
+    response = await run_model_workflow(temporal_client, request, server)
     assert response.message.tool_calls == [
         ToolCall(id="call_1", name="read_file", args={"file_path": "/a"})
     ]
@@ -710,7 +743,7 @@ async def test_temporal_honours_retry_after_and_stops_on_4xx(
     server.requests.clear()
     server.queue(400, {"error": {"message": "bad request"}})
     with pytest.raises(WorkflowFailureError) as info:
-        await run_model_workflow(temporal_client, request)
+        await run_model_workflow(temporal_client, request, server)
     cause = info.value.cause
     assert isinstance(cause, ActivityError) and isinstance(cause.cause, ApplicationError)
     assert cause.cause.type == REQUEST_ERROR_TYPE and cause.cause.non_retryable

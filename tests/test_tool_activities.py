@@ -82,8 +82,11 @@ def req(tool: str, backend: str = "fs", *, call_id: str | None = None, **args: A
         backend=backend,
         args=args,
         tool_call_id=call_id or f"call-{next(_calls)}",
-        workflow_id="wf-test",
     )
+
+
+SCOPE = "test@test-run"
+"""The run chain ActivityEnvironment's default info gives (workflow "test", run "test-run")."""
 
 
 async def run(tools: FileToolActivities, request: ToolRequest) -> ToolOutcome:
@@ -165,8 +168,9 @@ async def test_errors_are_outcomes_not_exceptions(tools: FileToolActivities) -> 
     assert out.status == "error" and "/missing.txt" in str(out.content)
     out = await run(tools, req("execute", "fs", command="true"))
     assert out.status == "error" and "not supported" in str(out.content)
-    out = await run(tools, req("execute", "shell", command="true", timeout=-1))
-    assert out.status == "error" and "negative" in str(out.content)
+    for bad in (-1, 0):  # one rule (kernel.limits.execute_timeout_problem), as the gate says
+        out = await run(tools, req("execute", "shell", command="true", timeout=bad))
+        assert out.status == "error" and "between 0 and 3600" in str(out.content)
     out = await run(tools, req("grep", pattern="a|b.*"))
     assert out.status == "success" and "literal" in str(out.content)
 
@@ -220,13 +224,15 @@ async def test_denied_names_never_leave_the_activity(
     assert "password-hint" not in out.model_dump_json()
 
 
-async def test_permission_filter_keeps_allowed_and_skips_regex_hint(
+async def test_permission_filter_keeps_allowed_and_hides_every_trace(
     tools: FileToolActivities, root: Path
 ) -> None:
-    (root / "secret" / "a|b.txt").write_text("a|b\n")
     request = req("grep", pattern="a|b").model_copy(update={"permissions": DENY_SECRET})
+    before = await run(tools, request)
+    (root / "secret" / "a|b.txt").write_text("a|b\n")
     out = await run(tools, request)
-    assert out.content == "No matches found"  # removed by permissions: no "literal" hint
+    # The denied match changes nothing, not even the "literal" hint (no oracle).
+    assert out.content == before.content and "literal" in str(out.content)
     request = req("grep", pattern="hello").model_copy(update={"permissions": DENY_SECRET})
     out = await run(tools, request)
     assert out.content == "/notes.md\n/src/app.py"
@@ -270,7 +276,7 @@ async def test_want_raw_returns_filtered_local_results(tools: FileToolActivities
         ("/notes.md", 1, "hello notes"),
         ("/src/app.py", 2, "print('hello')"),
     ]
-    assert out.raw.removed == 1  # the secret's match was dropped in the activity
+    assert "removed" not in out.raw.model_dump()  # no count of hidden matches travels
     assert "password-hint" not in out.model_dump_json()
 
     out = await run(tools, _raw("ls", path="/secret"))
@@ -302,11 +308,11 @@ async def test_execute_timeout_cap_comes_from_the_request(tools: FileToolActivit
         update={"max_execute_timeout": 5}
     )
     out = await run(tools, capped)
-    assert out.status == "error" and "maximum of 5s" in str(out.content)
+    assert out.status == "error" and "between 0 and 5 seconds" in str(out.content)
     out = await run(tools, req("execute", "shell", command="true", timeout=10))
     assert out.status == "success" and "exit code 0" in str(out.content)
     out = await run(tools, req("execute", "shell", command="true", timeout=3601))
-    assert out.status == "error" and "maximum of 3600s" in str(out.content)
+    assert out.status == "error" and "between 0 and 3600 seconds" in str(out.content)
 
 
 def test_activity_call_ids_are_unique_per_workflow() -> None:
@@ -399,7 +405,7 @@ def _crash_child(journal: Path, root: Path, request: ToolRequest) -> int:
         request = ToolRequest.model_validate_json(raw)
         ToolJournal(journal).run(
             request.backend, backend, request, parse_args(request),
-            lambda: run_tool(backend, request),
+            lambda: run_tool(backend, request), scope="test@test-run",
         )
         print("not reached")
         """
@@ -477,9 +483,11 @@ async def test_intent_before_apply_then_retry_applies(tmp_path: Path, root: Path
     from filegate.kernel.dispatch import parse_args
 
     with pytest.raises(Crash):
-        journal.run("fs", backend, edit, parse_args(edit), crash)
+        journal.run("fs", backend, edit, parse_args(edit), crash, scope=SCOPE)
     assert (root / "g.txt").read_text() == "old\n"
-    out = journal.run("fs", backend, edit, parse_args(edit), lambda: run_tool(backend, edit))
+    out = journal.run(
+        "fs", backend, edit, parse_args(edit), lambda: run_tool(backend, edit), scope=SCOPE
+    )
     assert out.status == "success" and (root / "g.txt").read_text() == "new\n"
 
     # Intent recorded, then someone else changed the file: refuse instead of guessing.
@@ -487,9 +495,11 @@ async def test_intent_before_apply_then_retry_applies(tmp_path: Path, root: Path
         "edit_file", call_id="c-intent-2", file_path="/g.txt", old_string="new", new_string="N"
     )
     with pytest.raises(Crash):
-        journal.run("fs", backend, edit2, parse_args(edit2), crash)
+        journal.run("fs", backend, edit2, parse_args(edit2), crash, scope=SCOPE)
     (root / "g.txt").write_text("new and changed\n")
-    out = journal.run("fs", backend, edit2, parse_args(edit2), lambda: run_tool(backend, edit2))
+    out = journal.run(
+        "fs", backend, edit2, parse_args(edit2), lambda: run_tool(backend, edit2), scope=SCOPE
+    )
     assert out.status == "error" and "changed" in str(out.content)
     assert (root / "g.txt").read_text() == "new and changed\n"
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,10 +22,21 @@ import httpx
 import pytest
 from filegate.backends.embedded import TemporalDevServer, is_listening
 from filegate.cli.ui import PREVIEW_LIMIT, create_app, describe_rule, preview
+from filegate.cli.web_guard import CSRF_HEADER
 from starlette.testclient import TestClient
 from temporalio.client import Client
 
-from tests.ui_support import agent_stack, client_factory, edit_call, tool_results, write_call
+from tests.ui_support import (
+    REVIEWER,
+    TOKEN,
+    agent_stack,
+    client_factory,
+    edit_call,
+    free_port,
+    tool_results,
+    ui_access,
+    write_call,
+)
 
 pytestmark = pytest.mark.services
 
@@ -34,16 +44,15 @@ CLI = [sys.executable, "-m", "filegate"]
 """The command line as users run it (``python -m filegate`` is the ``filegate`` script)."""
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 @pytest.fixture
 def ui(temporal_server: TemporalDevServer) -> Iterator[TestClient]:
-    with TestClient(create_app(client_factory(temporal_server))) as client:
+    """A reviewer's session: logged in through the token URL, sending the page's CSRF token."""
+    access = ui_access()
+    app = create_app(client_factory(temporal_server), access)
+    with TestClient(app, base_url="http://127.0.0.1:8080") as client:
+        login = client.get("/", params={"token": TOKEN})  # 303 + cookie, then the page
+        assert login.status_code == 200 and f'content="{access.csrf_token}"' in login.text
+        client.headers[CSRF_HEADER] = access.csrf_token
         yield client
 
 
@@ -145,7 +154,9 @@ async def test_lists_approvals_and_decides_through_the_update(
         assert code == 400 and "decision" in body["error"]
         code, body = await post_decision(ui, id=write["id"], decision="approve")
         assert code == 400 and "workflow_id" in body["error"]
-        bad_json = await asyncio.to_thread(ui.post, "/api/decide", content=b"{nope")
+        bad_json = await asyncio.to_thread(
+            ui.post, "/api/decide", content=b"{nope", headers={"Content-Type": "application/json"}
+        )
         assert bad_json.status_code == 400 and "JSON" in bad_json.json()["error"]
         code, body = await post_decision(
             ui, workflow_id="ui-no-such-wf", id="a1", decision="approve"
@@ -155,8 +166,14 @@ async def test_lists_approvals_and_decides_through_the_update(
 
         code, body = await post_decision(ui, workflow_id=wf, id=write["id"], decision="approve")
         assert code == 200 and body["ok"], body
-        assert body["ack"] == {"id": write["id"], "decision": "approve"}
-        assert body["message"] == f"approve: approval {write['id']} of {wf}"
+        assert body["ack"] == {
+            "id": write["id"], "decision": "approve", "reviewer": REVIEWER, "via": "ui"
+        }  # fmt: skip
+        assert body["message"] == f"approve: approval {write['id']} of {wf} (by {REVIEWER} via ui)"
+        code, body = await post_decision(
+            ui, workflow_id=wf, id=edit["id"], decision="reject", reviewer="mallory"
+        )
+        assert code == 400 and "reviewer" in body["error"]  # identity is the login's
         code, body = await post_decision(
             ui, workflow_id=wf, id=edit["id"], decision="reject", reason="not this file"
         )
@@ -167,9 +184,11 @@ async def test_lists_approvals_and_decides_through_the_update(
         result = await asyncio.wait_for(handle.result(), 30)
     out = tool_results(result)
     assert out["w1"]["status"] == "success"
+    assert f"approved by {REVIEWER} via ui" in out["w1"]["content"]
     assert (root / "docs" / "a.md").read_text() == "alpha\n<b>beta</b>\n"
     assert out["e1"]["status"] == "error"
     assert "rejected" in out["e1"]["content"] and "not this file" in out["e1"]["content"]
+    assert f"({REVIEWER} via ui)" in out["e1"]["content"]
     assert result.stop_reason == "final_answer" and result.approvals == 2
     await listed(ui, wf, 0)
 
@@ -198,18 +217,24 @@ async def test_respond_and_edit_from_the_ui(
     assert out["w1"] == {**out["w1"], "status": "success", "content": "skip it, already written"}
     assert not (root / "docs" / "one.md").exists()
     assert out["w2"]["status"] == "success" and "reviewer changed" in out["w2"]["content"]
+    assert f"edited by {REVIEWER} via ui" in out["w2"]["content"]
     assert (root / "docs" / "two.md").read_text() == "two, reviewed"
 
 
 async def test_empty_page(ui: TestClient) -> None:
     page = (await get(ui, "/")).text
     assert "<title>Filegate approvals</title>" in page and "No pending approvals." in page
-    assert "setInterval(refresh, 2000)" in page
+    assert 'data-refresh-ms="2000"' in page
+    assert '<script src="static/approvals.js" defer></script>' in page
+    assert "<script>" not in page  # CSP allows no inline script
+    script = (await get(ui, "/static/approvals.js")).text
+    assert "setInterval(refresh, refreshMs)" in script and '"X-CSRF-Token": csrfToken' in script
     assert "http://" not in page.replace("http://www.w3.org", "")  # no external assets
 
 
 def test_filegate_ui_command_serves_the_page(temporal_server: TemporalDevServer) -> None:
-    """``filegate ui`` as a real process: serves the page, refuses a busy port."""
+    """``filegate ui`` as a real process: prints a login URL with a fresh random token,
+    serves the page only to its holder, refuses a busy port and a short token."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("FILEGATE_", "TEMPORAL_"))}
     env.update(
@@ -225,14 +250,28 @@ def test_filegate_ui_command_serves_the_page(temporal_server: TemporalDevServer)
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline, "filegate ui did not start listening"
             time.sleep(0.1)
-        page = httpx.get(f"http://127.0.0.1:{port}/", timeout=10)
-        assert page.status_code == 200 and "<title>Filegate approvals</title>" in page.text
-        assert httpx.get(f"http://127.0.0.1:{port}/api/approvals", timeout=10).json() is not None
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+        prefix = f"filegate ui: http://127.0.0.1:{port}/?token="
+        assert first.startswith(prefix), first
+        token = first.removeprefix(prefix).split()[0]
+        assert len(token) >= 32
+        base = f"http://127.0.0.1:{port}/"
+        assert httpx.get(base, timeout=10).status_code == 401
+        with httpx.Client(base_url=base, timeout=10) as browser:
+            page = browser.get("/", params={"token": token}, follow_redirects=True)
+            assert page.status_code == 200 and "<title>Filegate approvals</title>" in page.text
+            assert browser.get("/api/approvals").json() is not None
+        bearer = {"Authorization": f"Bearer {token}"}
+        assert httpx.get(f"{base}api/approvals", headers=bearer, timeout=10).status_code == 200
         busy = subprocess.run(command, env=env, capture_output=True, text=True, timeout=30)
         assert busy.returncode == 2 and "already in use" in busy.stderr
+        short = {**env, "FILEGATE_UI_TOKEN": "short"}
+        weak = subprocess.run(command, env=short, capture_output=True, text=True, timeout=30)
+        assert weak.returncode == 2 and "at least 16 characters" in weak.stderr
     finally:
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=15)
     # Ctrl-C: uvicorn shuts down, then re-raises the signal; the CLI's usual 130.
     assert proc.returncode == 130 and "interrupted" in err, err
-    assert f"http://127.0.0.1:{port}/" in out
+    assert token not in out and token not in err  # printed once, at start

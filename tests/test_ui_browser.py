@@ -2,27 +2,40 @@
 
 uvicorn serves the app from its own thread on a free loopback port; Playwright
 drives the browser from the test's loop, where the agent and tools workers
-run. Two agents wait on approvals: the page approves one's write and rejects
-the other's edit with a reason (after the validator refused a bad edit), and
-both workflows must finish with exactly those outcomes.
+run. The browser logs in through the token URL the UI prints (the guard sets
+the session cookie; the page's script sends the CSRF token), and the page must
+run without a single Content-Security-Policy violation. Two agents wait on
+approvals: the page approves one's write and rejects the other's edit with a
+reason (after the validator refused a bad edit), and both workflows must
+finish with exactly those outcomes, attributed to the logged-in reviewer.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from filegate.backends.embedded import TemporalDevServer
-from filegate.cli.ui import create_app, uvicorn_server
-from playwright.async_api import Locator, Page, async_playwright, expect
+from filegate.cli.ui import create_app
+from filegate.cli.web_guard import SESSION_COOKIE
+from playwright.async_api import ConsoleMessage, Locator, Page, async_playwright, expect
 from temporalio.client import Client
 
-from tests.test_ui import free_port
-from tests.ui_support import agent_stack, client_factory, edit_call, tool_results, write_call
+from tests.ui_support import (
+    REVIEWER,
+    TOKEN,
+    agent_stack,
+    client_factory,
+    edit_call,
+    pending,
+    served,
+    tool_results,
+    ui_access,
+    write_call,
+)
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -45,21 +58,9 @@ pytestmark = [
 
 @pytest.fixture
 def ui_url(temporal_server: TemporalDevServer) -> Iterator[str]:
-    """The UI served by uvicorn on its own thread and event loop."""
-    port = free_port()
-    server = uvicorn_server(create_app(client_factory(temporal_server)), "127.0.0.1", port)
-    thread = threading.Thread(target=server.run, name="ui-uvicorn", daemon=True)
-    thread.start()
-    for _ in range(200):
-        if server.started or not thread.is_alive():
-            break
-        threading.Event().wait(0.05)
-    assert server.started, "uvicorn did not start"
-    try:
-        yield f"http://127.0.0.1:{port}/"
-    finally:
-        server.should_exit = True
-        thread.join(10)
+    """The UI (behind its guard) served by uvicorn on its own thread and event loop."""
+    with served(create_app(client_factory(temporal_server), ui_access())) as url:
+        yield url
 
 
 def card(page: Page, workflow_id: str, approval_id: str) -> Locator:
@@ -78,12 +79,27 @@ async def test_approve_and_reject_in_a_real_browser(
         rejected = await agents.start(
             edit_call("e1", "/docs/setup.py", 'version = "1.0"\n', 'version = "2.0"\n')
         )
+        [write_approval] = await pending(approved, 1)
+        [edit_approval] = await pending(rejected, 1)
         browser = await pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         try:
             page = await browser.new_page(viewport={"width": 1100, "height": 900})
-            await page.goto(ui_url)
-            write_card = card(page, approved.id, "a1")
-            edit_card = card(page, rejected.id, "a1")
+            violations: list[str] = []
+
+            def watch(message: ConsoleMessage) -> None:
+                if "Content Security Policy" in message.text or "Refused to" in message.text:
+                    violations.append(message.text)  # (HTTP errors are expected: 401, 409)
+
+            page.on("console", watch)
+            page.on("pageerror", lambda error: violations.append(str(error)))
+            anonymous = await page.goto(ui_url)
+            assert anonymous is not None and anonymous.status == 401  # no login yet
+            await page.goto(f"{ui_url}?token={TOKEN}")
+            assert page.url == ui_url  # the token left the address bar
+            [session] = [c for c in await page.context.cookies() if c["name"] == SESSION_COOKIE]
+            assert session["httpOnly"] and session["sameSite"] == "Strict"
+            write_card = card(page, approved.id, write_approval.id)
+            edit_card = card(page, rejected.id, edit_approval.id)
             # Polling brings both in even if visibility lagged at first load.
             await expect(write_card).to_be_visible(timeout=20_000)
             await expect(edit_card).to_be_visible(timeout=20_000)
@@ -106,11 +122,16 @@ async def test_approve_and_reject_in_a_real_browser(
             await edit_card.locator("input[name=reason]").fill("keep version 1")
             await edit_card.locator("button[data-decision=reject]").click()
             log = page.locator("#log")
-            await expect(log).to_contain_text(f"approve: approval a1 of {approved.id}")
-            await expect(log).to_contain_text(f"reject: approval a1 of {rejected.id}")
+            await expect(log).to_contain_text(
+                f"approve: approval {write_approval.id} of {approved.id} (by {REVIEWER} via ui)"
+            )
+            await expect(log).to_contain_text(
+                f"reject: approval {edit_approval.id} of {rejected.id} (by {REVIEWER} via ui)"
+            )
             # Decided approvals leave the list on the next refresh.
             await expect(write_card).to_have_count(0, timeout=10_000)
             await expect(edit_card).to_have_count(0, timeout=10_000)
+            assert not violations, violations
         finally:
             await browser.close()
         ran, refused = await asyncio.wait_for(
@@ -121,4 +142,5 @@ async def test_approve_and_reject_in_a_real_browser(
     outcome = tool_results(refused)["e1"]
     assert outcome["status"] == "error"
     assert "rejected" in outcome["content"] and "keep version 1" in outcome["content"]
+    assert f"({REVIEWER} via ui)" in outcome["content"]
     assert not (root / "docs" / "setup.py").exists()

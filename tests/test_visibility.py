@@ -139,7 +139,23 @@ def test_shell_paths_section_only_for_composite_with_execute() -> None:
     state_composite = _composite(BackendRef())
     visible_state = td.visible_tools(td.whitelisted_tools(None), state_composite)
     assert "Shell paths" not in td.system_prompt(None, visible_state, state_composite)
-    assert td.system_prompt(None, td.visible_tools(td.whitelisted_tools(None), SHELL), SHELL) == ""
+    shell_visible = td.visible_tools(td.whitelisted_tools(None), SHELL)
+    assert td.system_prompt(None, shell_visible, SHELL) == td.default_system_prompt(shell_visible)
+
+
+def test_default_system_prompt_covers_paths_paging_and_approvals() -> None:
+    """contract §3: without a caller's prompt every model request carries the default."""
+    visible = td.visible_tools(td.whitelisted_tools(None), SHELL)
+    prompt = td.system_prompt(None, visible, SHELL)
+    assert "virtual filesystem" in prompt and "absolute virtual paths" in prompt
+    assert "before you edit it" in prompt
+    assert "/large_tool_results/" in prompt and "/conversation_history/" in prompt
+    assert "approval" in prompt and "reject" in prompt
+    read_only = td.visible_tools(td.whitelisted_tools(["ls", "grep"]), SHELL)
+    assert "edit_file" not in td.system_prompt(None, read_only, SHELL)  # only visible tools
+    assert td.system_prompt("Mine.", visible, SHELL) == "Mine."
+    extended = td.system_prompt("Mine.", visible, SHELL, extend=True)
+    assert extended == td.default_system_prompt(visible) + "\n\nMine."
 
 
 def test_read_file_advertises_video_only_when_a_backend_can_decode_it() -> None:
@@ -173,3 +189,26 @@ def test_state_backend_cannot_claim_video() -> None:
 
     with pytest.raises(ValidationError, match="does not decode video"):
         BackendRef(kind="state", can_read_video=True)
+
+
+def test_progress_shows_results_under_their_own_tool_when_ids_repeat() -> None:
+    """A model may reuse a call id (even within one message): results keep their tool."""
+    from filegate.cli.progress import Progress
+
+    lines: list[str] = []
+    progress = Progress(lines.append)
+    calls = [
+        {"id": "c", "name": "read_file", "args": {"file_path": "/a"}},
+        {"id": "c", "name": "ls", "args": {"path": "/"}},
+    ]
+    progress.transcript(
+        [
+            {"role": "assistant", "content": "", "tool_calls": calls},
+            {"role": "tool", "content": "1\ta", "tool_call_id": "c", "status": "success"},
+            {"role": "tool", "content": "/a", "tool_call_id": "c", "status": "success"},
+            {"role": "assistant", "content": "", "tool_calls": [{**calls[0], "name": "grep"}]},
+            {"role": "tool", "content": "none", "tool_call_id": "c", "status": "error"},
+        ]
+    )
+    results = [line for line in lines if line.startswith("  <-")]
+    assert results == ["  <- read_file [ok] 1\ta", "  <- ls [ok] /a", "  <- grep [ERROR] none"]

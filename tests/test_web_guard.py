@@ -61,6 +61,14 @@ async def test_no_credential_is_refused_and_the_token_url_logs_in(access: UiAcce
         assert (await client.get("/")).status_code == 401
 
 
+async def test_health_check_needs_no_credential_but_says_nothing(access: UiAccess) -> None:
+    async with _client(access) as client:
+        health = await client.get("/healthz")
+        assert health.status_code == 200 and health.json() == {"ok": True}
+        assert (await client.post("/healthz", json={})).status_code == 401
+        assert (await client.get("/healthz", headers={"Host": "evil.example"})).status_code == 421
+
+
 async def test_foreign_host_is_refused_even_with_a_valid_token(access: UiAccess) -> None:
     async with _client(access) as client:
         bearer = {"Authorization": f"Bearer {TOKEN}"}

@@ -518,7 +518,8 @@ async def test_composite_fanout_merges_structured_results(
     assert out["g1"]["content"].splitlines() == ["/memories/x.md", "/top.txt"]
     assert out["l1"]["content"].splitlines() == ["/memories/", "/top.txt"]
     assert out["s1"]["content"] == "/memories/x.md:\n  1: alpha mem\n/top.txt:\n  1: alpha top"
-    assert out["s2"]["content"] == "No matches found"  # removed by permissions: no hint
+    # Denied matches change nothing, not even the "literal" hint (contract §11).
+    assert out["s2"]["content"].startswith("No matches found\n\n[Hint: grep searches for literal")
     assert "literal" in out["s3"]["content"]  # nothing existed: the hint is right
     # One budget of 1 for the whole fan-out; each backend stopped early, so the
     # answer says it is incomplete (which match a backend hit first is its walk order).

@@ -1,25 +1,87 @@
 """Shared set-up of the approval-UI tests: real workers, gated one-turn agents.
 
-Used by tests/test_ui.py (TestClient) and tests/test_ui_browser.py (Chromium).
+Used by tests/test_ui.py (TestClient), tests/test_ui_browser.py (Chromium) and
+tests/test_ui_security.py (attacks on a real uvicorn). Every UI here runs behind
+its guard, so a client logs in through the token URL as a reviewer would.
 """
 
 from __future__ import annotations
 
+import asyncio
+import socket
+import threading
+import time
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
 from filegate.backends.embedded import TemporalDevServer
 from filegate.backends.filesystem import FilesystemBackend
-from filegate.cli.ui import ClientFactory
+from filegate.cli.ui import ClientFactory, uvicorn_server
+from filegate.cli.web_guard import UiAccess
 from filegate.kernel.messages import ModelSpec
 from filegate.kernel.permissions import FilesystemPermission
 from filegate.worker import agent_worker, tools_worker
-from filegate.workflows import AgentInput, AgentResult, AgentWorkflow, BackendRef, BackendSpec
+from filegate.workflows import (
+    AgentInput,
+    AgentResult,
+    AgentWorkflow,
+    BackendRef,
+    BackendSpec,
+    PendingApproval,
+)
+from starlette.types import ASGIApp
 from temporalio.client import Client, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
+
+TOKEN = "test-reviewer-token-0123456789"
+"""The UI token of these tests (``FILEGATE_UI_TOKEN`` in production)."""
+REVIEWER = "ana"
+
+
+def ui_access(reviewer: str = REVIEWER) -> UiAccess:
+    """The guard settings of a UI bound to 127.0.0.1 whose token holder is ``reviewer``."""
+    return UiAccess.for_address("127.0.0.1", {"FILEGATE_UI_REVIEWER": reviewer}, token=TOKEN)
+
+
+@contextmanager
+def served(app: ASGIApp) -> Iterator[str]:
+    """``app`` served by a real uvicorn on its own thread and loop; yields the base URL."""
+    port = free_port()
+    server = uvicorn_server(app, "127.0.0.1", port)
+    thread = threading.Thread(target=server.run, name="ui-uvicorn", daemon=True)
+    thread.start()
+    for _ in range(200):
+        if server.started or not thread.is_alive():
+            break
+        threading.Event().wait(0.05)
+    assert server.started, "uvicorn did not start"
+    try:
+        yield f"http://127.0.0.1:{port}/"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+async def pending(handle: WorkflowHandle[Any, Any], count: int) -> list[PendingApproval]:
+    """Poll the workflow's own query until it holds ``count`` pending approvals."""
+    deadline = time.monotonic() + 30
+    while True:
+        found: list[PendingApproval] = await handle.query(AgentWorkflow.pending_approvals)
+        if len(found) == count:
+            return found
+        assert time.monotonic() < deadline, f"expected {count} approvals, last saw {found}"
+        await asyncio.sleep(0.2)
+
 
 DOCS_INTERRUPT = [FilesystemPermission(operations=["write"], paths=["/docs/**"], mode="interrupt")]
 

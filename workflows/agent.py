@@ -24,6 +24,7 @@ them on its runner as well (see :func:`sandboxed_runner`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
@@ -38,14 +39,14 @@ with workflow.unsafe.imports_passed_through():
     import wcmatch.fnmatch
     import wcmatch.glob  # noqa: F401
     from filegate.kernel.formatting import Rendered
-    from filegate.kernel.messages import Message
+    from filegate.kernel.messages import Message, check_model_spec
     from filegate.kernel.permissions import check_execute_config
     from filegate.kernel.routing import Router
     from filegate.kernel.state import StateBackend
     from filegate.kernel.transcripts import MemoryRef
     from filegate.workflows import runner
     from filegate.workflows import tool_descriptions as descriptions
-    from filegate.workflows.approvals import ApprovalBook
+    from filegate.workflows.approvals import ApprovalBook, stamped
     from filegate.workflows.calls import ToolCalls
     from filegate.workflows.inputs import (
         AgentInput,
@@ -62,6 +63,13 @@ with workflow.unsafe.imports_passed_through():
 
 SANDBOX_PASSTHROUGH = runner.SANDBOX_PASSTHROUGH
 sandboxed_runner = runner.sandboxed_runner
+
+
+def execute_gated(interrupt_on: Mapping[Any, Any]) -> bool:
+    """Whether every ``execute`` call waits for a human (``always: true``), which
+    makes path rules next to a shell acceptable (contract §4)."""
+    rule = interrupt_on.get("execute")
+    return rule is not None and getattr(rule, "always", None) is True
 
 
 def transcript_json(messages: list[Message]) -> list[dict[str, Any]]:
@@ -89,7 +97,12 @@ class AgentWorkflow(ModelTurns, ToolCalls):
         self._steps = counters.get("steps", 0)
         self._tool_calls = counters.get("tool_calls", 0)
         self._tool_errors = counters.get("tool_errors", 0)
-        self._book = ApprovalBook(seq=carry.approval_seq, rejected=carry.rejected)
+        self._book = ApprovalBook(
+            seq=carry.approval_seq,
+            rejected=carry.rejected,
+            random_hex=lambda: workflow.uuid4().hex,
+            decided=carry.decided,
+        )
         self._book.total = counters.get("approvals", 0)
         self._inbox: list[Message] = []
         self._end_requested = carry.end_requested
@@ -156,10 +169,12 @@ class AgentWorkflow(ModelTurns, ToolCalls):
         spec = self._input.backend
         unreachable = [r.prefix for r in spec.routes if r.backend.shell_path is None]
         try:
+            check_model_spec(self._input.model)
             check_execute_config(
                 self._input.permissions,
                 can_execute=spec.default.can_execute,
                 unreachable_prefixes=unreachable,
+                execute_gated=execute_gated(self._input.interrupt_on),
             )
         except ValueError as error:
             raise ApplicationError(
@@ -225,6 +240,7 @@ class AgentWorkflow(ModelTurns, ToolCalls):
             },
             usage=self._usage,
             approval_seq=self._book.seq,
+            decided=list(self._book.decided),
             awaiting_model=self._awaiting_model,
             end_requested=self._end_requested,
             transcript=self._transcript,
@@ -256,6 +272,7 @@ class AgentWorkflow(ModelTurns, ToolCalls):
             step=self._steps,
             state=state,  # type: ignore[arg-type]
             pending_approvals=pending,
+            decided=list(self._book.decided),
             last_message=last[0] if last else None,
             tool_calls=self._tool_calls,
             tool_errors=self._tool_errors,
@@ -273,12 +290,21 @@ class AgentWorkflow(ModelTurns, ToolCalls):
         except ValueError as error:
             workflow.logger.warning("ignored decision %s: %s", decision.id, error)
             return
-        self._book.record(decision)
+        decision = stamped(decision, "signal")
+        self._book.record(decision, workflow.now().isoformat())
+        workflow.logger.info("decision %s %s by %s", decision.id, decision.decision, decision.by())
 
     @workflow.update(name="decide")
     def decide_update(self, decision: Decision) -> DecisionAck:
-        self._book.record(decision)
-        return DecisionAck(id=decision.id, decision=decision.decision)
+        decision = stamped(decision, "api")
+        self._book.record(decision, workflow.now().isoformat())
+        workflow.logger.info("decision %s %s by %s", decision.id, decision.decision, decision.by())
+        return DecisionAck(
+            id=decision.id,
+            decision=decision.decision,
+            reviewer=decision.reviewer or "unknown",
+            via=decision.via or "api",
+        )
 
     @decide_update.validator
     def _validate_decide(self, decision: Decision) -> None:

@@ -8,11 +8,24 @@ Temporal rebuilds by replay, so they survive worker restarts for free.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from filegate.workflows.gate import ApprovalTrigger
-from filegate.workflows.inputs import ApprovalConfig, Decision, PendingApproval
+from filegate.workflows.inputs import (
+    ApprovalConfig,
+    DecidedApproval,
+    Decision,
+    PendingApproval,
+    Via,
+)
+
+APPROVAL_ID_HEX = 16
+"""Hex digits of an approval id: 64 random bits, short enough to type in the CLI."""
+
+DECIDED_KEPT = 100
+"""Decided approvals the ``status`` query keeps (the newest; history holds them all)."""
 
 
 def call_signature(tool: str, args: dict[str, Any]) -> str:
@@ -20,8 +33,17 @@ def call_signature(tool: str, args: dict[str, Any]) -> str:
     return tool + ":" + json.dumps(args, sort_keys=True, separators=(",", ":"), default=str)
 
 
-def rejection_text(reason: str | None) -> str:
-    text = "A human reviewer rejected this tool call"
+def new_approval_id(random_hex: str) -> str:
+    """An approval id from random hex digits (the workflow passes ``workflow.uuid4().hex``).
+
+    Random, not sequential: knowing one approval's id tells nothing about the
+    next, so a decision must come from someone who was shown the approval.
+    """
+    return random_hex[:APPROVAL_ID_HEX]
+
+
+def rejection_text(reason: str | None, by: str | None = None) -> str:
+    text = "A human reviewer" + (f" ({by})" if by else "") + " rejected this tool call"
     text += f": {reason}" if reason else "."
     return text + " Do not retry it unless the user asks you to."
 
@@ -46,19 +68,41 @@ def approval_deadline(config: ApprovalConfig, trigger: ApprovalTrigger) -> tuple
     return timeout, overrides.get("on_timeout") or on_timeout
 
 
-EDITED_NOTE = "[A human reviewer changed this call before it ran; arguments used: {args}]"
+EDITED_NOTE = (
+    "[A human reviewer changed this call before it ran (edited by {by}); arguments used: {args}]"
+)
+APPROVED_NOTE = "[This call was approved by {by} before it ran]"
+
+
+def stamped(decision: Decision, via: Via) -> Decision:
+    """``decision`` with its channel and reviewer filled in where the sender left them out."""
+    return decision.model_copy(
+        update={"via": decision.via or via, "reviewer": decision.reviewer or "unknown"}
+    )
 
 
 class ApprovalBook:
     """Open approvals, recorded decisions and rejected call signatures."""
 
-    def __init__(self, seq: int = 0, rejected: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        seq: int = 0,
+        rejected: dict[str, str] | None = None,
+        *,
+        random_hex: Callable[[], str] = lambda: uuid.uuid4().hex,
+        decided: Iterable[DecidedApproval] = (),
+    ) -> None:
+        """``random_hex`` supplies the randomness of approval ids: in a workflow it
+        must be ``lambda: workflow.uuid4().hex`` (deterministic on replay)."""
         self.seq = seq
         self.pending: dict[str, PendingApproval] = {}
         self.decisions: dict[str, Decision] = {}
         self.rejected: dict[str, str] = dict(rejected or {})
         """signature -> reason ('' when none)."""
         self.total = 0
+        self.decided: list[DecidedApproval] = list(decided)[-DECIDED_KEPT:]
+        """Who decided what, newest last (the ``status`` query)."""
+        self._random_hex = random_hex
 
     def open(
         self,
@@ -72,8 +116,11 @@ class ApprovalBook:
     ) -> PendingApproval:
         self.seq += 1
         self.total += 1
+        approval_id = new_approval_id(self._random_hex())
+        while approval_id in self.pending:  # 64 random bits: never in practice
+            approval_id = new_approval_id(self._random_hex())
         approval = PendingApproval(
-            id=f"a{self.seq}",
+            id=approval_id,
             tool=tool,
             args=args,
             rule=rule,
@@ -96,6 +143,8 @@ class ApprovalBook:
             raise ValueError(f"no pending approval with id {decision.id!r}")
         if decision.id in self.decisions:
             raise ValueError(f"approval {decision.id!r} was already decided")
+        if decision.via == "timeout":
+            raise ValueError("via 'timeout' is reserved for the workflow's own approval timeout")
         if decision.decision == "edit":
             if decision.args is None:
                 raise ValueError("an edit decision needs args")
@@ -105,8 +154,25 @@ class ApprovalBook:
         if decision.decision == "respond" and decision.message is None:
             raise ValueError("a respond decision needs a message")
 
-    def record(self, decision: Decision) -> None:
+    def record(self, decision: Decision, now: str) -> None:
+        """Accept a checked decision (already :func:`stamped`) made at ``now``."""
         self.decisions[decision.id] = decision
+        approval = self.pending.get(decision.id)
+        if approval is None:
+            return
+        self.decided.append(
+            DecidedApproval(
+                id=decision.id,
+                tool=approval.tool,
+                tool_call_id=approval.tool_call_id,
+                decision=decision.decision,
+                reviewer=decision.reviewer or "unknown",
+                via=decision.via or "signal",
+                decided_at=now,
+                reason=decision.reason,
+            )
+        )
+        del self.decided[:-DECIDED_KEPT]
 
     def is_decided(self, approval_id: str) -> bool:
         return approval_id in self.decisions

@@ -20,6 +20,7 @@ from typing import Any
 from filegate.activities.contract import outcome_for_activity_error, tool_activity_options
 from filegate.kernel.dispatch import run_tool
 from filegate.kernel.formatting import Rendered, format_error, not_read_before_edit
+from filegate.kernel.gates import waive_interrupts
 from filegate.kernel.messages import ContentBlock, Message, TextBlock, ToolCall
 from filegate.kernel.paths import is_within, validate_path
 from filegate.kernel.routing import Router
@@ -34,6 +35,7 @@ from filegate.kernel.tool_types import (
 from filegate.workflows import fanout
 from filegate.workflows import tool_descriptions as descriptions
 from filegate.workflows.approvals import (
+    APPROVED_NOTE,
     EDITED_NOTE,
     ApprovalBook,
     approval_deadline,
@@ -160,25 +162,30 @@ class ToolCalls:
         note = ""
         trigger = approval_trigger(self._input.permissions, self._input.interrupt_on, checked)
         if trigger is not None:
-            decided = await self._ask_human(call, checked, trigger)
+            decided, by = await self._ask_human(call, checked, trigger)
             if isinstance(decided, ToolOutcome):
                 return decided
             if decided is not checked:
-                note = EDITED_NOTE.format(args=decided.args)
+                note = EDITED_NOTE.format(by=by, args=decided.args)
+            else:
+                note = APPROVED_NOTE.format(by=by)
             checked = decided
-        outcome = await self._execute(checked, call_id)
+        # Only a call a human approved (as asked, or edited) carries the approval.
+        outcome = await self._execute(checked, call_id, approved=trigger is not None)
         if note:
             outcome = _with_note(outcome, note)
         return outcome
 
     async def _ask_human(
         self, call: ToolCall, checked: CheckedCall, trigger: ApprovalTrigger
-    ) -> CheckedCall | ToolOutcome:
-        """Wait for a decision; return the call to run or the final tool result."""
+    ) -> tuple[CheckedCall | ToolOutcome, str]:
+        """Wait for a decision; return the call to run or the final tool result,
+        and who decided (``"ana via ui"``)."""
         signature = call_signature(checked.tool, checked.args)
         earlier = self._book.previous_rejection(signature)
         if earlier is not None:
-            return ToolOutcome(content=repeated_rejection_text(earlier or None), status="error")
+            repeated = repeated_rejection_text(earlier or None)
+            return ToolOutcome(content=repeated, status="error"), "an earlier rejection"
         approval = self._book.open(
             tool=checked.tool,
             args=checked.args,
@@ -195,27 +202,34 @@ class ToolCalls:
             )
         except TimeoutError:
             if on_timeout == "reject":
-                self._book.record(
-                    Decision(id=approval.id, decision="reject", reason="approval timed out")
+                timed_out = Decision(
+                    id=approval.id,
+                    decision="reject",
+                    reason="approval timed out",
+                    reviewer="nobody (timeout)",
+                    via="timeout",
                 )
+                self._book.record(timed_out, workflow.now().isoformat())
             else:
                 self._book.escalate(approval.id)
                 await workflow.wait_condition(decided)
         decision = self._book.close(approval.id)
+        by = decision.by()
         if decision.decision == "approve":
-            return checked
+            return checked, by
         if decision.decision == "respond":
-            return ToolOutcome(content=decision.message or "", status="success")
+            return ToolOutcome(content=decision.message or "", status="success"), by
         if decision.decision == "reject":
             self._book.remember_rejection(signature, decision.reason)
-            return ToolOutcome(content=rejection_text(decision.reason), status="error")
+            named = by if decision.via != "timeout" else None  # no human decided
+            return ToolOutcome(content=rejection_text(decision.reason, named), status="error"), by
         edited = self._check(checked.tool, decision.args)
         if isinstance(edited, Rendered):
-            return _rendered(edited)
+            return _rendered(edited), by
         refused = self._gate(edited)
         if refused is not None:
-            return _rendered(refused)
-        return edited
+            return _rendered(refused), by
+        return edited, by
 
     def _now(self) -> str:
         """The time of the latest model answer: what this step's tool calls are stamped with.
@@ -230,7 +244,9 @@ class ToolCalls:
         """Where ``execute`` runs, for reviewers: the default backend's shell location."""
         return self._input.backend.default.shell_path or "/"
 
-    async def _execute(self, call: CheckedCall, tool_call_id: str) -> ToolOutcome:
+    async def _execute(
+        self, call: CheckedCall, tool_call_id: str, *, approved: bool = False
+    ) -> ToolOutcome:
         if call.tool == "edit_file" and call.path not in self._seen:
             return _rendered(not_read_before_edit(call.path or ""))
         ref = self._input.backend.backend_for(call.prefix)
@@ -239,13 +255,17 @@ class ToolCalls:
         if fanout.needs_fanout(self._router, call.tool, call.args):
 
             async def run_target(prefix: str | None, args: dict[str, Any]) -> ToolOutcome:
-                return await self._on_backend(call.tool, prefix, args, tool_call_id, want_raw=True)
+                return await self._on_backend(
+                    call.tool, prefix, args, tool_call_id, want_raw=True, approved=approved
+                )
 
             return _rendered(await fanout.fan_out(self._router, call.tool, call.args, run_target))
         local_args = dict(call.args)
         if call.path is not None and call.local_path is not None:
             local_args[PATH_FIELDS[call.tool]] = call.local_path
-        outcome = await self._on_backend(call.tool, call.prefix, local_args, tool_call_id)
+        outcome = await self._on_backend(
+            call.tool, call.prefix, local_args, tool_call_id, approved=approved
+        )
         if outcome.status == "success" and call.path is not None:
             if call.tool in ("read_file", "write_file", "edit_file"):
                 self._seen.add(call.path)
@@ -261,6 +281,7 @@ class ToolCalls:
         tool_call_id: str,
         *,
         want_raw: bool = False,
+        approved: bool = False,
     ) -> ToolOutcome:
         """Run one call with backend-local args on the backend serving route ``prefix``."""
         ref = self._input.backend.backend_for(prefix)
@@ -269,12 +290,16 @@ class ToolCalls:
             backend=ref.name,
             args=local_args,
             tool_call_id=tool_call_id,
-            workflow_id=workflow.info().workflow_id,
+            first_run_id=workflow.info().first_execution_run_id,
             route_prefix=prefix or "/",
-            permissions=self._input.permissions,
+            # An explicit interrupt_on entry replaces the rule-generated approvals of its tool.
+            permissions=waive_interrupts(self._input.permissions)
+            if tool in self._input.interrupt_on
+            else self._input.permissions,
             policies=self._input.policies,
             max_execute_timeout=self._input.limits.max_execute_timeout,
             want_raw=want_raw,
+            approved=approved,
         )
         return await self._dispatch(ref, request)
 
@@ -337,7 +362,7 @@ def _rendered(result: Rendered) -> ToolOutcome:
 
 
 def _with_note(outcome: ToolOutcome, note: str) -> ToolOutcome:
-    """Prefix the result with the reviewer-edit note (text or block content)."""
+    """Prefix the result with the reviewer's note (text or block content)."""
     if isinstance(outcome.content, str):
         return outcome.model_copy(update={"content": f"{note}\n{outcome.content}"})
     return outcome.model_copy(update={"content": [TextBlock(text=note), *outcome.content]})

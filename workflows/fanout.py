@@ -115,11 +115,5 @@ async def _grep(plan: SearchPlan, router: Router, args: dict[str, Any], run: Run
 
     parts = await _gather(run, plan.targets, target_args)
     results = [(target, _structured(outcome, "grep", GrepResult)) for target, outcome in parts]
-    removed = sum(outcome.raw.removed for _, outcome in parts if outcome.raw is not None)
     merged = router.merge_grep(plan, results, max_count)
-    return format_grep(
-        merged,
-        pattern=args["pattern"],
-        output_mode=args["output_mode"],
-        removed_by_permissions=removed,
-    )
+    return format_grep(merged, pattern=args["pattern"], output_mode=args["output_mode"])

@@ -28,6 +28,7 @@ from functools import lru_cache
 from typing import Any, Literal
 
 from filegate.kernel.formatting import Rendered, format_error, permission_denied
+from filegate.kernel.limits import execute_timeout_problem
 from filegate.kernel.messages import RAW_ARGS_KEY
 from filegate.kernel.paths import validate_path
 from filegate.kernel.permissions import (
@@ -123,11 +124,9 @@ def check_call(
         return _validation_error(tool, error)
     args = parsed.model_dump()
     if name == "execute":
-        timeout = args.get("timeout")
-        if timeout is not None and (timeout < 0 or timeout > max_execute_timeout):
-            return format_error(
-                f"timeout must be between 0 and {max_execute_timeout:g} seconds, got {timeout:g}"
-            )
+        problem = execute_timeout_problem(args.get("timeout"), max_execute_timeout)
+        if problem:
+            return format_error(problem)
         return CheckedCall(name, args, None, None, None)
     field = PATH_FIELDS[name]
     try:

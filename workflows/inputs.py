@@ -172,6 +172,8 @@ class CarryOver(BaseModel):
     counters: dict[str, int] = Field(default_factory=dict)
     usage: Usage = Field(default_factory=Usage)
     approval_seq: int = 0
+    decided: list[DecidedApproval] = Field(default_factory=list)
+    """The ``status`` query's record of decided approvals (bounded)."""
     awaiting_model: bool = False
     end_requested: bool = False
     transcript: TranscriptRef | None = None
@@ -195,6 +197,10 @@ class AgentInput(BaseModel):
     tool_descriptions: dict[str, str] = Field(default_factory=dict)
     """User-supplied descriptions; used verbatim, never rewritten."""
     system_prompt: str | None = None
+    """None: the default prompt (virtual filesystem, absolute paths, read before
+    edit, paging large results, approvals). A text replaces it, or with
+    ``system_prompt_mode="extend"`` follows it."""
+    system_prompt_mode: Literal["replace", "extend"] = "replace"
     limits: Limits = Field(default_factory=Limits)
     approvals: ApprovalConfig = Field(default_factory=ApprovalConfig)
     wait_for_messages: bool = False
@@ -245,9 +251,24 @@ class AgentResult(BaseModel):
 
 DecisionKind = Literal["approve", "edit", "reject", "respond"]
 
+Via = Literal["ui", "cli", "api", "proxy", "signal", "timeout"]
+"""How a decision arrived: the web UI (a session from the token URL), the
+command line, an API client of the UI (bearer token) or of the workflow (the
+update without a channel), a user named by an authenticating proxy, the bare
+``decide`` signal, or the workflow's own approval timeout."""
+
+REVIEWER_MAX = 200
+"""Longest reviewer name recorded (an identity, not a message)."""
+
 
 class Decision(BaseModel):
-    """A reviewer's answer to one pending approval (signal or update ``decide``)."""
+    """A reviewer's answer to one pending approval (signal or update ``decide``).
+
+    ``reviewer`` and ``via`` say who decided and through what. The UI sets them
+    from its authenticated caller, the CLI from ``--reviewer`` (default: the OS
+    user); the model never sends decisions. A decision without them is stamped
+    by the workflow (``via="signal"`` or ``"api"``, reviewer ``unknown``).
+    """
 
     model_config = ConfigDict(extra="forbid")
 
@@ -259,10 +280,19 @@ class Decision(BaseModel):
     """``reject``: optional reason passed on to the model."""
     message: str | None = None
     """``respond``: the text that becomes the tool result."""
+    reviewer: str | None = Field(default=None, min_length=1, max_length=REVIEWER_MAX)
+    """Who decided (a UI user, an OS user, a proxy-authenticated name)."""
+    via: Via | None = None
+    """The channel the decision came through."""
+
+    def by(self) -> str:
+        """``"ana via ui"``: the attribution the model and the logs see."""
+        return f"{self.reviewer or 'unknown'} via {self.via or 'signal'}"
 
 
 class PendingApproval(BaseModel):
     id: str
+    """Random (16 hex digits, from ``workflow.uuid4()``): not guessable from others."""
     tool: str
     args: dict[str, Any]
     rule: dict[str, Any] | None
@@ -274,11 +304,26 @@ class PendingApproval(BaseModel):
     ``shell_path``, or ``/`` when the shell's location is not declared)."""
 
 
+class DecidedApproval(BaseModel):
+    """One decided approval as the ``status`` query reports it: what, who, through what."""
+
+    id: str
+    tool: str
+    tool_call_id: str
+    decision: DecisionKind
+    reviewer: str
+    via: Via
+    decided_at: str
+    reason: str | None = None
+
+
 class DecisionAck(BaseModel):
     """Returned by the ``decide`` update once the decision is recorded."""
 
     id: str
     decision: DecisionKind
+    reviewer: str = "unknown"
+    via: Via = "api"
 
 
 class UserMessage(BaseModel):
@@ -294,6 +339,8 @@ class AgentStatus(BaseModel):
     step: int
     state: Literal["running", "awaiting_approval", "idle", "done"]
     pending_approvals: list[PendingApproval] = Field(default_factory=list)
+    decided: list[DecidedApproval] = Field(default_factory=list)
+    """The latest decided approvals of the thread (oldest first, at most 100)."""
     last_message: dict[str, Any] | None = None
     tool_calls: int = 0
     tool_errors: int = 0

@@ -227,9 +227,67 @@ def shell_paths_section(spec: BackendSpec) -> str:
     return "\n".join(lines)
 
 
-def system_prompt(user_prompt: str | None, visible: list[ToolName], spec: BackendSpec) -> str:
-    """The caller's prompt plus the path-mapping section when it matters."""
-    parts = [user_prompt or ""]
+DEFAULT_SYSTEM_PROMPT_INTRO = (
+    "You are an agent that works on files through the tools you are given. "
+    "Do what the task asks, then answer with a short final message."
+)
+FILESYSTEM_SECTION = (
+    "## The virtual filesystem\n\n"
+    "The file tools work on a virtual filesystem whose root is `/`. Always pass "
+    "absolute virtual paths that start with `/` (for example `/src/main.py`); "
+    "relative paths and `..` are refused. Start with `ls /` to see what is there."
+)
+READ_BEFORE_EDIT = (
+    "Read a file with read_file before you edit it: an edit of a file you have not "
+    "read (or written) in this conversation is refused."
+)
+PAGING_SECTION = (
+    "## Large results and earlier messages\n\n"
+    "A tool result too large to show is saved under `/large_tool_results/` and you "
+    "get a preview naming that path: page through it with read_file (offset and "
+    "limit) instead of running the tool again. Older parts of this conversation may "
+    "be moved to `/conversation_history/`; read them there when you need earlier "
+    "details."
+)
+APPROVALS_SECTION = (
+    "## Permissions and approvals\n\n"
+    "Some operations are denied by rules and some tool calls wait for a human's "
+    "approval. A reviewer may approve, edit the arguments, reject the call or answer "
+    "with a message instead; a refused or denied call's result says so. Respect it: "
+    "do not retry the same call or work around the refusal by other means."
+)
+
+
+def default_system_prompt(visible: list[ToolName]) -> str:
+    """What every model is told unless the caller replaces it (contract §3).
+
+    Tool names appear only when the tool is visible.
+    """
+    filesystem = FILESYSTEM_SECTION
+    if "edit_file" in visible:
+        filesystem += " " + READ_BEFORE_EDIT
+    return "\n\n".join([DEFAULT_SYSTEM_PROMPT_INTRO, filesystem, PAGING_SECTION, APPROVALS_SECTION])
+
+
+def system_prompt(
+    user_prompt: str | None,
+    visible: list[ToolName],
+    spec: BackendSpec,
+    *,
+    extend: bool = False,
+) -> str:
+    """The system prompt of one model request.
+
+    ``user_prompt`` None: the default prompt. Otherwise it replaces the default,
+    or with ``extend`` follows it. The path-mapping section is added when it
+    matters (a composite backend with execute visible).
+    """
+    if user_prompt is None:
+        parts = [default_system_prompt(visible)]
+    elif extend:
+        parts = [default_system_prompt(visible), user_prompt]
+    else:
+        parts = [user_prompt]
     if spec.is_composite and "execute" in visible:
         parts.append(shell_paths_section(spec))
-    return "\n\n".join(p for p in parts if p).strip()
+    return "\n\n".join(p.strip() for p in parts if p.strip())

@@ -66,7 +66,10 @@ class ModelTurns:
         request = ModelRequest(
             model=spec,
             system=descriptions.system_prompt(
-                self._input.system_prompt, visible, self._input.backend
+                self._input.system_prompt,
+                visible,
+                self._input.backend,
+                extend=self._input.system_prompt_mode == "extend",
             ),
             messages=[],
             tools=descriptions.tool_specs(
@@ -76,40 +79,45 @@ class ModelTurns:
             ),
             call_index=self._call_index,
         )
-        await self._maybe_summarize(request)
-        response = (await self._model_turn(request, "respond")).response
+        view = await self._maybe_summarize(request)
+        response = (await self._model_turn(request, "respond", view)).response
         self._call_index += 1
         self._steps += 1
         return response
 
-    async def _maybe_summarize(self, request: ModelRequest) -> None:
+    async def _maybe_summarize(self, request: ModelRequest) -> list[Message]:
         """contract §7: at 85 % of the context window, a summary replaces older messages.
 
-        The summary call does not count as a step and does not advance
-        ``call_index`` (the scripted model's turn counter).
+        Returns the model view to send next (computed once per turn; again only
+        when a summary changed it). The summary call does not count as a step
+        and does not advance ``call_index`` (the scripted model's turn counter).
         """
         threshold = summarize_threshold(request.model)
         view = model_view(self._messages, self._context)
         if view_tokens(view, request.system) < threshold:
-            return
+            return view
         cut = cut_for_summary(self._messages, self._context, threshold)
         if cut <= self._context.start:
-            return
-        result = await self._model_turn(request.model_copy(update={"tools": []}), "summarize")
+            return view
+        summarize = request.model_copy(update={"tools": []})
+        result = await self._model_turn(summarize, "summarize", view)
         summary = summary_message(result.response.message.text(), result.archived[-1:])
         self._context = self._context.model_copy(update={"start": cut, "summary": summary})
         self._transcript = None  # the view changed wholesale: send it afresh next time
         self._memory = None
+        return model_view(self._messages, self._context)
 
-    async def _model_turn(self, request: ModelRequest, purpose: Purpose) -> ModelTurnResult:
+    async def _model_turn(
+        self, request: ModelRequest, purpose: Purpose, view: list[Message]
+    ) -> ModelTurnResult:
         """One model activity: the transcript by reference plus new messages when possible.
 
         The reference is an S3 object (:class:`TranscriptRef`) with a store, or,
         without one, the copy a local call keeps in the agent worker's memory
         (:class:`MemoryRef`); a worker that lost that copy says so and the call
-        is made again with the whole conversation.
+        is made again with the whole conversation. ``view`` is this turn's
+        :func:`model_view` of the messages.
         """
-        view = model_view(self._messages, self._context)
         ref = self._transcript
         if ref is not None and ref.count > len(view):
             ref = None
@@ -126,6 +134,7 @@ class ModelTurns:
             memory=memory,
             purpose=purpose,
             archive=to_archive(self._messages, self._context),
+            first_run_id=workflow.info().first_execution_run_id,
         )
         limits = self._input.limits
         options: dict[str, Any] = {
@@ -148,7 +157,7 @@ class ModelTurns:
             if memory is None or not _failed_with(error, TRANSCRIPT_UNAVAILABLE):
                 raise
             self._memory = None  # that worker restarted or another one ran the call
-            return await self._model_turn(request, purpose)
+            return await self._model_turn(request, purpose, view)
         self._context = self._context.model_copy(update={"archived_upto": len(self._messages)})
         if purpose == "respond":
             self._transcript = result.transcript

@@ -19,6 +19,10 @@ if TYPE_CHECKING:
     from .openai_chat import (
         OpenAIChatProvider,
     )
+    from .profiles import (
+        ModelProfile,
+        ModelProfiles,
+    )
     from .scripted import (
         ScriptedProvider,
     )
@@ -35,6 +39,10 @@ __getattr__, __dir__, __all__ = attach(
         ],
         ".openai_chat": [
             "OpenAIChatProvider",
+        ],
+        ".profiles": [
+            "ModelProfile",
+            "ModelProfiles",
         ],
         ".scripted": [
             "ScriptedProvider",

@@ -14,6 +14,7 @@ from filegate.activities.providers.common import (
     sdk_errors,
     sdk_timeout,
 )
+from filegate.activities.providers.profiles import ModelProfile
 from filegate.kernel.messages import (
     RAW_ARGS_KEY,
     MediaBlock,
@@ -134,11 +135,17 @@ def from_anthropic_response(message: Any) -> ModelResponse:
 
 
 class AnthropicMessagesProvider:
-    """Messages API with tools; base URL from the spec or ANTHROPIC_BASE_URL."""
+    """Messages API with tools; endpoint and key variable from the worker's
+    model profile (default: ANTHROPIC_BASE_URL and the SDK default)."""
+
+    def __init__(self, profile: ModelProfile | None = None) -> None:
+        self.profile = profile or ModelProfile(kind="anthropic")
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         spec = request.model
-        call = prepare_sdk_call(request, PROVIDER, KEY_ENV, BASE_URL_ENV, "anthropic", encodable)
+        call = prepare_sdk_call(
+            request, self.profile, PROVIDER, KEY_ENV, BASE_URL_ENV, "anthropic", encodable
+        )
         anthropic = call.sdk
         system, messages = to_anthropic(request.system, call.messages)
         kwargs: dict[str, Any] = {

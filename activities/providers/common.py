@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from filegate.activities.providers.profiles import ModelProfile
 from filegate.kernel.messages import (
     ContentBlock,
     MediaBlock,
@@ -118,9 +119,9 @@ def require_env(name: str, purpose: str) -> str:
     return value
 
 
-def resolve_base_url(explicit: str | None, env_name: str) -> str | None:
-    """ModelSpec.base_url wins, then the worker's environment, then the SDK default."""
-    return explicit or os.environ.get(env_name, "").strip() or None
+def resolve_base_url(configured: str | None, env_name: str) -> str | None:
+    """The profile's base URL, then the worker's environment, then the SDK default."""
+    return configured or os.environ.get(env_name, "").strip() or None
 
 
 def sdk_timeout(spec: ModelSpec) -> float:
@@ -204,6 +205,7 @@ class SdkCall:
 
 def prepare_sdk_call(
     request: ModelRequest,
+    profile: ModelProfile,
     provider: str,
     key_env: str,
     base_url_env: str,
@@ -212,13 +214,15 @@ def prepare_sdk_call(
 ) -> SdkCall:
     """The shared preamble of an SDK provider: credential, endpoint, SDK, sendable media.
 
-    ``options["api_key_env"]`` overrides ``key_env``; a block is sent only when the
-    spec accepts its type and the provider's wire format can ``encodable`` it.
+    Key variable and endpoint come from the worker's ``profile`` only (its
+    ``api_key_env`` overrides ``key_env``), never from the request; a block is sent
+    only when the spec accepts its type and the provider's wire format can
+    ``encodable`` it.
     """
     spec = request.model
-    key_name = str(spec.options.get("api_key_env") or key_env)
+    key_name = profile.api_key_env or key_env
     api_key = require_env(key_name, f"the {provider} model provider")
-    base_url = resolve_base_url(spec.base_url, base_url_env)
+    base_url = resolve_base_url(profile.base_url, base_url_env)
     sdk = lazy_import(module, module)
 
     def can_send(block: MediaBlock) -> bool:

@@ -15,6 +15,7 @@ from filegate.activities.providers.common import (
     sdk_errors,
     sdk_timeout,
 )
+from filegate.activities.providers.profiles import ModelProfile
 from filegate.kernel.messages import (
     RAW_ARGS_KEY,
     MediaBlock,
@@ -174,11 +175,17 @@ def from_openai_response(completion: Any, call_index: int) -> ModelResponse:
 
 
 class OpenAIChatProvider:
-    """Chat Completions with function tools; base URL from the spec or OPENAI_BASE_URL."""
+    """Chat Completions with function tools; endpoint and key variable from the worker's
+    model profile (default: OPENAI_BASE_URL and the SDK default)."""
+
+    def __init__(self, profile: ModelProfile | None = None) -> None:
+        self.profile = profile or ModelProfile(kind="openai")
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         spec = request.model
-        call = prepare_sdk_call(request, PROVIDER, KEY_ENV, BASE_URL_ENV, "openai", encodable)
+        call = prepare_sdk_call(
+            request, self.profile, PROVIDER, KEY_ENV, BASE_URL_ENV, "openai", encodable
+        )
         openai, base_url = call.sdk, call.base_url
         kwargs: dict[str, Any] = {
             "model": spec.name,

@@ -7,10 +7,10 @@ in-process state, so a retried activity or a restarted worker gives the same tur
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 from filegate.activities.providers.common import request_error
+from filegate.activities.providers.profiles import ModelProfile, script_path
 from filegate.kernel.messages import Message, ModelRequest, ModelResponse, ToolCall, Usage
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -83,23 +83,26 @@ def load_script(source: Any, origin: str) -> Script:
         raise request_error(f"invalid scripted model {origin}: {problems}") from None
 
 
-def script_for(request: ModelRequest) -> Script:
-    """The script inline in ``options["script"]`` or in the file named by ``model.name``."""
+def script_for(request: ModelRequest, profile: ModelProfile | None = None) -> Script:
+    """The script inline in ``options["script"]`` or in the file ``model.name`` names
+    inside the profile's script directory (never any other path on the worker)."""
     spec = request.model
+    profile = profile or ModelProfile(kind="scripted")
+    path = script_path(profile, spec.name) if spec.name else None
     if "script" in spec.options:
         return load_script(spec.options["script"], "inline script")
-    if not spec.name:
+    if path is None:
         raise request_error(
-            "scripted model needs a script: options['script'] or a JSON file path as the name"
+            "scripted model needs a script: options['script'] or a file name in the "
+            "profile's script directory as the name"
         )
-    path = Path(spec.name)
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise request_error(f"scripted model file not found on the agent worker: {path}") from None
+        raise request_error(f"scripted model file {spec.name!r} not found") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise request_error(f"cannot read scripted model file {path}: {exc}") from None
-    return load_script(text, f"file {path}")
+        raise request_error(f"cannot read scripted model file {spec.name!r}: {exc}") from None
+    return load_script(text, f"file {spec.name!r}")
 
 
 def _rough_tokens(request: ModelRequest) -> int:
@@ -111,8 +114,11 @@ def _rough_tokens(request: ModelRequest) -> int:
 class ScriptedProvider:
     """Answers turn ``call_index`` of the script; past the end, says the script ended."""
 
+    def __init__(self, profile: ModelProfile | None = None) -> None:
+        self.profile = profile or ModelProfile(kind="scripted")
+
     async def complete(self, request: ModelRequest) -> ModelResponse:
-        script = script_for(request)
+        script = script_for(request, self.profile)
         k = request.call_index
         usage = Usage(input_tokens=_rough_tokens(request))
         if k < 0 or k >= len(script.turns):

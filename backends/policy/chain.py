@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from filegate.backends.audit import (
@@ -33,10 +34,17 @@ from filegate.kernel.protocol import (
     GrepResult,
     LsResult,
     ReadResult,
+    Visible,
     WriteResult,
     _Result,
 )
 from filegate.kernel.textops import decode_text
+from filegate.kernel.visibility import (
+    resolve_all,
+    resolve_in_backend,
+    resolve_link_itself,
+    targets,
+)
 
 R = TypeVar("R", bound=_Result)
 
@@ -86,11 +94,30 @@ class PolicyBackend:
         return None
 
     def _check(self, call: Call) -> Refusal | None:
-        for policy in self.policies:
-            refusal = policy.check(call, self.inner)
-            if refusal is not None:
-                return refusal
+        """Every policy judges the path as written and its in-root symlink target."""
+        for judged in self._judged(call):
+            for policy in self.policies:
+                refusal = policy.check(judged, self.inner)
+                if refusal is not None:
+                    return refusal
         return None
+
+    def _judged(self, call: Call) -> list[Call]:
+        if call.path is None or call.operation == "execute":
+            return [call]
+        if call.operation == "delete":  # a link itself is deleted, not its target
+            resolved = resolve_link_itself(self.inner, call.path)
+        else:
+            resolved = resolve_in_backend(self.inner, call.path)
+        return [replace(call, path=path) for path in targets(call.path, resolved)]
+
+    # -- symlink resolution (kernel.visibility), for the dispatcher's rules --
+
+    def resolve_path(self, path: str) -> str | None:
+        return resolve_in_backend(self.inner, path)
+
+    def resolve_paths(self, paths: list[str]) -> list[str | None]:
+        return resolve_all(self.inner, paths)
 
     def _record(
         self,
@@ -213,9 +240,12 @@ class PolicyBackend:
         call = _call("delete", path)
         return self._one(call, "delete", path, DeleteResult, lambda c: self.inner.delete(_p(c)))
 
-    def glob(self, pattern: str, path: str = "/") -> GlobResult:
+    def glob(self, pattern: str, path: str = "/", visible: Visible | None = None) -> GlobResult:
         call = _call("glob", path)
-        return self._one(call, "glob", path, GlobResult, lambda c: self.inner.glob(pattern, _p(c)))
+        return self._one(
+            call, "glob", path, GlobResult,
+            lambda c: self.inner.glob(pattern, _p(c), visible=visible),
+        )  # fmt: skip
 
     def grep(
         self,
@@ -223,12 +253,15 @@ class PolicyBackend:
         path: str | None = None,
         glob: str | None = None,
         max_count: int | None = None,
+        visible: Visible | None = None,
     ) -> GrepResult:
         call = _call("grep", path)
         return self._one(
             call, "grep", path, GrepResult,
             # None stays None: "no root given" is the inner backend's to interpret.
-            lambda c: self.inner.grep(literal, None if path is None else c.path, glob, max_count),
+            lambda c: self.inner.grep(
+                literal, None if path is None else c.path, glob, max_count, visible=visible
+            ),
         )  # fmt: skip
 
     def upload(self, files: list[tuple[str, bytes]]) -> list[FileUploadResult]:

@@ -1,0 +1,133 @@
+"""What ``filegate run`` reads from its flags, each refused with one clear line (exit 2).
+
+The model (``--model``), the rules (``--permissions``), the approvals
+(``--interrupt-on``), the system prompt (``--system-prompt`` /
+``--extend-system-prompt``) and the workspace (``--root``, which must exist).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+from filegate.cli.connection import read_file
+from filegate.cli.errors import CliError, failure_text
+from pydantic import ValidationError
+
+if TYPE_CHECKING:
+    from filegate.kernel.messages import ModelSpec
+    from filegate.kernel.permissions import FilesystemPermission
+    from filegate.kernel.tool_types import ToolName
+    from filegate.workflows.gate import ToolInterrupt
+
+
+def parse_model(text: str) -> ModelSpec:
+    """``scripted:FILE`` | ``openai:NAME`` | ``anthropic:NAME`` -> a ModelSpec.
+
+    ``openai`` / ``anthropic`` name the agent worker's model profiles of that name.
+    The script FILE is read here and sent inline: the agent worker never opens a
+    path that came from a workflow input (contract §11).
+    """
+    from filegate.activities.providers.scripted import load_script
+    from filegate.kernel.messages import ModelSpec
+
+    profile, sep, name = text.partition(":")
+    if not sep or not name or profile not in ("scripted", "openai", "anthropic"):
+        raise CliError(f"--model {text!r}: use scripted:FILE, openai:NAME or anthropic:NAME", 2)
+    if profile != "scripted":
+        return ModelSpec(provider=profile, name=name)
+    path = Path(name).expanduser().resolve()
+    try:
+        source = path.read_text(encoding="utf-8")
+        script = load_script(source, f"file {path}")
+    except OSError as exc:
+        raise CliError(f"cannot read script {path}: {exc.strerror or exc}", 2) from None
+    except Exception as exc:  # load_script raises a non-retryable ApplicationError
+        raise CliError(failure_text(exc), 2) from None
+    return ModelSpec(provider="scripted", options={"script": script.model_dump(exclude_none=True)})
+
+
+def first_error(exc: ValidationError) -> str:
+    """One line for a pydantic error: where (``operations.0``) and what, plus how many more."""
+    errors = exc.errors(include_url=False)
+    first = errors[0]
+    where = ".".join(str(part) for part in first["loc"])
+    text = f"{where}: {first['msg']}" if where else str(first["msg"])
+    if len(errors) > 1:
+        text += f" (and {len(errors) - 1} more)"
+    return text
+
+
+def _json_file(path: str, what: str) -> Any:
+    try:
+        return json.loads(read_file(path, what))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise CliError(f"{what} {path} is not valid JSON: {exc}", 2) from None
+
+
+def load_permissions(path: str | None) -> list[FilesystemPermission]:
+    """``--permissions FILE``: a JSON list of ``{operations, paths, mode}``."""
+    from filegate.kernel.permissions import FilesystemPermission
+
+    if not path:
+        return []
+    data = _json_file(path, "permissions file")
+    if not isinstance(data, list):
+        raise CliError(f"permissions file {path} must hold a JSON list of rules", 2)
+    rules = []
+    for index, rule in enumerate(data):
+        try:
+            rules.append(FilesystemPermission.model_validate(rule))
+        except ValidationError as exc:
+            raise CliError(f"invalid rule {index} in {path}: {first_error(exc)}", 2) from None
+        except ValueError as exc:
+            raise CliError(f"invalid rule {index} in {path}: {exc}", 2) from None
+    return rules
+
+
+def load_interrupt_on(path: str | None) -> dict[ToolName, ToolInterrupt]:
+    """``--interrupt-on FILE``: a JSON object ``{tool: true | {"always"|"when": ...}}``."""
+    from filegate.kernel.tool_types import TOOL_ORDER
+    from filegate.workflows.gate import ToolInterrupt
+
+    if not path:
+        return {}
+    data = _json_file(path, "interrupt-on file")
+    if not isinstance(data, dict):
+        raise CliError(f"interrupt-on file {path} must hold a JSON object: tool -> rule", 2)
+    out: dict[ToolName, ToolInterrupt] = {}
+    for tool, rule in data.items():
+        if tool not in TOOL_ORDER:
+            known = ", ".join(TOOL_ORDER)
+            raise CliError(f"interrupt-on file {path}: unknown tool {tool!r} ({known})", 2)
+        try:
+            out[cast("ToolName", tool)] = ToolInterrupt.model_validate(rule)
+        except ValidationError as exc:
+            raise CliError(f"interrupt-on file {path}, {tool}: {first_error(exc)}", 2) from None
+    return out
+
+
+def load_prompt(text: str | None, flag: str) -> str | None:
+    """``TEXT`` as given, or ``@FILE``: that file's text."""
+    if text is None:
+        return None
+    if text.startswith("@"):
+        data = read_file(text[1:], f"{flag} file")
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise CliError(f"{flag} file {text[1:]} is not UTF-8 text", 2) from None
+    if not text.strip():
+        raise CliError(f"{flag} is empty", 2)
+    return text
+
+
+def workspace_root(text: str) -> Path:
+    """``--root``: an existing directory (a typo must not become a new empty workspace)."""
+    root = Path(text).expanduser().resolve()
+    if not root.exists():
+        raise CliError(f"--root {root}: no such directory (create it first)", 2)
+    if not root.is_dir():
+        raise CliError(f"--root {root}: not a directory", 2)
+    return root

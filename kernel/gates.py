@@ -1,0 +1,166 @@
+"""The activity's permission gates: entry checks, recursive delete, and what searches may see.
+
+Defence in depth behind the workflow's own gate (:mod:`filegate.workflows.gate`),
+with the same rules and more facts: the activity can ask the backend where a
+path *really* is. Every gate judges the path as written and its in-root
+symlink target (:mod:`filegate.kernel.visibility`), both must pass, and an
+``interrupt`` rule counts as a deny unless ``request.approved`` says a human
+approved the call. Pure: only the backend handed in does I/O.
+"""
+
+from __future__ import annotations
+
+import posixpath
+
+from filegate.kernel.formatting import Rendered, delete_blocked, format_error, permission_denied
+from filegate.kernel.permissions import (
+    FilesystemPermission,
+    check_permission,
+    delete_blockers,
+    matching_interrupt_rule,
+    read_denied,
+)
+from filegate.kernel.protocol import BackendProtocol, FileInfo, Visible
+from filegate.kernel.tool_types import ToolRequest
+from filegate.kernel.visibility import (
+    read_visible,
+    resolve_all,
+    resolve_in_backend,
+    resolve_link_itself,
+    search_root_denied,
+    targets,
+    to_virtual,
+)
+
+
+def waive_interrupts(rules: list[FilesystemPermission]) -> list[FilesystemPermission]:
+    """The rules with every ``interrupt`` turned into ``allow``.
+
+    For a tool whose approvals an explicit ``interrupt_on`` entry decides
+    (contract §5: it replaces the approvals generated from interrupt rules):
+    the workflow sends these rules, so the activity does not refuse a call the
+    workflow deliberately ran without asking. Denies are untouched.
+    """
+    if not any(rule.mode == "interrupt" for rule in rules):
+        return rules
+    return [
+        rule.model_copy(update={"mode": "allow"}) if rule.mode == "interrupt" else rule
+        for rule in rules
+    ]
+
+
+def judged_paths(
+    backend: BackendProtocol, request: ToolRequest, local_path: str, *, link_itself: bool = False
+) -> list[str]:
+    """Virtual paths a rule must pass for ``local_path``: as written, and its target."""
+    if link_itself:
+        resolved = resolve_link_itself(backend, local_path)
+    else:
+        resolved = resolve_in_backend(backend, local_path)
+    return [to_virtual(request.route_prefix, p) for p in targets(local_path, resolved)]
+
+
+def approval_missing(operation: str, path: str) -> Rendered:
+    """An ``interrupt`` rule reached the activity without a recorded human approval."""
+    return format_error(
+        f"Permission denied: {operation} on {path} needs human approval (an interrupt "
+        "rule matches) and this call carries none. It was not run."
+    )
+
+
+def entry_refused(
+    backend: BackendProtocol,
+    request: ToolRequest,
+    operation: str,
+    local_path: str,
+    *,
+    search: bool = False,
+) -> Rendered | None:
+    """Entry gate (defence in depth: the workflow gates first with the same rules).
+
+    Both the path as written and its in-root target must pass. A search root
+    (``search``: ls, glob, grep) is also refused when a rule covering its
+    whole subtree denies, as in the workflow. A call reaching an ``interrupt``
+    rule is refused unless the workflow recorded the human approval.
+    """
+    rules = request.permissions
+    if not rules:
+        return None
+    shown = to_virtual(request.route_prefix, local_path)
+    for virtual in judged_paths(backend, request, local_path):
+        if search:
+            denied = search_root_denied(rules, operation, virtual)
+            needs_approval = matching_interrupt_rule(rules, "ls", {"path": virtual}) is not None
+        else:
+            mode = check_permission(rules, operation, virtual)
+            denied, needs_approval = mode == "deny", mode == "interrupt"
+        if denied:
+            return permission_denied(operation, shown)
+        if needs_approval and not request.approved:
+            return approval_missing(operation, shown)
+    return None
+
+
+def delete_refused(
+    backend: BackendProtocol, request: ToolRequest, local_path: str
+) -> Rendered | None:
+    """Recursive delete: refuse when the subtree overlaps a write-deny pattern.
+
+    The subtree as written and the one it resolves to (a link itself is
+    deleted, not its target) are both judged; an unapproved interrupt match
+    refuses too.
+    """
+    rules = request.permissions
+    if not rules:
+        return None
+    shown = to_virtual(request.route_prefix, local_path)
+    judged = judged_paths(backend, request, local_path, link_itself=True)
+    if not request.approved:
+        for virtual in judged:
+            if check_permission(rules, "write", virtual) == "interrupt":
+                return approval_missing("write", shown)
+    if not any(rule.mode == "deny" and rule.governs("write") for rule in rules):
+        return None
+    leaf = _is_leaf(backend, local_path)
+    for virtual in judged:
+        blockers = delete_blockers(rules, virtual, has_descendants=not leaf)
+        if blockers:
+            return delete_blocked(shown, blockers)
+    return None
+
+
+def _is_leaf(backend: BackendProtocol, local_path: str) -> bool:
+    """True when ``local_path`` is confirmed to be a regular file (no descendants)."""
+    if local_path == "/":
+        return False
+    listing = backend.ls(posixpath.dirname(local_path) or "/")
+    return any(
+        entry.path.rstrip("/") == local_path and not entry.is_dir for entry in listing.entries
+    )
+
+
+def visible_entries(
+    backend: BackendProtocol, request: ToolRequest, entries: list[FileInfo]
+) -> list[FileInfo]:
+    """Drop ls entries whose in-root symlink target is denied for read."""
+    rules = request.permissions
+    if not entries or not any(rule.mode == "deny" and rule.governs("read") for rule in rules):
+        return entries
+    prefix = request.route_prefix.rstrip("/")
+    local = [entry.path[len(prefix) :] or "/" for entry in entries]
+    resolved = resolve_all(backend, [p.rstrip("/") or "/" for p in local])
+    return [
+        entry
+        for entry, written, target in zip(entries, local, resolved, strict=True)
+        if target is None
+        or target == written.rstrip("/")
+        or not read_denied(rules, to_virtual(request.route_prefix, target))
+    ]
+
+
+def search_visible(backend: BackendProtocol, request: ToolRequest, root: str) -> Visible | None:
+    """The walk predicate for a search rooted at ``root`` (None: nothing can be denied)."""
+    if not any(rule.mode == "deny" and rule.governs("read") for rule in request.permissions):
+        return None
+    resolved = resolve_in_backend(backend, root)
+    return read_visible(request.permissions, request.route_prefix, root, resolved)
