@@ -123,7 +123,11 @@ async def run_blocking(
         future = loop.run_in_executor(_pool(), fn)
     try:
         if started is not None:
-            await asyncio.shield(started)
+            # Heartbeat also while the thread is still starting (a busy pool);
+            # asyncio.wait never cancels what it waits for.
+            while not (await asyncio.wait({started}, timeout=heartbeat_interval))[0]:
+                activity.heartbeat()
+            started.result()
         while True:
             wait = heartbeat_interval
             if deadline is not None:
@@ -324,8 +328,8 @@ class FileToolActivities:
 
         def call() -> ToolOutcome:
             # Set in the tool thread: contextvars do not follow a new thread.
-            with audit_context(scope, request.tool_call_id):
-                return run_tool(guarded, request, media=media_blocks)
+            with audit_context(scope, request.tool_call_id, request.approved_by):
+                return run_tool(guarded, request, media=media_blocks, args=args)
 
         fn = call
         if store is not None and isinstance(args, ReadFileArgs) and _is_offloaded(request, args):

@@ -49,6 +49,8 @@ class AuditContext:
 
     workflow_id: str | None = None
     tool_call_id: str | None = None
+    approved_by: str | None = None
+    """The reviewer who approved this call (``"ana via ui"``), when one did."""
 
 
 _NO_CONTEXT = AuditContext()
@@ -57,10 +59,13 @@ _CONTEXT: ContextVar[AuditContext | None] = ContextVar("filegate_audit_context",
 
 @contextmanager
 def audit_context(
-    workflow_id: str | None = None, tool_call_id: str | None = None
+    workflow_id: str | None = None,
+    tool_call_id: str | None = None,
+    approved_by: str | None = None,
 ) -> Iterator[AuditContext]:
-    """Attribute every backend operation inside the block to this workflow/tool call."""
-    ctx = AuditContext(workflow_id=workflow_id, tool_call_id=tool_call_id)
+    """Attribute every backend operation inside the block to this workflow/tool call
+    (and to the reviewer who approved it, if one did)."""
+    ctx = AuditContext(workflow_id, tool_call_id, approved_by)
     token = _CONTEXT.set(ctx)
     try:
         yield ctx
@@ -85,6 +90,7 @@ class AuditRecord(BaseModel):
     time: str
     workflow_id: str | None = None
     tool_call_id: str | None = None
+    approved_by: str | None = None
     operation: str
     path: str | None = None
     outcome: Outcome
@@ -108,6 +114,7 @@ def new_record(operation: str, path: str | None, outcome: Outcome, **fields: obj
             "time": datetime.now(UTC).isoformat(timespec="milliseconds"),
             "workflow_id": ctx.workflow_id,
             "tool_call_id": ctx.tool_call_id,
+            "approved_by": ctx.approved_by,
             "operation": operation,
             "path": path,
             "outcome": outcome,

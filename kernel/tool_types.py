@@ -171,6 +171,13 @@ class ToolRequest(BaseModel):
     kept across continue-as-new), which the activity's info does not carry.
     Empty: the activity's own run id (a chain of one run)."""
     route_prefix: str = "/"
+    virtual_path: str | None = None
+    """The call's path as the model sees it (normalised by the workflow's gate):
+    ``route_prefix`` plus the backend-local path in ``args``. Results and
+    permission messages name it. When set, the activity checks this one path
+    and requires the local path to be exactly its part below the route; None
+    (execute, a fan-out target, a request recorded before this field) makes it
+    check the local path and the prefix instead."""
     permissions: list[FilesystemPermission] = Field(default_factory=list)
     policies: list[str] | None = None
     """Names of the worker's configured policies to apply (``AgentInput.policies``);
@@ -184,6 +191,9 @@ class ToolRequest(BaseModel):
     """A human approved this call (set by the workflow only after an approve or
     edit decision). Without it the activity refuses a call that reaches an
     ``interrupt`` rule: an interrupt with no approval on record is a deny."""
+    approved_by: str | None = None
+    """Who approved it and through what (``"ana via ui"``), for the tools
+    worker's audit log: the decision itself lives in the workflow's history."""
 
 
 class RawListing(BaseModel):

@@ -8,7 +8,9 @@ JSON-lines file the worker writes.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -26,10 +28,11 @@ from filegate.cli.commands import build_parser
 from filegate.cli.errors import CliError
 from filegate.cli.services import state_dir_outside
 from filegate.cli.workers import backend_from_args
+from filegate.kernel.permissions import FilesystemPermission
 from filegate.kernel.protocol import BackendProtocol
 from filegate.kernel.state import StateBackend
 from filegate.worker import ConfigError, file_tools, make_backend
-from filegate.workflows import AgentInput, AgentResult, BackendSpec
+from filegate.workflows import AgentInput, AgentResult, AgentWorkflow, BackendSpec, Decision
 from temporalio.client import Client
 
 from tests.test_workflow_e2e import (
@@ -128,6 +131,45 @@ async def test_required_and_default_policies_apply(stack: Stack) -> None:
     assert records["1:2:ok"]["outcome"] == "ok" and records["1:2:ok"]["bytes"] == 5
     assert run_id.startswith("wf-")
     assert AWS_KEY not in (stack.root.parent / "audit" / "audit.jsonl").read_text()
+
+
+async def test_audit_log_names_the_reviewer_of_an_approved_call(stack: Stack) -> None:
+    """contract §11: a decision records who made it, in the tools worker's audit log too."""
+    input = AgentInput(
+        task="go",
+        model=scripted(
+            calls(
+                ("asked", "write_file", {"file_path": "/review/a.txt", "content": "a\n"}),
+                ("free", "write_file", {"file_path": "/free.txt", "content": "b\n"}),
+            ),
+            final(),
+        ),
+        backend=BackendSpec(default=remote("files", stack.tools_queue)),
+        permissions=[
+            FilesystemPermission(operations=["write"], paths=["/review/**"], mode="interrupt")
+        ],
+    )
+    handle = await stack.client.start_workflow(
+        AgentWorkflow.run,
+        input,
+        id=f"wf-audit-{uuid.uuid4().hex[:8]}",
+        task_queue=stack.agent_queue,
+    )
+    for _ in range(200):
+        pending = await handle.query(AgentWorkflow.pending_approvals)
+        if pending:
+            break
+        await asyncio.sleep(0.05)
+    [approval] = pending
+    await handle.execute_update(
+        AgentWorkflow.decide_update,
+        Decision(id=approval.id, decision="approve", reviewer="ana", via="cli"),
+    )
+    await handle.result()
+    records = {r["tool_call_id"]: r for r in audit_lines(stack)}
+    assert records["1:0:asked"]["outcome"] == "ok"
+    assert records["1:0:asked"]["approved_by"] == "ana via cli"
+    assert records["1:1:free"]["approved_by"] is None
 
 
 async def test_naming_no_policies_keeps_required(stack: Stack) -> None:

@@ -3,7 +3,9 @@
 A mixin of :class:`~filegate.workflows.agent.AgentWorkflow`: it holds no state
 of its own (the workflow's attributes it reads and writes are declared below),
 so the sandbox may pass this module through. One turn's calls run
-concurrently, calls on the same path in order; each is validated and routed
+concurrently; on the same path a mutation waits for the calls before it and
+the calls after it wait for the mutation, while reads of one path run side by
+side (:class:`PathOrder`); each is validated and routed
 (:mod:`~filegate.workflows.gate`), gated by the permission rules, may wait for
 a human decision, is checked for read-before-edit, and then runs in the
 workflow for the State backend (:func:`filegate.kernel.dispatch.run_tool`) or
@@ -26,6 +28,7 @@ from filegate.kernel.paths import is_within, validate_path
 from filegate.kernel.routing import Router
 from filegate.kernel.state import StateBackend
 from filegate.kernel.tool_types import (
+    MUTATING_TOOLS,
     TOOL_ACTIVITY_NAMES,
     ToolName,
     ToolOutcome,
@@ -56,6 +59,37 @@ from temporalio import workflow
 from temporalio.exceptions import FailureError
 
 
+class PathOrder:
+    """Which earlier calls of a turn a call must wait for, by order key (path or shell).
+
+    A mutation (:data:`MUTATING_TOOLS`) waits for every earlier call on its key;
+    a read waits only for the last mutation before it, so reads of one path
+    between two mutations run concurrently. A call without a key waits for
+    nothing.
+    """
+
+    def __init__(self) -> None:
+        self._mutation: dict[str, asyncio.Task[ToolOutcome]] = {}
+        self._reads: dict[str, list[asyncio.Task[ToolOutcome]]] = {}
+
+    def before(self, key: str | None, *, mutates: bool) -> list[asyncio.Task[ToolOutcome]]:
+        if key is None:
+            return []
+        last = self._mutation.get(key)
+        reads = self._reads.get(key, []) if mutates else []
+        # The reads since the last mutation each wait for it already.
+        return list(reads) if reads else ([last] if last is not None else [])
+
+    def add(self, key: str | None, task: asyncio.Task[ToolOutcome], *, mutates: bool) -> None:
+        if key is None:
+            return
+        if mutates:
+            self._mutation[key] = task
+            self._reads.pop(key, None)
+        else:
+            self._reads.setdefault(key, []).append(task)
+
+
 class ToolCalls:
     """The tool side of the agent loop (mixed into ``AgentWorkflow``)."""
 
@@ -75,20 +109,22 @@ class ToolCalls:
         return descriptions.visible_tools(self._enabled, self._input.backend)
 
     async def _run_tool_calls(self, calls: list[ToolCall], step: int) -> None:
-        """Run one turn's calls concurrently; calls on the same path keep their order.
+        """Run one turn's calls concurrently; a mutation keeps its place on its path.
 
+        Only a mutation needs ordering against the other calls on its path
+        (:class:`PathOrder`); reads of one path run side by side.
         ``step`` (the model call that produced ``calls``) makes the activities'
         tool-call ids unique per workflow (:func:`activity_call_id`).
         """
-        chains: dict[str, asyncio.Task[ToolOutcome]] = {}
+        order = PathOrder()
         tasks: list[asyncio.Task[ToolOutcome]] = []
         for index, call in enumerate(calls):
             key = self._order_key(call)
-            previous = chains.get(key) if key is not None else None
+            mutates = call.name in MUTATING_TOOLS
+            previous = order.before(key, mutates=mutates)
             call_id = activity_call_id(step, index, call.id)
             task = asyncio.create_task(self._one_call(call, call_id, previous))
-            if key is not None:
-                chains[key] = task
+            order.add(key, task, mutates=mutates)
             tasks.append(task)
         outcomes = await asyncio.gather(*tasks)
         frames: list[ContentBlock] = []
@@ -149,10 +185,10 @@ class ToolCalls:
         )
 
     async def _one_call(
-        self, call: ToolCall, call_id: str, previous: asyncio.Task[ToolOutcome] | None
+        self, call: ToolCall, call_id: str, previous: list[asyncio.Task[ToolOutcome]]
     ) -> ToolOutcome:
-        if previous is not None:
-            await workflow.wait([previous])
+        if previous:
+            await workflow.wait(previous)
         checked = self._check(call.name, call.args)
         if isinstance(checked, Rendered):
             return _rendered(checked)
@@ -160,9 +196,11 @@ class ToolCalls:
         if refused is not None:
             return _rendered(refused)
         note = ""
+        approved_by: str | None = None
         trigger = approval_trigger(self._input.permissions, self._input.interrupt_on, checked)
         if trigger is not None:
             decided, by = await self._ask_human(call, checked, trigger)
+            approved_by = by
             if isinstance(decided, ToolOutcome):
                 return decided
             if decided is not checked:
@@ -171,7 +209,9 @@ class ToolCalls:
                 note = APPROVED_NOTE.format(by=by)
             checked = decided
         # Only a call a human approved (as asked, or edited) carries the approval.
-        outcome = await self._execute(checked, call_id, approved=trigger is not None)
+        outcome = await self._execute(
+            checked, call_id, approved=trigger is not None, approved_by=approved_by
+        )
         if note:
             outcome = _with_note(outcome, note)
         return outcome
@@ -245,7 +285,12 @@ class ToolCalls:
         return self._input.backend.default.shell_path or "/"
 
     async def _execute(
-        self, call: CheckedCall, tool_call_id: str, *, approved: bool = False
+        self,
+        call: CheckedCall,
+        tool_call_id: str,
+        *,
+        approved: bool = False,
+        approved_by: str | None = None,
     ) -> ToolOutcome:
         if call.tool == "edit_file" and call.path not in self._seen:
             return _rendered(not_read_before_edit(call.path or ""))
@@ -256,7 +301,13 @@ class ToolCalls:
 
             async def run_target(prefix: str | None, args: dict[str, Any]) -> ToolOutcome:
                 return await self._on_backend(
-                    call.tool, prefix, args, tool_call_id, want_raw=True, approved=approved
+                    call.tool,
+                    prefix,
+                    args,
+                    tool_call_id,
+                    want_raw=True,
+                    approved=approved,
+                    approved_by=approved_by,
                 )
 
             return _rendered(await fanout.fan_out(self._router, call.tool, call.args, run_target))
@@ -264,7 +315,13 @@ class ToolCalls:
         if call.path is not None and call.local_path is not None:
             local_args[PATH_FIELDS[call.tool]] = call.local_path
         outcome = await self._on_backend(
-            call.tool, call.prefix, local_args, tool_call_id, approved=approved
+            call.tool,
+            call.prefix,
+            local_args,
+            tool_call_id,
+            approved=approved,
+            approved_by=approved_by,
+            virtual_path=call.path,
         )
         if outcome.status == "success" and call.path is not None:
             if call.tool in ("read_file", "write_file", "edit_file"):
@@ -282,8 +339,13 @@ class ToolCalls:
         *,
         want_raw: bool = False,
         approved: bool = False,
+        approved_by: str | None = None,
+        virtual_path: str | None = None,
     ) -> ToolOutcome:
-        """Run one call with backend-local args on the backend serving route ``prefix``."""
+        """Run one call with backend-local args on the backend serving route ``prefix``.
+
+        ``virtual_path``: the call's path as the gate checked it (None for a
+        fan-out target), so the activity checks one path, not two."""
         ref = self._input.backend.backend_for(prefix)
         request = ToolRequest(
             tool=tool,
@@ -292,6 +354,7 @@ class ToolCalls:
             tool_call_id=tool_call_id,
             first_run_id=workflow.info().first_execution_run_id,
             route_prefix=prefix or "/",
+            virtual_path=virtual_path,
             # An explicit interrupt_on entry replaces the rule-generated approvals of its tool.
             permissions=waive_interrupts(self._input.permissions)
             if tool in self._input.interrupt_on
@@ -300,6 +363,7 @@ class ToolCalls:
             max_execute_timeout=self._input.limits.max_execute_timeout,
             want_raw=want_raw,
             approved=approved,
+            approved_by=approved_by,
         )
         return await self._dispatch(ref, request)
 
