@@ -290,9 +290,12 @@ def tools_worker(
     A per-queue rate limit is ``max_task_queue_activities_per_second=...`` in
     ``options`` (enforced by the server across all workers of the queue).
     """
+    from filegate.activities.contract import HEARTBEAT_THROTTLE
     from temporalio.worker import Worker
 
     options.setdefault("max_concurrent_activity_task_polls", ACTIVITY_TASK_POLLERS)
+    # Heartbeats reach the server each second (a dead worker is noticed fast).
+    options.setdefault("max_heartbeat_throttle_interval", HEARTBEAT_THROTTLE)
     allow = allow_execute_with_policies
     tools = file_tools(
         backends, journal_dir, artifacts, policies, allow_execute_with_policies=allow

@@ -26,8 +26,24 @@ from filegate.kernel.tool_types import (
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, FailureError, TimeoutError, TimeoutType
 
-HEARTBEAT_TIMEOUT = timedelta(seconds=10)
-"""A worker that stops heartbeating this long is presumed dead and the call retried."""
+HEARTBEAT_TIMEOUT = timedelta(seconds=2.5)
+"""A worker that stops heartbeating this long is presumed dead and the call retried.
+
+Every tool call heartbeats from its activity's event loop each
+:data:`~filegate.kernel.tool_types.HEARTBEAT_INTERVAL` (1 s) while its thread
+works, short or long, read or mutation (:func:`filegate.activities.tools.run_blocking`),
+so this only has to cover a missed beat or two: a long grep or command keeps
+beating and is never cut short by it, while a dead worker is noticed within
+2.5 s and the call retried (on a replacement worker) about 0.5 s later. Keep
+``Limits.tool_heartbeat_timeout_seconds`` (the workflow's default) equal."""
+HEARTBEAT_THROTTLE = timedelta(seconds=1)
+"""``max_heartbeat_throttle_interval`` of a tools worker: the SDK sends at most one
+heartbeat per 0.8 x the timeout by default (2 s here), which would leave half a
+second of slack; one a second keeps 1.5 s."""
+RETRY_INITIAL_INTERVAL = timedelta(seconds=0.5)
+"""First retry backoff of a file operation or execute (then doubling, six attempts:
+the same 15 s window as 1 s x five attempts, but a call whose worker died is
+picked up half a second after the heartbeat timeout rather than a second)."""
 FILE_OP_TIMEOUT = timedelta(seconds=60)
 """start_to_close of a read or file operation."""
 
@@ -55,10 +71,10 @@ def tool_activity_options(
     journaled, may retry only to pick up a result or report "may have run".
     """
     retry = RetryPolicy(
-        initial_interval=timedelta(seconds=1),
+        initial_interval=RETRY_INITIAL_INTERVAL,
         backoff_coefficient=2.0,
         maximum_interval=timedelta(seconds=30),
-        maximum_attempts=5,
+        maximum_attempts=6,
         non_retryable_error_types=list(NON_RETRYABLE_ERROR_TYPES),
     )
     if tool in SEARCH_TOOLS:

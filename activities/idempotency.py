@@ -152,6 +152,17 @@ def concurrent_change_outcome(path: str) -> ToolOutcome:
     )
 
 
+STALL_BEFORE_APPLY_ENV = "FILEGATE_TEST_STALL_BEFORE_APPLY"
+"""Test hook: when set to a tool call id, that call sleeps a minute after journaling
+its intent and before applying (a worker killed mid-edit, the edit not yet on disk)."""
+
+
+def stall_if_requested(tool_call_id: str) -> None:
+    """The mid-call test hook (see :data:`STALL_BEFORE_APPLY_ENV`)."""
+    if tool_call_id and os.environ.get(STALL_BEFORE_APPLY_ENV) == tool_call_id:
+        time.sleep(60)
+
+
 def crash_if_requested(tool_call_id: str) -> None:
     """The crash-window test hook (see :data:`CRASH_AFTER_APPLY_ENV`)."""
     if tool_call_id and os.environ.get(CRASH_AFTER_APPLY_ENV) == tool_call_id:
@@ -292,6 +303,7 @@ class ToolJournal:
             else:
                 recovered = self._recover(backend, request, args, entry.intent)
             if recovered is None:
+                stall_if_requested(request.tool_call_id)
                 with named_for_call(key[:16]):
                     result = apply()
                 crash_if_requested(request.tool_call_id)

@@ -65,7 +65,10 @@ class CompositeBackend:
 
     def backend_for(self, prefix: str | None) -> BackendProtocol:
         """The backend serving route ``prefix`` (None = default)."""
-        return self.default if prefix is None else self.routes[normalize_prefix(prefix)]
+        if prefix is None:
+            return self.default
+        backend = self.routes.get(prefix)  # the Router hands out canonical prefixes
+        return backend if backend is not None else self.routes[normalize_prefix(prefix)]
 
     def _single(self, result: SingleResult, match: RouteMatch, virtual: str) -> SingleResult:
         """A single-path result, renamed to the caller's virtual path."""
@@ -233,8 +236,8 @@ class CompositeBackend:
             batches.setdefault(match.prefix, []).append((index, match, virtual, data))
         for prefix, batch in batches.items():
             answers = self.backend_for(prefix).upload([(m.local_path, d) for _, m, _, d in batch])
-            for (index, match, virtual, _), answer in zip(batch, answers, strict=True):
-                results[index] = self._single(answer, match, virtual)
+            for (index, match, shown, _), answer in zip(batch, answers, strict=True):
+                results[index] = self._single(answer, match, shown)
         return [r for r in results if r is not None]
 
     def download(self, paths: list[str]) -> list[FileDownloadResult]:
@@ -253,8 +256,8 @@ class CompositeBackend:
             batches.setdefault(match.prefix, []).append((index, match, virtual))
         for prefix, batch in batches.items():
             answers = self.backend_for(prefix).download([m.local_path for _, m, _ in batch])
-            for (index, match, virtual), answer in zip(batch, answers, strict=True):
-                results[index] = self._single(answer, match, virtual)
+            for (index, match, shown), answer in zip(batch, answers, strict=True):
+                results[index] = self._single(answer, match, shown)
         return [r for r in results if r is not None]
 
     def execute(self, command: str, timeout: float | None = None) -> ExecuteResult:

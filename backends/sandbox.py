@@ -98,6 +98,20 @@ GREP_LIST_CHUNK_CHARS = 48 * 1024
 R = TypeVar("R", bound=_Result)
 
 
+def _plain(value: Any) -> Any:
+    """``value`` with every ``str`` subclass (a validated path) as a plain ``str``:
+    marshal, the helper's wire format, takes exact builtin types only."""
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_plain(item) for item in value]
+    if isinstance(value, tuple):
+        return tuple(_plain(item) for item in value)
+    return value
+
+
 class SandboxOpError(Exception):
     """The sandbox could not run a file operation (start failure, timeout, helper crash)."""
 
@@ -175,7 +189,7 @@ class BaseSandbox(ABC):
         JSON, so it is encoded once and a chunk stays under the argument limit.
         """
         args = [HELPER_SCRIPT, self.workspace, op]
-        args.append(base64.b64encode(marshal.dumps(params)).decode("ascii"))
+        args.append(base64.b64encode(marshal.dumps(_plain(params))).decode("ascii"))
         if data is not None:
             args.append(base64.b64encode(data).decode("ascii"))
         command = "exec python3 -I -S -c " + " ".join(shlex.quote(arg) for arg in args)

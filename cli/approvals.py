@@ -23,16 +23,24 @@ from filegate.cli.contract import (
     QUERY_TIMEOUT,
     RUNNING_AGENTS,
     STATUS_QUERY,
+    WORKFLOW_TYPE,
 )
 from filegate.cli.errors import CliError, failure_text
 from filegate.cli.progress import Approval, approval_context, args_text, rule_text, say
 from temporalio.client import (
     Client,
+    WorkflowContinuedAsNewError,
+    WorkflowExecutionDescription,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
     WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
     WorkflowUpdateRPCTimeoutOrCancelledError,
 )
-from temporalio.service import RPCError
+from temporalio.service import RPCError, RPCStatusCode
+
+RESULT_FIELDS = ("stop_reason", "final_answer", "steps", "tool_calls", "tool_errors", "approvals")
+"""What ``status`` prints of a finished run's AgentResult (not its transcript)."""
 
 
 def _quoted(value: str) -> str:
@@ -68,8 +76,34 @@ async def pending_approvals(client: Client, workflow_id: str | None = None) -> l
     ]
 
 
+async def describe_agent(client: Client, workflow_id: str) -> WorkflowExecutionDescription:
+    """The workflow's description; an unknown id or another type is one line, exit 1."""
+    try:
+        found = await client.get_workflow_handle(workflow_id).describe()
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:
+            raise CliError(f"no workflow {workflow_id} in namespace {client.namespace}") from None
+        raise CliError(f"cannot reach workflow {workflow_id}: {exc.message}") from None
+    if found.workflow_type != WORKFLOW_TYPE:
+        raise CliError(
+            f"workflow {workflow_id} is a {found.workflow_type}, not a Filegate {WORKFLOW_TYPE}"
+        )
+    return found
+
+
+def state_name(found: WorkflowExecutionDescription) -> str:
+    return found.status.name.lower() if found.status else "unknown"
+
+
 async def approvals_command(args: argparse.Namespace) -> int:
     client = await target_from(args).connect()
+    if args.workflow:
+        found = await describe_agent(client, args.workflow)
+        if found.status != WorkflowExecutionStatus.RUNNING:
+            raise CliError(
+                f"workflow {args.workflow} is not running ({state_name(found)}): "
+                "it has no pending approvals"
+            )
     items = await pending_approvals(client, args.workflow)
     if args.json:
         say(json.dumps(items, indent=2, ensure_ascii=False))
@@ -142,14 +176,47 @@ async def decide_command(args: argparse.Namespace) -> int:
 
 
 async def status_command(args: argparse.Namespace) -> int:
+    """A running workflow's ``status`` query; a closed one's final state, from its
+    history (no worker needed). Unknown id, or a worker that does not answer: exit 1."""
     client = await target_from(args).connect()
+    found = await describe_agent(client, args.workflow_id)
+    if found.status != WorkflowExecutionStatus.RUNNING:
+        say(json.dumps(await final_state(client, found), indent=2, ensure_ascii=False))
+        return 0
     handle = client.get_workflow_handle(args.workflow_id)
     try:
         status = await handle.query(STATUS_QUERY, rpc_timeout=QUERY_TIMEOUT)
-    except (RPCError, WorkflowQueryFailedError) as exc:
-        raise CliError(f"cannot query workflow {args.workflow_id}: {failure_text(exc)}") from None
+    except WorkflowQueryFailedError as exc:
+        raise CliError(f"status query of {args.workflow_id} failed: {failure_text(exc)}") from None
+    except RPCError:
+        raise CliError(
+            f"workflow {args.workflow_id} is running, but no worker answers for it "
+            f"(task queue {found.task_queue}): is its agent worker up?"
+        ) from None
     say(json.dumps(status, indent=2, ensure_ascii=False))
     return 0
+
+
+async def final_state(client: Client, found: WorkflowExecutionDescription) -> dict[str, Any]:
+    """Status, close time and the result's summary (or the failure) of a closed run."""
+    state: dict[str, Any] = {
+        "workflow_id": found.id,
+        "status": state_name(found),
+        "closed": found.close_time.isoformat() if found.close_time else None,
+    }
+    handle = client.get_workflow_handle(found.id, run_id=found.run_id)
+    try:
+        result = await handle.result(follow_runs=False, rpc_timeout=QUERY_TIMEOUT)
+    except WorkflowFailureError as exc:
+        state["failure"] = failure_text(exc)
+    except WorkflowContinuedAsNewError as exc:
+        state["continued_as"] = exc.new_execution_run_id
+    except RPCError as exc:
+        state["result_unavailable"] = exc.message
+    else:
+        if isinstance(result, dict):
+            state.update({key: result[key] for key in RESULT_FIELDS if key in result})
+    return state
 
 
 def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -183,6 +250,8 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
             parser.add_argument("--args", required=True, help="replacement tool arguments (JSON)")
         parser.set_defaults(handler=decide_command, decision=kind)
 
-    status = sub.add_parser("status", parents=[common], help="print a workflow's status query")
+    status = sub.add_parser(
+        "status", parents=[common], help="a workflow's status (a finished one: its final state)"
+    )
     status.add_argument("workflow_id")
     status.set_defaults(handler=status_command)

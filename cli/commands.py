@@ -1,7 +1,8 @@
 """Filegate command line: workers, scripted runs, the demo, and human approvals.
 
 The parser and the dispatch: each command group lives in its own module
-(:mod:`~filegate.cli.workers`, :mod:`~filegate.cli.run`, :mod:`~filegate.cli.demo`,
+(:mod:`~filegate.cli.workers`, :mod:`~filegate.cli.run`, :mod:`~filegate.cli.submit`,
+:mod:`~filegate.cli.demo`,
 :mod:`~filegate.cli.approvals`, :mod:`~filegate.cli.ui`) and adds its parsers
 through :data:`COMMANDS`. The web UI's stack is imported only for ``filegate ui``.
 """
@@ -17,7 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from filegate.backends.embedded import LOOPBACK
-from filegate.cli import approvals, demo, run, workers
+from filegate.cli import approvals, demo, dev, run, submit, workers
 from filegate.cli.connection import connection_options
 from filegate.cli.errors import CliError
 from filegate.worker import ConfigError
@@ -41,7 +42,9 @@ async def _ui_command(args: argparse.Namespace) -> int:
 COMMANDS: dict[str, Callable[[Any, argparse.ArgumentParser], None]] = {
     "worker": workers.add_parser,
     "run": run.add_parser,
+    "submit": submit.add_parser,
     "demo": demo.add_parser,
+    "dev": dev.add_parser,
     "approvals": approvals.add_parsers,
     "ui": _add_ui_parser,
 }

@@ -59,8 +59,20 @@ def _approval_hint(workflow_id: str) -> Callable[[Approval], Awaitable[None]]:
 
 def build_input(args: argparse.Namespace, root: Path, tools_queue: str, name: str) -> Any:
     """The AgentInput the flags describe; bad flags exit 2 before anything starts."""
+    from filegate.workflows import BackendRef
+
+    ref = BackendRef(
+        kind="remote", name=name, task_queue=tools_queue,
+        can_execute=args.shell, shell_path=str(root) if args.shell else None,
+    )  # fmt: skip
+    return agent_input(args, ref)
+
+
+def agent_input(args: argparse.Namespace, ref: Any) -> Any:
+    """The AgentInput of the task flags (:func:`add_task_arguments`) on backend ``ref``
+    (a BackendRef); ``run`` and ``submit`` share it. Bad flags exit 2."""
     from filegate.kernel.permissions import check_execute_config
-    from filegate.workflows import AgentInput, BackendRef, BackendSpec, Limits
+    from filegate.workflows import AgentInput, BackendSpec, Limits
     from filegate.workflows.agent import execute_gated
 
     model = parse_model(args.model)
@@ -72,15 +84,11 @@ def build_input(args: argparse.Namespace, root: Path, tools_queue: str, name: st
     extension = load_prompt(args.extend_system_prompt, "--extend-system-prompt")
     if args.max_steps is not None and args.max_steps < 1:
         raise CliError(f"--max-steps {args.max_steps}: must be at least 1", 2)
-    if args.shell:
+    if ref.can_execute:
         try:
             check_execute_config(rules, can_execute=True, execute_gated=execute_gated(interrupt_on))
         except ValueError as exc:
             raise CliError(str(exc), 2) from None
-    ref = BackendRef(
-        kind="remote", name=name, task_queue=tools_queue,
-        can_execute=args.shell, shell_path=str(root) if args.shell else None,
-    )  # fmt: skip
     limits = Limits() if args.max_steps is None else Limits(max_steps=args.max_steps)
     return AgentInput(
         task=args.task, model=model, backend=BackendSpec(default=ref), permissions=rules,
@@ -91,14 +99,15 @@ def build_input(args: argparse.Namespace, root: Path, tools_queue: str, name: st
 
 
 async def check_workflow_id(
-    client: Client, workflow_id: str, root: Path, args: argparse.Namespace
+    client: Client, workflow_id: str, root: Path | None, args: argparse.Namespace
 ) -> bool:
     """Before any worker serves the id's queues: is this a new run (True) or ``--resume``?
 
     A workflow of that id still running is refused unless ``--resume`` (and
     then only on the root it was started on): the workers would otherwise serve
     the old run, its task and rules, on this command's root. A finished one is
-    refused unless ``--new-run``.
+    refused unless ``--new-run``. ``root`` None (``submit``: the deployment's
+    workers serve it, nothing here does) skips the root check.
     """
     from temporalio.client import WorkflowExecutionStatus
 
@@ -120,7 +129,7 @@ async def check_workflow_id(
                 2,
             )
         started_on = await found.memo_value(ROOT_MEMO, None)
-        if started_on != str(root):
+        if root is not None and started_on != str(root):
             raise CliError(
                 f"--resume: workflow {workflow_id} works on {started_on or 'another root'}, "
                 f"not {root}",
@@ -176,7 +185,15 @@ async def run_command(args: argparse.Namespace) -> int:
                 client, agent_queue, tools_queue, {name: backend}, state_dir / "journal" / name,
                 artifacts=artifacts,
             ):  # fmt: skip
-                result = await _start_and_follow(client, input, workflow_id, root, fresh=fresh)
+                result = await start_and_follow(
+                    client, input, workflow_id, agent_queue, fresh=fresh,
+                    memo={ROOT_MEMO: str(root)},
+                )  # fmt: skip
+    return report_result(args, result)
+
+
+def report_result(args: argparse.Namespace, result: Any) -> int:
+    """``--transcript`` and the closing lines of a finished run; its exit code (0)."""
     if args.transcript:
         out = Path(args.transcript).expanduser()
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -190,19 +207,21 @@ async def run_command(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _start_and_follow(
-    client: Client, input: Any, workflow_id: str, root: Path, *, fresh: bool
-) -> Any:
-    """Start the workflow (or take the running one, ``--resume``) and follow it to its end."""
+async def start_and_follow(
+    client: Client, input: Any, workflow_id: str, agent_queue: str, *,
+    fresh: bool, memo: dict[str, Any] | None = None,
+) -> Any:  # fmt: skip
+    """Start the workflow on ``agent_queue`` (or take the running one, ``--resume``)
+    and follow it to its end, printing progress and approval hints."""
     from filegate.workflows import AgentWorkflow
 
     if fresh:
         try:
             handle = await client.start_workflow(
-                AgentWorkflow.run, input, id=workflow_id, task_queue=f"{workflow_id}.agent",
+                AgentWorkflow.run, input, id=workflow_id, task_queue=agent_queue,
                 id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
                 id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
-                memo={ROOT_MEMO: str(root)},
+                memo=memo,
             )  # fmt: skip
         except WorkflowAlreadyStartedError:
             raise CliError(f"workflow {workflow_id} was started meanwhile", 2) from None
@@ -221,15 +240,12 @@ def _failure_lines(args: argparse.Namespace) -> contextlib.AbstractContextManage
     return activity_failures_as_lines(say)
 
 
-def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
-    parser = sub.add_parser(
-        "run", parents=[common], help="run one agent task on a directory (contract §10)"
-    )
+def add_task_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags describing one agent task: ``run`` and ``submit`` take the same."""
     parser.add_argument("task", help="the task for the agent")
     parser.add_argument(
         "--model", required=True, help="scripted:FILE | openai:NAME | anthropic:NAME"
     )
-    parser.add_argument("--root", required=True, help="existing directory the agent works in")
     parser.add_argument("--permissions", help="JSON file: list of {operations, paths, mode}")
     parser.add_argument(
         "--interrupt-on",
@@ -247,6 +263,14 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-steps", type=int, help="model calls before stopping (default 50)")
     parser.add_argument("--transcript", help="write the final transcript JSON here")
     parser.add_argument("--workflow-id", help="workflow id (default: generated and printed)")
+
+
+def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+    parser = sub.add_parser(
+        "run", parents=[common], help="run one agent task on a directory (contract §10)"
+    )
+    add_task_arguments(parser)
+    parser.add_argument("--root", required=True, help="existing directory the agent works in")
     reuse = parser.add_mutually_exclusive_group()
     reuse.add_argument(
         "--resume",

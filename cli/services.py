@@ -1,26 +1,26 @@
 """The servers a command needs for its own duration: configured, reused or started.
 
-``filegate run`` and ``filegate demo`` start whatever is missing (embedded
-Temporal and S3 servers) and stop what they started.
+``filegate run``, ``filegate demo`` and ``filegate dev`` lease whatever is not
+configured (embedded Temporal and S3 servers) from the state dir's embedded
+stack (:mod:`filegate.backends.embedded_stack`): a live one is reused, a
+missing one started, and the last user stops it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import os
-from collections.abc import AsyncIterator, Iterable
-from contextlib import asynccontextmanager
+import signal
+from collections.abc import AsyncIterator, Iterable, Iterator
+from contextlib import asynccontextmanager, contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from filegate.backends.embedded import (
-    LOOPBACK,
-    ManagedServer,
-    TemporalDevServer,
-    is_listening,
-)
+from filegate.backends.embedded import LOOPBACK, TemporalDevServer, is_listening
 from filegate.backends.embedded_s3 import S3DevServer
+from filegate.backends.embedded_stack import Lease, acquire, release, s3_entry, temporal_entry
 from filegate.backends.settings import ENV_PREFIX, Settings
 from filegate.backends.startup import inside
 from filegate.cli.connection import Target, with_address
@@ -32,19 +32,34 @@ if TYPE_CHECKING:
     from filegate.backends.artifacts import ArtifactStore
 
 DEFAULT_TEMPORAL_ADDRESS: str = Settings.model_fields["temporal_address"].default
-DEFAULT_STATE_DIR: Path = Settings.model_fields["state_dir"].default
 """Temporal's usual local address; ``run`` starts or reuses a server there."""
+DEFAULT_STATE_DIR: Path = Settings.model_fields["state_dir"].default
+DEV_PORT_ENV = ENV_PREFIX + "DEV_TEMPORAL_PORT"
+"""Port of the embedded Temporal of ``run`` / ``dev`` instead of 7233 (a stack per
+project side by side; other commands then need ``TEMPORAL_ADDRESS``)."""
+
+
+def dev_temporal_address() -> str:
+    """Where ``run`` / ``dev`` reuse or start Temporal when none is configured."""
+    port = os.environ.get(DEV_PORT_ENV, "").strip()
+    if not port:
+        return DEFAULT_TEMPORAL_ADDRESS
+    if not port.isdigit():
+        raise CliError(f"{DEV_PORT_ENV} must be a port number, not {port!r}", 2)
+    return f"{LOOPBACK}:{int(port)}"
 
 
 @dataclass
 class LocalServices:
-    """The servers a command uses: configured, found running, or started by it."""
+    """The servers a command uses: configured, found running, or leased from the
+    state dir's embedded stack (:mod:`filegate.backends.embedded_stack`)."""
 
     temporal_address: str
     s3: S3Access
     notes: list[str]
-    """One line per service: where it is and whether it was configured, reused or started."""
-    started: list[ManagedServer] = field(default_factory=list)
+    """One line per service: where it is and whether it was configured, reused or
+    started, after a line per stale leftover cleaned up."""
+    leases: list[Lease] = field(default_factory=list)
 
 
 def _split_address(address: str) -> tuple[str, int]:
@@ -52,58 +67,115 @@ def _split_address(address: str) -> tuple[str, int]:
     return host or LOOPBACK, int(port)
 
 
+@contextmanager
+def _signals_as_interrupt() -> Iterator[None]:
+    """SIGTERM and SIGHUP (a closed terminal) end the command like Ctrl-C: the
+    run is interrupted and the stack released (stopped unless others use it)."""
+    loop = asyncio.get_running_loop()
+    installed = []
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        with suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(sig, os.kill, os.getpid(), signal.SIGINT)
+            installed.append(sig)
+    try:
+        yield
+    finally:
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+
+
+def _lease_all(
+    target: Target, state_dir: Path, reuse_default: bool, notes: list[str]
+) -> tuple[str, S3Access, list[Lease]]:
+    """Temporal then S3, leased from the stack (in parallel threads: one lock each)."""
+    settings = target.settings
+    leases: list[Lease] = []
+
+    def temporal() -> tuple[str, str]:
+        if target.configured:
+            return settings.temporal_address, "configured"
+        default = dev_temporal_address()
+        host, port = _split_address(default)
+        server = TemporalDevServer(
+            state_dir / "temporal",
+            host=host,
+            port=port if reuse_default else None,
+            namespace=settings.temporal_namespace,
+        )
+        taken = (lambda: is_listening(host, port)) if reuse_default else None
+        lease = acquire(
+            state_dir, "temporal", server, temporal_entry, notes,
+            port=port if reuse_default else None, taken=taken,
+        )  # fmt: skip
+        if lease is None:
+            return default, "found running, reused"
+        leases.append(lease)
+        return str(
+            lease.entry["address"]
+        ), f"{lease.how.replace('embedded', 'embedded dev server')}"
+
+    def s3() -> tuple[S3Access, str]:
+        if settings.s3_endpoint:
+            return S3Access.from_settings(settings), "configured"
+        server = S3DevServer(state_dir / "s3", buckets=[settings.s3_bucket])
+        lease = acquire(state_dir, "s3", server, s3_entry, notes)
+        assert lease is not None
+        leases.append(lease)
+        e = lease.entry
+        access = S3Access(e["endpoint"], e["access_key"], e["secret_key"], settings.s3_bucket)
+        return access, lease.how.replace("embedded", "embedded SeaweedFS")
+
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        t_future, s_future = pool.submit(temporal), pool.submit(s3)
+        # Both finish before any release (the pool's exit waits for them).
+        failures = [f.exception() for f in (t_future, s_future)]
+    failure = next((f for f in failures if f is not None), None)
+    if failure is not None:
+        _release_all(leases)
+        raise CliError(f"could not start a local service: {failure}")
+    (address, t_how), (access, s_how) = t_future.result(), s_future.result()
+    notes += [f"Temporal at {address} ({t_how})", f"S3 at {access.endpoint} ({s_how})"]
+    return address, access, leases
+
+
+def _release_all(leases: list[Lease]) -> None:
+    for lease in leases:
+        release(lease)
+
+
 @asynccontextmanager
 async def local_services(
     target: Target, state_dir: Path, *, reuse_default: bool
 ) -> AsyncIterator[LocalServices]:
-    """Start what is missing, yield where everything is, stop what was started.
+    """Lease what is not configured from the state dir's embedded stack, yield where
+    everything is, release on the way out (the last user stops a server).
 
     Temporal: a configured address is used as is. Otherwise ``reuse_default``
-    (``run``) reuses a server on 127.0.0.1:7233 or starts one there, so another
-    terminal's ``filegate approvals`` finds it; without it (``demo``) a private
-    server starts on a free port. S3: a configured endpoint is used as is,
-    otherwise the embedded server starts on a free port. Both start in parallel.
+    (``run``) uses 127.0.0.1:7233: the stack's server there, or a server found
+    listening there (used as is), or one started there, so another terminal's
+    ``filegate approvals`` finds it; without it (``demo``) the stack's server
+    on any port (a new one on a free port). S3: a configured endpoint is used
+    as is, otherwise the stack's embedded server. SIGTERM and SIGHUP are
+    handled like Ctrl-C for the command's duration.
     """
-    settings = target.settings
-    starting: list[ManagedServer] = []
-    address = settings.temporal_address
-    how = "configured"
-    if not target.configured:
-        host, port = _split_address(DEFAULT_TEMPORAL_ADDRESS)
-        address, how = DEFAULT_TEMPORAL_ADDRESS, "found running, reused"
-        if not (reuse_default and is_listening(host, port)):
-            server = TemporalDevServer(
-                state_dir / "temporal",
-                host=host,
-                port=port if reuse_default else None,
-                namespace=settings.temporal_namespace,
-            )
-            address, how = server.address, "embedded dev server, started"
-            starting.append(server)
-    notes = [f"Temporal at {address} ({how})"]
-    if settings.s3_endpoint:
-        s3 = S3Access.from_settings(settings)
-        notes.append(f"S3 at {s3.endpoint} (configured)")
-    else:
-        weed = S3DevServer(state_dir / "s3", buckets=[settings.s3_bucket])
-        s3 = S3Access(weed.endpoint, weed.access_key, weed.secret_key, settings.s3_bucket)
-        starting.append(weed)
-        notes.append(f"S3 at {s3.endpoint} (embedded SeaweedFS, started)")
-    services = LocalServices(address, s3, notes)
-    launches = [asyncio.ensure_future(asyncio.to_thread(server.start)) for server in starting]
-    try:
-        outcomes = await asyncio.shield(asyncio.gather(*launches, return_exceptions=True))
-        services.started = [s for s, out in zip(starting, outcomes, strict=True) if s.running]
-        failures = [out for out in outcomes if isinstance(out, BaseException)]
-        if failures:
-            raise CliError(f"could not start a local service: {failures[0]}")
-        yield services
-    finally:
-        # Every server we launched, even when Ctrl-C interrupted startup: let
-        # the start threads finish first, then stop (a no-op for one that never
-        # came up). main() ends with os._exit, so no atexit hook would catch it.
-        await asyncio.gather(*launches, return_exceptions=True)
-        await asyncio.gather(*(asyncio.to_thread(server.stop) for server in starting))
+    notes: list[str] = []
+    with _signals_as_interrupt():
+        leasing = asyncio.ensure_future(
+            asyncio.to_thread(_lease_all, target, state_dir, reuse_default, notes)
+        )
+        try:
+            # An interrupt during start-up waits for the leases, then releases them.
+            address, s3, leases = await asyncio.shield(leasing)
+        except asyncio.CancelledError:
+            with suppress(BaseException):
+                _, _, leases = await leasing
+                await asyncio.to_thread(_release_all, leases)
+            raise
+        try:
+            yield LocalServices(address, s3, notes, leases)
+        finally:
+            # main() ends with os._exit, so no atexit hook would do this.
+            await asyncio.shield(asyncio.to_thread(_release_all, leases))
 
 
 async def services_client(

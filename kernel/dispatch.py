@@ -40,7 +40,7 @@ from filegate.kernel.gates import delete_refused, entry_refused, search_visible,
 from filegate.kernel.globbing import resolve_glob
 from filegate.kernel.limits import DEFAULT_GREP_MAX, execute_timeout_problem
 from filegate.kernel.media import MediaReader, media_blocks
-from filegate.kernel.paths import validate_path
+from filegate.kernel.paths import ValidPath, below, mount_of, validate_path
 from filegate.kernel.permissions import (
     filter_grep_matches,
     filter_ls_entries,
@@ -103,8 +103,13 @@ def _localise_message(message: str, local_path: str, virtual_path: str) -> str:
 
 
 def parse_args(request: ToolRequest) -> BaseModel:
-    """Validate ``request.args`` against the tool's schema and normalise its paths.
+    """Validate ``request.args`` against the tool's schema and check its path once.
 
+    With ``request.virtual_path`` that one path is checked, and the local path
+    in ``args`` must be exactly its part below ``route_prefix``; without it
+    (older requests, fan-out targets) the local path and the prefix are
+    checked. The path comes back as a :class:`~filegate.kernel.paths.ValidPath`,
+    so the router, policies and backends do not check it again.
     Raises :class:`InvalidToolRequest`.
     """
     model = TOOL_ARGS.get(request.tool)
@@ -114,19 +119,55 @@ def parse_args(request: ToolRequest) -> BaseModel:
         args = model.model_validate(request.args)
     except ValidationError as exc:
         raise InvalidToolRequest(f"invalid arguments for {request.tool}: {exc}") from exc
-    updates: dict[str, Any] = {}
-    for name in _PATH_ARGS:
-        value = getattr(args, name, None)
-        if value is not None:
-            try:
-                updates[name] = validate_path(value)
-            except ValueError as exc:
-                raise InvalidToolRequest(f"invalid {name} for {request.tool}: {exc}") from exc
+    name = next((n for n in _PATH_ARGS if n in type(args).model_fields), None)
+    if request.virtual_path is not None:
+        if name is None:
+            raise InvalidToolRequest(f"{request.tool} takes no path, but virtual_path is set")
+        local = _local_of_virtual(request)
+        if (getattr(args, name) or "/") != local:
+            raise InvalidToolRequest(
+                f"invalid {name} for {request.tool}: {getattr(args, name)!r} is not "
+                f"{request.virtual_path!r} below route {request.route_prefix!r}"
+            )
+        return args.model_copy(update={name: local})
+    if request.route_prefix != "/":
+        try:
+            validate_path(request.route_prefix)
+        except ValueError as exc:
+            raise InvalidToolRequest(f"invalid route_prefix: {exc}") from exc
+    value = getattr(args, name) if name is not None else None
+    if name is None or value is None:
+        return args
     try:
-        validate_path(request.route_prefix)
+        return args.model_copy(update={name: validate_path(value)})
     except ValueError as exc:
-        raise InvalidToolRequest(f"invalid route_prefix: {exc}") from exc
-    return args.model_copy(update=updates) if updates else args
+        raise InvalidToolRequest(f"invalid {name} for {request.tool}: {exc}") from exc
+
+
+def _local_of_virtual(request: ToolRequest) -> ValidPath:
+    """The backend-local path of ``request.virtual_path`` (checked here, once)."""
+    raw = request.virtual_path
+    try:
+        virtual = validate_path(raw)
+    except ValueError as exc:
+        raise InvalidToolRequest(f"invalid virtual_path for {request.tool}: {exc}") from exc
+    if virtual != raw:
+        raise InvalidToolRequest(f"virtual_path {raw!r} is not normalised ({virtual!r})")
+    mount = mount_of(request.route_prefix, virtual)
+    if mount is None:
+        raise InvalidToolRequest(
+            f"invalid route_prefix: {request.route_prefix!r} does not hold {virtual!r}"
+        )
+    return below(virtual, mount)
+
+
+def shown_path(request: ToolRequest, local_path: str) -> str:
+    """The virtual path the model sees for the call's own (backend-local) path argument."""
+    if request.virtual_path is not None:
+        return request.virtual_path
+    if request.route_prefix == "/":
+        return local_path
+    return to_virtual(request.route_prefix, local_path)
 
 
 # --------------------------------------------------------------------------- outcomes
@@ -150,7 +191,7 @@ def render_mutation(
     if isinstance(result, ExecuteResult):
         return outcome(format_execute(result))
     local = result.path
-    virtual = to_virtual(request.route_prefix, local) if local else local
+    virtual = shown_path(request, local) if local else local
     update: dict[str, Any] = {"path": virtual}
     if result.error is not None:
         update["error"] = _localise_message(result.error, local, virtual)
@@ -215,7 +256,7 @@ def _read(
     denied = _entry_gate(backend, request, "read", args.file_path)
     if denied:
         return denied
-    virtual = to_virtual(request.route_prefix, args.file_path)
+    virtual = shown_path(request, args.file_path)
     plan = plan_read(args.offset, args.limit)
     if plan.early is not None:
         return outcome(format_read(ReadResult(path=virtual), plan))
@@ -341,7 +382,7 @@ def _error_copy(result: Any, request: ToolRequest, local_path: str) -> Any:
     """The result with its error message naming the virtual path."""
     if result.error is None:
         return result
-    virtual = to_virtual(request.route_prefix, local_path)
+    virtual = shown_path(request, local_path)
     return result.model_copy(update={"error": _localise_message(result.error, local_path, virtual)})
 
 
@@ -357,7 +398,11 @@ _HANDLERS: Mapping[str, Callable[[BackendProtocol, ToolRequest, Any], ToolOutcom
 
 
 def run_tool(
-    backend: BackendProtocol, request: ToolRequest, *, media: MediaReader = media_blocks
+    backend: BackendProtocol,
+    request: ToolRequest,
+    *,
+    media: MediaReader = media_blocks,
+    args: BaseModel | None = None,
 ) -> ToolOutcome:
     """Run ``request`` on ``backend``: gate, call, filter, format.
 
@@ -368,8 +413,12 @@ def run_tool(
     deterministic enough for the workflow thread), so a video is returned as a
     plain file block; the activities pass
     :func:`filegate.backends.media.media_blocks`, which samples video frames.
+    ``args``: what :func:`parse_args` returned for ``request``, for a caller
+    that already parsed it (the activities do, to route the call); None
+    parses here.
     """
-    args = parse_args(request)
+    if args is None:
+        args = parse_args(request)
     if isinstance(args, ReadFileArgs):
         return _read(backend, request, args, media=media)
     return _HANDLERS[request.tool](backend, request, args)

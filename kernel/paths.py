@@ -3,6 +3,12 @@
 A virtual path is absolute, ``/``-separated and normalised. Anything that could
 climb out of a root (``..`` components, ``~``) or name a host location (Windows
 drives, NUL bytes) is refused before any backend sees it.
+
+:func:`validate_path` returns a :class:`ValidPath`, and hands one back as it is:
+the tool path validates each path once (the workflow's gate, the activity's
+argument check) and every later layer (router, policies, backends) gets the
+marked value, so its own check costs an ``isinstance``. A plain string, what a
+direct caller of a backend passes, is still checked in full.
 """
 
 from __future__ import annotations
@@ -13,14 +19,43 @@ _WINDOWS_DRIVE = re.compile(r"^[A-Za-z]:([\\/]|$)")
 MAX_PATH_LENGTH = 4096
 
 
-def validate_path(path: str | None) -> str:
+class ValidPath(str):
+    """A path :func:`validate_path` accepted: absolute, normalised, no traversal.
+
+    Only this module makes one (:func:`validate_path`, :func:`below`,
+    :func:`under`), so the mark cannot be put on an unchecked string by
+    accident; constructing it directly raises. Anything derived from it with
+    ``str`` operations (slices, concatenation) is a plain ``str`` again and
+    is checked in full where it is used. Copies and pickles are plain strings.
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, value: object = "") -> ValidPath:
+        raise TypeError("ValidPath values come from validate_path only")
+
+    def __reduce__(self) -> tuple[type[str], tuple[str]]:
+        return (str, (str(self),))
+
+
+def _mark(path: str) -> ValidPath:
+    return str.__new__(ValidPath, path)
+
+
+ROOT = _mark("/")
+
+
+def validate_path(path: str | None) -> ValidPath:
     """Return the normalised absolute form of ``path``; raise ValueError on refusal.
 
     ``None``, ``""`` and ``"."`` mean the root. ``/./a//b/`` becomes ``/a/b``.
-    A name that merely contains two dots (``a..b.txt``) is legal.
+    A name that merely contains two dots (``a..b.txt``) is legal. A
+    :class:`ValidPath` is already all of that and is returned unchanged.
     """
+    if type(path) is ValidPath:
+        return path
     if path is None:
-        return "/"
+        return ROOT
     if not isinstance(path, str):
         raise ValueError(f"path must be a string, got {type(path).__name__}")
     if "\x00" in path:
@@ -41,7 +76,38 @@ def validate_path(path: str | None) -> str:
         if part == "..":
             raise ValueError(f"path traversal not allowed: {path!r}")
         parts.append(part)
-    return "/" + "/".join(parts)
+    return _mark("/" + "/".join(parts))
+
+
+def mount_of(prefix: str, path: ValidPath) -> ValidPath | None:
+    """Route ``prefix`` (``/`` or ``/a/b/``) as a path, when it owns validated ``path``.
+
+    None when ``prefix`` is not a whole-component prefix of ``path`` (or is not
+    of the canonical form). Needs no check of its own: a whole-component
+    prefix of a normalised path is normalised.
+    """
+    if prefix == "/":
+        return ROOT
+    if not prefix.startswith("/") or not prefix.endswith("/"):
+        return None
+    base = prefix[:-1]
+    if path == base or path.startswith(prefix):
+        return _mark(base)
+    return None
+
+
+def below(path: ValidPath, mount: ValidPath) -> ValidPath:
+    """``path`` relative to ``mount`` (which owns it, see :func:`mount_of`), as a path."""
+    if mount == "/":
+        return path
+    return _mark(path[len(mount) :] or "/")
+
+
+def under(mount: ValidPath, local: ValidPath) -> ValidPath:
+    """Backend-local ``local`` of the route mounted at ``mount``, as a virtual path."""
+    if mount == "/":
+        return local
+    return mount if local == "/" else _mark(mount + local)
 
 
 def join_path(parent: str, name: str) -> str:

@@ -28,7 +28,7 @@ from typing import TypeVar
 
 import bracex
 from filegate.kernel.globbing import GlobMatcher, relative_to, resolve_glob
-from filegate.kernel.paths import is_within, validate_path
+from filegate.kernel.paths import below, is_within, mount_of, validate_path
 from filegate.kernel.protocol import (
     DeleteResult,
     EditResult,
@@ -127,9 +127,9 @@ class Router:
         """Route a virtual path (validated here; raises ValueError when refused)."""
         virtual = validate_path(path)
         for prefix in self._longest_first:
-            base = prefix[:-1]
-            if virtual == base or virtual.startswith(prefix):
-                return RouteMatch(prefix, virtual[len(base) :] or "/")
+            mount = mount_of(prefix, virtual)
+            if mount is not None:
+                return RouteMatch(prefix, below(virtual, mount))
         return RouteMatch(None, virtual)
 
     def to_virtual(self, prefix: str | None, local_path: str) -> str:

@@ -152,9 +152,104 @@ def test_tools_workers_have_distinct_queues_and_mounted_roots() -> None:
         assert queue not in queues, f"{name} and {queues.get(queue)} share queue {queue}"
         queues[queue] = name
         root = argv[argv.index("--root") + 1]
-        targets = {str(v).split(":")[1] for v in SERVICES[name].get("volumes", [])}
+        targets = set(mounts(SERVICES[name]).values())
         assert root in targets, f"{name}: --root {root} is not a mounted volume"
     assert len(queues) >= 2
+
+
+def mounts(service: dict[str, Any]) -> dict[str, str]:
+    """Source -> target of a service's volumes (short syntax; ``${VAR:-x}`` sources kept)."""
+    found = {}
+    for volume in service.get("volumes", []):
+        if isinstance(volume, dict):
+            found[str(volume.get("source"))] = str(volume["target"])
+            continue
+        text = str(volume)
+        spans = [m.span() for m in INTERPOLATION.finditer(text)]
+        # The first ':' outside an interpolation separates source and target.
+        cut = next(
+            i for i, c in enumerate(text) if c == ":" and not any(a <= i < b for a, b in spans)
+        )
+        found[text[:cut]] = text[cut + 1 :].split(":")[0]
+    return found
+
+
+def tools_workers() -> dict[str, list[str]]:
+    """Tools worker service -> its command."""
+    commands = {name: as_argv(SERVICES[name]["command"]) for name in FILEGATE_SERVICES}
+    return {
+        name: argv
+        for name, argv in commands.items()
+        if "--role" in argv and argv[argv.index("--role") + 1] == "tools"
+    }
+
+
+def test_tools_workers_share_one_workspace() -> None:
+    """fs-worker and sandbox-worker serve the same files: one volume at both roots,
+    a declared named volume by default, a host directory with FILEGATE_WORKSPACE."""
+    sources = set()
+    for name, argv in tools_workers().items():
+        root = argv[argv.index("--root") + 1]
+        [source] = [src for src, target in mounts(SERVICES[name]).items() if target == root]
+        sources.add(source)
+    assert len(sources) == 1, f"tools workers mount different workspaces: {sorted(sources)}"
+    [source] = sources
+    match = INTERPOLATION.fullmatch(source)
+    assert match and match.group(1) == "FILEGATE_WORKSPACE", source
+    default = source.split(":-", 1)[1].rstrip("}")
+    assert default in COMPOSE["volumes"], f"default workspace volume {default} is not declared"
+    assert "sandbox-workspace" not in COMPOSE["volumes"]
+    assert "`FILEGATE_WORKSPACE`" in README.read_text(encoding="utf-8")
+    # The cli service sees the same workspace (files in and out as the filegate user).
+    assert mounts(SERVICES["cli"]).get(source) == "/workspace"
+
+
+def test_mounts_parse_interpolated_sources() -> None:
+    service = {"volumes": ["${W:-ws}:/workspace", "state:/data:ro", "./x:/y"]}
+    assert mounts(service) == {"${W:-ws}": "/workspace", "state": "/data", "./x": "/y"}
+
+
+def test_submit_defaults_name_the_deployed_workers() -> None:
+    """`filegate submit --backend K` reaches the compose worker of kind K: its queue,
+    its backend name (the worker's --name, default the kind) and the agent queue."""
+    from filegate.cli.submit import DEPLOYED_BACKENDS
+
+    deployed = {}
+    for argv in tools_workers().values():
+        args = parse_cli(argv[1:])
+        deployed[args.backend] = (args.task_queue, args.name or args.backend)
+    for kind, (queue, backend_name) in deployed.items():
+        assert DEPLOYED_BACKENDS[kind].task_queue == queue, kind
+        submit = parse_cli(["submit", "t", "--model", "openai:m", "--backend", kind])
+        assert (submit.name or submit.backend) == backend_name
+    assert {k for k, v in DEPLOYED_BACKENDS.items() if v.task_queue} == set(deployed)
+    agent = environment(SERVICES["agent-worker"])["FILEGATE_TASK_QUEUE"]
+    assert environment(SERVICES["cli"])["FILEGATE_TASK_QUEUE"] == agent
+
+
+def test_cli_service_runs_on_demand_only() -> None:
+    cli = SERVICES["cli"]
+    assert cli["profiles"] == ["cli"], "`docker compose up` must not start the cli service"
+    assert str(cli["restart"]) == "no"
+    assert not {"OPENAI_API_KEY", "ANTHROPIC_API_KEY"} & environment(cli).keys()
+
+
+def test_readme_compose_commands_parse() -> None:
+    """Every `docker compose run --rm cli filegate ...` line of the README is a valid
+    command, and the README shows how to submit a task that way."""
+    readme = README.read_text(encoding="utf-8").replace("\\\n", " ")
+    blocks = re.findall(r"^```bash\n(.*?)^```", readme, re.M | re.S)
+    prefix = "docker compose run --rm cli filegate "
+    lines = [
+        line.split(prefix, 1)[1]
+        for block in blocks
+        for line in block.splitlines()
+        if line.startswith(prefix)
+    ]
+    commands = [shlex.split(line.split("#", 1)[0]) for line in lines]
+    assert any(argv[0] == "submit" for argv in commands), "README must show `submit` via compose"
+    for argv in commands:
+        parse_cli(argv)
 
 
 # =========================================================================== environment

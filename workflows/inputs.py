@@ -117,9 +117,11 @@ class Limits(BaseModel):
     """Serialized tool-call arguments above this size are refused (history stays small)."""
     model_timeout_seconds: float = 600.0
     model_max_attempts: int = 5
-    tool_heartbeat_timeout_seconds: Annotated[float, Field(gt=0)] = 10.0
-    """A tools worker silent this long is presumed dead and the call retried elsewhere.
-    Raise it for backends whose single operations can stall (slow network storage)."""
+    tool_heartbeat_timeout_seconds: Annotated[float, Field(gt=0)] = 2.5
+    """A tools worker silent this long is presumed dead and the call retried elsewhere
+    (``activities.contract.HEARTBEAT_TIMEOUT``): every call heartbeats each second
+    while it runs, so long calls are not cut short. Raise it for tools workers whose
+    event loop can stall for seconds (an overloaded host)."""
 
 
 class RuleTimeout(BaseModel):

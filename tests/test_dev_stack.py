@@ -1,0 +1,149 @@
+"""The embedded dev stack across terminals: real ``filegate run`` subprocesses.
+
+No Temporal or S3 is configured, so every run leases the state dir's embedded
+stack (``backends/embedded_stack.py``) on a private port
+(``FILEGATE_DEV_TEMPORAL_PORT``): two runs at once share one stack, which
+stops only after the second; SIGTERM stops a run like Ctrl-C and leaves no
+server behind; a stack whose servers and run were killed with -9 is cleaned up
+by the next run with one line each.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from filegate.backends.embedded import free_port
+from filegate.backends.embedded_stack import pid_alive, processes_using
+from filegate.cli.services import DEV_PORT_ENV
+
+pytestmark = [pytest.mark.services, pytest.mark.slow]
+
+SERVICES = ("temporal", "s3")
+
+
+class Stack:
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        self.state = base / "state"
+        self.port = free_port()
+        self.env = {
+            k: v for k, v in os.environ.items() if not k.startswith(("FILEGATE_", "TEMPORAL_"))
+        }
+        self.env.update(FILEGATE_STATE_DIR=str(self.state), **{DEV_PORT_ENV: str(self.port)})
+        self.runs = 0
+
+    def run(self, seconds: float) -> tuple[subprocess.Popen[bytes], Path]:
+        """``filegate run --shell`` whose one tool call sleeps ``seconds``."""
+        self.runs += 1
+        n = self.runs
+        root = self.base / f"ws{n}"
+        root.mkdir()
+        sleep = {"id": "x", "name": "execute", "args": {"command": f"sleep {seconds}"}}
+        turns = [{"tool_calls": [sleep]}, {"content": f"run {n} done"}]
+        script = self.base / f"script{n}.json"
+        script.write_text(json.dumps({"turns": turns}))
+        out = self.base / f"run{n}.out"
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "filegate", "run", "sleep", "--shell",
+             "--model", f"scripted:{script}", "--root", str(root)],
+            env=self.env, stdout=out.open("wb"), stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        return proc, out
+
+    def entries(self) -> dict[str, dict[str, Any]]:
+        found = {}
+        for service in SERVICES:
+            path = self.state / f"stack-{service}.json"
+            if path.exists():
+                found[service] = json.loads(path.read_text())
+        return found
+
+    def pids(self) -> list[int]:
+        return [int(e["pid"]) for e in self.entries().values()]
+
+    def leftovers(self) -> list[int]:
+        """Server processes of this state dir still running, recorded or not."""
+        markers = [f"--db-filename {self.state / 'temporal' / 'temporal.db'} "]
+        markers.append(f"-dir={self.state / 's3' / 'data'} ")
+        return [pid for marker in markers for pid in processes_using(marker)]
+
+
+def wait_for(out: Path, text: str, proc: subprocess.Popen[bytes], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while text not in out.read_text(errors="replace"):
+        assert proc.poll() is None, out.read_text()
+        assert time.monotonic() < deadline, out.read_text()
+        time.sleep(0.1)
+
+
+def finish(proc: subprocess.Popen[bytes], out: Path, timeout: float = 90) -> str:
+    code = proc.wait(timeout=timeout)
+    text = out.read_text(errors="replace")
+    assert code == 0, text
+    return text
+
+
+def test_two_runs_share_one_stack_stopped_after_the_second(tmp_path: Path) -> None:
+    stack = Stack(tmp_path)
+    long_run, long_out = stack.run(8)
+    wait_for(long_out, "-> execute", long_run)
+    pids = stack.pids()
+    assert len(pids) == 2 and all(pid_alive(p) for p in pids)
+    short_run, short_out = stack.run(0.1)
+    text = finish(short_run, short_out)
+    assert "(embedded dev server, reused (1 other user))" in text
+    assert "(embedded SeaweedFS, reused (1 other user))" in text
+    assert "completed: final_answer" in text
+    assert long_run.poll() is None  # the first run is still going, on the same stack
+    assert stack.pids() == pids and all(pid_alive(p) for p in pids)
+    text = finish(long_run, long_out)
+    assert "completed: final_answer" in text and "Traceback" not in text
+    assert not stack.entries() and not any(pid_alive(p) for p in pids)
+    assert not stack.leftovers()
+
+
+def test_sigterm_stops_a_run_like_ctrl_c_and_leaves_nothing(tmp_path: Path) -> None:
+    stack = Stack(tmp_path)
+    run, out = stack.run(60)
+    wait_for(out, "-> execute", run)
+    pids = stack.pids()
+    assert len(pids) == 2
+    run.send_signal(signal.SIGTERM)
+    assert run.wait(timeout=40) == 130, out.read_text()
+    assert "interrupted" in out.read_text()
+    assert not stack.entries() and not any(pid_alive(p) for p in pids)
+    assert not stack.leftovers()
+    again, again_out = stack.run(0.1)
+    text = finish(again, again_out)
+    assert "embedded dev server, started" in text and "cleaned up" not in text
+
+
+def test_a_stack_killed_with_minus_9_is_recovered(tmp_path: Path) -> None:
+    stack = Stack(tmp_path)
+    run, out = stack.run(60)
+    wait_for(out, "-> execute", run)
+    pids = stack.pids()
+    for pid in pids:
+        os.killpg(pid, signal.SIGKILL)
+    run.send_signal(signal.SIGKILL)
+    run.wait(timeout=10)
+    deadline = time.monotonic() + 10
+    while any(pid_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(stack.entries()) == 2  # the state the killed run left behind
+
+    again, again_out = stack.run(0.1)
+    text = finish(again, again_out)
+    assert "cleaned up a stale embedded temporal" in text
+    assert "cleaned up a stale embedded s3" in text
+    assert "completed: final_answer" in text
+    assert len(text.splitlines()) < 15, text  # one line per leftover, no server log
+    assert not stack.entries() and not stack.leftovers()
