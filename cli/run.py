@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import json
 import uuid
 from collections.abc import Awaitable, Callable
@@ -157,15 +158,23 @@ def quiet_core_warnings() -> None:
         Runtime.set_default(Runtime(telemetry=TelemetryConfig(logging=quiet)))
 
 
+def tools_queue_for(workflow_id: str, root: Path) -> str:
+    """The tools task queue of ``run``: unique per workflow id *and* backend root."""
+    digest = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:12]
+    return f"{workflow_id}.tools.{digest}"
+
+
 async def run_command(args: argparse.Namespace) -> int:
     if not getattr(args, "verbose", False):
         quiet_core_warnings()
     target = target_from(args)
     root = workspace_root(args.root)
     workflow_id = args.workflow_id or f"filegate-run-{uuid.uuid4().hex[:12]}"
-    # Queues derive from the workflow id: --resume serves a still-running thread again.
+    # Queues derive from the workflow id (--resume serves a still-running thread
+    # again) and, for the tools, from the root: a call of a run on another root
+    # can never reach this run's tools worker.
     agent_queue = f"{workflow_id}.agent"
-    tools_queue = f"{workflow_id}.tools"
+    tools_queue = tools_queue_for(workflow_id, root)
     name = "workspace"
     input = build_input(args, root, tools_queue, name)
     backend = make_backend("local-shell" if args.shell else "filesystem", root)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from filegate.cli.run import tools_queue_for
 from filegate.workflows import AgentWorkflow
 from temporalio.client import Client, WorkflowQueryFailedError
 from temporalio.service import RPCError
@@ -270,3 +271,13 @@ def test_provider_outage_is_one_line_per_attempt(cli_env: dict[str, str], tmp_pa
     assert "503" in failures[0] or "overloaded" in failures[0]
     assert proc.stderr.strip() == "", proc.stderr
     assert "final answer: back" in proc.stdout
+
+
+def test_tools_queues_are_unique_per_root(tmp_path: Path) -> None:
+    """A run's tool calls can only reach a tools worker serving the same root."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    same = tools_queue_for("wf", tmp_path / "a")
+    assert same == tools_queue_for("wf", tmp_path / "a" / ".." / "a")
+    assert same != tools_queue_for("wf", tmp_path / "b")
+    assert same != tools_queue_for("wf2", tmp_path / "a")
