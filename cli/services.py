@@ -85,7 +85,11 @@ def _signals_as_interrupt() -> Iterator[None]:
 
 
 def _lease_all(
-    target: Target, state_dir: Path, reuse_default: bool, notes: list[str]
+    target: Target,
+    state_dir: Path,
+    reuse_default: bool,
+    notes: list[str],
+    web_ui_port: int | None = None,
 ) -> tuple[str, S3Access, list[Lease]]:
     """Temporal then S3, leased from the stack (in parallel threads: one lock each)."""
     settings = target.settings
@@ -101,6 +105,7 @@ def _lease_all(
             host=host,
             port=port if reuse_default else None,
             namespace=settings.temporal_namespace,
+            ui_port=web_ui_port,
         )
         taken = (lambda: is_listening(host, port)) if reuse_default else None
         lease = acquire(
@@ -145,7 +150,7 @@ def _release_all(leases: list[Lease]) -> None:
 
 @asynccontextmanager
 async def local_services(
-    target: Target, state_dir: Path, *, reuse_default: bool
+    target: Target, state_dir: Path, *, reuse_default: bool, web_ui_port: int | None = None
 ) -> AsyncIterator[LocalServices]:
     """Lease what is not configured from the state dir's embedded stack, yield where
     everything is, release on the way out (the last user stops a server).
@@ -156,12 +161,13 @@ async def local_services(
     ``filegate approvals`` finds it; without it (``demo``) the stack's server
     on any port (a new one on a free port). S3: a configured endpoint is used
     as is, otherwise the stack's embedded server. SIGTERM and SIGHUP are
-    handled like Ctrl-C for the command's duration.
+    handled like Ctrl-C for the command's duration. ``web_ui_port``: a Temporal
+    started here serves its Web UI there (on the same loopback address).
     """
     notes: list[str] = []
     with _signals_as_interrupt():
         leasing = asyncio.ensure_future(
-            asyncio.to_thread(_lease_all, target, state_dir, reuse_default, notes)
+            asyncio.to_thread(_lease_all, target, state_dir, reuse_default, notes, web_ui_port)
         )
         try:
             # An interrupt during start-up waits for the leases, then releases them.
