@@ -34,7 +34,7 @@ from urllib.parse import urlencode
 
 import uvicorn
 from filegate.backends.embedded import is_listening
-from filegate.cli.approvals import pending_approvals
+from filegate.cli.approvals import LISTING_TIMEOUT, approval_listing
 from filegate.cli.connection import target_from
 from filegate.cli.contract import DECIDE_UPDATE
 from filegate.cli.errors import CliError, failure_text
@@ -152,7 +152,12 @@ class ApprovalService:
             return self._client
 
     async def pending(self) -> list[dict[str, Any]]:
-        return [enrich(a) for a in await pending_approvals(await self.client())]
+        return (await self.listing())[0]
+
+    async def listing(self) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
+        """Pending approvals (enriched) and the workflows that did not answer in time."""
+        found = await approval_listing(await self.client())
+        return [enrich(a) for a in found.approvals], found.unreachable
 
     async def decide(self, workflow_id: str, decision: Decision) -> dict[str, Any]:
         """Send ``decision`` as the ``decide`` update; raise ``ValueError`` on refusal."""
@@ -210,15 +215,23 @@ def create_app(client_factory: ClientFactory, access: UiAccess) -> GuardMiddlewa
     script = SCRIPT.read_bytes()
 
     async def index(request: Request) -> Response:
-        approvals = await service.pending()
-        html = page.render(approvals=approvals, refresh_ms=REFRESH_MS, csrf_token=access.csrf_token)
+        approvals, unreachable = await service.listing()
+        html = page.render(
+            approvals=approvals,
+            unreachable=unreachable,
+            timeout=LISTING_TIMEOUT,
+            refresh_ms=REFRESH_MS,
+            csrf_token=access.csrf_token,
+        )
         return HTMLResponse(html)
 
     async def javascript(request: Request) -> Response:
         return Response(script, media_type="text/javascript; charset=utf-8")
 
     async def fragment(request: Request) -> Response:
-        return HTMLResponse(cards.render(approvals=await service.pending()))
+        approvals, unreachable = await service.listing()
+        html = cards.render(approvals=approvals, unreachable=unreachable, timeout=LISTING_TIMEOUT)
+        return HTMLResponse(html)
 
     async def api_approvals(request: Request) -> Response:
         return JSONResponse(await service.pending())

@@ -35,7 +35,8 @@ function merge(html) {
   for (const card of [...list.children]) {
     if (!keys.has(card.dataset.key)) card.remove();
   }
-  empty.hidden = list.children.length > 0;
+  // "unreachable" cards name workflows that did not answer; they are not approvals.
+  empty.hidden = list.querySelector(".card:not(.unreachable)") !== null;
 }
 
 async function refresh() {
