@@ -350,8 +350,9 @@ def filter_ls_entries(rules: Rules, entries: list[FileInfo]) -> list[FileInfo]:
 def filter_grep_matches(rules: Rules, matches: list[GrepMatch]) -> tuple[list[GrepMatch], int]:
     """Kept grep matches and how many were removed.
 
-    The count lets the formatter suppress the "grep is literal" regex hint
-    when matches existed but permissions hid them.
+    A second line of defence only: backends already skip denied files during
+    the walk (``visible``). The count must never reach the model, since an
+    answer that depends on denied files is an oracle (contract §11).
     """
     kept = _filter(rules, matches, lambda match: match.path)
     return kept, len(matches) - len(kept)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from filegate.activities.idempotency import CRASH_AFTER_APPLY_ENV
+from filegate.activities.idempotency import CRASH_AFTER_APPLY_ENV, STALL_BEFORE_APPLY_ENV
 from filegate.backends.embedded import TemporalDevServer
 from filegate.kernel.messages import ModelSpec
 from filegate.kernel.tool_types import activity_call_id
@@ -36,22 +36,37 @@ pytestmark = [pytest.mark.services, pytest.mark.slow]
 
 
 async def start_tools_worker(
-    server: TemporalDevServer, root: Path, journal: Path, queue: str, crash_call: str | None
+    server: TemporalDevServer,
+    root: Path,
+    journal: Path,
+    queue: str,
+    crash_call: str | None,
+    *,
+    stall_call: str | None = None,
+    quiet: bool = False,
 ) -> asyncio.subprocess.Process:
+    """A real ``filegate worker --role tools`` process; the fault hooks name one call each:
+    ``crash_call`` dies right after applying it, ``stall_call`` sleeps before applying it."""
     env = {
         **os.environ,
         "TEMPORAL_ADDRESS": server.address,
         "TEMPORAL_NAMESPACE": server.namespace,
         "FILEGATE_STATE_DIR": str(journal.parent),
     }
-    env.pop(CRASH_AFTER_APPLY_ENV, None)
-    if crash_call is not None:
-        env[CRASH_AFTER_APPLY_ENV] = crash_call
+    for hook, call_id in (
+        (CRASH_AFTER_APPLY_ENV, crash_call),
+        (STALL_BEFORE_APPLY_ENV, stall_call),
+    ):
+        env.pop(hook, None)
+        if call_id is not None:
+            env[hook] = call_id
+    output = asyncio.subprocess.DEVNULL if quiet else asyncio.subprocess.PIPE
+    errors = asyncio.subprocess.DEVNULL if quiet else asyncio.subprocess.STDOUT
     return await asyncio.create_subprocess_exec(
         sys.executable, "-m", "filegate", "worker", "--role", "tools",
         "--backend", "filesystem", "--root", str(root), "--task-queue", queue,
         "--journal-dir", str(journal),
-        env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        env=env, stdout=output, stderr=errors,
     )  # fmt: skip
 
 

@@ -12,9 +12,7 @@ its first attempt.
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -22,7 +20,6 @@ from typing import Any
 
 import pytest
 from filegate.activities.contract import HEARTBEAT_TIMEOUT, tool_activity_options
-from filegate.activities.idempotency import CRASH_AFTER_APPLY_ENV, STALL_BEFORE_APPLY_ENV
 from filegate.activities.tools import run_blocking
 from filegate.backends.embedded import TemporalDevServer
 from filegate.backends.local_shell import LocalShellBackend
@@ -34,6 +31,8 @@ from filegate.workflows.inputs import Limits
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.testing import ActivityEnvironment
+
+from tests.test_crash_recovery import start_tools_worker
 
 RECOVERY_BUDGET = 4.0
 """Seconds from the SIGKILL of a tools worker mid-edit to the completed run."""
@@ -126,27 +125,6 @@ async def test_a_long_command_outlives_the_heartbeat_timeout(
 # --------------------------------------------------------------------------- SIGKILL mid-edit
 
 
-async def tools_process(
-    server: TemporalDevServer, root: Path, journal: Path, queue: str, stall: str | None
-) -> asyncio.subprocess.Process:
-    env = {
-        **os.environ,
-        "TEMPORAL_ADDRESS": server.address,
-        "TEMPORAL_NAMESPACE": server.namespace,
-        "FILEGATE_STATE_DIR": str(journal.parent),
-    }
-    env.pop(CRASH_AFTER_APPLY_ENV, None)
-    env.pop(STALL_BEFORE_APPLY_ENV, None)
-    if stall is not None:
-        env[STALL_BEFORE_APPLY_ENV] = stall
-    return await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "filegate", "worker", "--role", "tools",
-        "--backend", "filesystem", "--root", str(root), "--task-queue", queue,
-        "--journal-dir", str(journal),
-        env=env, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
-    )  # fmt: skip
-
-
 async def wait_for_entry(journal: Path, proc: asyncio.subprocess.Process) -> None:
     """Until the edit's intent is journaled: the stalled call is now mid-edit."""
     deadline = time.monotonic() + 30
@@ -170,7 +148,9 @@ async def one_kill(server: TemporalDevServer, client: Client, base: Path) -> flo
     ]
     suffix = uuid.uuid4().hex[:8]
     agent_q, tools_q = f"fast-a-{suffix}", f"fast-t-{suffix}"
-    first = await tools_process(server, root, journal, tools_q, activity_call_id(2, 0, "e1"))
+    first = await start_tools_worker(
+        server, root, journal, tools_q, None, stall_call=activity_call_id(2, 0, "e1"), quiet=True
+    )
     second: asyncio.subprocess.Process | None = None
     try:
         async with agent_worker(client, agent_q):
@@ -182,7 +162,7 @@ async def one_kill(server: TemporalDevServer, client: Client, base: Path) -> flo
             assert (root / "a.txt").read_text() == "x\n"  # mid-edit: not applied yet
             first.send_signal(signal.SIGKILL)
             killed = time.monotonic()
-            second = await tools_process(server, root, journal, tools_q, None)
+            second = await start_tools_worker(server, root, journal, tools_q, None, quiet=True)
             result = await asyncio.wait_for(handle.result(), 30)
             elapsed = time.monotonic() - killed
     finally:

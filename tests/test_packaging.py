@@ -85,7 +85,10 @@ from datetime import timedelta
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from activities import shout
+    import importlib
+
+    # The user's own activities.py, found the way `import activities` finds it.
+    shout = importlib.import_module("activities").shout
 
 
 @workflow.defn
@@ -115,8 +118,8 @@ import os
 import sys
 import uuid
 
-import activities
-import workflows
+import importlib
+
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
@@ -126,6 +129,12 @@ from filegate import (
     AgentInput, AgentWorkflow, BackendRef, BackendSpec, FilesystemBackend, ModelSpec,
     agent_worker, tools_worker,
 )
+
+
+# The user's own modules, found the way `import workflows` / `import activities`
+# find them: from the script's directory, ahead of anything installed.
+workflows = importlib.import_module("workflows")
+activities = importlib.import_module("activities")
 
 
 async def main() -> None:
