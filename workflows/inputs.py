@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 from filegate.kernel.limits import DEFAULT_MAX_EXECUTE_TIMEOUT
 from filegate.kernel.messages import Message, ModelSpec, Usage
 from filegate.kernel.permissions import FilesystemPermission
+from filegate.kernel.previews import ChangePreview
 from filegate.kernel.tool_types import ToolName
 from filegate.kernel.transcripts import TranscriptRef
 from filegate.workflows.context import ContextState
@@ -304,6 +305,19 @@ class PendingApproval(BaseModel):
     cwd: str | None = None
     """``execute``: the directory the command runs in (the default backend's
     ``shell_path``, or ``/`` when the shell's location is not declared)."""
+    description: str | None = None
+    """Why the call needs approval, in words: the ``interrupt_on`` entry's
+    ``description`` or the matched permission rule described."""
+    task: str | None = None
+    """The agent's task (the first user message, clipped) for the card."""
+    assistant_text: str | None = None
+    """What the model said in the turn that made the call (clipped)."""
+    timeout_at: str | None = None
+    """When the approval times out (ISO 8601, UTC), or None for never."""
+    on_timeout: Literal["reject", "escalate"] | None = None
+    """What happens then: the call is rejected, or the approval escalates."""
+    preview: ChangePreview | None = None
+    """What the call would change, computed on the route's tools worker."""
 
 
 class DecidedApproval(BaseModel):
@@ -317,6 +331,12 @@ class DecidedApproval(BaseModel):
     via: Via
     decided_at: str
     reason: str | None = None
+    path: str | None = None
+    """The virtual path the call named (None for ``execute`` and path-less calls)."""
+    summary: str | None = None
+    """One line for a "recent decisions" list: tool, path or command, clipped."""
+    changed_since_preview: bool = False
+    """The file changed between the preview and the decision (contract §5)."""
 
 
 class DecisionAck(BaseModel):
@@ -326,6 +346,9 @@ class DecisionAck(BaseModel):
     decision: DecisionKind
     reviewer: str = "unknown"
     via: Via = "api"
+    changed_since_preview: bool = False
+    """The target changed since the preview the reviewer saw: the call was not
+    run on that decision; the approval stays open with a fresh preview."""
 
 
 class UserMessage(BaseModel):
