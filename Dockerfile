@@ -15,6 +15,7 @@ COPY backends ./backends
 COPY activities ./activities
 COPY workflows ./workflows
 COPY cli ./cli
+COPY integrations ./integrations
 RUN pip install '.[openai,anthropic,video,ui]' \
     && rm -rf /src/build /src/*.egg-info
 

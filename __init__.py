@@ -5,7 +5,7 @@ The facade names what most users need; everything else lives in the layers
 
 - :mod:`filegate.backends` — plain Python backends (no Temporal);
 - :mod:`filegate.activities` — the ``filegate.<tool>`` and ``filegate.model`` activities;
-- :mod:`filegate.workflows` — :class:`AgentWorkflow`, its inputs and the approval handlers;
+- :mod:`filegate.workflows` — :class:`FileTools` for any workflow, :class:`AgentWorkflow`, inputs;
 - :mod:`filegate.worker` — workers per role and backend type.
 
 Names load lazily, so ``import filegate`` is cheap (the workflow sandbox
@@ -31,6 +31,8 @@ if TYPE_CHECKING:
         BackendRef,
         BackendSpec,
         Decision,
+        FileTools,
+        FileToolsConfig,
         Limits,
         RouteSpec,
     )
@@ -54,6 +56,8 @@ __getattr__, __dir__, __all__ = attach(
             "BackendRef",
             "BackendSpec",
             "Decision",
+            "FileTools",
+            "FileToolsConfig",
             "Limits",
             "RouteSpec",
         ],

@@ -186,7 +186,7 @@ def agent_worker(
         tools = file_tools(
             backends, journal_dir, artifacts, policies, allow_execute_with_policies=allow
         )
-        activities += tools.activities()
+        activities += with_preview(tools)
     return Worker(
         client, task_queue=task_queue, workflows=[AgentWorkflow], activities=activities, **options
     )
@@ -299,8 +299,19 @@ def tools_worker(
     allow = allow_execute_with_policies
     tools = file_tools(
         backends, journal_dir, artifacts, policies, allow_execute_with_policies=allow
-    ).activities()
-    return Worker(client, task_queue=task_queue, activities=tools, **options)
+    )
+    return Worker(client, task_queue=task_queue, activities=with_preview(tools), **options)
+
+
+def with_preview(tools: FileToolActivities) -> list[Callable[..., Any]]:
+    """The eight tool activities plus ``filegate.preview`` over the same backends.
+
+    Served wherever the tools are, so a pending call's preview reads on the
+    call's own route (same queue, same backend name, same policies).
+    """
+    from filegate.activities.preview import PreviewActivities
+
+    return [*tools.activities(), PreviewActivities(tools).preview]
 
 
 async def run_until_stopped(worker: Worker, stop: asyncio.Event | None = None) -> None:

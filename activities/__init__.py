@@ -10,6 +10,13 @@ backends a tools worker holds::
 :func:`call_model` is the ``filegate.model`` activity. Importing this package
 loads no model SDK (providers import ``openai``/``anthropic`` per call) and
 no backend that needs optional extras.
+
+A workflow of your own calls the tools through the typed stubs
+(:mod:`filegate.activities.stubs`): ``ls`` ... ``execute`` are activity
+references for ``workflow.execute_activity``, and :func:`file_tool` fills the
+:class:`ToolRequest`, the options and a replay-stable call id for you (see
+``docs/own-workflow.md``). The stubs load nothing but the kernel, so a
+workflow module may import them.
 """
 
 from typing import TYPE_CHECKING
@@ -24,10 +31,18 @@ if TYPE_CHECKING:
         TOOL_ACTIVITY_NAMES,
         TOOL_ARGS,
         TOOL_ORDER,
+        DeleteArgs,
+        EditFileArgs,
+        ExecuteArgs,
+        GlobArgs,
+        GrepArgs,
+        LsArgs,
         RawListing,
+        ReadFileArgs,
         ToolName,
         ToolOutcome,
         ToolRequest,
+        WriteFileArgs,
         activity_call_id,
     )
 
@@ -37,6 +52,21 @@ if TYPE_CHECKING:
     )
     from .model import (
         call_model,
+    )
+    from .stubs import (
+        STUBS,
+        ActivityResult,
+        ToolStub,
+        delete,
+        edit_file,
+        execute,
+        file_tool,
+        glob,
+        grep,
+        ls,
+        read_file,
+        tool_request,
+        write_file,
     )
     from .tools import (
         FileToolActivities,
@@ -55,14 +85,37 @@ __getattr__, __dir__, __all__ = attach(
         ".model": [
             "call_model",
         ],
+        ".stubs": [
+            "STUBS",
+            "ActivityResult",
+            "ToolStub",
+            "delete",
+            "edit_file",
+            "execute",
+            "file_tool",
+            "glob",
+            "grep",
+            "ls",
+            "read_file",
+            "tool_request",
+            "write_file",
+        ],
         "filegate.kernel.tool_types": [
             "TOOL_ACTIVITY_NAMES",
             "TOOL_ARGS",
             "TOOL_ORDER",
+            "DeleteArgs",
+            "EditFileArgs",
+            "ExecuteArgs",
+            "GlobArgs",
+            "GrepArgs",
+            "LsArgs",
             "RawListing",
+            "ReadFileArgs",
             "ToolName",
             "ToolOutcome",
             "ToolRequest",
+            "WriteFileArgs",
             "activity_call_id",
         ],
         ".tools": [

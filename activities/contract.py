@@ -126,3 +126,32 @@ def failure_cause(error: FailureError) -> BaseException | None:
     """What made an activity fail: unwrapped from ``ActivityError`` (regular
     activities), or the error itself (local activities are not wrapped)."""
     return error.cause if isinstance(error, ActivityError) else error
+
+
+PREVIEW_ACTIVITY = "filegate.preview"
+"""The read-only activity computing a pending call's ``ChangePreview``
+(:mod:`filegate.activities.preview`), on the call's own route: the route's tools task
+queue, or a local activity for ``kind="local"``."""
+PREVIEW_TIMEOUT = timedelta(seconds=10)
+"""start_to_close of one preview: it reads one file (or lists one tree), so a
+slow one is abandoned rather than keeping the reviewer's card empty."""
+PREVIEW_SCHEDULE_TIMEOUT = timedelta(seconds=30)
+"""schedule_to_close of a preview: with no tools worker polling the route the
+card shows "unavailable" after this long instead of waiting indefinitely."""
+
+
+def preview_activity_options() -> dict[str, Any]:
+    """Keyword arguments for scheduling ``filegate.preview`` (regular or local).
+
+    Two attempts: a preview is advice for the reviewer, so a failure becomes an
+    ``unavailable`` preview in the workflow rather than a long retry loop.
+    """
+    return {
+        "start_to_close_timeout": PREVIEW_TIMEOUT,
+        "schedule_to_close_timeout": PREVIEW_SCHEDULE_TIMEOUT,
+        "retry_policy": RetryPolicy(
+            initial_interval=RETRY_INITIAL_INTERVAL,
+            maximum_attempts=2,
+            non_retryable_error_types=list(NON_RETRYABLE_ERROR_TYPES),
+        ),
+    }

@@ -297,13 +297,7 @@ class FileToolActivities:
         seconds = start_to_close.total_seconds()
         return seconds - SEARCH_MARGIN if seconds > SEARCH_MARGIN else seconds / 2
 
-    async def _run(self, tool: ToolName, request: ToolRequest) -> ToolOutcome:
-        if request.tool != tool:
-            raise ApplicationError(
-                f"request for {request.tool!r} sent to the {tool} activity",
-                type=INVALID_REQUEST_ERROR,
-                non_retryable=True,
-            )
+    def _backend(self, request: ToolRequest) -> BackendProtocol:
         backend = self.backends.get(request.backend)
         if backend is None:
             raise ApplicationError(
@@ -312,6 +306,42 @@ class FileToolActivities:
                 type=UNKNOWN_BACKEND_ERROR,
                 non_retryable=True,
             )
+        return backend
+
+    def _guarded(self, backend: BackendProtocol, request: ToolRequest) -> BackendProtocol:
+        """``backend`` wrapped in the worker's required policies plus those the request names."""
+        try:
+            return build_policy_chain(backend, self.policies, names=request.policies)
+        except ValueError as exc:
+            raise ApplicationError(str(exc), type=UNKNOWN_POLICY_ERROR, non_retryable=True) from exc
+
+    async def run_read_only(self, request: ToolRequest, fn: Callable[[BackendProtocol], T]) -> T:
+        """Run ``fn`` on the request's backend as a call of ``request`` would see it.
+
+        For read-only helpers such as the ``filegate.preview`` activity: the same
+        backend by name, wrapped in the same policies, audited under the run and
+        tool-call id, on an interruptible tool thread (cancel stops it), with no
+        journal since nothing is written.
+        """
+        guarded = self._guarded(self._backend(request), request)
+        scope = run_scope(request.first_run_id)
+
+        def call() -> T:
+            with audit_context(scope, request.tool_call_id, None):
+                return fn(guarded)
+
+        return await run_blocking(
+            call, interruptible=True, heartbeat_interval=self.heartbeat_interval
+        )
+
+    async def _run(self, tool: ToolName, request: ToolRequest) -> ToolOutcome:
+        if request.tool != tool:
+            raise ApplicationError(
+                f"request for {request.tool!r} sent to the {tool} activity",
+                type=INVALID_REQUEST_ERROR,
+                non_retryable=True,
+            )
+        backend = self._backend(request)
         scope = run_scope(request.first_run_id)
         try:
             args = parse_args(request)
@@ -319,10 +349,7 @@ class FileToolActivities:
             raise ApplicationError(
                 str(exc), type=INVALID_REQUEST_ERROR, non_retryable=True
             ) from exc
-        try:
-            guarded = build_policy_chain(backend, self.policies, names=request.policies)
-        except ValueError as exc:
-            raise ApplicationError(str(exc), type=UNKNOWN_POLICY_ERROR, non_retryable=True) from exc
+        guarded = self._guarded(backend, request)
 
         store = self.artifacts
 

@@ -54,6 +54,9 @@ SHA256_METADATA = "sha256"
 MAX_NAME_COMPONENTS = 2  # <tool_call_id>[/<name>]
 
 
+_ARTIFACT_MISMATCH = "stored artifact does not match its reference (sha256)"
+
+
 class ArtifactError(RuntimeError):
     """An artifact could not be stored, found or trusted."""
 
@@ -250,8 +253,8 @@ class ArtifactStore:
         except S3_FAILURES as exc:
             if is_missing(exc):
                 return ReadResult(
-                    path=shown, error=f"file not found: {shown} (artifact expired or deleted)",
-                    code="file_not_found",
+                    path=shown, error="file not found (artifact expired or deleted)",
+                    code="file_not_found", error_path=shown,
                 )  # fmt: skip
             return ReadResult(path=shown, error=s3_message(exc), code="io_error")
         whole_text_pass = result.ok and not result.is_binary and readers
@@ -260,8 +263,9 @@ class ArtifactStore:
         ):
             return ReadResult(
                 path=shown,
-                error=f"{shown}: stored artifact does not match its reference (sha256)",
+                error=_ARTIFACT_MISMATCH,
                 code="io_error",
+                error_path=shown,
             )
         if (
             result.is_binary
@@ -270,8 +274,9 @@ class ArtifactStore:
         ):
             return ReadResult(
                 path=shown,
-                error=f"{shown}: stored artifact does not match its reference (sha256)",
+                error=_ARTIFACT_MISMATCH,
                 code="io_error",
+                error_path=shown,
             )
         return result
 

@@ -22,6 +22,7 @@ from filegate.kernel.protocol import (
     GrepResult,
     LsResult,
     ReadResult,
+    ReferenceNames,
     Visible,
     WriteResult,
 )
@@ -30,13 +31,14 @@ from filegate.kernel.routing import (
     Router,
     SearchTarget,
     SingleResult,
-    map_message,
     normalize_prefix,
 )
 from filegate.kernel.visibility import resolve_in_backend
 
+MOUNT_POINT = "cannot delete: it is a mount point; delete files inside it"
 
-class CompositeBackend:
+
+class CompositeBackend(ReferenceNames):
     """A default backend plus backends mounted at route prefixes.
 
     Capabilities follow the default backend: ``execute`` always runs there
@@ -71,13 +73,8 @@ class CompositeBackend:
         return backend if backend is not None else self.routes[normalize_prefix(prefix)]
 
     def _single(self, result: SingleResult, match: RouteMatch, virtual: str) -> SingleResult:
-        """A single-path result, renamed to the caller's virtual path."""
-        return result.model_copy(
-            update={
-                "path": virtual,
-                "error": map_message(result.error, match.prefix, match.local_path, virtual),
-            }
-        )
+        """A single-path result, renamed to the caller's virtual path (error_path too)."""
+        return self.router.virtual_error(result, match.prefix).model_copy(update={"path": virtual})
 
     # -- single-path operations --------------------------------------------
 
@@ -126,18 +123,20 @@ class CompositeBackend:
         if match.prefix is not None and match.local_path == "/":
             return DeleteResult(
                 path=virtual,
-                error=f"cannot delete {virtual}: it is a mount point; delete files inside it",
+                error=MOUNT_POINT,
                 code="invalid_argument",
+                error_path=virtual,
             )
         mounts = self.router.prefixes_under(virtual)
         if mounts:
             return DeleteResult(
                 path=virtual,
                 error=(
-                    f"cannot delete {virtual}: it contains the mount point(s) "
-                    f"{', '.join(mounts)}; delete files inside them one by one"
+                    f"cannot delete: it contains the mount point(s) {', '.join(mounts)}; "
+                    "delete files inside them one by one"
                 ),
                 code="invalid_argument",
+                error_path=virtual,
             )
         result = self.backend_for(match.prefix).delete(match.local_path)
         return self._single(result, match, virtual)

@@ -311,6 +311,14 @@ above). The dev server has one shard, so every workflow shares those 20 reads.
 Production clusters set the same keys in their dynamic config (README)."""
 
 
+SEARCH_ATTRIBUTES = ("FilegatePendingApprovals=Int", "FilegateDecidedApprovals=Int")
+"""Registered by the dev server so waiting workflows are listable
+(``FilegatePendingApprovals > 0``; ``filegate.workflows.approval_handlers``).
+A production cluster registers them once:
+``temporal operator search-attribute create --name FilegatePendingApprovals --type Int``
+(and the same for ``FilegateDecidedApprovals``)."""
+
+
 class TemporalDevServer(ManagedServer):
     """``temporal server start-dev`` with SQLite persistence in ``state_dir``."""
 
@@ -359,6 +367,8 @@ class TemporalDevServer(ManagedServer):
             cmd += ["--sqlite-pragma", pragma]
         for setting in DYNAMIC_CONFIG:
             cmd += ["--dynamic-config-value", setting]
+        for attribute in SEARCH_ATTRIBUTES:
+            cmd += ["--search-attribute", attribute]
         if self.namespace != "default":  # "default" always exists
             cmd += ["--namespace", self.namespace]
         if self.ui_port is None:

@@ -58,6 +58,7 @@ from filegate.kernel.limits import DEFAULT_READ_LIMIT, reads_nothing
 from filegate.kernel.media_types import is_media_path
 from filegate.kernel.paths import join_path, validate_path
 from filegate.kernel.protocol import (
+    BINARY_GREP,
     DeleteResult,
     EditResult,
     ExecuteResult,
@@ -68,6 +69,7 @@ from filegate.kernel.protocol import (
     GrepResult,
     LsResult,
     ReadResult,
+    ReferenceNames,
     Visible,
     WriteResult,
 )
@@ -84,7 +86,7 @@ def _iso_mtime(st: os.stat_result) -> str:
     return datetime.fromtimestamp(st.st_mtime, UTC).isoformat()
 
 
-class FilesystemBackend:
+class FilesystemBackend(ReferenceNames):
     """Files on disk below ``root_dir`` (contract §1 "Filesystem")."""
 
     def __init__(
@@ -321,10 +323,11 @@ class FilesystemBackend:
                 path=vpath,
                 size=st.st_size,
                 error=(
-                    f"{vpath} is a binary file of {st.st_size} bytes, over the "
+                    f"is a binary file of {st.st_size} bytes, over the "
                     f"{self.max_file_bytes}-byte limit"
                 ),
                 code="too_large",
+                error_path=vpath,
             )
         fh.seek(0)
         data = fh.read(self.max_file_bytes + 1)
@@ -402,9 +405,7 @@ class FilesystemBackend:
                 with os.fdopen(fd, "rb", buffering=0) as fh:
                     found = scan_stream(fh, literal, vroot, per_file)
                 if found is None:
-                    return GrepResult(
-                        error=f"{vroot} is a binary file: cannot grep", code="binary_file"
-                    )
+                    return GrepResult(error=BINARY_GREP, code="binary_file", error_path=vroot)
             else:
                 # Both searches run below a descriptor opened without following links.
                 dfd = self._open_dir(parts)

@@ -78,29 +78,39 @@ _ERRNO_CODES: dict[int, ErrorCode] = {
 }
 
 
+ESCAPES_ROOT = "path escapes the root (symlink)"
+NOT_REGULAR = "not a regular file"
+SYMLINK_LOOP = "is a symbolic link that cannot be followed"
+_REASONS: dict[ErrorCode, str] = {
+    "file_not_found": "no such file or directory",
+    "is_directory": "is a directory",
+    "not_a_directory": "not a directory",
+    "permission_denied": "permission denied",
+}
+
+
 def error_value(result_type: type[R], path: str, exc: BaseException) -> R:
-    """Map an expected failure to an error value of ``result_type``."""
+    """Map an expected failure about ``path`` to an error value of ``result_type``.
+
+    The reason does not name the path: it travels as ``error_path``
+    (kernel.protocol), so a route can show its virtual form.
+    """
     code: ErrorCode
+    error_path: str | None = path
     if isinstance(exc, ValueError):
-        code, message = "invalid_path", str(exc)
+        code, reason, error_path = "invalid_path", str(exc), None
     elif isinstance(exc, PathEscapeError):
-        code, message = "invalid_path", f"{path}: path escapes the root (symlink)"
+        code, reason = "invalid_path", ESCAPES_ROOT
     elif isinstance(exc, NotRegularFileError):
-        code, message = "invalid_path", f"{path}: not a regular file"
+        code, reason = "invalid_path", NOT_REGULAR
     elif isinstance(exc, OSError):
         code = _ERRNO_CODES.get(exc.errno or 0, "io_error")
-        reason = {
-            "file_not_found": "no such file or directory",
-            "is_directory": "is a directory",
-            "not_a_directory": "not a directory",
-            "permission_denied": "permission denied",
-        }.get(code, exc.strerror or "I/O error")
+        reason = _REASONS.get(code, exc.strerror or "I/O error")
         if exc.errno == errno.ELOOP:
-            reason = "is a symbolic link that cannot be followed"
-        message = f"{path}: {reason}"
+            reason = SYMLINK_LOOP
     else:  # pragma: no cover - callers only pass the types above
-        code, message = "io_error", f"{path}: {exc}"
-    result = result_type(error=message, code=code)
+        code, reason = "io_error", str(exc)
+    result = result_type(error=reason, code=code, error_path=error_path)
     if "path" in result_type.model_fields:
         result.path = path  # type: ignore[attr-defined]
     return result

@@ -91,6 +91,10 @@ class LocalShellBackend(FilesystemBackend):
         )
 
 
+TIMEOUT_EXIT_CODE = 124
+"""Exit code of a timed-out command, as coreutils ``timeout`` and the reference report it."""
+
+
 def run_command(
     args: str | Sequence[str],
     *,
@@ -108,6 +112,7 @@ def run_command(
     With ``bounds`` (a sequence ``args`` only) the command runs under the
     supervisor (:mod:`filegate.backends.reaper`); it is stopped with SIGTERM,
     so it kills the whole tree, then the session's process group is killed.
+    A timed-out command reports :data:`TIMEOUT_EXIT_CODE` (contract §1).
     """
     if bounds is not None:
         if isinstance(args, str) or shell:
@@ -137,6 +142,7 @@ def run_command(
     if timed_out:
         return ExecuteResult(
             output=output,
+            exit_code=TIMEOUT_EXIT_CODE,
             truncated=truncated,
             error=f"command timed out after {timeout:g} s and was killed",
             code="timeout",
@@ -233,4 +239,4 @@ def _stop(proc: subprocess.Popen[bytes], *, supervised: bool) -> None:
                 stream.close()
 
 
-__all__ = ["LocalShellBackend", "run_command"]
+__all__ = ["TIMEOUT_EXIT_CODE", "LocalShellBackend", "run_command"]

@@ -189,9 +189,9 @@ def object_window(
             return ReadResult(
                 path=path,
                 size=size,
-                error=f"{path} is a binary file of {size} bytes, over the "
-                f"{max_binary_bytes}-byte limit",
+                error=f"is a binary file of {size} bytes, over the {max_binary_bytes}-byte limit",
                 code="too_large",
+                error_path=path,
             )
         if is_media_path(path):
             data = response.read()

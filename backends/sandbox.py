@@ -65,6 +65,7 @@ from filegate.kernel.limits import (
 from filegate.kernel.media_types import is_media_path
 from filegate.kernel.paths import join_path, validate_path
 from filegate.kernel.protocol import (
+    BINARY_GREP,
     DeleteResult,
     EditResult,
     ExecuteResult,
@@ -76,6 +77,7 @@ from filegate.kernel.protocol import (
     GrepResult,
     LsResult,
     ReadResult,
+    ReferenceNames,
     Visible,
     WriteResult,
     _Result,
@@ -123,7 +125,7 @@ class SandboxOpError(Exception):
 def _fail(result_type: type[R], vpath: str, exc: BaseException) -> R:
     """Error value for ``exc``: sandbox failures keep their message, the rest as on disk."""
     if isinstance(exc, SandboxOpError):
-        result = result_type(error=f"{vpath}: {exc}", code=exc.code)  # type: ignore[arg-type]
+        result = result_type(error=str(exc), code=exc.code, error_path=vpath)  # type: ignore[arg-type]
         if "path" in result_type.model_fields:
             result.path = vpath  # type: ignore[attr-defined]
         return result
@@ -133,7 +135,7 @@ def _fail(result_type: type[R], vpath: str, exc: BaseException) -> R:
 _EXPECTED = (OSError, ValueError, PathEscapeError, NotRegularFileError, SandboxOpError)
 
 
-class BaseSandbox(ABC):
+class BaseSandbox(ReferenceNames, ABC):
     """File operations through a sandboxed command runner (contract §1 "Sandbox").
 
     Virtual ``/x`` is ``/workspace/x`` inside the sandbox.
@@ -280,7 +282,8 @@ class BaseSandbox(ABC):
         except _EXPECTED as exc:
             result = _fail(ReadResult, vpath, exc)
             if isinstance(exc, OSError) and exc.errno == errno.EFBIG:
-                result.error = f"{vpath} is over the {self.max_file_bytes}-byte limit"
+                result.error = f"is over the {self.max_file_bytes}-byte limit"
+                result.error_path = vpath
             return result
         if not is_media_path(vpath):
             text = decode_text(data)
@@ -312,7 +315,8 @@ class BaseSandbox(ABC):
         try:
             vroot, rel_pattern = resolve_glob(pattern, path)
             matcher = GlobMatcher(rel_pattern)
-            files = self._call("walk", path=vroot, hidden=spells_dot(pattern))["files"]
+            hidden = spells_dot(pattern) or matcher.any_depth  # `*.yml` looks in .github too
+            files = self._call("walk", path=vroot, hidden=hidden)["files"]
         except _EXPECTED as exc:
             return _fail(GlobResult, vroot, exc)
         base = vroot.rstrip("/") + "/"
@@ -354,7 +358,7 @@ class BaseSandbox(ABC):
         except _EXPECTED as exc:
             return _fail(GrepResult, vroot, exc)
         if reply.get("binary"):
-            return GrepResult(error=f"{vroot} is a binary file: cannot grep", code="binary_file")
+            return GrepResult(error=BINARY_GREP, code="binary_file", error_path=vroot)
         base = vroot.rstrip("/") + "/"
         found: list[GrepMatch] = []
         for encoded_rel, hits in reply["files"]:

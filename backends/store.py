@@ -31,14 +31,21 @@ from filegate.backends.s3 import (
     s3_message,
 )
 from filegate.backends.streams import scan_stream
-from filegate.kernel.batch import download_values, upload_values
+from filegate.kernel.batch import Failure, download_values, upload_values
 from filegate.kernel.globbing import glob_paths, grep_paths, grep_root, resolve_glob
 from filegate.kernel.limits import DEFAULT_READ_LIMIT
 from filegate.kernel.paths import validate_path
 from filegate.kernel.protocol import (
+    BINARY_EDIT,
+    BINARY_GREP,
+    DIR_NOT_FOUND,
+    FILE_IN_THE_WAY,
+    FILE_NOT_FOUND,
+    IS_DIRECTORY,
+    NOT_A_DIRECTORY,
+    PATH_NOT_FOUND,
     DeleteResult,
     EditResult,
-    ErrorCode,
     ExecuteResult,
     FileDownloadResult,
     FileInfo,
@@ -48,6 +55,7 @@ from filegate.kernel.protocol import (
     GrepResult,
     LsResult,
     ReadResult,
+    ReferenceNames,
     Visible,
     WriteResult,
 )
@@ -68,7 +76,7 @@ def _iso(value: datetime | None) -> str | None:
     return value.isoformat() if value is not None else None
 
 
-class StoreBackend:
+class StoreBackend(ReferenceNames):
     """Persistent files of one namespace in an S3 bucket; safe to share across threads.
 
     Construction does no I/O (the bucket must exist: see :meth:`ensure_bucket`
@@ -161,23 +169,23 @@ class StoreBackend:
             raise
         return True
 
-    def _missing(self, vpath: str) -> tuple[str, ErrorCode]:
+    def _missing(self, vpath: str) -> Failure:
         if self._is_dir(vpath):
-            return f"{vpath} is a directory", "is_directory"
-        return f"file not found: {vpath}", "file_not_found"
+            return Failure(IS_DIRECTORY, "is_directory", vpath)
+        return Failure(FILE_NOT_FOUND, "file_not_found", vpath)
 
-    def _unwritable(self, vpath: str) -> tuple[str, ErrorCode] | None:
+    def _unwritable(self, vpath: str) -> Failure | None:
         """Why ``vpath`` cannot hold a file (a directory, or under a file), else None."""
         if self._is_dir(vpath):
-            return f"{vpath} is a directory", "is_directory"
+            return Failure(IS_DIRECTORY, "is_directory", vpath)
         parts = vpath.strip("/").split("/")
         for depth in range(1, len(parts)):
             ancestor = "/" + "/".join(parts[:depth])
             if self._is_file(ancestor):
-                return f"cannot create {vpath}: {ancestor} is a file", "not_a_directory"
+                return Failure(FILE_IN_THE_WAY, "not_a_directory", ancestor)
         return None
 
-    def _put(self, vpath: str, data: bytes, content_type: str) -> tuple[str, ErrorCode] | None:
+    def _put(self, vpath: str, data: bytes, content_type: str) -> Failure | None:
         failure = self._unwritable(vpath)
         if failure is not None:
             return failure
@@ -186,17 +194,18 @@ class StoreBackend:
         )
         return None
 
-    def _get_whole(self, vpath: str) -> bytes | tuple[str, ErrorCode]:
-        """All bytes of a file, or (message, code) when missing / too large."""
+    def _get_whole(self, vpath: str) -> bytes | Failure:
+        """All bytes of a file, or the failure when missing / too large."""
         if vpath == "/":
-            return "/ is a directory", "is_directory"
+            return Failure(IS_DIRECTORY, "is_directory", vpath)
         try:
             with open_object(self.client, self.bucket, self._key(vpath)) as response:
                 size = int(response.headers.get("content-length") or 0)
                 if size > self.max_file_bytes:
-                    return (
-                        f"{vpath} has {size} bytes, over the {self.max_file_bytes}-byte limit",
+                    return Failure(
+                        f"has {size} bytes, over the {self.max_file_bytes}-byte limit",
                         "too_large",
+                        vpath,
                     )
                 return bytes(response.read())
         except S3Error as exc:
@@ -213,7 +222,7 @@ class StoreBackend:
             return LsResult(error=str(exc), code="invalid_path")
         try:
             if self._is_file(vroot):
-                return LsResult(error=f"{vroot} is a file, not a directory", code="not_a_directory")
+                return LsResult(error=NOT_A_DIRECTORY, code="not_a_directory", error_path=vroot)
             base = vroot.rstrip("/")
             entries: list[FileInfo] = []
             for obj in self.client.list_objects(self.bucket, prefix=self._dir_prefix(vroot)):
@@ -233,7 +242,7 @@ class StoreBackend:
         except S3_FAILURES as exc:
             return LsResult(error=s3_message(exc), code="io_error")
         if not entries and vroot != "/":
-            return LsResult(error=f"directory not found: {vroot}", code="file_not_found")
+            return LsResult(error=DIR_NOT_FOUND, code="file_not_found", error_path=vroot)
         entries.sort(key=lambda e: e.path)
         return LsResult(entries=entries)
 
@@ -243,7 +252,7 @@ class StoreBackend:
         except ValueError as exc:
             return ReadResult(path=str(path), error=str(exc), code="invalid_path")
         if vpath == "/":
-            return ReadResult(path=vpath, error="/ is a directory", code="is_directory")
+            return ReadResult(path=vpath, error=IS_DIRECTORY, code="is_directory", error_path=vpath)
         try:
             return object_window(
                 self.client, self.bucket, self._key(vpath), vpath, offset, limit,
@@ -252,8 +261,10 @@ class StoreBackend:
         except S3_FAILURES as exc:
             try:
                 if is_missing(exc):
-                    message, code = self._missing(vpath)
-                    return ReadResult(path=vpath, error=message, code=code)
+                    missing = self._missing(vpath)
+                    return ReadResult(
+                        path=vpath, error=missing.reason, code=missing.code, error_path=vpath
+                    )
             except S3_FAILURES as again:
                 exc = again
             return ReadResult(path=vpath, error=s3_message(exc), code="io_error")
@@ -268,7 +279,9 @@ class StoreBackend:
         except S3_FAILURES as exc:
             return WriteResult(path=vpath, error=s3_message(exc), code="io_error")
         if failure is not None:
-            return WriteResult(path=vpath, error=failure[0], code=failure[1])
+            return WriteResult(
+                path=vpath, error=failure.reason, code=failure.code, error_path=failure.path
+            )
         return WriteResult(path=vpath)
 
     def edit(self, path: str, old: str, new: str, replace_all: bool = False) -> EditResult:
@@ -278,12 +291,14 @@ class StoreBackend:
             return EditResult(path=str(path), error=str(exc), code="invalid_path")
         try:
             data = self._get_whole(vpath)
-            if isinstance(data, tuple):
-                return EditResult(path=vpath, error=data[0], code=data[1])
+            if isinstance(data, Failure):
+                return EditResult(
+                    path=vpath, error=data.reason, code=data.code, error_path=data.path
+                )
             text = decode_text(data)
             if text is None:
                 return EditResult(
-                    path=vpath, error=f"{vpath} is a binary file: cannot edit", code="binary_file"
+                    path=vpath, error=BINARY_EDIT, code="binary_file", error_path=vpath
                 )
             new_text, result = apply_edit(vpath, text, old, new, replace_all)
             if new_text is not None:
@@ -311,7 +326,7 @@ class StoreBackend:
                 keys.append(self._key(vpath))
             if not keys:
                 return DeleteResult(
-                    path=vpath, error=f"file not found: {vpath}", code="file_not_found"
+                    path=vpath, error=FILE_NOT_FOUND, code="file_not_found", error_path=vpath
                 )
             remove_keys(self.client, self.bucket, keys)
         except S3_FAILURES as exc:
@@ -331,7 +346,7 @@ class StoreBackend:
         except S3_FAILURES as exc:
             return GlobResult(error=s3_message(exc), code="io_error")
         if not files and vroot != "/":
-            return GlobResult(error=f"directory not found: {vroot}", code="file_not_found")
+            return GlobResult(error=DIR_NOT_FOUND, code="file_not_found", error_path=vroot)
         return GlobResult(matches=matches)
 
     def grep(
@@ -349,7 +364,7 @@ class StoreBackend:
             explicit = self._is_file(vroot)
             files = [vroot] if explicit else _only_visible(self._files_under(vroot), visible)
             if not files and vroot != "/":
-                return GrepResult(error=f"path not found: {vroot}", code="file_not_found")
+                return GrepResult(error=PATH_NOT_FOUND, code="file_not_found", error_path=vroot)
             candidates = grep_paths(vroot, glob, files)
             matches: list[GrepMatch] = []
             for vpath in candidates:
@@ -358,9 +373,7 @@ class StoreBackend:
                 hits = self._scan(vpath, literal, wanted)
                 if hits is None:
                     if explicit:
-                        return GrepResult(
-                            error=f"{vpath} is a binary file: cannot grep", code="binary_file"
-                        )
+                        return GrepResult(error=BINARY_GREP, code="binary_file", error_path=vpath)
                     continue
                 matches.extend(hits)
                 if max_count is not None and len(matches) > max_count:
@@ -387,17 +400,17 @@ class StoreBackend:
     def download(self, paths: list[str]) -> list[FileDownloadResult]:
         return download_values(paths, self._download_one)
 
-    def _upload_one(self, vpath: str, data: bytes) -> tuple[str, ErrorCode] | None:
+    def _upload_one(self, vpath: str, data: bytes) -> Failure | None:
         try:
             return self._put(vpath, data, _BINARY_TYPE)
         except S3_FAILURES as exc:
-            return s3_message(exc), "io_error"
+            return Failure(s3_message(exc), "io_error")
 
-    def _download_one(self, vpath: str) -> bytes | tuple[str, ErrorCode]:
+    def _download_one(self, vpath: str) -> bytes | Failure:
         try:
             return self._get_whole(vpath)
         except S3_FAILURES as exc:
-            return s3_message(exc), "io_error"
+            return Failure(s3_message(exc), "io_error")
 
     def execute(self, command: str, timeout: float | None = None) -> ExecuteResult:
         return ExecuteResult(

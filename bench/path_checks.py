@@ -6,14 +6,16 @@ check (``model_validate`` of the tool's argument model), ``validate_path``
 error-message rewriters, then drives one ``read_file`` of a route
 (``/memories/``) through:
 
-- the workflow side: ``_order_key`` and ``check_call`` of ``workflows``;
+- the workflow side: ``check_call`` and ``_order_key`` of ``workflows``;
 - the activity side: the real ``FileToolActivities`` on a FilesystemBackend,
   via ``temporalio.testing.ActivityEnvironment`` (an existing and a missing file);
 - in process: ``run_tool`` on a ``CompositeBackend`` with the same route.
 
 ``validate_path`` is reported as ``calls`` and ``real`` (the calls that had to
 check a string, i.e. were not handed an already validated path). Prints one
-table per scenario and a JSON line.
+table per scenario, the number of error-message string rewriters the code
+still has (0 since errors carry ``error_path``: kernel.protocol), and a JSON
+line.
 """
 
 from __future__ import annotations
@@ -44,6 +46,14 @@ from filegate.workflows.gate import check_call  # noqa: E402
 from temporalio.testing import ActivityEnvironment  # noqa: E402
 
 COUNTS: collections.Counter[str] = collections.Counter()
+
+REWRITERS = ((routing, "map_message"), (dispatch, "_localise_message"), (dispatch, "_error_copy"))
+"""Functions that used to rewrite backend-local paths inside error text."""
+
+
+def string_rewriters() -> int:
+    """How many of :data:`REWRITERS` still exist (the target is 0)."""
+    return sum(hasattr(module, name) for module, name in REWRITERS)
 
 
 def _counted(name: str, fn: Callable[..., Any], real: Callable[..., bool] | None = None) -> Any:
@@ -80,14 +90,10 @@ def install() -> None:
     _patch_everywhere(
         "to_virtual", visibility.to_virtual, _counted("to_virtual", visibility.to_virtual)
     )
-    for rewriter in ("map_message",):
-        if hasattr(routing, rewriter):
-            original = getattr(routing, rewriter)
+    for module, rewriter in REWRITERS:
+        if hasattr(module, rewriter):
+            original = getattr(module, rewriter)
             _patch_everywhere(rewriter, original, _counted(rewriter, original))
-    for rewriter in ("_localise_message", "_error_copy"):
-        if hasattr(dispatch, rewriter):
-            original = getattr(dispatch, rewriter)
-            setattr(dispatch, rewriter, _counted(rewriter, original))
     Router.resolve = _counted("Router.resolve", Router.resolve)  # type: ignore[method-assign]
     for model in set(TOOL_ARGS.values()):
         original = model.model_validate
@@ -102,7 +108,7 @@ def measure(label: str, results: dict[str, dict[str, int]]) -> Iterator[None]:
 
 
 def _request(local: dict[str, Any], virtual: str, prefix: str, call_id: str) -> ToolRequest:
-    """The request the workflow's ``_on_backend`` builds (virtual path when the field exists)."""
+    """The request the workflow's ``_request`` builds (virtual path when the field exists)."""
     extra: dict[str, Any] = {}
     if "virtual_path" in ToolRequest.model_fields:
         extra["virtual_path"] = virtual
@@ -129,7 +135,6 @@ async def main() -> None:
         call = ToolCall(id="c1", name="read_file", args={"file_path": "/memories/notes.md"})
 
         with measure("workflow: order key + check_call", results):
-            ToolCalls._order_key(call)
             checked = check_call(
                 call.name,
                 call.args,
@@ -138,6 +143,7 @@ async def main() -> None:
                 max_args_chars=100_000,
                 max_execute_timeout=600.0,
             )
+            ToolCalls._order_key(checked)  # orders on the checked call's path
         assert not hasattr(checked, "is_error"), checked
 
         tools = FileToolActivities(
@@ -174,7 +180,9 @@ async def main() -> None:
         print(label)
         for name, count in counts.items():
             print(f"  {name:28} {count}")
-    print(json.dumps(results))
+    rewriters = string_rewriters()
+    print(f"string rewriters: {rewriters}")
+    print(json.dumps({**results, "string rewriters": rewriters}))
 
 
 if __name__ == "__main__":

@@ -8,12 +8,10 @@ bad id is refused immediately (contract §5, §10).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import getpass
 import json
 import logging
 import sys
-from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -21,13 +19,13 @@ from filegate.cli.connection import target_from
 from filegate.cli.contract import (
     DECIDE_TIMEOUT,
     DECIDE_UPDATE,
-    PENDING_QUERY,
     QUERY_TIMEOUT,
     STATUS_QUERY,
     WORKFLOW_TYPE,
 )
 from filegate.cli.errors import CliError, failure_text
-from filegate.cli.progress import Approval, approval_context, args_text, rule_text, say
+from filegate.cli.progress import approval_context, args_text, rule_text, say
+from filegate.cli.ui_listing import LISTING_TIMEOUT, Listing, approval_listing
 from temporalio.client import (
     Client,
     WorkflowContinuedAsNewError,
@@ -42,95 +40,21 @@ from temporalio.service import RPCError, RPCStatusCode
 
 log = logging.getLogger("filegate.approvals")
 
+__all__ = ["LISTING_TIMEOUT", "Listing", "approval_listing", "pending_approvals"]
+
+CONTRACT_FIELDS = ("workflow_id", "id", "tool", "args", "rule")
+"""The keys of one approval in ``filegate approvals --json`` (contract §10); the
+listing carries more (preview, task...), which the UI shows."""
+
+
+def contract_shape(approval: dict[str, Any]) -> dict[str, Any]:
+    """One listed approval as ``--json`` prints it: the contract keys, and ``cwd``."""
+    shaped = {key: approval.get(key) for key in CONTRACT_FIELDS}
+    return {**shaped, **({"cwd": approval["cwd"]} if approval.get("cwd") else {})}
+
+
 RESULT_FIELDS = ("stop_reason", "final_answer", "steps", "tool_calls", "tool_errors", "approvals")
 """What ``status`` prints of a finished run's AgentResult (not its transcript)."""
-
-
-def _quoted(value: str) -> str:
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-LISTING_TIMEOUT = 1.5
-"""Seconds one workflow gets to answer the listing's ``pending_approvals`` query.
-
-Short, because the listing asks every running workflow at once and waits for
-the slowest: a workflow whose worker is gone (or busy) must cost one refresh of
-the approval page 1.5 s, not the 5 s of :data:`QUERY_TIMEOUT`, and is reported
-as unreachable rather than waited for or silently left out."""
-
-RUNNING_WORKFLOWS = "ExecutionStatus = 'Running'"
-"""Visibility query of the listing's candidates: running workflows of any type
-(one that does not know the ``pending_approvals`` query is not a Filegate one)."""
-
-
-@dataclass
-class Listing:
-    """Pending approvals (contract §10 shape), and the running workflows that did
-    not answer in :data:`LISTING_TIMEOUT` (``workflow_id``, ``reason``)."""
-
-    approvals: list[dict[str, Any]] = field(default_factory=list)
-    unreachable: list[dict[str, str]] = field(default_factory=list)
-
-
-def _unknown_query(exc: WorkflowQueryFailedError) -> bool:
-    text = str(exc).lower()
-    # The Python SDK: "Query handler for 'pending_approvals' expected but not found, ..."
-    return ("query" in text and "not found" in text) or "unknown query" in text
-
-
-async def approval_listing(client: Client, workflow_id: str | None = None) -> Listing:
-    """Ask every running workflow (or one) for its pending approvals, all at once.
-
-    One visibility query finds the candidates; each gets :data:`LISTING_TIMEOUT`.
-    A workflow without the query is skipped; one that does not answer in time
-    (no worker, a stuck worker) is listed under ``unreachable``.
-    """
-    query = RUNNING_WORKFLOWS
-    if workflow_id:
-        query += f" AND WorkflowId = {_quoted(workflow_id)}"
-    ids = sorted({wf.id async for wf in client.list_workflows(query)})
-    budget = timedelta(seconds=LISTING_TIMEOUT)
-    late = f"did not answer in {LISTING_TIMEOUT:g} s"
-
-    async def of(wf_id: str) -> list[Approval] | str:
-        """The workflow's approvals, or why it is unreachable ("" = not a Filegate one)."""
-        handle = client.get_workflow_handle(wf_id)
-        try:
-            found: list[Approval] = await asyncio.wait_for(
-                handle.query(PENDING_QUERY, rpc_timeout=budget), LISTING_TIMEOUT + 0.5
-            )
-            return found if isinstance(found, list) else ""
-        except TimeoutError:
-            return late
-        except WorkflowQueryFailedError as exc:
-            return "" if _unknown_query(exc) else f"query failed: {exc}"
-        except RPCError as exc:
-            if exc.status == RPCStatusCode.NOT_FOUND:
-                return ""  # closed since the visibility query
-            if exc.status in (RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED):
-                return late
-            return f"{late} ({exc.message})"
-        except Exception as exc:  # a payload this client cannot decode: not ours
-            log.debug("pending_approvals of %s: %s", wf_id, exc)
-            return ""
-
-    answers = await asyncio.gather(*(of(wf_id) for wf_id in ids))
-    listing = Listing()
-    for wf_id, answer in zip(ids, answers, strict=True):
-        if isinstance(answer, str):
-            if answer:
-                listing.unreachable.append({"workflow_id": wf_id, "reason": answer})
-            continue
-        listing.approvals.extend(
-            {
-                "workflow_id": wf_id,
-                **{key: a.get(key) for key in ("id", "tool", "args", "rule")},
-                **({"cwd": a["cwd"]} if a.get("cwd") else {}),
-            }
-            for a in answer
-            if isinstance(a, dict)
-        )
-    return listing
 
 
 async def pending_approvals(client: Client, workflow_id: str | None = None) -> list[dict[str, Any]]:
@@ -139,7 +63,7 @@ async def pending_approvals(client: Client, workflow_id: str | None = None) -> l
     listing = await approval_listing(client, workflow_id)
     for line in unreachable_lines(listing):
         print(f"filegate: {line}", file=sys.stderr)
-    return listing.approvals
+    return [contract_shape(a) for a in listing.approvals]
 
 
 def unreachable_lines(listing: Listing) -> list[str]:
@@ -175,7 +99,7 @@ async def approvals_command(args: argparse.Namespace) -> int:
                 "it has no pending approvals"
             )
     listing = await approval_listing(client, args.workflow)
-    items = listing.approvals
+    items = [contract_shape(a) for a in listing.approvals]
     if args.json:  # a JSON list, as before: unreachable workflows go to stderr
         for line in unreachable_lines(listing):
             print(line, file=sys.stderr, flush=True)
@@ -185,10 +109,11 @@ async def approvals_command(args: argparse.Namespace) -> int:
         say(line)
     if not items:
         say("no pending approvals")
-    for item in items:
+    for item in listing.approvals:
+        why = item.get("description") or rule_text(item.get("rule"))
         say(
             f"{item['workflow_id']}  {item['id']}  {item['tool']} {args_text(item['args'])}"
-            f"{approval_context(item)}  (rule: {rule_text(item['rule'])})"
+            f"{approval_context(item)}  (rule: {why})"
         )
     return 0
 

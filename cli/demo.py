@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from filegate.cli.connection import target_from
 from filegate.cli.errors import CliError, failure_text
 from filegate.cli.progress import Approval, Progress, args_text, content_text, follow, one_line, say
+from filegate.cli.run import approval_counters
 from filegate.cli.services import local_services, services_client, state_dir_for
 from filegate.worker import in_process_workers
 from temporalio.client import Client, WorkflowFailureError
@@ -267,7 +268,11 @@ async def run_demo(
         client, agent_queue, tools_queue, backends, journal, artifacts=artifacts
     ):
         handle = await client.start_workflow(
-            AgentWorkflow.run, input, id=workflow_id, task_queue=agent_queue
+            AgentWorkflow.run,
+            input,
+            id=workflow_id,
+            task_queue=agent_queue,
+            search_attributes=await approval_counters(client),
         )
         say(f"[demo] workflow {workflow_id} started")
 

@@ -48,7 +48,8 @@ async def dev_command(args: argparse.Namespace) -> int:
         say(f"  export FILEGATE_S3_ENDPOINT={s3.endpoint}")
         say(f"  export FILEGATE_S3_ACCESS_KEY={s3.access_key}")
         say(f"  export FILEGATE_S3_SECRET_KEY={s3.secret_key}")
-        ui = await _approval_ui(target, services, args.ui_port) if args.ui_port else None
+        web_url = f"http://{LOOPBACK}:{web_ui_port}" if web_ui_port else None
+        ui = await _approval_ui(target, services, args.ui_port, web_url) if args.ui_port else None
         say("Ctrl-C stops the servers (once no run uses them any more)")
         try:
             await asyncio.Event().wait()
@@ -58,8 +59,10 @@ async def dev_command(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _approval_ui(target: Any, services: Any, port: int) -> Any:
-    """The approval UI on loopback, served on this event loop; prints its login URL."""
+async def _approval_ui(target: Any, services: Any, port: int, web_url: str | None) -> Any:
+    """The approval UI on loopback, served on this event loop; prints its login URL.
+
+    ``web_url``: the Temporal Web UI this command started, which cards link to."""
     from filegate.cli.ui import create_app, login_url, uvicorn_server  # the ui extra
     from filegate.cli.web_guard import UiAccess
 
@@ -72,7 +75,8 @@ async def _approval_ui(target: Any, services: Any, port: int) -> Any:
     async def reuse() -> Any:
         return client
 
-    server = uvicorn_server(create_app(reuse, access), LOOPBACK, port)
+    app = create_app(reuse, access, temporal_web_url=web_url)
+    server = uvicorn_server(app, LOOPBACK, port)
     # The stack's own SIGTERM/SIGINT handling must stay in charge (it releases
     # the servers); uvicorn would take the signals for itself.
     server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]

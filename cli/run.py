@@ -36,7 +36,11 @@ from filegate.cli.run_inputs import (
 from filegate.cli.services import local_services, services_client, state_dir_outside
 from filegate.worker import in_process_workers, make_backend
 from temporalio.client import Client, WorkflowFailureError
-from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.common import (
+    TypedSearchAttributes,
+    WorkflowIDConflictPolicy,
+    WorkflowIDReusePolicy,
+)
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -231,6 +235,7 @@ async def start_and_follow(
                 id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
                 id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
                 memo=memo,
+                search_attributes=await approval_counters(client),
             )  # fmt: skip
         except WorkflowAlreadyStartedError:
             raise CliError(f"workflow {workflow_id} was started meanwhile", 2) from None
@@ -240,6 +245,31 @@ async def start_and_follow(
         return await follow(handle, Progress(say), _approval_hint(workflow_id))
     except WorkflowFailureError as exc:
         raise CliError(f"workflow {workflow_id} failed: {failure_text(exc)}") from None
+
+
+async def approval_counters(client: Client) -> TypedSearchAttributes | None:
+    """The approval counters to start a run with, when the server has them registered.
+
+    Started with them, a run keeps ``FilegatePendingApprovals`` current, so the
+    UI and ``filegate approvals`` find it with one visibility query; a server
+    without them would refuse the start, so they are asked for first (one RPC).
+    """
+    from filegate.workflows.approval_handlers import (
+        DECIDED_APPROVALS,
+        PENDING_APPROVALS,
+        initial_search_attributes,
+    )
+    from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
+
+    try:
+        known = await client.operator_service.list_search_attributes(
+            ListSearchAttributesRequest(namespace=client.namespace)
+        )
+    except RPCError:
+        return None  # no operator access: run without the counters
+    if {PENDING_APPROVALS.name, DECIDED_APPROVALS.name} <= set(known.custom_attributes):
+        return initial_search_attributes()
+    return None
 
 
 def _failure_lines(args: argparse.Namespace) -> contextlib.AbstractContextManager[None]:

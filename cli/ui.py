@@ -5,8 +5,10 @@ pending approvals with the same visibility query as ``filegate approvals`` and
 sends decisions as the workflow's ``decide`` update, so the validator's refusal
 (unknown or already-decided id, edited args that fail validation or hit a deny
 rule) comes back to the reviewer at once. It never reads the agent's
-workspace: a write is previewed from its arguments, an edit as the unified diff
-of ``old_string`` against ``new_string``.
+workspace: the preview is the workflow's (computed on the tools worker), or,
+from a workflow that sends none, what the arguments alone show
+(:mod:`filegate.cli.ui_cards`). Finding approvals is :mod:`filegate.cli.ui_listing`,
+recent decisions :mod:`filegate.cli.ui_decided`.
 
 Every request passes :class:`~filegate.cli.web_guard.GuardMiddleware` first
 (``Host`` allow-list, token login, CSRF, JSON only, CSP): an approval decides
@@ -23,9 +25,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import difflib
 import json
 import logging
+import os
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -34,10 +36,19 @@ from urllib.parse import urlencode
 
 import uvicorn
 from filegate.backends.embedded import is_listening
-from filegate.cli.approvals import LISTING_TIMEOUT, approval_listing
 from filegate.cli.connection import target_from
 from filegate.cli.contract import DECIDE_UPDATE
 from filegate.cli.errors import CliError, failure_text
+from filegate.cli.ui_cards import (
+    PREVIEW_LIMIT,
+    describe_rule,
+    edited_preview,
+    enrich,
+    enrich_decision,
+    preview,
+)
+from filegate.cli.ui_decided import decided_listing
+from filegate.cli.ui_listing import LISTING_TIMEOUT, approval_listing
 from filegate.cli.web_guard import TOKEN_QUERY, GuardMiddleware, Reviewer, UiAccess, reviewer_of
 from filegate.worker import ConfigError
 from filegate.workflows.inputs import Decision
@@ -55,12 +66,20 @@ log = logging.getLogger("filegate.ui")
 ClientFactory = Callable[[], Awaitable[Client]]
 """Connects a Temporal client; called once, on the server's own event loop."""
 
-PREVIEW_LIMIT = 20_000
-"""Characters of a write's content or an edit's diff shown; history may hold more."""
-
 REFRESH_MS = 2000
 
-SCRIPT = Path(__file__).with_name("static") / "approvals.js"
+PAGE_BUDGET = 0.5
+"""Seconds the first page waits for workflows' answers. A stuck workflow costs
+:data:`LISTING_TIMEOUT` (1.5 s); the page must not: it renders what answered
+by then, marks the rest as not answered yet, and its first refresh (sent at
+once) brings them in or names them unreachable."""
+
+WEB_URL_ENV = "FILEGATE_UI_TEMPORAL_WEB_URL"
+"""Base URL of the Temporal Web UI (``http://127.0.0.1:8233``): cards link each
+workflow run there. Unset: no links."""
+
+STATIC = Path(__file__).with_name("static")
+SCRIPT = STATIC / "approvals.js"
 """The page's JavaScript, served at ``/static/approvals.js`` (CSP forbids inline script)."""
 
 _TEMPLATES = Environment(
@@ -71,79 +90,17 @@ _TEMPLATES = Environment(
 )
 
 
-def _clip(text: str) -> tuple[str, bool]:
-    if len(text) <= PREVIEW_LIMIT:
-        return text, False
-    return text[:PREVIEW_LIMIT], True
-
-
-def preview(tool: str, args: dict[str, Any]) -> dict[str, Any] | None:
-    """What a reviewer should see of a file change, from the call's arguments alone.
-
-    ``edit_file``: unified diff of old_string -> new_string; ``write_file``:
-    the content to be written. Other tools: None (their arguments say it all).
-    """
-    path = str(args.get("file_path", ""))
-    if tool == "edit_file":
-        old, new = str(args.get("old_string", "")), str(args.get("new_string", ""))
-        lines = difflib.unified_diff(
-            old.splitlines(keepends=True),
-            new.splitlines(keepends=True),
-            fromfile=f"{path} (old_string)",
-            tofile=f"{path} (new_string)",
-            n=3,
-        )
-        # difflib leaves the last line of a text without a newline unterminated.
-        text, clipped = _clip("".join(ln if ln.endswith("\n") else ln + "\n" for ln in lines))
-        return {
-            "kind": "diff",
-            "text": text,
-            "clipped": clipped,
-            "replace_all": bool(args.get("replace_all", False)),
-        }
-    if tool == "write_file":
-        text, clipped = _clip(str(args.get("content", "")))
-        return {"kind": "content", "text": text, "clipped": clipped}
-    return None
-
-
-def describe_rule(rule: dict[str, Any] | None) -> str:
-    if not rule:
-        return "(no rule recorded)"
-    ops = ", ".join(rule.get("operations", []))
-    paths = ", ".join(rule.get("paths", []))
-    index = f"#{rule['index']} " if rule.get("index") is not None else ""
-    return f"{index}{rule.get('mode', '?')} {ops} on {paths}"
-
-
-def _diff_line_class(line: str) -> str:
-    if line.startswith(("+++", "---")):
-        return "meta"
-    return {"+": "add", "-": "del", "@": "hunk"}.get(line[:1], "ctx")
-
-
-_TEMPLATES.filters["diffclass"] = _diff_line_class
-
-
-def enrich(approval: dict[str, Any]) -> dict[str, Any]:
-    """An approval as the UI shows it: key, rule text, preview, editable args."""
-    args = approval.get("args") or {}
-    return {
-        **approval,
-        "key": f"{approval['workflow_id']}/{approval['id']}",
-        "rule_text": describe_rule(approval.get("rule")),
-        "preview": preview(str(approval.get("tool")), args),
-        "args_json": json.dumps(args, indent=2, ensure_ascii=False),
-    }
+__all__ = ["PREVIEW_LIMIT", "create_app", "describe_rule", "preview", "serve", "ui_command"]
 
 
 class ApprovalService:
-    """The app's one Temporal client (connected lazily) and its two operations."""
+    """The app's one Temporal client (connected lazily) and its operations."""
 
-    def __init__(self, client_factory: ClientFactory) -> None:
+    def __init__(self, client_factory: ClientFactory, web_url: str | None = None) -> None:
         self._factory = client_factory
         self._client: Client | None = None
         self._lock = asyncio.Lock()
+        self.web_url = web_url
 
     async def client(self) -> Client:
         async with self._lock:
@@ -154,10 +111,21 @@ class ApprovalService:
     async def pending(self) -> list[dict[str, Any]]:
         return (await self.listing())[0]
 
-    async def listing(self) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
+    async def listing(
+        self, soft_deadline: float | None = None
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """Pending approvals (enriched) and the workflows that did not answer in time."""
-        found = await approval_listing(await self.client())
-        return [enrich(a) for a in found.approvals], found.unreachable
+        client = await self.client()
+        found = await approval_listing(client, soft_deadline=soft_deadline)
+        cards = [enrich(a, self.web_url, client.namespace) for a in found.approvals]
+        return cards, found.unreachable
+
+    async def decided(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """The latest decisions (newest first) and the workflows that did not answer."""
+        client = await self.client()
+        found = await decided_listing(client)
+        rows = [enrich_decision(d, self.web_url, client.namespace) for d in found.decisions]
+        return rows, found.unreachable
 
     async def decide(self, workflow_id: str, decision: Decision) -> dict[str, Any]:
         """Send ``decision`` as the ``decide`` update; raise ``ValueError`` on refusal."""
@@ -206,22 +174,53 @@ def _parse_decision(body: Any, reviewer: Reviewer) -> tuple[str, Decision]:
         raise ValueError(problems) from None
 
 
-def create_app(client_factory: ClientFactory, access: UiAccess) -> GuardMiddleware:
+def decision_text(ack: dict[str, Any], workflow_id: str, reviewer: Reviewer) -> str:
+    """The line the page shows for an accepted decision."""
+    by = f"{ack.get('reviewer', reviewer.who)} via {ack.get('via', reviewer.via)}"
+    text = f"{ack['decision']}: approval {ack['id']} of {workflow_id} (by {by})"
+    if ack.get("changed_since_preview"):
+        text += (
+            " - but the file changed since the preview you saw: nothing ran, the approval"
+            " is still open with a fresh preview"
+        )
+    return text
+
+
+def _edit_request(body: Any) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """``{"tool", "original", "args"}`` of ``/api/edit-preview``, checked."""
+    if not isinstance(body, dict) or not isinstance(body.get("tool"), str):
+        raise ValueError("the body must be a JSON object with a tool")
+    original, args = body.get("original"), body.get("args")
+    if not isinstance(original, dict) or not isinstance(args, dict):
+        raise ValueError("original and args must be JSON objects")
+    return body["tool"], original, args
+
+
+def create_app(
+    client_factory: ClientFactory, access: UiAccess, *, temporal_web_url: str | None = None
+) -> GuardMiddleware:
     """The approval UI as an ASGI app behind its guard; ``client_factory`` connects
-    to Temporal, ``access`` says who may use the UI and from where."""
-    service = ApprovalService(client_factory)
+    to Temporal, ``access`` says who may use the UI and from where, and
+    ``temporal_web_url`` (default: env ``FILEGATE_UI_TEMPORAL_WEB_URL``) is the
+    Temporal Web UI that cards link each run to."""
+    web_url = temporal_web_url if temporal_web_url is not None else os.environ.get(WEB_URL_ENV)
+    service = ApprovalService(client_factory, web_url or None)
     page = _TEMPLATES.get_template("approvals.html")
     cards = _TEMPLATES.get_template("approval_cards.html")
+    decided = _TEMPLATES.get_template("decided.html")
+    diff = _TEMPLATES.get_template("edit_preview.html")
     script = SCRIPT.read_bytes()
 
     async def index(request: Request) -> Response:
-        approvals, unreachable = await service.listing()
+        approvals, unreachable = await service.listing(soft_deadline=PAGE_BUDGET)
         html = page.render(
             approvals=approvals,
             unreachable=unreachable,
             timeout=LISTING_TIMEOUT,
             refresh_ms=REFRESH_MS,
             csrf_token=access.csrf_token,
+            incomplete=any(u.get("waiting") for u in unreachable),
+            web_url=service.web_url,
         )
         return HTMLResponse(html)
 
@@ -233,8 +232,25 @@ def create_app(client_factory: ClientFactory, access: UiAccess) -> GuardMiddlewa
         html = cards.render(approvals=approvals, unreachable=unreachable, timeout=LISTING_TIMEOUT)
         return HTMLResponse(html)
 
+    async def decided_fragment(request: Request) -> Response:
+        rows, unreachable = await service.decided()
+        return HTMLResponse(decided.render(decisions=rows, unreachable=unreachable))
+
     async def api_approvals(request: Request) -> Response:
         return JSONResponse(await service.pending())
+
+    async def api_decided(request: Request) -> Response:
+        return JSONResponse((await service.decided())[0])
+
+    async def api_edit_preview(request: Request) -> Response:
+        try:
+            tool, original, args = _edit_request(await request.json())
+        except json.JSONDecodeError:
+            return JSONResponse({"ok": False, "error": "the body is not valid JSON"}, 400)
+        except ValueError as exc:
+            return JSONResponse({"ok": False, "error": str(exc)}, 400)
+        shown = edited_preview(tool, original, args)
+        return JSONResponse({"ok": True, "changed": shown["changed"], "html": diff.render(p=shown)})
 
     async def api_decide(request: Request) -> Response:
         reviewer = reviewer_of(request.scope)
@@ -250,17 +266,20 @@ def create_app(client_factory: ClientFactory, access: UiAccess) -> GuardMiddlewa
             return JSONResponse({"ok": False, "error": f"refused: {exc}"}, 409)
         except LookupError as exc:
             return JSONResponse({"ok": False, "error": str(exc)}, 404)
-        by = f"{ack.get('reviewer', reviewer.who)} via {ack.get('via', reviewer.via)}"
-        log.info("%s: approval %s of %s by %s", ack["decision"], ack["id"], workflow_id, by)
-        text = f"{ack['decision']}: approval {ack['id']} of {workflow_id} (by {by})"
-        return JSONResponse({"ok": True, "ack": ack, "message": text})
+        text = decision_text(ack, workflow_id, reviewer)
+        log.info("%s", text)
+        changed = bool(ack.get("changed_since_preview"))
+        return JSONResponse({"ok": True, "ack": ack, "message": text, "changed": changed})
 
     app = Starlette(
         routes=[
             Route("/", index),
             Route("/fragment", fragment),
+            Route("/decided", decided_fragment),
             Route("/static/approvals.js", javascript),
             Route("/api/approvals", api_approvals),
+            Route("/api/decided", api_decided),
+            Route("/api/edit-preview", api_edit_preview, methods=["POST"]),
             Route("/api/decide", api_decide, methods=["POST"]),
         ]
     )

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import NamedTuple, Protocol, TypeVar
 
 from filegate.kernel.paths import validate_path
 from filegate.kernel.protocol import (
+    BINARY_EDIT,
     EditResult,
     ErrorCode,
     FileDownloadResult,
@@ -26,8 +27,17 @@ from filegate.kernel.textops import apply_edit, decode_text
 
 R = TypeVar("R", bound=_Result)
 
-Failure = tuple[str, ErrorCode]
-"""(message, code) of an expected failure, as returned by value-style primitives."""
+
+class Failure(NamedTuple):
+    """An expected failure, as returned by value-style primitives.
+
+    ``reason`` does not name ``path`` (the path it is about, when there is
+    one): results carry the path as ``error_path`` (see kernel.protocol).
+    """
+
+    reason: str
+    code: ErrorCode
+    path: str | None = None
 
 
 class FailureValue(Protocol):
@@ -66,7 +76,10 @@ class RaisingOps:
             text = decode_text(self.get(vpath))
             if text is None:
                 return EditResult(
-                    path=vpath, error=f"{vpath} is a binary file: cannot edit", code="binary_file"
+                    path=vpath,
+                    error=BINARY_EDIT,
+                    code="binary_file",
+                    error_path=vpath,
                 )
             new_text, result = apply_edit(vpath, text, old, new, replace_all)
             if new_text is not None:
@@ -117,7 +130,11 @@ def upload_values(
             continue
         failure = put(vpath, bytes(data))
         if failure is not None:
-            results.append(FileUploadResult(path=vpath, error=failure[0], code=failure[1]))
+            results.append(
+                FileUploadResult(
+                    path=vpath, error=failure.reason, code=failure.code, error_path=failure.path
+                )
+            )
         else:
             results.append(FileUploadResult(path=vpath))
     return results
@@ -135,8 +152,12 @@ def download_values(
             results.append(FileDownloadResult(path=str(path), error=str(exc), code="invalid_path"))
             continue
         data = get(vpath)
-        if isinstance(data, tuple):
-            results.append(FileDownloadResult(path=vpath, error=data[0], code=data[1]))
+        if isinstance(data, Failure):
+            results.append(
+                FileDownloadResult(
+                    path=vpath, error=data.reason, code=data.code, error_path=data.path
+                )
+            )
         else:
             results.append(FileDownloadResult(path=vpath, content=data))
     return results

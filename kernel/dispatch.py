@@ -12,7 +12,9 @@ activity side.
 Paths in ``request.args`` are backend-local (the workflow's route removed the
 prefix); ``request.route_prefix`` puts it back on everything shown to the
 model and on everything checked against ``request.permissions``, because
-permission rules are written for virtual paths. Rules judge a path as written
+permission rules are written for virtual paths. That includes the path an
+error is about (``error_path``, kernel.protocol): it is mapped like any other
+path field, and message text is never rewritten. Rules judge a path as written
 and its in-root symlink target (:mod:`filegate.kernel.visibility`); glob and
 grep apply them during the walk, so nothing in an answer depends on a denied
 file. An ``interrupt`` rule needs ``request.approved``. With ``request.want_raw``
@@ -23,7 +25,7 @@ structured form, with backend-local paths, for the workflow to merge.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from filegate.kernel.formatting import (
     Rendered,
@@ -58,6 +60,7 @@ from filegate.kernel.protocol import (
     LsResult,
     ReadResult,
     WriteResult,
+    _Result,
 )
 from filegate.kernel.read_format import format_read, plan_read
 from filegate.kernel.tool_types import (
@@ -78,6 +81,7 @@ from filegate.kernel.visibility import to_virtual
 from pydantic import BaseModel, ValidationError
 
 _PATH_ARGS = ("path", "file_path")
+_R = TypeVar("_R", bound=_Result)
 
 
 class InvalidToolRequest(ValueError):
@@ -87,16 +91,6 @@ class InvalidToolRequest(ValueError):
     validates arguments before routing, so this means a bug or a tampered
     request, and retrying cannot help.
     """
-
-
-# --------------------------------------------------------------------------- paths
-
-
-def _localise_message(message: str, local_path: str, virtual_path: str) -> str:
-    """Backends name their own (local) path in errors; show the model the virtual one."""
-    if local_path == virtual_path or virtual_path in message:
-        return message
-    return message.replace(local_path, virtual_path)
 
 
 # --------------------------------------------------------------------------- parsing
@@ -170,6 +164,21 @@ def shown_path(request: ToolRequest, local_path: str) -> str:
     return to_virtual(request.route_prefix, local_path)
 
 
+def shown_error(result: _R, request: ToolRequest) -> _R:
+    """``result`` with its ``error_path`` mapped into the virtual tree (structured, no text edit).
+
+    The route root itself (local ``/``) shows as the mount (``/memories``), the
+    way the model wrote it.
+    """
+    local = result.error_path
+    if result.error is None or local is None or request.route_prefix == "/":
+        return result
+    virtual = to_virtual(request.route_prefix, local)
+    if local == "/":
+        virtual = virtual.rstrip("/")
+    return result.model_copy(update={"error_path": virtual})
+
+
 # --------------------------------------------------------------------------- outcomes
 
 
@@ -192,10 +201,7 @@ def render_mutation(
         return outcome(format_execute(result))
     local = result.path
     virtual = shown_path(request, local) if local else local
-    update: dict[str, Any] = {"path": virtual}
-    if result.error is not None:
-        update["error"] = _localise_message(result.error, local, virtual)
-    shown = result.model_copy(update=update)
+    shown = shown_error(result, request).model_copy(update={"path": virtual})
     if isinstance(shown, WriteResult):
         return outcome(format_write(shown))
     if isinstance(shown, EditResult):
@@ -217,8 +223,19 @@ def _entry_gate(
     local_path: str,
     *,
     search: bool = False,
+    pattern: str | None = None,
+    root_is_result: bool = False,
 ) -> ToolOutcome | None:
-    return _gated(entry_refused(backend, request, operation, local_path, search=search))
+    refusal = entry_refused(
+        backend,
+        request,
+        operation,
+        local_path,
+        search=search,
+        pattern=pattern,
+        root_is_result=root_is_result,
+    )
+    return _gated(refusal)
 
 
 # --------------------------------------------------------------------------- tools
@@ -230,7 +247,7 @@ def _ls(backend: BackendProtocol, request: ToolRequest, args: LsArgs) -> ToolOut
         return denied
     result = backend.ls(args.path)
     if result.error is not None:
-        shown = outcome(format_ls(_error_copy(result, request, args.path)))
+        shown = outcome(format_ls(shown_error(result, request)))
         return _with_raw(request, shown, RawListing(ls=result))
     entries = [
         FileInfo.model_validate(
@@ -266,7 +283,7 @@ def _read(
         if binary.is_error:
             return ToolOutcome(content=binary.content, status="error")
         return ToolOutcome(content=binary.content, media=binary.frames)
-    shown = _error_copy(result, request, args.file_path).model_copy(update={"path": virtual})
+    shown = shown_error(result, request).model_copy(update={"path": virtual})
     return outcome(format_read(shown, plan))
 
 
@@ -300,13 +317,13 @@ def _glob(backend: BackendProtocol, request: ToolRequest, args: GlobArgs) -> Too
         search_root = resolve_glob(args.pattern, root)[0]
     except ValueError:
         search_root = root  # the backend answers with the error value
-    denied = _entry_gate(backend, request, "read", search_root, search=True)
+    denied = _entry_gate(backend, request, "read", search_root, search=True, pattern=args.pattern)
     if denied:
         return denied
     visible = search_visible(backend, request, search_root)
     result = backend.glob(args.pattern, root, visible=visible)
     if result.error is not None:
-        shown = outcome(format_glob(_error_copy(result, request, root)))
+        shown = outcome(format_glob(shown_error(result, request)))
         return _with_raw(request, shown, RawListing(glob=result))
     virtual = [to_virtual(request.route_prefix, path) for path in result.matches]
     kept = filter_paths(request.permissions, virtual)
@@ -320,23 +337,25 @@ def _glob(backend: BackendProtocol, request: ToolRequest, args: GlobArgs) -> Too
 
 def _grep(backend: BackendProtocol, request: ToolRequest, args: GrepArgs) -> ToolOutcome:
     root = args.path or "/"
-    denied = _entry_gate(backend, request, "read", root, search=True)
+    denied = _entry_gate(
+        backend, request, "read", root, search=True, pattern=args.glob, root_is_result=True
+    )
     if denied:
         return denied
     max_count = DEFAULT_GREP_MAX if args.max_count is None else args.max_count
     if max_count <= 0:
         return outcome(format_error(f"max_count must be at least 1, got {max_count}."))
     visible = search_visible(backend, request, root)
-    result = backend.grep(args.pattern, root, args.glob, max_count, visible=visible)
+    result = backend.grep(args.pattern, root, args.glob, max_count=max_count, visible=visible)
     if result.error is not None:
-        shown_error = outcome(
+        failure = outcome(
             format_grep(
-                _error_copy(result, request, root),
+                shown_error(result, request),
                 pattern=args.pattern,
                 output_mode=args.output_mode,
             )
         )
-        return _with_raw(request, shown_error, RawListing(grep=result))
+        return _with_raw(request, failure, RawListing(grep=result))
     virtual = [
         GrepMatch(path=to_virtual(request.route_prefix, m.path), line=m.line, text=m.text)
         for m in result.matches
@@ -376,14 +395,6 @@ def _with_raw(request: ToolRequest, shown: ToolOutcome, raw: RawListing) -> Tool
     fan-out) from a real failure, so it needs the error code, not just text.
     """
     return shown.model_copy(update={"raw": raw}) if request.want_raw else shown
-
-
-def _error_copy(result: Any, request: ToolRequest, local_path: str) -> Any:
-    """The result with its error message naming the virtual path."""
-    if result.error is None:
-        return result
-    virtual = shown_path(request, local_path)
-    return result.model_copy(update={"error": _localise_message(result.error, local_path, virtual)})
 
 
 _HANDLERS: Mapping[str, Callable[[BackendProtocol, ToolRequest, Any], ToolOutcome]] = {

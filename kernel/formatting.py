@@ -8,7 +8,9 @@ wording.
 
 Errors are returned as ``Rendered(is_error=True)``; the caller turns that into
 a tool result with an error status. Messages are short, stable and tell the
-model what to do next.
+model what to do next. A result's error text is composed here from its
+``error`` and its (already virtual) ``error_path`` by
+:func:`~filegate.kernel.protocol.error_message`; no message is ever rewritten.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from filegate.kernel.protocol import (
     GrepResult,
     LsResult,
     WriteResult,
+    _Result,
 )
 
 NO_FILES_FOUND = "No files found"
@@ -73,6 +76,11 @@ def format_error(message: str) -> Rendered:
     """An error result. ``Error: `` is added once so the model cannot miss it."""
     text = message if message.startswith("Error") else f"Error: {message}"
     return Rendered(text, is_error=True)
+
+
+def result_error(result: _Result) -> Rendered:
+    """The error of a failed result, naming its ``error_path`` (contract §1)."""
+    return format_error(result.error_text or "unknown error")
 
 
 def permission_denied(operation: str, path: str) -> Rendered:
@@ -150,7 +158,7 @@ GLOB_TRUNCATED_NOTE = (
 def format_ls(result: LsResult) -> Rendered:
     """One path per line, in the backend's order (directories end with ``/``)."""
     if result.error is not None:
-        return format_error(result.error)
+        return result_error(result)
     if not result.entries:
         return Rendered(NO_FILES_FOUND)
     return Rendered(_list_cut([entry.path for entry in result.entries], "entries", []))
@@ -159,7 +167,7 @@ def format_ls(result: LsResult) -> Rendered:
 def format_glob(result: GlobResult) -> Rendered:
     """One matching path per line, in the backend's order."""
     if result.error is not None:
-        return format_error(result.error)
+        return result_error(result)
     extra = [GLOB_TRUNCATED_NOTE] if result.truncated else []
     if not result.matches:
         return Rendered("\n\n".join([NO_FILES_FOUND, *extra]))
@@ -237,7 +245,7 @@ def format_grep(
     skipped them during its walk, so the hint and notes see permitted files only.
     """
     if result.error is not None:
-        return format_error(result.error)
+        return result_error(result)
     extra = [grep_truncated_note()] if result.truncated else []
     if not result.matches:
         parts = [NO_MATCHES_FOUND]
@@ -253,7 +261,7 @@ def format_grep(
 
 def format_write(result: WriteResult) -> Rendered:
     if result.error is not None:
-        return format_error(result.error)
+        return result_error(result)
     return Rendered(f"Successfully wrote {result.path}.")
 
 
@@ -303,7 +311,7 @@ def format_edit(result: EditResult) -> Rendered:
     if result.error is not None:
         if result.code == "multiple_matches" and result.occurrences > 1:
             return format_error(edit_multiple_message(result.path, result.occurrences))
-        return format_error(result.error)
+        return result_error(result)
     count = result.occurrences
     noun = "occurrence" if count == 1 else "occurrences"
     return Rendered(f"Successfully replaced {count} {noun} in {result.path}.")
@@ -311,7 +319,7 @@ def format_edit(result: EditResult) -> Rendered:
 
 def format_delete(result: DeleteResult) -> Rendered:
     if result.error is not None:
-        return format_error(result.error)
+        return result_error(result)
     return Rendered(f"Successfully deleted {result.path}.")
 
 
@@ -333,7 +341,9 @@ def format_execute(result: ExecuteResult) -> Rendered:
     if result.output:
         parts.append(result.output.rstrip("\n"))
     if result.error is not None:
-        parts.append(format_error(result.error).text)
+        parts.append(result_error(result).text)
+        if result.exit_code is not None:  # a timeout: 124, as the shell's `timeout` says
+            parts.append(f"[Command failed with exit code {result.exit_code}]")
     elif result.exit_code == 0:
         parts.append("[Command succeeded with exit code 0]")
     elif result.exit_code is None:

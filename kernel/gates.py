@@ -23,11 +23,13 @@ from filegate.kernel.permissions import (
 from filegate.kernel.protocol import BackendProtocol, FileInfo, Visible
 from filegate.kernel.tool_types import ToolRequest
 from filegate.kernel.visibility import (
+    answers_unasked,
     read_visible,
     resolve_all,
     resolve_in_backend,
     resolve_link_itself,
     search_root_denied,
+    search_roots,
     targets,
     to_virtual,
 )
@@ -75,22 +77,37 @@ def entry_refused(
     local_path: str,
     *,
     search: bool = False,
+    pattern: str | None = None,
+    root_is_result: bool = False,
 ) -> Rendered | None:
     """Entry gate (defence in depth: the workflow gates first with the same rules).
 
     Both the path as written and its in-root target must pass. A search root
     (``search``: ls, glob, grep) is also refused when a rule covering its
     whole subtree denies, as in the workflow. A call reaching an ``interrupt``
-    rule is refused unless the workflow recorded the human approval.
+    rule is refused unless the workflow recorded the human approval, except
+    a search whose every answer would be denied (``pattern``, glob's pattern
+    or grep's filter, narrows where answers lie; ``root_is_result``: grep's
+    root may be the file searched), which the workflow runs unasked.
     """
     rules = request.permissions
     if not rules:
         return None
     shown = to_virtual(request.route_prefix, local_path)
+    unasked = search and answers_unasked(
+        rules,
+        operation,
+        [to_virtual(request.route_prefix, root) for root in search_roots(local_path, pattern)],
+        result_root=to_virtual(request.route_prefix, local_path)
+        if root_is_result and local_path != "/"
+        else None,
+    )
     for virtual in judged_paths(backend, request, local_path):
         if search:
             denied = search_root_denied(rules, operation, virtual)
-            needs_approval = matching_interrupt_rule(rules, "ls", {"path": virtual}) is not None
+            needs_approval = not unasked and (
+                matching_interrupt_rule(rules, "ls", {"path": virtual}) is not None
+            )
         else:
             mode = check_permission(rules, operation, virtual)
             denied, needs_approval = mode == "deny", mode == "interrupt"

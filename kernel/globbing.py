@@ -1,6 +1,8 @@
 """The glob contract shared by every backend (contract §1).
 
-- A pattern with no ``/`` matches the *basename* at any depth (``*.py``).
+- A pattern with no ``/`` matches the *basename* at any depth (``*.py``),
+  also inside dot-directories (``*.yml`` finds ``/.github/workflows/ci.yml``);
+  grep's file filter keeps ripgrep's rule instead (no dot-directories).
 - A pattern with ``/`` matches the path relative to the search root; ``**``
   crosses directories.
 - A leading ``/`` anchors the pattern at the virtual root (the ``path``
@@ -57,57 +59,92 @@ class GlobMatcher:
     """Match paths relative to a search root against one glob pattern.
 
     ``rel_path`` / ``rel_dir`` have no leading ``/`` and use ``/`` separators.
+
+    A basename alternative (no ``/``, no ``**``) tests the file name alone, at any depth
+    and also inside dot-directories (contract §1, as in the reference):
+    ``*.yml`` finds ``.github/workflows/ci.yml``, while ``**/*.yml`` does not
+    enter ``.github``. ``dot_dirs=False`` makes a basename ``P`` mean ``**/P``
+    instead, which grep's file filter needs (ripgrep's hidden-file rule).
     """
 
-    __slots__ = ("_alternatives", "_name_regex", "_regex", "pattern")
+    __slots__ = ("_alternatives", "_anywhere", "_regex", "_walk_names", "pattern")
 
-    def __init__(self, pattern: str) -> None:
+    def __init__(self, pattern: str, *, dot_dirs: bool = True) -> None:
         if not pattern:
             raise ValueError("glob pattern is empty")
         self.pattern = pattern
-        self._alternatives = [_path_form(alt) for alt in _expand(pattern)]
-        self._alternatives = [segs for segs in self._alternatives if segs]
-        if not self._alternatives:
+        expanded = _expand(pattern)
+        names = [alt for alt in expanded if dot_dirs and _is_name(alt)]
+        self._alternatives = [
+            segs for segs in (_path_form(alt) for alt in expanded if alt not in names) if segs
+        ]
+        if not self._alternatives and not names:
             raise ValueError(f"glob pattern {pattern!r} matches nothing")
         try:
             # wcmatch's own translation, compiled once: the same semantics as
             # wcmatch.glob.globmatch without its per-call overhead (hot in walks).
-            included, _ = wc_glob.translate(
-                ["/".join(segs) for segs in self._alternatives], flags=GLOB_FLAGS
-            )
-            self._regex = re.compile("|".join(f"(?:{rx})" for rx in included))
-            self._name_regex: re.Pattern[str] | None = None
-            if all(len(segs) == 2 and segs[0] == "**" and "**" not in segs[1]
-                   for segs in self._alternatives):  # fmt: skip
-                names, _ = wc_fnmatch.translate(
-                    [segs[1] for segs in self._alternatives], flags=_SEGMENT_FLAGS
-                )
-                self._name_regex = re.compile("|".join(f"(?:{rx})" for rx in names))
+            self._regex = _compile_paths(["/".join(segs) for segs in self._alternatives])
+            self._anywhere = _compile_names(names)
+            # ``**/P`` only, and pruning keeps walks out of dot-directories: a
+            # walker then needs only the name tested.
+            self._walk_names = None
+            if self._anywhere is None and all(
+                len(segs) == 2 and segs[0] == "**" and "**" not in segs[1]
+                for segs in self._alternatives
+            ):
+                self._walk_names = _compile_names([segs[1] for segs in self._alternatives])
         except re.error as exc:
             raise ValueError(f"invalid glob pattern {pattern!r}: {exc}") from exc
         except Exception as exc:  # wcmatch raises its own types on bad patterns
             raise ValueError(f"invalid glob pattern {pattern!r}: {exc}") from exc
 
+    @property
+    def any_depth(self) -> bool:
+        """True when some alternative matches a file name anywhere, dot-directories too."""
+        return self._anywhere is not None
+
     def match(self, rel_path: str) -> bool:
         """True when the file at ``rel_path`` matches."""
-        return bool(rel_path) and self._regex.match(rel_path) is not None
+        if not rel_path:
+            return False
+        if self._regex is not None and self._regex.match(rel_path) is not None:
+            return True
+        name = rel_path.rpartition("/")[2]
+        return self._anywhere is not None and self._anywhere.match(name) is not None
 
     def match_in_walk(self, rel_dir_prefix: str, name: str) -> bool:
-        """``match(rel_dir_prefix + name)`` for a walker that prunes with :meth:`may_enter`.
-
-        Basename patterns then only need the name tested: pruning already kept
-        the walk out of dot-directories, which is all ``**`` adds.
-        """
-        if self._name_regex is not None:
-            return self._name_regex.match(name) is not None
-        return self._regex.match(rel_dir_prefix + name) is not None
+        """``match(rel_dir_prefix + name)`` for a walker that prunes with :meth:`may_enter`."""
+        if self._anywhere is not None and self._anywhere.match(name) is not None:
+            return True
+        if self._walk_names is not None:
+            return self._walk_names.match(name) is not None
+        return self._regex is not None and self._regex.match(rel_dir_prefix + name) is not None
 
     def may_enter(self, rel_dir: str) -> bool:
         """False when no file below ``rel_dir`` can match (safe to prune)."""
         comps = [c for c in rel_dir.split("/") if c]
-        if not comps:
+        if not comps or self._anywhere is not None:
             return True
         return any(_prefix_ok(tuple(segs), tuple(comps)) for segs in self._alternatives)
+
+
+def _is_name(alternative: str) -> bool:
+    """A basename pattern: no ``/`` and no ``**`` (which always means directories)."""
+    return "/" not in alternative and "**" not in alternative
+
+
+def _compile_paths(patterns: list[str]) -> re.Pattern[str] | None:
+    if not patterns:
+        return None
+    included, _ = wc_glob.translate(patterns, flags=GLOB_FLAGS)
+    return re.compile("|".join(f"(?:{rx})" for rx in included))
+
+
+def _compile_names(names: list[str]) -> re.Pattern[str] | None:
+    if not names:
+        return None
+    translated, _ = wc_fnmatch.translate(names, flags=_SEGMENT_FLAGS)
+    return re.compile("|".join(f"(?:{rx})" for rx in translated))
 
 
 @lru_cache(maxsize=4096)
@@ -206,7 +243,7 @@ class GrepFileFilter:
         _check_pattern(pattern)
         self.root = root
         self.anchored = pattern.startswith("/")
-        self.matcher = GlobMatcher(pattern)
+        self.matcher = GlobMatcher(pattern, dot_dirs=False)
 
     def wants(self, virtual_path: str) -> bool:
         """True for a file path under the root that the filter keeps."""

@@ -73,6 +73,21 @@ class ToolSpec(BaseModel):
     description: str
     parameters: dict[str, Any]
 
+    def openai(self) -> dict[str, Any]:
+        """The OpenAI Chat Completions ``tools`` entry."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters,
+            },
+        }
+
+    def anthropic(self) -> dict[str, Any]:
+        """The Anthropic Messages ``tools`` entry."""
+        return {"name": self.name, "description": self.description, "input_schema": self.parameters}
+
 
 MODEL_OPTIONS = frozenset({"script", "params", "timeout_s", "max_tokens_field"})
 """The ``ModelSpec.options`` keys a workflow input may set: an inline script, extra body

@@ -48,7 +48,8 @@ ROOT = _mark("/")
 def validate_path(path: str | None) -> ValidPath:
     """Return the normalised absolute form of ``path``; raise ValueError on refusal.
 
-    ``None``, ``""`` and ``"."`` mean the root. ``/./a//b/`` becomes ``/a/b``.
+    ``None``, ``""`` and ``"."`` mean the root. ``/./a//b/`` becomes ``/a/b``;
+    backslashes are separators (``src\\app.py`` is ``/src/app.py``).
     A name that merely contains two dots (``a..b.txt``) is legal. A
     :class:`ValidPath` is already all of that and is returned unchanged.
     """
@@ -67,8 +68,10 @@ def validate_path(path: str | None) -> ValidPath:
         raise ValueError("path traversal not allowed: '~' is not supported")
     if _WINDOWS_DRIVE.match(stripped) or stripped.startswith("\\\\"):
         raise ValueError(f"Windows paths are not supported: {path!r}")
-    if "\\" in stripped:
-        raise ValueError(f"backslashes are not allowed in paths: {path!r}")
+    # As in the reference: a model writing Windows separators means slashes. The
+    # drive and UNC checks above ran first, and ``..`` is checked after, so
+    # ``..\\x`` is still traversal.
+    stripped = stripped.replace("\\", "/")
     parts: list[str] = []
     for part in stripped.split("/"):
         if part in ("", "."):

@@ -10,8 +10,17 @@ validated again instead of being applied to content nobody looked at.
 
 from __future__ import annotations
 
+import difflib
+import hashlib
 from typing import Literal
 
+from filegate.kernel.dispatch import InvalidToolRequest, parse_args, shown_path
+from filegate.kernel.gates import entry_refused, search_visible, waive_interrupts
+from filegate.kernel.permissions import filter_paths
+from filegate.kernel.protocol import BackendProtocol
+from filegate.kernel.textops import apply_edit, decode_text
+from filegate.kernel.tool_types import DeleteArgs, EditFileArgs, ToolRequest, WriteFileArgs
+from filegate.kernel.visibility import to_virtual
 from pydantic import BaseModel, Field
 
 PreviewKind = Literal["new_file", "overwrite", "edit", "delete", "execute", "unavailable"]
@@ -42,3 +51,138 @@ class ChangePreview(BaseModel):
     error: str | None = None
     """Why the preview is ``unavailable``, or a problem the call would hit
     (for example ``old_string`` not found): shown on the card."""
+
+
+MAX_DIFF_CHARS = 16_000
+"""A diff longer than this is cut at a line boundary (``truncated``): the preview
+is stored in history with the activity result, and a reviewer reads the head."""
+MAX_DELETED = 200
+"""Paths listed for a delete before the list is cut (``truncated``)."""
+CONTEXT_LINES = 3
+
+
+def compute_preview(backend: BackendProtocol, request: ToolRequest) -> ChangePreview:
+    """The change ``request`` would make on ``backend``, computed without making it.
+
+    ``request`` is the call's own :class:`ToolRequest` (backend-local path,
+    route prefix, permissions, virtual path), so the preview and the call
+    judge the same path with the same rules.
+    """
+    if request.tool == "execute":
+        return ChangePreview(kind="execute", command=str(request.args.get("command", "")))
+    try:
+        args = parse_args(request)
+    except InvalidToolRequest as exc:
+        return ChangePreview(kind="unavailable", path=request.virtual_path, error=str(exc))
+    if not isinstance(args, WriteFileArgs | EditFileArgs | DeleteArgs):
+        return ChangePreview(
+            kind="unavailable", path=request.virtual_path, error=f"{request.tool} changes nothing"
+        )
+    shown = shown_path(request, args.file_path)
+    # The reviewer may see what the rules let the call read; an interrupt rule is
+    # the very approval being asked for, so only denies hide content here.
+    readable = request.model_copy(update={"permissions": waive_interrupts(request.permissions)})
+    refused = entry_refused(backend, readable, "read", args.file_path)
+    if refused is not None:
+        return ChangePreview(
+            kind="unavailable",
+            path=shown,
+            error="the permission rules do not allow reading this path, so no preview is shown",
+        )
+    if isinstance(args, DeleteArgs):
+        return _delete_preview(backend, readable, args.file_path, shown)
+    [found] = backend.download([args.file_path])
+    if found.code == "is_directory":
+        return ChangePreview(kind="unavailable", path=shown, error=f"{shown} is a directory")
+    current = found.content if found.error is None else None
+    if isinstance(args, WriteFileArgs):
+        return _write_preview(shown, current, args.content)
+    return _edit_preview(shown, current, args)
+
+
+def _current_bytes(backend: BackendProtocol, local_path: str) -> bytes | None:
+    """The file's bytes, or None when there is no file there (missing, a directory)."""
+    [result] = backend.download([local_path])
+    return result.content if result.error is None else None
+
+
+def fingerprint(data: bytes) -> str:
+    """Digest of what a preview was computed against (compared again at decision time)."""
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def _write_preview(shown: str, current: bytes | None, content: str) -> ChangePreview:
+    if current is None:
+        diff, cut = unified_diff(shown, "", content, new_file=True)
+        return ChangePreview(kind="new_file", path=shown, diff=diff, truncated=cut)
+    old = decode_text(current)
+    if old is None:
+        return ChangePreview(
+            kind="overwrite",
+            path=shown,
+            fingerprint=fingerprint(current),
+            error=f"the current file is binary ({len(current)} bytes): no diff is shown",
+        )
+    diff, cut = unified_diff(shown, old, content)
+    return ChangePreview(
+        kind="overwrite", path=shown, diff=diff, truncated=cut, fingerprint=fingerprint(current)
+    )
+
+
+def _edit_preview(shown: str, current: bytes | None, args: EditFileArgs) -> ChangePreview:
+    if current is None:
+        return ChangePreview(kind="edit", path=shown, error=f"file not found: {shown}")
+    digest = fingerprint(current)
+    old = decode_text(current)
+    if old is None:
+        binary = "the file is binary: it cannot be edited"
+        return ChangePreview(kind="edit", path=shown, fingerprint=digest, error=binary)
+    new, result = apply_edit(shown, old, args.old_string, args.new_string, args.replace_all)
+    if new is None:
+        return ChangePreview(kind="edit", path=shown, fingerprint=digest, error=result.error_text)
+    diff, cut = unified_diff(shown, old, new)
+    return ChangePreview(kind="edit", path=shown, diff=diff, truncated=cut, fingerprint=digest)
+
+
+def _delete_preview(
+    backend: BackendProtocol, request: ToolRequest, local_path: str, shown: str
+) -> ChangePreview:
+    """A file lists itself; a directory the files under it that the rules let one see."""
+    current = _current_bytes(backend, local_path)
+    if current is not None:
+        return ChangePreview(
+            kind="delete", path=shown, deleted=[shown], fingerprint=fingerprint(current)
+        )
+    visible = search_visible(backend, request, local_path)
+    found = backend.glob("**", local_path, visible=visible)
+    if found.error is not None:
+        return ChangePreview(kind="delete", path=shown, error=f"nothing to delete at {shown}")
+    virtual = [to_virtual(request.route_prefix, p) for p in found.matches]
+    paths = sorted(filter_paths(request.permissions, virtual))
+    listing = fingerprint("\n".join(paths).encode())
+    cut = len(paths) > MAX_DELETED or found.truncated
+    return ChangePreview(
+        kind="delete", path=shown, deleted=paths[:MAX_DELETED], fingerprint=listing, truncated=cut
+    )
+
+
+def unified_diff(path: str, old: str, new: str, *, new_file: bool = False) -> tuple[str, bool]:
+    """``(diff, truncated)``: a unified diff of the whole files, so hunks carry real
+    line numbers, with :data:`CONTEXT_LINES` of context, cut to :data:`MAX_DIFF_CHARS`."""
+    lines = difflib.unified_diff(
+        old.splitlines(keepends=True),
+        new.splitlines(keepends=True),
+        fromfile="/dev/null" if new_file else f"a{path}",
+        tofile=f"b{path}",
+        n=CONTEXT_LINES,
+    )
+    out: list[str] = []
+    size = 0
+    for line in lines:
+        if not line.endswith("\n"):
+            line += "\n\\ No newline at end of file\n"
+        if size + len(line) > MAX_DIFF_CHARS:
+            return "".join(out), True
+        out.append(line)
+        size += len(line)
+    return "".join(out), False

@@ -4,6 +4,15 @@ Every backend answers the same sync methods with pydantic result objects.
 Expected failures (missing file, bad path, OS permission denied, ...) are
 *values* carried in ``error``/``code``, never exceptions: a backend call made
 by an agent must always produce something the model can read.
+
+Errors are structured so no layer ever rewrites message text: a backend only
+knows its own (backend-local) paths, but the model must only see virtual ones
+(route prefix + local path). So a backend puts the path an error is about in
+``error_path`` and writes ``error`` *without* it; :func:`error_message` is the
+one place that joins the two (``"<path>: <reason>"``), after the dispatcher or
+router has mapped ``error_path`` into the virtual tree like any other path
+field. A third-party backend that only fills ``error`` still works: its text
+is shown as is (it may then name a backend-local path under a route).
 """
 
 from __future__ import annotations
@@ -32,17 +41,51 @@ ErrorCode = Literal[
 ]
 
 
+# Error reasons shared by the backends; results name the path in ``error_path``.
+IS_DIRECTORY = "is a directory"
+NOT_A_DIRECTORY = "is a file, not a directory"
+FILE_IN_THE_WAY = "is a file, so nothing can be created below it"
+FILE_NOT_FOUND = "file not found"
+DIR_NOT_FOUND = "directory not found"
+PATH_NOT_FOUND = "path not found"
+BINARY_EDIT = "is a binary file: cannot edit"
+BINARY_GREP = "is a binary file: cannot grep"
+
+
+def error_message(reason: str | None, path: str | None) -> str | None:
+    """The one composition of an error's text: ``"<path>: <reason>"``, or the reason alone.
+
+    Why one helper: every backend's "missing file" reads the same, and the
+    path is inserted, never searched for and replaced, so a reason quoting a
+    pattern, a rule or file content that happens to contain the path stays exact.
+    """
+    if reason is None or path is None:
+        return reason
+    return f"{path}: {reason}"
+
+
 class _Result(BaseModel):
-    """Common shape: ``error`` is a short human message, ``code`` its category."""
+    """Common shape: ``error`` is a short human message, ``code`` its category.
+
+    ``error_path``: the backend-local path the error is about; when set,
+    ``error`` does not name it (see the module docstring). Paths are mapped
+    to the virtual tree as structured data; :attr:`error_text` is the text.
+    """
 
     model_config = ConfigDict(frozen=False, extra="forbid")
 
     error: str | None = None
     code: ErrorCode | None = None
+    error_path: str | None = None
 
     @property
     def ok(self) -> bool:
         return self.error is None
+
+    @property
+    def error_text(self) -> str | None:
+        """The full error message, naming ``error_path`` (None when there is no error)."""
+        return error_message(self.error, self.error_path)
 
 
 class FileInfo(BaseModel):
@@ -142,7 +185,11 @@ class BackendProtocol(Protocol):
     """What every backend provides.
 
     ``can_execute`` and ``can_delete`` are capabilities the workflow probes per
-    model request to decide which tools the model may see. ``visible`` (glob,
+    model request to decide which tools the model may see. Signatures follow
+    the deepagents reference: ``edit(path, old, new, replace_all)``, ``grep``
+    takes ``max_count`` by keyword (the dispatcher passes it so), and the
+    shipped backends also answer to ``upload_files``/``download_files``
+    (:class:`ReferenceNames`). ``visible`` (glob,
     grep): see :data:`Visible`; walks never follow symlinks below the search
     root. Backends with symlinks also provide ``resolve_path`` (see
     :mod:`filegate.kernel.visibility`), which is optional.
@@ -181,6 +228,34 @@ class BackendProtocol(Protocol):
 
     def execute(self, command: str, timeout: float | None = None) -> ExecuteResult: ...
 
+
+class _Batches(Protocol):
+    def upload(self, files: list[tuple[str, bytes]]) -> list[FileUploadResult]: ...
+
+    def download(self, paths: list[str]) -> list[FileDownloadResult]: ...
+
+
+class ReferenceNames:
+    """The deepagents reference's names for the batch operations, on every shipped backend.
+
+    ``upload_files``/``download_files`` call ``upload``/``download`` (through
+    ``self``, so a wrapper's guard or a subclass's override still applies).
+    Code written against the reference's backends runs unchanged; the
+    protocol itself keeps the short names, which policies and audit records
+    use as operation names.
+    """
+
+    def upload_files(self: _Batches, files: list[tuple[str, bytes]]) -> list[FileUploadResult]:
+        """The reference's name for :meth:`BackendProtocol.upload`."""
+        return self.upload(files)
+
+    def download_files(self: _Batches, paths: list[str]) -> list[FileDownloadResult]:
+        """The reference's name for :meth:`BackendProtocol.download`."""
+        return self.download(paths)
+
+
+PROTOCOL_ALIASES: dict[str, str] = {"upload_files": "upload", "download_files": "download"}
+"""Reference method name -> protocol operation (see :class:`ReferenceNames`)."""
 
 PROTOCOL_METHODS: tuple[str, ...] = (
     "ls",

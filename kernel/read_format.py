@@ -17,6 +17,7 @@ from filegate.kernel.formatting import (
     cut_to_budget,
     format_error,
     render_rows,
+    result_error,
 )
 from filegate.kernel.limits import (
     DEFAULT_READ_FILE_LIMIT,
@@ -116,7 +117,7 @@ def format_read(result: ReadResult, plan: ReadPlan) -> Rendered:
     if plan.early is not None:
         return _with_note(plan.note, plan.early)
     if result.error is not None:
-        return _with_note(plan.note, format_error(result.error))
+        return _with_note(plan.note, result_error(result))
     path = result.path or "the file"
     if result.data is not None:
         if not result.data:

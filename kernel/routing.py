@@ -20,7 +20,6 @@ because reads and writes of ``/memories/x`` would go to the route.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -41,6 +40,7 @@ from filegate.kernel.protocol import (
     LsResult,
     ReadResult,
     WriteResult,
+    _Result,
 )
 from filegate.kernel.textops import merge_grep_budget
 from wcmatch import fnmatch as wc_fnmatch
@@ -102,6 +102,7 @@ class SearchPlan:
 
 
 _R = TypeVar("_R", GlobResult, GrepResult, LsResult)
+_E = TypeVar("_E", bound=_Result)
 
 
 class Router:
@@ -230,7 +231,7 @@ class Router:
             if mounts and result.code in _ABSENT_CODES:
                 result = LsResult()  # nothing here but mount points
             else:
-                return self._map_error(result, prefix, self.resolve(root).local_path, root)
+                return self.virtual_error(result, prefix)
         by_path: dict[str, FileInfo] = {}
         for entry in result.entries:
             virtual = self.to_virtual(prefix, entry.path)
@@ -303,14 +304,23 @@ class Router:
                 continue
             if answered and result.code in _ABSENT_CODES:
                 continue
-            return self._map_error(result, target.prefix, target.local_path, plan.root)
+            return self.virtual_error(result, target.prefix)
         return None
 
-    def _map_error(self, result: _R, prefix: str | None, local: str, virtual: str) -> _R:
-        """Copy of an error result whose message names the virtual path."""
-        return result.model_copy(
-            update={"error": map_message(result.error, prefix, local, virtual)}
-        )
+    def virtual_error(self, result: _E, prefix: str | None) -> _E:
+        """``result`` with its ``error_path`` mapped from route ``prefix`` into the virtual tree.
+
+        Structured, like every other path field: the message text is never
+        touched (kernel.protocol). The route root itself shows as the mount
+        (``/memories``).
+        """
+        local = result.error_path
+        if prefix is None or local is None or result.error is None:
+            return result
+        virtual = self.to_virtual(prefix, local)
+        if local == "/":
+            virtual = virtual.rstrip("/")
+        return result.model_copy(update={"error_path": virtual})
 
 
 class _PlanChecker:
@@ -342,18 +352,6 @@ class _PlanChecker:
             return True
         rel = relative_to(virtual, self._pattern_root)
         return rel is not None and self._matcher.match(rel)
-
-
-def map_message(message: str | None, prefix: str | None, local: str, virtual: str) -> str | None:
-    """Rewrite a route backend's message so it names ``virtual`` instead of ``local``.
-
-    Backends only know their local paths; the model only knows virtual ones.
-    """
-    if message is None or prefix is None or local == virtual:
-        return message
-    if local == "/":
-        return message.replace("'/'", repr(virtual))
-    return re.sub(re.escape(local) + r"(?![\w.-])", lambda _m: virtual, message)
 
 
 def _components(path: str, root: str) -> tuple[str, ...]:

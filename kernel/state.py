@@ -19,14 +19,21 @@ from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from filegate.kernel.batch import download_values, upload_values
+from filegate.kernel.batch import Failure, download_values, upload_values
 from filegate.kernel.globbing import glob_paths, grep_paths, grep_root, resolve_glob
 from filegate.kernel.limits import DEFAULT_READ_LIMIT
 from filegate.kernel.paths import is_within, validate_path
 from filegate.kernel.protocol import (
+    BINARY_EDIT,
+    BINARY_GREP,
+    DIR_NOT_FOUND,
+    FILE_IN_THE_WAY,
+    FILE_NOT_FOUND,
+    IS_DIRECTORY,
+    NOT_A_DIRECTORY,
+    PATH_NOT_FOUND,
     DeleteResult,
     EditResult,
-    ErrorCode,
     ExecuteResult,
     FileDownloadResult,
     FileInfo,
@@ -36,6 +43,7 @@ from filegate.kernel.protocol import (
     GrepResult,
     LsResult,
     ReadResult,
+    ReferenceNames,
     Visible,
     WriteResult,
 )
@@ -58,7 +66,7 @@ class _File:
         return self.content.encode("utf-8") if isinstance(self.content, str) else self.content
 
 
-class StateBackend:
+class StateBackend(ReferenceNames):
     """In-memory, thread-scoped files; the default backend of an agent."""
 
     def __init__(self, now: str | None = None) -> None:
@@ -154,13 +162,13 @@ class StateBackend:
                 return ancestor
         return None
 
-    def _store(self, path: str, content: str | bytes) -> tuple[str, ErrorCode] | None:
-        """Create or overwrite a file; the error (message, code) when the path cannot hold one."""
+    def _store(self, path: str, content: str | bytes) -> Failure | None:
+        """Create or overwrite a file; the failure when the path cannot hold one."""
         if path == "/" or self._is_dir(path):
-            return f"{path} is a directory", "is_directory"
+            return Failure(IS_DIRECTORY, "is_directory", path)
         ancestor = self._file_ancestor(path)
         if ancestor is not None:
-            return f"cannot create {path}: {ancestor} is a file", "not_a_directory"
+            return Failure(FILE_IN_THE_WAY, "not_a_directory", ancestor)
         previous = self._files.get(path)
         created = previous.created_at if previous is not None else self.now
         if isinstance(content, bytes):
@@ -169,10 +177,10 @@ class StateBackend:
         self._files[path] = _File(content, created, self.now)
         return None
 
-    def _missing(self, path: str) -> tuple[str, ErrorCode]:
+    def _missing(self, path: str) -> Failure:
         if self._is_dir(path):
-            return f"{path} is a directory", "is_directory"
-        return f"file not found: {path}", "file_not_found"
+            return Failure(IS_DIRECTORY, "is_directory", path)
+        return Failure(FILE_NOT_FOUND, "file_not_found", path)
 
     # -- protocol ------------------------------------------------------------
 
@@ -182,9 +190,9 @@ class StateBackend:
         except ValueError as exc:
             return LsResult(error=str(exc), code="invalid_path")
         if root in self._files:
-            return LsResult(error=f"{root} is a file, not a directory", code="not_a_directory")
+            return LsResult(error=NOT_A_DIRECTORY, code="not_a_directory", error_path=root)
         if not self._is_dir(root):
-            return LsResult(error=f"directory not found: {root}", code="file_not_found")
+            return LsResult(error=DIR_NOT_FOUND, code="file_not_found", error_path=root)
         base = root.rstrip("/")
         entries: dict[str, FileInfo] = {}
         for file_path in self._under(root):
@@ -206,8 +214,10 @@ class StateBackend:
             return ReadResult(path=str(path), error=str(exc), code="invalid_path")
         record = self._files.get(virtual)
         if record is None:
-            message, code = self._missing(virtual)
-            return ReadResult(path=virtual, error=message, code=code)
+            missing = self._missing(virtual)
+            return ReadResult(
+                path=virtual, error=missing.reason, code=missing.code, error_path=missing.path
+            )
         if isinstance(record.content, bytes):
             return ReadResult(
                 path=virtual, data=record.content, encoding="base64", size=len(record.content)
@@ -224,7 +234,9 @@ class StateBackend:
             return WriteResult(path=str(path), error=str(exc), code="invalid_path")
         failure = self._store(virtual, content)
         if failure is not None:
-            return WriteResult(path=virtual, error=failure[0], code=failure[1])
+            return WriteResult(
+                path=virtual, error=failure.reason, code=failure.code, error_path=failure.path
+            )
         return WriteResult(path=virtual)
 
     def edit(self, path: str, old: str, new: str, replace_all: bool = False) -> EditResult:
@@ -234,11 +246,13 @@ class StateBackend:
             return EditResult(path=str(path), error=str(exc), code="invalid_path")
         record = self._files.get(virtual)
         if record is None:
-            message, code = self._missing(virtual)
-            return EditResult(path=virtual, error=message, code=code)
+            missing = self._missing(virtual)
+            return EditResult(
+                path=virtual, error=missing.reason, code=missing.code, error_path=missing.path
+            )
         if isinstance(record.content, bytes):
             return EditResult(
-                path=virtual, error=f"{virtual} is a binary file; cannot edit", code="binary_file"
+                path=virtual, error=BINARY_EDIT, code="binary_file", error_path=virtual
             )
         new_content, result = apply_edit(virtual, record.content, old, new, replace_all)
         if new_content is not None:
@@ -258,7 +272,7 @@ class StateBackend:
         doomed = list(self._under(virtual))
         if not doomed:
             return DeleteResult(
-                path=virtual, error=f"file not found: {virtual}", code="file_not_found"
+                path=virtual, error=FILE_NOT_FOUND, code="file_not_found", error_path=virtual
             )
         for file_path in doomed:
             del self._files[file_path]
@@ -272,7 +286,7 @@ class StateBackend:
         except ValueError as exc:
             return GlobResult(error=str(exc), code="invalid_path")
         if not self._is_dir(root, files):
-            return GlobResult(error=f"directory not found: {root}", code="file_not_found")
+            return GlobResult(error=DIR_NOT_FOUND, code="file_not_found", error_path=root)
         return GlobResult(matches=matches)
 
     def _visible_files(self, visible: Visible | None) -> Collection[str]:
@@ -294,10 +308,10 @@ class StateBackend:
             return root
         files = self._visible_files(visible)
         if not (root in self._files or self._is_dir(root, files)):
-            return GrepResult(error=f"path not found: {root}", code="file_not_found")
+            return GrepResult(error=PATH_NOT_FOUND, code="file_not_found", error_path=root)
         record = self._files.get(root)
         if record is not None and isinstance(record.content, bytes):
-            return GrepResult(error=f"{root} is a binary file: cannot grep", code="binary_file")
+            return GrepResult(error=BINARY_GREP, code="binary_file", error_path=root)
         try:
             under = [p for p in files if is_within(p, root)]
             candidates = [root] if root in self._files else grep_paths(root, glob, under)
@@ -318,7 +332,7 @@ class StateBackend:
     def download(self, paths: list[str]) -> list[FileDownloadResult]:
         return download_values(paths, self._data)
 
-    def _data(self, path: str) -> bytes | tuple[str, ErrorCode]:
+    def _data(self, path: str) -> bytes | Failure:
         record = self._files.get(path)
         return self._missing(path) if record is None else record.data()
 

@@ -47,12 +47,13 @@ def offset_past_end(path: str, offset: int, total_lines: int) -> ReadResult:
         path=path,
         total_lines=total_lines,
         error=(
-            f"offset {offset} is past the end of {path} ({total_lines} lines); "
+            f"offset {offset} is past the end of the file ({total_lines} lines); "
             f"use an offset below {total_lines}"
             if total_lines
-            else f"offset {offset} is past the end of {path}: the file is empty (0 lines)"
+            else f"offset {offset} is past the end: the file is empty (0 lines)"
         ),
         code="invalid_argument",
+        error_path=path,
     )
 
 
@@ -121,22 +122,23 @@ def apply_edit(
         )
     count = content.count(old)
     if count == 0:
-        message = f"old_string not found in {path}"
+        message = "old_string not found"
         if old.endswith("\n") and not content.endswith("\n"):
             message += (
                 "; old_string ends with a newline but the file does not: "
                 "drop the trailing newline from old_string"
             )
-        return None, EditResult(path=path, error=message, code="no_match")
+        return None, EditResult(path=path, error=message, code="no_match", error_path=path)
     if count > 1 and not replace_all:
         return None, EditResult(
             path=path,
             occurrences=count,
             error=(
-                f"old_string occurs {count} times in {path}; add surrounding context to "
+                f"old_string occurs {count} times; add surrounding context to "
                 "make it unique, or set replace_all=true to replace every occurrence"
             ),
             code="multiple_matches",
+            error_path=path,
         )
     if replace_all:
         return content.replace(old, new), EditResult(path=path, occurrences=count)

@@ -21,8 +21,11 @@ import posixpath
 from collections.abc import Sequence
 from typing import Any
 
+from filegate.kernel.globbing import resolve_glob
+from filegate.kernel.paths import is_within, validate_path
 from filegate.kernel.permissions import Rules, check_permission, operation_of, read_denied
 from filegate.kernel.protocol import Visible
+from filegate.kernel.rule_patterns import expand_braces, glob_anchor, pattern_matches
 
 
 def to_virtual(route_prefix: str, local_path: str) -> str:
@@ -103,6 +106,89 @@ def search_root_denied(rules: Rules, operation: str, root: str) -> bool:
         if rule.governs(op) and rule.covers_subtree(root):
             return rule.mode == "deny"
     return False
+
+
+def answers_unasked(
+    rules: Rules, operation: str, roots: Sequence[str], *, result_root: str | None = None
+) -> bool:
+    """True when no answer of a search needs a human: all below ``roots`` are denied.
+
+    Contract §4: an earlier deny covering the search subtree wins over a later
+    ``interrupt`` rule, even one deciding a root itself: ``deny /secrets/**``
+    before ``interrupt /**`` lets ``ls /secrets`` run unasked, and the result
+    filter leaves nothing. Sound, not complete: per root, the first rule
+    touching its subtree must deny everything below it. ``result_root``: a
+    path that may itself be an answer (grep's path may name the one file
+    searched, whatever its glob says); it must not be an interrupt (allowed,
+    it is shown unasked; denied, the gate refuses). ``/`` is never a file.
+    """
+    if not roots:
+        return False
+    if result_root not in (None, "/") and check_permission(rules, operation, result_root) == (
+        "interrupt"
+    ):
+        return False
+    op = operation_of(operation)
+    return all(_below_denied(rules, op, root) for root in roots)
+
+
+def _below_denied(rules: Rules, op: str, root: str) -> bool:
+    for rule in rules:
+        if not rule.governs(op):  # type: ignore[arg-type]
+            continue
+        if rule.covers_subtree(root) or covers_below(rule.paths, root):
+            return rule.mode == "deny"
+        if rule.overlaps_subtree(root):
+            return False  # an earlier rule decides part of the subtree
+    return False
+
+
+def covers_below(patterns: Sequence[str], root: str) -> bool:
+    """True when some pattern matches every path strictly below ``root``.
+
+    Sound, not complete: ``Q/**`` does when ``Q`` matches ``root`` (``**``
+    matches any tail, dot names included, in rule matching).
+    """
+    for pattern in patterns:
+        for alternative in expand_braces(pattern):
+            if not alternative.endswith("/**"):
+                continue
+            parent = alternative[: -len("/**")] or "/"
+            if pattern_matches(parent, root):
+                return True
+    return False
+
+
+def search_roots(path: str, pattern: str | None) -> list[str]:
+    """Directories every answer of a search at ``path`` with ``pattern`` lies *below*.
+
+    ``pattern`` is glob's pattern or grep's glob filter; each alternative
+    narrows the root to its anchor (``/secrets/**/*.py`` from ``/``:
+    ``/secrets``), a literal one to its parent; a bare name (any depth) or a
+    bad pattern keeps ``path``.
+    """
+    if not pattern:
+        return [path]
+    try:
+        root, rel = resolve_glob(pattern, path)
+        alternatives = expand_braces(rel)
+    except ValueError:
+        return [path]  # the tool refuses the pattern
+    roots: list[str] = []
+    for alternative in alternatives:
+        anchor = root
+        if "/" in alternative:
+            base = "" if alternative.startswith("/") else root.rstrip("/") + "/"
+            full = base + alternative
+            try:
+                anchor = glob_anchor(full)
+                if anchor == validate_path(full):  # literal: the answer is that path
+                    anchor = posixpath.dirname(anchor)
+            except ValueError:
+                anchor = root
+        # Answers also lie below the path (a grep filter does not re-root).
+        roots.append(anchor if is_within(anchor, path) else path)
+    return list(dict.fromkeys(roots))
 
 
 def read_visible(

@@ -157,3 +157,24 @@ def test_approval_ids_are_random_and_decisions_say_who() -> None:
         Decision(id="x", decision="approve", via="model")  # type: ignore[arg-type]
     with pytest.raises(ValueError):
         Decision(id="x", decision="approve", reviewer="r" * 201)
+
+
+def test_order_key_comes_from_the_checked_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """issue 14: the workflow validates a call's path once; the order key reuses it."""
+    from filegate.kernel import paths
+    from filegate.workflows import gate
+    from filegate.workflows.calls import ToolCalls
+
+    seen: list[Any] = []
+
+    def counted(path: Any) -> Any:
+        seen.append(path)
+        return paths.validate_path(path)
+
+    monkeypatch.setattr(gate, "validate_path", counted)
+    checked = check("write_file", {"file_path": "memories//a/./b.md", "content": "x"})
+    assert isinstance(checked, CheckedCall)
+    assert ToolCalls._order_key(checked) == "/memories/a/b.md"
+    assert len(seen) == 1
+    assert ToolCalls._order_key(check("execute", {"command": "ls"})) == "<shell>"
+    assert ToolCalls._order_key(check("write_file", {"file_path": "../x", "content": ""})) is None

@@ -92,15 +92,21 @@ GLOB_TREE = {
     "/docs/guide.md": "g",
     "/docs/api/ref.md": "ref",
     "/data/img.txt": "i",
+    "/.github/workflows/ci.yml": "ci",
 }
 
 GLOB_CASES: list[tuple[str, str, list[str]]] = [
     # (pattern, search root, expected) — all relative to the subject's base
-    ("*.py", "/", ["/src/main.py", "/src/util/helpers.py", "/top.py"]),
+    # A basename pattern looks inside dot-directories too; `**` never enters them.
+    ("*.py", "/", ["/.config/settings.py", "/src/.cache/c.py", "/src/main.py",
+                   "/src/util/helpers.py", "/top.py"]),
     ("**/*.py", "/", ["/src/main.py", "/src/util/helpers.py", "/top.py"]),
+    ("*.yml", "/", ["/.github/workflows/ci.yml"]),
+    ("**/*.yml", "/", []),
+    ("workflows/*.yml", "/.github", ["/.github/workflows/ci.yml"]),
     ("src/*.py", "/", ["/src/main.py"]),
     ("src/**/*.py", "/", ["/src/main.py", "/src/util/helpers.py"]),
-    ("*.py", "/src", ["/src/main.py", "/src/util/helpers.py"]),
+    ("*.py", "/src", ["/src/.cache/c.py", "/src/main.py", "/src/util/helpers.py"]),
     ("util/*.py", "/src", ["/src/util/helpers.py"]),
     ("**", "/docs", ["/docs/api/ref.md", "/docs/guide.md"]),
     ("*.{md,txt}", "/", ["/README.md", "/data/img.txt", "/docs/api/ref.md", "/docs/guide.md",
@@ -394,3 +400,38 @@ def test_execute_capability(subject: Subject) -> None:
         assert result.ok and result.exit_code == 0 and "contract" in result.output
     else:
         assert result.code == "unsupported"
+
+
+# -- reference names (deepagents) ---------------------------------------------
+
+
+def test_reference_method_names(subject: Subject) -> None:
+    """upload_files/download_files, grep(max_count=...), edit(path, old, new, replace_all)."""
+    uploaded = subject.backend.upload_files([(subject.p("/ref/a.txt"), b"one\none\n")])  # type: ignore[attr-defined]
+    assert [r.ok for r in uploaded] == [True]
+    (got,) = subject.backend.download_files([subject.p("/ref/a.txt")])  # type: ignore[attr-defined]
+    assert got.content == b"one\none\n"
+    assert subject.backend.download([subject.p("/ref/a.txt")])[0].content == got.content
+    hits = subject.backend.grep("one", path=subject.p("/ref"), max_count=1)
+    assert len(hits.matches) == 1 and hits.truncated
+    edited = subject.backend.edit(
+        path=subject.p("/ref/a.txt"), old="one", new="two", replace_all=True
+    )
+    assert edited.ok and edited.occurrences == 2
+
+
+def test_every_shipped_backend_has_the_reference_names() -> None:
+    from filegate.backends.bwrap import BwrapSandboxBackend
+    from filegate.backends.composite import CompositeBackend
+    from filegate.backends.policy import PolicyBackend
+    from filegate.backends.sandbox import BaseSandbox
+    from filegate.backends.store import StoreBackend
+    from filegate.kernel.protocol import PROTOCOL_ALIASES, PROTOCOL_METHODS, ReferenceNames
+    from filegate.kernel.state import StateBackend
+
+    shipped = [FilesystemBackend, LocalShellBackend, StateBackend, CompositeBackend]
+    shipped += [StoreBackend, BaseSandbox, BwrapSandboxBackend, PolicyBackend]
+    for cls in shipped:
+        assert issubclass(cls, ReferenceNames), cls
+    assert set(PROTOCOL_ALIASES.values()) <= set(PROTOCOL_METHODS)
+    assert all(hasattr(ReferenceNames, name) for name in PROTOCOL_ALIASES)

@@ -33,6 +33,7 @@ from filegate.cli.run import load_permissions, parse_model
 from filegate.kernel.messages import ModelSpec
 from filegate.worker import configured_store, connect
 from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec
+from filegate.workflows.approval_handlers import DECIDED_APPROVALS, PENDING_APPROVALS
 from filegate.workflows.gate import ToolInterrupt
 from temporalio.client import Client, WorkflowQueryFailedError
 from temporalio.service import RPCError, TLSConfig
@@ -217,6 +218,11 @@ async def test_run_waits_for_decisions_from_other_processes(
 
         ids = {a.args["file_path"]: a.id for a in await four_pending()}
         assert not (root / "docs").exists()  # nothing ran while waiting
+        # The embedded server has the approval counters registered, so the run
+        # was started with them and keeps them current (one visibility query
+        # finds it).
+        attrs = (await handle.describe()).typed_search_attributes
+        assert attrs.get(PENDING_APPROVALS) == 4 and attrs.get(DECIDED_APPROVALS) == 0
         listing, status, bad, bad_edit = cli_parallel(
             cli_env,
             ["approvals", "--json"],

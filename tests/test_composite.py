@@ -88,7 +88,7 @@ def test_single_path_results_and_errors_name_virtual_paths(make: Factory) -> Non
     assert (read.path, read.lines, read.start_line) == ("/memories/notes.md", ["beta"], 2)
     missing = composite.read("/memories/nope.md")
     assert missing.code == "file_not_found"
-    assert "/memories/nope.md" in (missing.error or "")
+    assert "/memories/nope.md" in (missing.error_text or "")
     edit = composite.edit("/memories/notes.md", "beta", "gamma")
     assert (edit.path, edit.occurrences) == ("/memories/notes.md", 1)
     assert composite.edit("/memories/notes.md", "zzz", "y").code == "no_match"
@@ -146,7 +146,12 @@ def test_glob_fans_out_and_keeps_prefixes(make: Factory) -> None:
     everything = composite.glob("**/*.md")
     assert everything.matches == ["/memories/deep/more.md", "/memories/prefs.md", "/notes.md"]
     assert not everything.truncated
-    assert composite.glob("*.md").matches == everything.matches  # basename at any depth
+    # A basename pattern matches at any depth, also inside dot-directories.
+    assert composite.glob("*.md").matches == [
+        "/memories/.hidden/secret.md",
+        *everything.matches[:2],
+        "/notes.md",
+    ]
     assert composite.glob("memories/*.md").matches == ["/memories/prefs.md"]
     assert composite.glob("/memories/**/*.md", "/src").matches == [
         "/memories/deep/more.md",

@@ -321,15 +321,19 @@ _GLOB_PATTERNS = [
 @pytest.mark.parametrize("pattern", _GLOB_PATTERNS)
 def test_glob_matcher_agrees_with_wcmatch_and_prunes_safely(pattern: str) -> None:
     from filegate.kernel.globbing import GLOB_FLAGS, GlobMatcher, _expand, _path_form
+    from wcmatch import fnmatch as wc_fnmatch
     from wcmatch import glob as wc_glob
 
     matcher = GlobMatcher(pattern)
-    wc_patterns = ["/".join(_path_form(alt)) for alt in _expand(pattern)]
+    # Contract §1: a basename alternative matches the name at any depth (dot-dirs too).
+    names = [alt for alt in _expand(pattern) if "/" not in alt and "**" not in alt]
+    wc_patterns = ["/".join(_path_form(alt)) for alt in _expand(pattern) if alt not in names]
     rng = random.Random(pattern)
     for _ in range(1500):
         parts = [rng.choice(_GLOB_COMPONENTS) for _ in range(rng.randint(1, 4))]
         rel = "/".join(parts)
-        want = wc_glob.globmatch(rel, wc_patterns, flags=GLOB_FLAGS)
+        want = bool(wc_patterns) and wc_glob.globmatch(rel, wc_patterns, flags=GLOB_FLAGS)
+        want = want or any(wc_fnmatch.fnmatch(parts[-1], name) for name in names)
         assert matcher.match(rel) is want, (pattern, rel)
         reachable = all(matcher.may_enter("/".join(parts[:i])) for i in range(1, len(parts)))
         if want:

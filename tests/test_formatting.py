@@ -732,6 +732,16 @@ def test_execute_error_keeps_partial_output() -> None:
     assert rendered == Rendered("partial\nError: command timed out after 5s", is_error=True)
 
 
+def test_execute_timeout_shows_exit_code_124() -> None:
+    result = ExecuteResult(
+        output="", exit_code=124, error="command timed out after 5 s and was killed", code="timeout"
+    )
+    assert format_execute(result) == Rendered(
+        "Error: command timed out after 5 s and was killed\n[Command failed with exit code 124]",
+        is_error=True,
+    )
+
+
 # --------------------------------------------------------------------------- offload stubs
 
 

@@ -77,6 +77,7 @@ def test_timeout_kills_the_whole_process_group(shell: LocalShellBackend, tmp_pat
     result = shell.execute("sleep 300 & echo $! > bg.pid; echo started; sleep 300", timeout=1)
     elapsed = time.monotonic() - started
     assert result.code == "timeout" and not result.ok
+    assert result.exit_code == 124  # contract §1: as coreutils `timeout` and the reference
     assert "started" in result.output
     assert elapsed < 10
     bg_pid = int((tmp_path / "bg.pid").read_text())

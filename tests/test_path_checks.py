@@ -64,3 +64,31 @@ def test_old_requests_without_virtual_path_still_work(tmp_path: Path) -> None:
     assert "/memories/nope.md" in str(missing.content)
     with pytest.raises(InvalidToolRequest):
         parse_args(_req({"file_path": "/x"}, None, prefix="/../"))
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [("src\\app.py", "/src/app.py"), ("\\a\\\\b\\", "/a/b"), ("/a\\./b", "/a/b")],
+)
+def test_backslashes_become_slashes(raw: str, expected: str) -> None:
+    assert validate_path(raw) == expected  # contract §1, as in the reference
+
+
+@pytest.mark.parametrize("raw", ["..\\x", "a\\..\\..\\b", "C:\\x", "\\\\server\\share", "~\\x"])
+def test_backslashes_do_not_open_a_way_out(raw: str) -> None:
+    with pytest.raises(ValueError):
+        validate_path(raw)
+
+
+def test_a_backslash_path_reaches_the_file(tmp_path: Path) -> None:
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "app.py").write_text("print(1)\n")
+    out = run_tool(FilesystemBackend(tmp_path), _req({"file_path": "src\\app.py"}, None, "/"))
+    assert out.status == "success" and "print(1)" in str(out.content)
+
+
+def test_no_error_text_rewriter_is_left() -> None:
+    """Errors carry ``error_path`` (kernel.protocol); nothing edits message text any more."""
+    from bench.path_checks import REWRITERS, string_rewriters
+
+    assert len(REWRITERS) == 3 and string_rewriters() == 0

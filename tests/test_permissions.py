@@ -242,7 +242,7 @@ def test_filter_grep_matches_counts_removed() -> None:
 
 
 def test_filter_paths_with_unvalidatable_names() -> None:
-    # A backslash is refused as *input*, but a file can be named that on disk.
+    # A backslash is a separator in *input*, but a file can be named that on disk.
     assert filter_paths(SECRETS, ["/secrets/a\\b", "/pub/a\\b"]) == ["/pub/a\\b"]
 
 

@@ -17,7 +17,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
-PACKAGE_DIRS = ("kernel", "backends", "activities", "workflows", "cli")
+PACKAGE_DIRS = ("kernel", "backends", "activities", "workflows", "cli", "integrations")
 """The repository's package folders; with the root's own modules they are ``filegate``."""
 
 MAX_MODULE_LINES = 500

@@ -166,7 +166,9 @@ def test_delete_file_dir_and_errors(sb: BwrapSandboxBackend, root: Path) -> None
 def test_glob_contract_basics(sb: BwrapSandboxBackend) -> None:
     for path in ["/a.py", "/src/b.py", "/src/deep/c.py", "/src/d.txt", "/.hidden/e.py", "/.f.py"]:
         assert sb.write(path, "x").ok
-    assert sb.glob("*.py").matches == ["/a.py", "/src/b.py", "/src/deep/c.py"]
+    # A basename pattern looks inside dot-directories too (contract §1).
+    assert sb.glob("*.py").matches == ["/.hidden/e.py", "/a.py", "/src/b.py", "/src/deep/c.py"]
+    assert sb.glob("**/*.py").matches == ["/a.py", "/src/b.py", "/src/deep/c.py"]
     assert sb.glob("src/**/*.py").matches == ["/src/b.py", "/src/deep/c.py"]
     assert sb.glob("/*.py").matches == ["/a.py"]
     assert sb.glob("*.py", path="/src").matches == ["/src/b.py", "/src/deep/c.py"]
@@ -332,6 +334,12 @@ def test_execute_stderr_exit_code_and_cap(sb: BwrapSandboxBackend) -> None:
     assert len(big.output.encode()) < 100_000 + 200 and "truncated" in big.output
     assert sb.execute("true", timeout=0).code == "invalid_argument"
     assert sb.execute("true", timeout=-1).code == "invalid_argument"
+
+
+def test_execute_timeout_reports_124(sb: BwrapSandboxBackend) -> None:
+    result = sb.execute("sleep 300 & echo started; sleep 300", timeout=1)
+    assert result.code == "timeout" and result.exit_code == 124  # contract §1
+    assert "started" in result.output
 
 
 def test_execute_custom_env(_bwrap_ok: None, root: Path) -> None:

@@ -176,12 +176,17 @@ def test_delete_file_and_directory_prefix() -> None:
 def test_glob_contract() -> None:
     s = _populated()
     s.write("/.github/ci.py", "x")
-    assert s.glob("*.py").matches == ["/src/app.py", "/src/lib/util.py"]
+    assert s.glob("*.py").matches == ["/.github/ci.py", "/src/app.py", "/src/lib/util.py"]
+    assert s.glob("**/*.py").matches == ["/src/app.py", "/src/lib/util.py"]
     assert s.glob("**/*.py", "/src/lib").matches == ["/src/lib/util.py"]
     assert s.glob("src/*.py").matches == ["/src/app.py"]
     assert s.glob("/*.md", "/src").matches == ["/README.md"]
     assert s.glob(".github/*.py").matches == ["/.github/ci.py"]
-    assert s.glob("*").matches == ["/README.md", "/img/logo.png", "/src/app.py", "/src/lib/util.py"]
+    assert s.glob("*").matches == [
+        "/.github/ci.py", "/README.md", "/img/logo.png", "/src/app.py", "/src/lib/util.py"
+    ]  # fmt: skip
+    everything = ["/README.md", "/img/logo.png", "/src/app.py", "/src/lib/util.py"]
+    assert s.glob("**").matches == everything
     assert s.glob("{*.md,*.png}").matches == ["/README.md", "/img/logo.png"]
     assert s.glob("*.nothing").matches == [] and s.glob("*.nothing").ok
 

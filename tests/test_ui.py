@@ -128,15 +128,29 @@ async def test_lists_approvals_and_decides_through_the_update(
         items = {a["tool"]: a for a in await listed(ui, wf, 2)}
         write, edit = items["write_file"], items["edit_file"]
         assert write["rule"]["mode"] == "interrupt" and write["rule"]["paths"] == ["/docs/**"]
-        assert write["rule_text"] == "#0 interrupt write on /docs/**"
-        assert write["preview"]["text"] == "alpha\n<b>beta</b>\n"
-        assert "-y = 2\n+y = 3\n" in edit["preview"]["text"]
+        assert write["rule_text"] == "permission rule #0: write /docs/** -> interrupt"
+        shown = write["card_preview"]
+        if shown["source"] == "args":  # a workflow without computed previews
+            assert shown["text"] == "alpha\n<b>beta</b>\n"
+        else:  # the tools worker's: a new file, every line added
+            assert shown["kind"] == "new_file"
+            assert [r["text"] for r in shown["rows"] if r["cls"] == "add"] == [
+                "+alpha",
+                "+<b>beta</b>",
+            ]
+        # /docs/b.py does not exist: the worker's preview says so, the arguments' diff follows.
+        shown = edit["card_preview"]
+        if shown["source"] == "worker":
+            assert shown["kind"] == "edit" and "not found" in shown["error"]
+            shown = shown["fallback"]
+        edit_rows = [(r["cls"], r["text"]) for r in shown["rows"]]
+        assert ("del", "-y = 2") in edit_rows and ("add", "+y = 3") in edit_rows
 
         page = (await get(ui, "/")).text
         assert f'data-key="{wf}/{write["id"]}"' in page and f'data-key="{wf}/{edit["id"]}"' in page
-        assert "#0 interrupt write on /docs/**" in page
-        assert '<span class="del">-y = 2</span>' in page
-        assert '<span class="add">+y = 3</span>' in page
+        assert "permission rule #0: write /docs/** -&gt; interrupt" in page
+        assert '<td class="text">-y = 2</td>' in page and '<td class="text">+y = 3</td>' in page
+        assert "file not found: /docs/b.py" in page or "no preview" in page
         assert "&lt;b&gt;beta&lt;/b&gt;" in page and "<b>beta</b>" not in page  # escaped
         fragment = (await get(ui, "/fragment")).text
         assert fragment.count('class="card"') >= 2 and "<html" not in fragment
@@ -167,8 +181,10 @@ async def test_lists_approvals_and_decides_through_the_update(
         code, body = await post_decision(ui, workflow_id=wf, id=write["id"], decision="approve")
         assert code == 200 and body["ok"], body
         assert body["ack"] == {
-            "id": write["id"], "decision": "approve", "reviewer": REVIEWER, "via": "ui"
+            **body["ack"], "id": write["id"], "decision": "approve", "reviewer": REVIEWER,
+            "via": "ui",
         }  # fmt: skip
+        assert not body["changed"] and not body["ack"].get("changed_since_preview")
         assert body["message"] == f"approve: approval {write['id']} of {wf} (by {REVIEWER} via ui)"
         code, body = await post_decision(
             ui, workflow_id=wf, id=edit["id"], decision="reject", reviewer="mallory"

@@ -13,7 +13,6 @@ finish with exactly those outcomes, attributed to the logged-in reviewer.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,6 +27,7 @@ from tests.ui_support import (
     REVIEWER,
     TOKEN,
     agent_stack,
+    artifacts_dir,
     client_factory,
     edit_call,
     pending,
@@ -47,7 +47,8 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-SCREENSHOT = Path("/tmp/ui.png")
+WEB_UI = "http://127.0.0.1:8233"
+"""The Temporal Web UI the cards link to (a fixed setting; nothing is fetched there)."""
 
 pytestmark = [
     pytest.mark.services,
@@ -59,7 +60,8 @@ pytestmark = [
 @pytest.fixture
 def ui_url(temporal_server: TemporalDevServer) -> Iterator[str]:
     """The UI (behind its guard) served by uvicorn on its own thread and event loop."""
-    with served(create_app(client_factory(temporal_server), ui_access())) as url:
+    app = create_app(client_factory(temporal_server), ui_access(), temporal_web_url=WEB_UI)
+    with served(app) as url:
         yield url
 
 
@@ -103,16 +105,18 @@ async def test_approve_and_reject_in_a_real_browser(
             # Polling brings both in even if visibility lagged at first load.
             await expect(write_card).to_be_visible(timeout=20_000)
             await expect(edit_card).to_be_visible(timeout=20_000)
-            await expect(write_card.locator("pre.content")).to_contain_text("all good")
-            await expect(edit_card.locator("pre.diff .del")).to_have_text('-version = "1.0"')
-            await expect(edit_card.locator("pre.diff .add")).to_have_text('+version = "2.0"')
-            await expect(edit_card.locator(".rule")).to_contain_text("interrupt write on /docs/**")
-            await page.screenshot(path=str(SCREENSHOT), full_page=True)
+            await expect(write_card.locator(".preview")).to_contain_text("all good")
+            await expect(edit_card.locator("tr.del td.text")).to_have_text('-version = "1.0"')
+            await expect(edit_card.locator("tr.add td.text")).to_have_text('+version = "2.0"')
+            await expect(edit_card.locator(".rule")).to_contain_text("write /docs/** -> interrupt")
+            await page.screenshot(
+                path=str(artifacts_dir("ui-browser") / "two-agents.png"), full_page=True
+            )
 
             # A bad edit: the validator's refusal is shown, the card stays.
-            await edit_card.locator("summary").click()
-            bad = {"file_path": "/docs/../../x", "old_string": "a", "new_string": "b"}
-            await edit_card.locator("textarea[name=args]").fill(json.dumps(bad))
+            await edit_card.locator("details.edit summary").click()
+            await edit_card.locator("[data-arg=file_path]").fill("/docs/../../x")
+            await edit_card.locator("button[data-action=edit-preview]").click()
             await edit_card.locator("button[data-decision=edit]").click()
             await expect(edit_card.locator(".answer.error")).to_contain_text(
                 "edited args refused", timeout=10_000
@@ -128,7 +132,14 @@ async def test_approve_and_reject_in_a_real_browser(
             await expect(log).to_contain_text(
                 f"reject: approval {edit_approval.id} of {rejected.id} (by {REVIEWER} via ui)"
             )
-            # Decided approvals leave the list on the next refresh.
+            # Decided cards stay, saying who decided, until the page is reloaded.
+            await expect(write_card.locator(".decision")).to_contain_text(
+                f"approved by {REVIEWER} via ui"
+            )
+            await expect(edit_card.locator(".decision")).to_contain_text(
+                f"rejected by {REVIEWER} via ui"
+            )
+            await page.reload()
             await expect(write_card).to_have_count(0, timeout=10_000)
             await expect(edit_card).to_have_count(0, timeout=10_000)
             assert not violations, violations

@@ -200,3 +200,49 @@ async def test_api_callers_use_the_bearer_token(
         result = await handle.result()
     out = tool_results(result)["w1"]
     assert out["status"] == "error" and "via api" in out["content"] and "no" in out["content"]
+
+
+HOSTILE = '"><script src="https://evil.example/x.js"></script><img src=x onerror=alert(1)>'
+"""Model-chosen text aimed at the card: out of the attribute, into markup."""
+
+
+async def test_model_text_is_inert_and_the_new_endpoints_are_guarded(
+    ui_url: str, temporal_client: Client, tmp_path: Path
+) -> None:
+    """What the model chose (its text before the call, the arguments, the preview's
+    diff) reaches the card escaped, in text and in attributes; the recent-decisions
+    and edit-preview endpoints need the login, and the edit preview (a POST) the
+    CSRF token as well."""
+    root = tmp_path / "ws"
+    async with agent_stack(temporal_client, root, tmp_path / "journal") as agents:
+        handle = await agents.start(
+            write_call("w1", "/docs/x.md", f"{HOSTILE}\n"), said=f"Now: {HOSTILE}"
+        )
+        [approval] = await pending(handle, 1)
+        raw = httpx.AsyncClient(base_url=ui_url, timeout=20)
+        browser = await logged_in(ui_url)
+        try:
+            fragment = (await browser.get("/fragment")).text
+            assert f'data-id="{approval.id}"' in fragment
+            assert "<script" not in fragment and "<img" not in fragment
+            assert "&lt;script src=&#34;https://evil.example/x.js&#34;&gt;" in fragment
+            for path in ("/decided", "/api/decided"):
+                assert (await raw.get(path)).status_code == 401
+                assert (await browser.get(path)).status_code == 200
+            edit = {"tool": "write_file", "original": approval.args, "args": approval.args}
+            assert (await raw.post("/api/edit-preview", json=edit)).status_code == 401
+            no_csrf = await browser.post("/api/edit-preview", json=edit)
+            assert no_csrf.status_code == 403 and "CSRF" in no_csrf.text
+            csrf = csrf_from((await browser.get("/")).text)
+            shown = await browser.post("/api/edit-preview", json=edit, headers={CSRF_HEADER: csrf})
+            assert shown.status_code == 200 and shown.json()["changed"] == []
+            assert "<script" not in shown.json()["html"]
+            bad = await browser.post(
+                "/api/edit-preview", json={"tool": 1}, headers={CSRF_HEADER: csrf}
+            )
+            assert bad.status_code == 400
+            await still_pending(handle, approval.id, root)
+        finally:
+            await browser.aclose()
+            await raw.aclose()
+        await handle.terminate("test over")

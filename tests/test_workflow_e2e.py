@@ -872,7 +872,7 @@ async def test_bulk_tool_without_path_needs_approval(temporal_client: Client) ->
     out = results(result)
     assert out["g"]["content"] == "answered grep"
     assert out["r"]["content"] == "answered read_file"
-    assert "not found: /other" in out["l"]["content"]  # outside the rule: ran unasked
+    assert "/other: directory not found" in out["l"]["content"]  # outside the rule: ran unasked
 
 
 @pytest.mark.slow

@@ -8,6 +8,7 @@ its guard, so a client logs in through the token URL as a reviewer would.
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import threading
 import time
@@ -19,6 +20,7 @@ from typing import Any
 
 from filegate.backends.embedded import TemporalDevServer
 from filegate.backends.filesystem import FilesystemBackend
+from filegate.backends.local_shell import LocalShellBackend
 from filegate.cli.ui import ClientFactory, uvicorn_server
 from filegate.cli.web_guard import UiAccess
 from filegate.kernel.messages import ModelSpec
@@ -28,12 +30,15 @@ from filegate.workflows import (
     AgentInput,
     AgentResult,
     AgentWorkflow,
+    ApprovalConfig,
     BackendRef,
     BackendSpec,
     PendingApproval,
 )
 from starlette.types import ASGIApp
+from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.client import Client, WorkflowHandle
+from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 TOKEN = "test-reviewer-token-0123456789"
@@ -110,34 +115,117 @@ def tool_results(result: AgentResult) -> dict[str, dict[str, Any]]:
     return {m["tool_call_id"]: m for m in result.transcript if m["role"] == "tool"}
 
 
+def delete_call(call_id: str, path: str) -> dict[str, Any]:
+    return {"id": call_id, "name": "delete", "args": {"file_path": path}}
+
+
+def execute_call(call_id: str, command: str) -> dict[str, Any]:
+    return {"id": call_id, "name": "execute", "args": {"command": command}}
+
+
 @asynccontextmanager
-async def agent_stack(client: Client, root: Path, journal: Path) -> AsyncIterator[AgentStarter]:
-    """Agent + Filesystem tools workers; yields a starter for gated one-turn agents."""
+async def agent_stack(
+    client: Client, root: Path, journal: Path, *, shell: bool = False
+) -> AsyncIterator[AgentStarter]:
+    """Agent + tools workers (Filesystem, or LocalShell with ``shell``); yields a
+    starter for gated one-turn agents."""
     suffix = uuid.uuid4().hex[:8]
     queue, tools_queue = f"ui-agent-{suffix}", f"ui-tools-{suffix}"
     root.mkdir(parents=True, exist_ok=True)
+    backend = LocalShellBackend(str(root)) if shell else FilesystemBackend(root)
     async with (
         agent_worker(client, queue),
-        tools_worker(client, tools_queue, {"fs": FilesystemBackend(root)}, journal),
+        tools_worker(client, tools_queue, {"fs": backend}, journal),
     ):
-        yield AgentStarter(client, queue, tools_queue)
+        yield AgentStarter(client, queue, tools_queue, str(root) if shell else None)
 
 
 class AgentStarter:
-    """Starts agents whose one tool turn waits on the /docs interrupt rule."""
+    """Starts agents whose one tool turn waits on the /docs interrupt rule (or on
+    the ``interrupt_on`` entries given)."""
 
-    def __init__(self, client: Client, queue: str, tools_queue: str) -> None:
+    def __init__(
+        self, client: Client, queue: str, tools_queue: str, shell: str | None = None
+    ) -> None:
         self.client, self.queue, self.tools_queue = client, queue, tools_queue
+        self.shell = shell
 
-    async def start(self, *tool_calls: dict[str, Any]) -> WorkflowHandle[Any, AgentResult]:
-        script = {"turns": [{"tool_calls": list(tool_calls)}, {"content": "done"}]}
-        ref = BackendRef(kind="remote", name="fs", task_queue=self.tools_queue)
+    async def start(
+        self,
+        *tool_calls: dict[str, Any],
+        task: str = "write the docs",
+        said: str | None = None,
+        interrupt_on: dict[Any, Any] | None = None,
+        approvals: ApprovalConfig | None = None,
+        turns: int = 1,
+        before: tuple[dict[str, Any], ...] = (),
+    ) -> WorkflowHandle[Any, AgentResult]:
+        """One agent; ``said`` is the model's text in the turn with the calls;
+        ``turns`` > 1 repeats that turn (the agent keeps running after a decision);
+        ``before``: earlier turns (a ``read_file`` an edit needs)."""
+        turn: dict[str, Any] = {"tool_calls": list(tool_calls)}
+        if said is not None:
+            turn["content"] = said
+        repeated = [
+            {**turn, "tool_calls": [{**c, "id": f"{c['id']}-{n}"} for c in tool_calls]}
+            if n
+            else turn
+            for n in range(turns)
+        ]
+        script = {"turns": [*before, *repeated, {"content": "done"}]}
+        ref = BackendRef(
+            kind="remote",
+            name="fs",
+            task_queue=self.tools_queue,
+            can_execute=self.shell is not None,
+            shell_path=self.shell,
+        )
         input = AgentInput(
-            task="write the docs",
+            task=task,
             model=ModelSpec(provider="scripted", options={"script": script}),
             backend=BackendSpec(default=ref),
-            permissions=DOCS_INTERRUPT,
+            permissions=[] if self.shell else DOCS_INTERRUPT,
+            interrupt_on=interrupt_on or {},
+            approvals=approvals or ApprovalConfig(),
         )
         return await self.client.start_workflow(
-            AgentWorkflow.run, input, id=f"ui-wf-{uuid.uuid4().hex[:10]}", task_queue=self.queue
+            AgentWorkflow.run,
+            input,
+            id=f"ui-wf-{uuid.uuid4().hex[:10]}",
+            task_queue=self.queue,
+            search_attributes=await listing_attributes(self.client),
         )
+
+
+PENDING_KEY = SearchAttributeKey.for_int("FilegatePendingApprovals")
+DECIDED_KEY = SearchAttributeKey.for_int("FilegateDecidedApprovals")
+
+
+async def has_listing_attributes(client: Client) -> bool:
+    """Whether the server registered the approval counters (the embedded dev server does)."""
+    request = ListSearchAttributesRequest(namespace=client.namespace)
+    found = await client.operator_service.list_search_attributes(request)
+    return {PENDING_KEY.name, DECIDED_KEY.name} <= set(found.custom_attributes)
+
+
+async def listing_attributes(client: Client) -> TypedSearchAttributes:
+    """What a gated run starts with: both counters at 0 where the server has them
+    (a workflow keeps them up to date only when started with them), else nothing."""
+    if not await has_listing_attributes(client):
+        return TypedSearchAttributes.empty
+    pairs = [SearchAttributePair(PENDING_KEY, 0), SearchAttributePair(DECIDED_KEY, 0)]
+    return TypedSearchAttributes(pairs)
+
+
+def artifacts_dir(name: str) -> Path:
+    """Where a test keeps its screenshots: ``$FILEGATE_TEST_ARTIFACTS`` or
+    ``.filegate/test-artifacts`` (gitignored) under the repository."""
+    base = os.environ.get("FILEGATE_TEST_ARTIFACTS")
+    root = (
+        Path(base)
+        if base
+        else Path(__file__).resolve().parent.parent / ".filegate" / "test-artifacts"
+    )
+    path = root / name
+    path.mkdir(parents=True, exist_ok=True)
+    return path

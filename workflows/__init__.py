@@ -1,4 +1,7 @@
-"""Temporal workflows: the durable agent loop around the file tools."""
+"""Temporal workflows: the durable agent loop, and the tool kit it is built on.
+
+:class:`FileTools` gives any workflow Filegate's tools (specs, gated calls,
+approvals); :class:`AgentWorkflow` is a thin model loop over it."""
 
 from typing import TYPE_CHECKING
 
@@ -8,6 +11,8 @@ if TYPE_CHECKING:
     from .agent import (
         AgentWorkflow,
     )
+    from .approval_handlers import ApprovalHandlers, initial_search_attributes
+    from .file_tools import FileTools, ToolResult, tool_messages
     from .inputs import (
         AgentInput,
         AgentResult,
@@ -15,7 +20,11 @@ if TYPE_CHECKING:
         ApprovalConfig,
         BackendRef,
         BackendSpec,
+        DecidedApproval,
         Decision,
+        DecisionAck,
+        FileToolsConfig,
+        FileToolsState,
         Limits,
         PendingApproval,
         RouteSpec,
@@ -28,6 +37,8 @@ __getattr__, __dir__, __all__ = attach(
         ".agent": [
             "AgentWorkflow",
         ],
+        ".approval_handlers": ["ApprovalHandlers", "initial_search_attributes"],
+        ".file_tools": ["FileTools", "ToolResult", "tool_messages"],
         ".inputs": [
             "AgentInput",
             "AgentResult",
@@ -35,7 +46,11 @@ __getattr__, __dir__, __all__ = attach(
             "ApprovalConfig",
             "BackendRef",
             "BackendSpec",
+            "DecidedApproval",
             "Decision",
+            "DecisionAck",
+            "FileToolsConfig",
+            "FileToolsState",
             "Limits",
             "PendingApproval",
             "RouteSpec",

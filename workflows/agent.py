@@ -10,9 +10,11 @@ the agent worker): both then run inside the workflow task, with no trip
 through a task queue, which is what keeps a step within a few milliseconds of
 the work it does (``bench/agent_step.py``).
 
-This module holds the workflow class, its loop and its handlers; the model
-turns are :mod:`~filegate.workflows.turns` and the tool call path
-:mod:`~filegate.workflows.calls` (mixins without state of their own).
+This module holds the workflow class, its loop and its handlers: a thin loop
+over a model (:mod:`~filegate.workflows.turns`) and
+:class:`~filegate.workflows.file_tools.FileTools`, the public tool kit any
+workflow can use (the offer, the gated call path, the approvals). That the
+loop needs nothing else from the tool side is what shows the kit complete.
 
 Sandbox: everything this module uses from ``kernel``/``activities.contract``/
 ``workflows`` is pure and imported once, passed through from the host, with
@@ -26,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
@@ -38,23 +40,20 @@ with workflow.unsafe.imports_passed_through():
     import bracex  # noqa: F401
     import wcmatch.fnmatch
     import wcmatch.glob  # noqa: F401
-    from filegate.kernel.formatting import Rendered
     from filegate.kernel.messages import Message, check_model_spec
     from filegate.kernel.permissions import check_execute_config
-    from filegate.kernel.routing import Router
-    from filegate.kernel.state import StateBackend
     from filegate.kernel.transcripts import MemoryRef
     from filegate.workflows import runner
-    from filegate.workflows import tool_descriptions as descriptions
-    from filegate.workflows.approvals import ApprovalBook, stamped
-    from filegate.workflows.calls import ToolCalls
+    from filegate.workflows.file_tools import FileTools, tool_messages
     from filegate.workflows.inputs import (
         AgentInput,
         AgentResult,
         AgentStatus,
         CarryOver,
+        DecidedApproval,
         Decision,
         DecisionAck,
+        FileToolsState,
         PendingApproval,
         StopReason,
         UserMessage,
@@ -82,7 +81,7 @@ def transcript_json(messages: list[Message]) -> list[dict[str, Any]]:
 
 
 @workflow.defn(name="AgentWorkflow")
-class AgentWorkflow(ModelTurns, ToolCalls):
+class AgentWorkflow(ModelTurns):
     """One agent thread: model turns, gated tool calls, human approvals."""
 
     @workflow.init
@@ -90,20 +89,24 @@ class AgentWorkflow(ModelTurns, ToolCalls):
         self._input = input
         carry = input.carry or CarryOver()
         self._messages: list[Message] = list(carry.messages)
-        self._seen: set[str] = set(carry.seen_paths)
         self._call_index = carry.call_index
         self._usage = carry.usage.model_copy()
-        counters = carry.counters
-        self._steps = counters.get("steps", 0)
-        self._tool_calls = counters.get("tool_calls", 0)
-        self._tool_errors = counters.get("tool_errors", 0)
-        self._book = ApprovalBook(
-            seq=carry.approval_seq,
-            rejected=carry.rejected,
-            random_hex=lambda: workflow.uuid4().hex,
-            decided=carry.decided,
+        self._steps = carry.counters.get("steps", 0)
+        # The tools quote the conversation on approval cards: they share the list
+        # (never rebound here). The handlers are declared below, typed.
+        self._tools = FileTools(
+            input,
+            FileToolsState(
+                state_files=carry.state_files,
+                seen_paths=carry.seen_paths,
+                rejected=carry.rejected,
+                approval_seq=carry.approval_seq,
+                decided=carry.decided,
+                counters=carry.counters,
+            ),
+            messages=self._messages,
+            register_handlers=False,
         )
-        self._book.total = counters.get("approvals", 0)
         self._inbox: list[Message] = []
         self._end_requested = carry.end_requested
         self._transcript = carry.transcript
@@ -112,17 +115,6 @@ class AgentWorkflow(ModelTurns, ToolCalls):
         self._awaiting_model = carry.awaiting_model
         self._model_time: str | None = None
         self._memory: MemoryRef | None = None
-        self._local_busy = False
-        spec = input.backend
-        self._router = Router([route.prefix for route in spec.routes])
-        self._enabled = descriptions.whitelisted_tools(input.tools)
-        self._states: dict[str, StateBackend] = {}
-        for ref in spec.all_backends():
-            if ref.kind == "state" and ref.name not in self._states:
-                saved = carry.state_files.get(ref.name)
-                self._states[ref.name] = (
-                    StateBackend.from_dict(saved) if saved is not None else StateBackend()
-                )
         if input.carry is None:
             self._messages.extend(input.messages)
             if input.task:
@@ -153,12 +145,14 @@ class AgentWorkflow(ModelTurns, ToolCalls):
             ):
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(self._continued_input())
-            response = await self._call_model(self._visible())
+            response = await self._call_model(self._tools.visible())
             steps_this_run += 1
             reply = response.message.model_copy(update={"role": "assistant"})
             self._messages.append(reply)
             if reply.tool_calls:
-                await self._run_tool_calls(reply.tool_calls, self._steps)
+                self._tools.stamp(self._model_time)
+                results = await self._tools.run_turn(reply.tool_calls, step=self._steps)
+                self._messages.extend(tool_messages(results))
                 continue
             final = reply.text()
             self._awaiting_model = False
@@ -217,30 +211,26 @@ class AgentWorkflow(ModelTurns, ToolCalls):
             final_answer=final,
             stop_reason=reason,
             steps=self._steps,
-            tool_calls=self._tool_calls,
-            tool_errors=self._tool_errors,
-            approvals=self._book.total,
+            tool_calls=self._tools.counts["tool_calls"],
+            tool_errors=self._tools.counts["tool_errors"],
+            approvals=self._tools.counts["approvals"],
             usage=self._usage,
             transcript=transcript_json(self._messages),
         )
 
     def _continued_input(self) -> AgentInput:
         self._drain_inbox()  # messages that arrived while handlers finished
+        tools = self._tools.state()
         carry = CarryOver(
             messages=self._messages,
-            state_files={name: backend.to_dict() for name, backend in self._states.items()},
-            seen_paths=sorted(self._seen),
-            rejected=dict(self._book.rejected),
+            state_files=tools.state_files,
+            seen_paths=tools.seen_paths,
+            rejected=tools.rejected,
             call_index=self._call_index,
-            counters={
-                "steps": self._steps,
-                "tool_calls": self._tool_calls,
-                "tool_errors": self._tool_errors,
-                "approvals": self._book.total,
-            },
+            counters={"steps": self._steps, **tools.counters},
             usage=self._usage,
-            approval_seq=self._book.seq,
-            decided=list(self._book.decided),
+            approval_seq=tools.approval_seq,
+            decided=tools.decided,
             awaiting_model=self._awaiting_model,
             end_requested=self._end_requested,
             transcript=self._transcript,
@@ -250,16 +240,17 @@ class AgentWorkflow(ModelTurns, ToolCalls):
 
     # ------------------------------------------------------------- handlers
 
-    def _check_edit(self, tool: str, args: dict[str, Any]) -> str | None:
-        checked = self._check(tool, args)
-        if isinstance(checked, Rendered):
-            return checked.text
-        refused = self._gate(checked)
-        return refused.text if refused is not None else None
+    # The approval handlers are FileTools' (ApprovalHandlers, which any host
+    # workflow registers dynamically); declared here so Python clients have typed
+    # references (``AgentWorkflow.decide_update``).
 
     @workflow.query(name="pending_approvals")
     def pending_approvals(self) -> list[PendingApproval]:
-        return [a for a in self._book.pending.values() if not self._book.is_decided(a.id)]
+        return self._tools.approvals.pending()
+
+    @workflow.query(name="decided_approvals")
+    def decided_approvals(self) -> list[DecidedApproval]:
+        return self._tools.approvals.decided()
 
     @workflow.query(name="status")
     def status(self) -> AgentStatus:
@@ -272,10 +263,10 @@ class AgentWorkflow(ModelTurns, ToolCalls):
             step=self._steps,
             state=state,  # type: ignore[arg-type]
             pending_approvals=pending,
-            decided=list(self._book.decided),
+            decided=self.decided_approvals(),
             last_message=last[0] if last else None,
-            tool_calls=self._tool_calls,
-            tool_errors=self._tool_errors,
+            tool_calls=self._tools.counts["tool_calls"],
+            tool_errors=self._tools.counts["tool_errors"],
         )
 
     @workflow.query(name="transcript")
@@ -283,32 +274,24 @@ class AgentWorkflow(ModelTurns, ToolCalls):
         return transcript_json(self._messages)
 
     @workflow.signal(name="decide")
-    def decide_signal(self, decision: Decision) -> None:
+    async def decide_signal(self, decision: Decision) -> None:
         """Fire-and-forget decision; invalid ones are logged and dropped."""
-        try:
-            self._book.check(decision, self._check_edit)
-        except ValueError as error:
-            workflow.logger.warning("ignored decision %s: %s", decision.id, error)
-            return
-        decision = stamped(decision, "signal")
-        self._book.record(decision, workflow.now().isoformat())
-        workflow.logger.info("decision %s %s by %s", decision.id, decision.decision, decision.by())
+        await self._tools.approvals.signal(decision)
 
-    @workflow.update(name="decide")
-    def decide_update(self, decision: Decision) -> DecisionAck:
-        decision = stamped(decision, "api")
-        self._book.record(decision, workflow.now().isoformat())
-        workflow.logger.info("decision %s %s by %s", decision.id, decision.decision, decision.by())
-        return DecisionAck(
-            id=decision.id,
-            decision=decision.decision,
-            reviewer=decision.reviewer or "unknown",
-            via=decision.via or "api",
-        )
+    async def _decide(self, decision: Decision) -> DecisionAck:
+        return await self._tools.approvals.update(decision)
+
+    # Cast: the SDK's ``update(name=...)`` typing keeps an async handler's coroutine
+    # as the result type; clients awaiting ``decide_update`` get a DecisionAck.
+    decide_update = cast(
+        "workflow.UpdateMethodMultiParam[[AgentWorkflow, Decision], DecisionAck]",
+        workflow.update(name="decide")(_decide),
+    )
+    del _decide
 
     @decide_update.validator
     def _validate_decide(self, decision: Decision) -> None:
-        self._book.check(decision, self._check_edit)
+        self._tools.approvals.validate(decision)
 
     @workflow.signal(name="add_message")
     def add_message_signal(self, message: UserMessage) -> None:

@@ -12,7 +12,8 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from filegate.workflows.gate import ApprovalTrigger
+from filegate.kernel.previews import ChangePreview
+from filegate.workflows.gate import PATH_FIELDS, ApprovalTrigger
 from filegate.workflows.inputs import (
     ApprovalConfig,
     DecidedApproval,
@@ -31,6 +32,29 @@ DECIDED_KEPT = 100
 def call_signature(tool: str, args: dict[str, Any]) -> str:
     """Canonical identity of a tool call, to recognise identical re-requests."""
     return tool + ":" + json.dumps(args, sort_keys=True, separators=(",", ":"), default=str)
+
+
+SUMMARY_MAX = 120
+"""Characters of a decided approval's one-line summary."""
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, marked when cut (cards stay small)."""
+    return text if len(text) <= limit else text[: max(limit - 3, 0)] + "..."
+
+
+def call_path(tool: str, args: dict[str, Any]) -> str | None:
+    """The virtual path a call names (None for ``execute`` and a path-less bulk call)."""
+    value = args.get(PATH_FIELDS.get(tool, ""))
+    return value if isinstance(value, str) else None
+
+
+def call_summary(tool: str, args: dict[str, Any]) -> str:
+    """One line for a "recent decisions" list: ``write_file /docs/a.txt``, ``execute: ls``."""
+    if tool == "execute":
+        return clip(f"execute: {' '.join(str(args.get('command', '')).split())}", SUMMARY_MAX)
+    path = call_path(tool, args)
+    return clip(f"{tool} {path}" if path is not None else tool, SUMMARY_MAX)
 
 
 def new_approval_id(random_hex: str) -> str:
@@ -100,6 +124,8 @@ class ApprovalBook:
         self.rejected: dict[str, str] = dict(rejected or {})
         """signature -> reason ('' when none)."""
         self.total = 0
+        self.decided_total = 0
+        """Decisions accepted over the thread (``FilegateDecidedApprovals``)."""
         self.decided: list[DecidedApproval] = list(decided)[-DECIDED_KEPT:]
         """Who decided what, newest last (the ``status`` query)."""
         self._random_hex = random_hex
@@ -113,7 +139,11 @@ class ApprovalBook:
         tool_call_id: str,
         now: str,
         cwd: str | None = None,
+        **context: Any,
     ) -> PendingApproval:
+        """Record a new pending approval; ``context`` fills the reviewer's card
+        (``description``, ``task``, ``assistant_text``, ``timeout_at``, ``on_timeout``,
+        ``preview``: the :class:`PendingApproval` fields of the same names)."""
         self.seq += 1
         self.total += 1
         approval_id = new_approval_id(self._random_hex())
@@ -127,9 +157,19 @@ class ApprovalBook:
             requested_at=now,
             tool_call_id=tool_call_id,
             cwd=cwd,
+            **context,
         )
         self.pending[approval.id] = approval
         return approval
+
+    def waiting(self) -> list[PendingApproval]:
+        """The approvals still waiting for a decision (the ``pending_approvals`` query)."""
+        return [a for a in self.pending.values() if a.id not in self.decisions]
+
+    def attach_preview(self, approval_id: str, preview: ChangePreview) -> None:
+        """Show ``preview`` on the card of a still-open approval."""
+        if approval_id in self.pending:
+            self.pending[approval_id].preview = preview
 
     def check(
         self, decision: Decision, check_edit: Callable[[str, dict[str, Any]], str | None]
@@ -160,6 +200,24 @@ class ApprovalBook:
         approval = self.pending.get(decision.id)
         if approval is None:
             return
+        self.decided_total += 1
+        self._note(decision, approval, now, changed=False)
+
+    def bounce(self, decision: Decision, now: str, fresh: ChangePreview) -> None:
+        """Refuse to apply ``decision``: the target changed since the reviewer's preview.
+
+        The approval stays open with ``fresh`` on its card and is marked, so the
+        reviewer is told; the refused decision is kept in the decided list
+        (``changed_since_preview``) as a record of what was attempted.
+        """
+        approval = self.pending[decision.id]
+        approval.preview = fresh
+        approval.changed_since_preview = True
+        self._note(decision, approval, now, changed=True)
+
+    def _note(
+        self, decision: Decision, approval: PendingApproval, now: str, *, changed: bool
+    ) -> None:
         self.decided.append(
             DecidedApproval(
                 id=decision.id,
@@ -170,6 +228,9 @@ class ApprovalBook:
                 via=decision.via or "signal",
                 decided_at=now,
                 reason=decision.reason,
+                path=call_path(approval.tool, approval.args),
+                summary=call_summary(approval.tool, approval.args),
+                changed_since_preview=changed,
             )
         )
         del self.decided[:-DECIDED_KEPT]

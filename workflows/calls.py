@@ -1,13 +1,13 @@
 """The tool call path of the agent workflow: check, gate, approve, route, run.
 
-A mixin of :class:`~filegate.workflows.agent.AgentWorkflow`: it holds no state
-of its own (the workflow's attributes it reads and writes are declared below),
-so the sandbox may pass this module through. One turn's calls run
+The base of :class:`~filegate.workflows.file_tools.FileTools`, which holds the
+state (the attributes read and written here are declared below). One turn's calls run
 concurrently; on the same path a mutation waits for the calls before it and
 the calls after it wait for the mutation, while reads of one path run side by
 side (:class:`PathOrder`); each is validated and routed
-(:mod:`~filegate.workflows.gate`), gated by the permission rules, may wait for
-a human decision, is checked for read-before-edit, and then runs in the
+(:mod:`~filegate.workflows.gate`) once, gated by the permission rules, may wait
+for a human decision (:mod:`~filegate.workflows.reviews`: the card, the change
+preview, the wait), is checked for read-before-edit, and then runs in the
 workflow for the State backend (:func:`filegate.kernel.dispatch.run_tool`) or
 as the ``filegate.<tool>`` activity (local for ``kind="local"`` backends).
 """
@@ -23,38 +23,29 @@ from filegate.activities.contract import outcome_for_activity_error, tool_activi
 from filegate.kernel.dispatch import run_tool
 from filegate.kernel.formatting import Rendered, format_error, not_read_before_edit
 from filegate.kernel.gates import waive_interrupts
-from filegate.kernel.messages import ContentBlock, Message, TextBlock, ToolCall
-from filegate.kernel.paths import is_within, validate_path
+from filegate.kernel.messages import Message, TextBlock, ToolCall
+from filegate.kernel.paths import is_within
 from filegate.kernel.routing import Router
 from filegate.kernel.state import StateBackend
 from filegate.kernel.tool_types import (
-    MUTATING_TOOLS,
     TOOL_ACTIVITY_NAMES,
     ToolName,
     ToolOutcome,
     ToolRequest,
-    activity_call_id,
 )
 from filegate.workflows import fanout
 from filegate.workflows import tool_descriptions as descriptions
-from filegate.workflows.approvals import (
-    APPROVED_NOTE,
-    EDITED_NOTE,
-    ApprovalBook,
-    approval_deadline,
-    call_signature,
-    rejection_text,
-    repeated_rejection_text,
-)
+from filegate.workflows.approval_handlers import ApprovalHandlers
+from filegate.workflows.approvals import APPROVED_NOTE, EDITED_NOTE, ApprovalBook
 from filegate.workflows.gate import (
     PATH_FIELDS,
-    ApprovalTrigger,
     CheckedCall,
     approval_trigger,
     check_call,
     deny_gate,
 )
-from filegate.workflows.inputs import AgentInput, BackendRef, Decision
+from filegate.workflows.inputs import BackendRef, FileToolsConfig
+from filegate.workflows.reviews import Reviews, rendered_outcome
 from temporalio import workflow
 from temporalio.exceptions import FailureError
 
@@ -90,16 +81,17 @@ class PathOrder:
             self._reads.setdefault(key, []).append(task)
 
 
-class ToolCalls:
-    """The tool side of the agent loop (mixed into ``AgentWorkflow``)."""
+class ToolCalls(Reviews):
+    """The tool call path (the base of :class:`~filegate.workflows.file_tools.FileTools`)."""
 
-    _input: AgentInput
+    _input: FileToolsConfig
     _messages: list[Message]
     _router: Router
     _enabled: list[ToolName]
     _states: dict[str, StateBackend]
     _seen: set[str]
     _book: ApprovalBook
+    _approvals: ApprovalHandlers
     _model_time: str | None
     _local_busy: bool
     _tool_calls: int
@@ -108,57 +100,13 @@ class ToolCalls:
     def _visible(self) -> list[ToolName]:
         return descriptions.visible_tools(self._enabled, self._input.backend)
 
-    async def _run_tool_calls(self, calls: list[ToolCall], step: int) -> None:
-        """Run one turn's calls concurrently; a mutation keeps its place on its path.
-
-        Only a mutation needs ordering against the other calls on its path
-        (:class:`PathOrder`); reads of one path run side by side.
-        ``step`` (the model call that produced ``calls``) makes the activities'
-        tool-call ids unique per workflow (:func:`activity_call_id`).
-        """
-        order = PathOrder()
-        tasks: list[asyncio.Task[ToolOutcome]] = []
-        for index, call in enumerate(calls):
-            key = self._order_key(call)
-            mutates = call.name in MUTATING_TOOLS
-            previous = order.before(key, mutates=mutates)
-            call_id = activity_call_id(step, index, call.id)
-            task = asyncio.create_task(self._one_call(call, call_id, previous))
-            order.add(key, task, mutates=mutates)
-            tasks.append(task)
-        outcomes = await asyncio.gather(*tasks)
-        frames: list[ContentBlock] = []
-        for call, outcome in zip(calls, outcomes, strict=True):
-            self._tool_calls += 1
-            if outcome.status == "error":
-                self._tool_errors += 1
-            self._messages.append(
-                Message(
-                    role="tool",
-                    content=outcome.content,
-                    tool_call_id=call.id,
-                    status=outcome.status,
-                    name=call.name,
-                )
-            )
-            frames.extend(outcome.media)
-        if frames:
-            # contract §6: providers need a turn's tool results contiguous, so the
-            # video frames of the whole turn follow them as one user message.
-            self._messages.append(Message(role="user", content=frames))
-
     @staticmethod
-    def _order_key(call: ToolCall) -> str | None:
-        if call.name == "execute":
-            return "<shell>"
-        field = PATH_FIELDS.get(call.name)
-        if field is None or not isinstance(call.args, dict):
+    def _order_key(checked: CheckedCall | Rendered) -> str | None:
+        """What a call is ordered on: its validated path, the shell, or nothing
+        (a refused call touches nothing and waits for nobody)."""
+        if isinstance(checked, Rendered):
             return None
-        raw = call.args.get(field)
-        try:
-            return validate_path(raw)
-        except ValueError:
-            return None
+        return "<shell>" if checked.tool == "execute" else checked.path
 
     def _check(self, tool: str, args: Any) -> CheckedCall | Rendered:
         return check_call(
@@ -185,11 +133,14 @@ class ToolCalls:
         )
 
     async def _one_call(
-        self, call: ToolCall, call_id: str, previous: list[asyncio.Task[ToolOutcome]]
+        self,
+        call: ToolCall,
+        checked: CheckedCall | Rendered,
+        call_id: str,
+        previous: list[asyncio.Task[ToolOutcome]],
     ) -> ToolOutcome:
         if previous:
             await workflow.wait(previous)
-        checked = self._check(call.name, call.args)
         if isinstance(checked, Rendered):
             return _rendered(checked)
         refused = self._gate(checked)
@@ -199,7 +150,7 @@ class ToolCalls:
         approved_by: str | None = None
         trigger = approval_trigger(self._input.permissions, self._input.interrupt_on, checked)
         if trigger is not None:
-            decided, by = await self._ask_human(call, checked, trigger)
+            decided, by = await self._ask_human(call, checked, trigger, call_id)
             approved_by = by
             if isinstance(decided, ToolOutcome):
                 return decided
@@ -215,61 +166,6 @@ class ToolCalls:
         if note:
             outcome = _with_note(outcome, note)
         return outcome
-
-    async def _ask_human(
-        self, call: ToolCall, checked: CheckedCall, trigger: ApprovalTrigger
-    ) -> tuple[CheckedCall | ToolOutcome, str]:
-        """Wait for a decision; return the call to run or the final tool result,
-        and who decided (``"ana via ui"``)."""
-        signature = call_signature(checked.tool, checked.args)
-        earlier = self._book.previous_rejection(signature)
-        if earlier is not None:
-            repeated = repeated_rejection_text(earlier or None)
-            return ToolOutcome(content=repeated, status="error"), "an earlier rejection"
-        approval = self._book.open(
-            tool=checked.tool,
-            args=checked.args,
-            rule=trigger.rule,
-            tool_call_id=call.id,
-            now=self._now(),
-            cwd=self._execute_cwd() if checked.tool == "execute" else None,
-        )
-        timeout, on_timeout = approval_deadline(self._input.approvals, trigger)
-        decided = lambda: self._book.is_decided(approval.id)  # noqa: E731
-        try:
-            await workflow.wait_condition(
-                decided, timeout=timedelta(seconds=timeout) if timeout is not None else None
-            )
-        except TimeoutError:
-            if on_timeout == "reject":
-                timed_out = Decision(
-                    id=approval.id,
-                    decision="reject",
-                    reason="approval timed out",
-                    reviewer="nobody (timeout)",
-                    via="timeout",
-                )
-                self._book.record(timed_out, workflow.now().isoformat())
-            else:
-                self._book.escalate(approval.id)
-                await workflow.wait_condition(decided)
-        decision = self._book.close(approval.id)
-        by = decision.by()
-        if decision.decision == "approve":
-            return checked, by
-        if decision.decision == "respond":
-            return ToolOutcome(content=decision.message or "", status="success"), by
-        if decision.decision == "reject":
-            self._book.remember_rejection(signature, decision.reason)
-            named = by if decision.via != "timeout" else None  # no human decided
-            return ToolOutcome(content=rejection_text(decision.reason, named), status="error"), by
-        edited = self._check(checked.tool, decision.args)
-        if isinstance(edited, Rendered):
-            return _rendered(edited), by
-        refused = self._gate(edited)
-        if refused is not None:
-            return _rendered(refused), by
-        return edited, by
 
     def _now(self) -> str:
         """The time of the latest model answer: what this step's tool calls are stamped with.
@@ -299,8 +195,10 @@ class ToolCalls:
             return _rendered(format_error(f"delete is not supported for {call.path}"))
         if fanout.needs_fanout(self._router, call.tool, call.args):
 
-            async def run_target(prefix: str | None, args: dict[str, Any]) -> ToolOutcome:
-                return await self._on_backend(
+            async def run_target(
+                prefix: str | None, args: dict[str, Any], virtual_path: str
+            ) -> ToolOutcome:
+                request = self._request(
                     call.tool,
                     prefix,
                     args,
@@ -308,13 +206,17 @@ class ToolCalls:
                     want_raw=True,
                     approved=approved,
                     approved_by=approved_by,
+                    virtual_path=virtual_path,
                 )
+                return await self._dispatch(self._input.backend.backend_for(prefix), request)
 
             return _rendered(await fanout.fan_out(self._router, call.tool, call.args, run_target))
         local_args = dict(call.args)
         if call.path is not None and call.local_path is not None:
             local_args[PATH_FIELDS[call.tool]] = call.local_path
-        outcome = await self._on_backend(
+        # virtual_path: the call's path as the gate checked it, so the activity
+        # checks one path, not two.
+        request = self._request(
             call.tool,
             call.prefix,
             local_args,
@@ -323,6 +225,7 @@ class ToolCalls:
             approved_by=approved_by,
             virtual_path=call.path,
         )
+        outcome = await self._dispatch(ref, request)
         if outcome.status == "success" and call.path is not None:
             if call.tool in ("read_file", "write_file", "edit_file"):
                 self._seen.add(call.path)
@@ -330,7 +233,7 @@ class ToolCalls:
                 self._seen = {p for p in self._seen if not is_within(p, call.path)}
         return outcome
 
-    async def _on_backend(
+    def _request(
         self,
         tool: ToolName,
         prefix: str | None,
@@ -341,13 +244,10 @@ class ToolCalls:
         approved: bool = False,
         approved_by: str | None = None,
         virtual_path: str | None = None,
-    ) -> ToolOutcome:
-        """Run one call with backend-local args on the backend serving route ``prefix``.
-
-        ``virtual_path``: the call's path as the gate checked it (None for a
-        fan-out target), so the activity checks one path, not two."""
+    ) -> ToolRequest:
+        """The request for one call on route ``prefix`` (also what a preview reads with)."""
         ref = self._input.backend.backend_for(prefix)
-        request = ToolRequest(
+        return ToolRequest(
             tool=tool,
             backend=ref.name,
             args=local_args,
@@ -365,7 +265,6 @@ class ToolCalls:
             approved=approved,
             approved_by=approved_by,
         )
-        return await self._dispatch(ref, request)
 
     async def _dispatch(self, ref: BackendRef, request: ToolRequest) -> ToolOutcome:
         if ref.kind == "state":
@@ -421,8 +320,7 @@ class ToolCalls:
                 self._local_busy = False
 
 
-def _rendered(result: Rendered) -> ToolOutcome:
-    return ToolOutcome(content=result.text, status="error" if result.is_error else "success")
+_rendered = rendered_outcome
 
 
 def _with_note(outcome: ToolOutcome, note: str) -> ToolOutcome:

@@ -7,6 +7,9 @@ shadowing, shared ``max_count``, OR-ed ``truncated``, "root absent here" is
 not an error) before rendering once. Each target is asked for its structured
 result (``ToolRequest.want_raw``): already permission-filtered inside the
 activity, with backend-local paths, so nothing is parsed back from text.
+Each target also carries its own virtual path (``ToolRequest.virtual_path``),
+so the activity checks that one path once instead of the local path and the
+route prefix apart (kernel.dispatch.parse_args).
 """
 
 from __future__ import annotations
@@ -21,10 +24,13 @@ from filegate.kernel.protocol import GlobResult, GrepResult, LsResult
 from filegate.kernel.routing import Router, SearchPlan, SearchTarget
 from filegate.kernel.tool_types import ToolOutcome
 
-RunTarget = Callable[[str | None, dict[str, Any]], Awaitable[ToolOutcome]]
-"""Run one tool call on route ``prefix`` (None = default) with backend-local args.
+RunTarget = Callable[[str | None, dict[str, Any], str], Awaitable[ToolOutcome]]
+"""``run(prefix, args, virtual_path)``: one tool call on route ``prefix``
+(None = default) with backend-local args.
 
-Must send the call with ``want_raw=True``: the merge reads ``ToolOutcome.raw``.
+Must send the call with ``want_raw=True`` (the merge reads
+``ToolOutcome.raw``) and ``virtual_path`` as ``ToolRequest.virtual_path``: the
+target's search root in the virtual tree, so the activity checks one path.
 """
 
 _Kind = Literal["ls", "glob", "grep"]
@@ -59,12 +65,26 @@ def _structured(outcome: ToolOutcome, kind: _Kind, expected: type[_R]) -> _R:
     raise _Failed(format_error(f"{kind} returned no structured result to merge"))
 
 
+def target_path(router: Router, prefix: str | None, local_path: str) -> str:
+    """The virtual path of a target's backend-local search root (a route root is its mount)."""
+    virtual = router.to_virtual(prefix, local_path)
+    return virtual.rstrip("/") or "/"
+
+
+def _call(
+    run: RunTarget, router: Router, prefix: str | None, args: dict[str, Any]
+) -> Awaitable[ToolOutcome]:
+    """Run one target with the target's virtual path."""
+    return run(prefix, args, target_path(router, prefix, args["path"]))
+
+
 async def _gather(
     run: RunTarget,
+    router: Router,
     targets: tuple[SearchTarget, ...],
     make_args: Callable[[SearchTarget], dict[str, Any]],
 ) -> list[tuple[SearchTarget, ToolOutcome]]:
-    outcomes = await asyncio.gather(*(run(t.prefix, make_args(t)) for t in targets))
+    outcomes = await asyncio.gather(*(_call(run, router, t.prefix, make_args(t)) for t in targets))
     return list(zip(targets, outcomes, strict=True))
 
 
@@ -87,14 +107,14 @@ async def fan_out(router: Router, tool: str, args: dict[str, Any], run: RunTarge
 async def _ls(router: Router, args: dict[str, Any], run: RunTarget) -> Rendered:
     path = args.get("path") or "/"
     owner = router.resolve(path)
-    outcome = await run(owner.prefix, {"path": owner.local_path})
+    outcome = await _call(run, router, owner.prefix, {"path": owner.local_path})
     listing = _structured(outcome, "ls", LsResult)
     return format_ls(router.merge_ls(path, owner.prefix, listing))
 
 
 async def _glob(plan: SearchPlan, router: Router, run: RunTarget) -> Rendered:
     parts = await _gather(
-        run, plan.targets, lambda t: {"pattern": t.pattern or "**", "path": t.local_path}
+        run, router, plan.targets, lambda t: {"pattern": t.pattern or "**", "path": t.local_path}
     )
     results = [(target, _structured(outcome, "glob", GlobResult)) for target, outcome in parts]
     return format_glob(router.merge_glob(plan, results))
@@ -113,7 +133,7 @@ async def _grep(plan: SearchPlan, router: Router, args: dict[str, Any], run: Run
             "max_count": max_count,
         }
 
-    parts = await _gather(run, plan.targets, target_args)
+    parts = await _gather(run, router, plan.targets, target_args)
     results = [(target, _structured(outcome, "grep", GrepResult)) for target, outcome in parts]
     merged = router.merge_grep(plan, results, max_count)
     return format_grep(merged, pattern=args["pattern"], output_mode=args["output_mode"])

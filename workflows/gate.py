@@ -42,6 +42,7 @@ from filegate.kernel.permissions import (
 from filegate.kernel.routing import Router
 from filegate.kernel.rule_patterns import normalise_rule_path, pattern_matches
 from filegate.kernel.tool_types import TOOL_ARGS, ToolName
+from filegate.kernel.visibility import answers_unasked, search_root_denied, search_roots
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -63,6 +64,13 @@ PATH_FIELDS: dict[str, str] = {
     "grep": "path",
 }
 """The argument holding each tool's path (execute has none)."""
+
+FILE_TOOLS = frozenset({"read_file", "write_file", "edit_file", "delete"})
+"""Exact tools: a call must name its path (an empty one is not the root)."""
+MISSING_FILE_PATH = (
+    "{tool} needs a file path, but {field} is empty. "
+    "Give the absolute path of a file, e.g. '/src/app.py'."
+)
 
 
 @dataclass(frozen=True)
@@ -129,6 +137,9 @@ def check_call(
             return format_error(problem)
         return CheckedCall(name, args, None, None, None)
     field = PATH_FIELDS[name]
+    if name in FILE_TOOLS and str(args.get(field) or "").strip() in ("", "."):
+        # No file named: fail here, before any rule could ask a human about "/".
+        return format_error(MISSING_FILE_PATH.format(tool=name, field=field))
     try:
         path = validate_path(args.get(field))
         match = router.resolve(path)
@@ -150,12 +161,15 @@ def _preview(text: str, limit: int = 200) -> str:
 
 def _bulk_denied(rules: list[FilesystemPermission], op: str, root: str) -> bool:
     """A search root is refused when its deciding rule, or one covering it all, denies."""
-    if check_permission(rules, op, root) == "deny":
-        return True
-    for rule in rules:
-        if rule.governs(op) and rule.covers_subtree(root):  # type: ignore[arg-type]
-            return rule.mode == "deny"
-    return False
+    return search_root_denied(rules, op, root)
+
+
+def _answers_unasked(rules: list[FilesystemPermission], call: CheckedCall) -> bool:
+    """No answer of this ls/glob/grep needs a human: all would be denied (kernel.visibility)."""
+    pattern = call.args.get("pattern") if call.tool == "glob" else call.args.get("glob")
+    roots = search_roots(str(call.path), pattern if call.tool != "ls" else None)
+    op = TOOL_OPERATIONS[call.tool]
+    return answers_unasked(rules, op, roots, result_root=call.path if call.tool == "grep" else None)
 
 
 def deny_gate(
@@ -372,7 +386,17 @@ def approval_trigger(
     interrupt_on: Mapping[ToolName, ToolInterrupt],
     call: CheckedCall,
 ) -> ApprovalTrigger | None:
-    """The approval ``call`` needs, or None; an explicit entry replaces generated ones."""
+    """The approval ``call`` needs, or None; an explicit entry replaces generated ones.
+
+    None, too, for a search whose every result would be denied (contract §4:
+    an earlier deny covering the subtree wins over a later interrupt), and for
+    an exact tool without a path (:func:`check_call` refuses it first).
+    """
+    if call.tool in FILE_TOOLS and call.path is None:
+        return None
+    bulk = call.tool in ("ls", "glob", "grep") and call.path is not None
+    if bulk and rules and _answers_unasked(rules, call):
+        return None
     explicit = interrupt_on.get(call.tool)
     if explicit is not None:
         if not explicit.fires(call.tool, call.args):

@@ -185,27 +185,57 @@ class CarryOver(BaseModel):
     """Summary and eviction bookkeeping of what the model is shown (workflows.context)."""
 
 
-class AgentInput(BaseModel):
-    """Everything an agent run needs; no secrets (keys live in the workers' env)."""
+class FileToolsConfig(BaseModel):
+    """What Filegate's tool side needs: backends, rules, approvals, limits.
+
+    The configuration of :class:`~filegate.workflows.file_tools.FileTools` in any
+    workflow, and the tool half of :class:`AgentInput` (which extends it with
+    the model loop's settings). No secrets, endpoints or environment variable
+    names: those live on the workers (contract §11).
+    """
 
     model_config = ConfigDict(extra="forbid")
 
-    task: str | None = None
-    messages: list[Message] = Field(default_factory=list)
-    model: ModelSpec = Field(default_factory=ModelSpec)
     backend: BackendSpec = Field(default_factory=BackendSpec)
     permissions: list[FilesystemPermission] = Field(default_factory=list)
     tools: list[ToolName] | None = None
     """Whitelist of tool names (read_file is always kept); None = all."""
     tool_descriptions: dict[str, str] = Field(default_factory=dict)
     """User-supplied descriptions; used verbatim, never rewritten."""
+    limits: Limits = Field(default_factory=Limits)
+    approvals: ApprovalConfig = Field(default_factory=ApprovalConfig)
+    interrupt_on: dict[ToolName, ToolInterrupt] = Field(default_factory=dict)
+    """Explicit approval rules per tool (``always`` or argument predicates), merged
+    with the approvals generated from ``interrupt`` permission rules; an entry
+    for a tool replaces the generated approvals of that tool (workflows.gate)."""
+    policies: list[str] | None = None
+    """Names of the tools workers' configured policies to apply to this run's calls
+    (the workers' ``required`` ones always apply); None = the workers' defaults."""
+    approval_search_attributes: bool | None = None
+    """Keep the ``FilegatePendingApprovals`` / ``FilegateDecidedApprovals`` search
+    attributes current (``workflows.approval_handlers``). None: only when the run
+    was started with them set, which proves the server has them registered (an
+    upsert of an unregistered attribute would stall the workflow); True: always
+    (the server must have them registered); False: never."""
+
+    def may_ask(self) -> bool:
+        """Whether any call can wait for a human (interrupt rules or interrupt_on)."""
+        return bool(self.interrupt_on) or any(r.mode == "interrupt" for r in self.permissions)
+
+
+class AgentInput(FileToolsConfig):
+    """Everything an agent run needs; no secrets (keys live in the workers' env).
+
+    The tool fields come from :class:`FileToolsConfig`."""
+
+    task: str | None = None
+    messages: list[Message] = Field(default_factory=list)
+    model: ModelSpec = Field(default_factory=ModelSpec)
     system_prompt: str | None = None
     """None: the default prompt (virtual filesystem, absolute paths, read before
     edit, paging large results, approvals). A text replaces it, or with
     ``system_prompt_mode="extend"`` follows it."""
     system_prompt_mode: Literal["replace", "extend"] = "replace"
-    limits: Limits = Field(default_factory=Limits)
-    approvals: ApprovalConfig = Field(default_factory=ApprovalConfig)
     wait_for_messages: bool = False
     """After a final answer, wait for ``add_message`` instead of completing."""
     idle_timeout_seconds: float | None = None
@@ -217,13 +247,6 @@ class AgentInput(BaseModel):
     inside the workflow task: no task-queue round trips, the default) or
     ``activity`` (a regular activity on the agent task queue, for model calls
     that must be visible and cancellable in the server's pending-activity view)."""
-    interrupt_on: dict[ToolName, ToolInterrupt] = Field(default_factory=dict)
-    """Explicit approval rules per tool (``always`` or argument predicates), merged
-    with the approvals generated from ``interrupt`` permission rules; an entry
-    for a tool replaces the generated approvals of that tool (workflows.gate)."""
-    policies: list[str] | None = None
-    """Names of the tools workers' configured policies to apply to this run's calls
-    (the workers' ``required`` ones always apply); None = the workers' defaults."""
     carry: CarryOver | None = None
 
     @model_validator(mode="after")
@@ -318,6 +341,10 @@ class PendingApproval(BaseModel):
     """What happens then: the call is rejected, or the approval escalates."""
     preview: ChangePreview | None = None
     """What the call would change, computed on the route's tools worker."""
+    changed_since_preview: bool = False
+    """An approve/edit decision found the target changed since the preview it was
+    made on: that decision was not applied, ``preview`` is the fresh one, and the
+    reviewer must decide again (contract §5)."""
 
 
 class DecidedApproval(BaseModel):
@@ -369,3 +396,17 @@ class AgentStatus(BaseModel):
     last_message: dict[str, Any] | None = None
     tool_calls: int = 0
     tool_errors: int = 0
+
+
+class FileToolsState(BaseModel):
+    """What :class:`~filegate.workflows.file_tools.FileTools` carries across
+    continue-as-new: State backend files, paths read (read-before-edit),
+    rejected call signatures, approval numbering and records, counters."""
+
+    state_files: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    seen_paths: list[str] = Field(default_factory=list)
+    rejected: dict[str, str] = Field(default_factory=dict)
+    approval_seq: int = 0
+    decided: list[DecidedApproval] = Field(default_factory=list)
+    counters: dict[str, int] = Field(default_factory=dict)
+    """``tool_calls``, ``tool_errors``, ``approvals``, ``decided_approvals``, ``turns``."""

@@ -104,9 +104,7 @@ def to_anthropic(system: str, messages: list[Message]) -> tuple[str, list[dict[s
 
 
 def to_anthropic_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
-    return [
-        {"name": t.name, "description": t.description, "input_schema": t.parameters} for t in tools
-    ]
+    return [t.anthropic() for t in tools]
 
 
 def from_anthropic_response(message: Any) -> ModelResponse:

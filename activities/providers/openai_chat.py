@@ -124,13 +124,7 @@ def to_openai_messages(system: str, messages: list[Message]) -> list[dict[str, A
 
 
 def to_openai_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
-    return [
-        {
-            "type": "function",
-            "function": {"name": t.name, "description": t.description, "parameters": t.parameters},
-        }
-        for t in tools
-    ]
+    return [t.openai() for t in tools]
 
 
 def parse_arguments(raw: str | None) -> dict[str, Any]:

@@ -51,7 +51,11 @@ class Call:
 
 @dataclass(frozen=True)
 class Refusal:
-    """Why a call was refused. ``policy`` is None for the wrapper's own path check."""
+    """Why a call was refused. ``policy`` is None for the wrapper's own path check.
+
+    ``message`` never names the call's path: the error value carries it as
+    ``error_path`` (kernel.protocol), so it can be shown in virtual form.
+    """
 
     policy: str | None
     rule: str

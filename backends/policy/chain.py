@@ -34,6 +34,7 @@ from filegate.kernel.protocol import (
     GrepResult,
     LsResult,
     ReadResult,
+    ReferenceNames,
     Visible,
     WriteResult,
     _Result,
@@ -55,13 +56,18 @@ R = TypeVar("R", bound=_Result)
 
 
 def _refused(result_type: type[R], path: str | None, refusal: Refusal) -> R:
-    result = result_type(error=refusal.message, code=refusal.code)
+    """The error value of a refusal. A policy's refusal is about the call's path, which
+    it does not name itself: the path travels as ``error_path`` (kernel.protocol), so a
+    route shows its virtual form. The wrapper's own invalid-path refusal quotes the
+    raw path in its message and names no ``error_path``."""
+    error_path = path if refusal.policy is not None else None
+    result = result_type(error=refusal.message, code=refusal.code, error_path=error_path)
     if path is not None and "path" in result_type.model_fields:
         result.path = path  # type: ignore[attr-defined]
     return result
 
 
-class PolicyBackend:
+class PolicyBackend(ReferenceNames):
     """Any backend, behind an ordered list of policies and an optional audit sink."""
 
     def __init__(

@@ -59,7 +59,7 @@ class DenyWritePolicy(Policy):
             policy=self.name,
             rule=hits[0],
             message=(
-                f"{call.operation} of {path} refused by policy '{self.name}' "
+                f"{call.operation} refused by policy '{self.name}' "
                 f"(protected path rule {', '.join(hits)}). Do not retry; choose another path."
             ),
         )

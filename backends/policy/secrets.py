@@ -99,7 +99,7 @@ class SecretScanPolicy(Policy):
             policy=self.name,
             rule=rule.name,
             message=(
-                f"{call.operation} of {call.path} refused by policy '{self.name}': the content "
+                f"{call.operation} refused by policy '{self.name}': the content "
                 f"matches secret rule '{rule.name}' ({rule.description}). Keep secrets out of "
                 "files: reference an environment variable or secret store instead."
             ),

@@ -1,13 +1,16 @@
 // The approval page's behaviour (served as /static/approvals.js: the page's CSP
 // allows no inline script). Every decision is a same-origin JSON POST carrying
 // the CSRF token from the page's <meta name="csrf-token">; the session cookie
-// is HttpOnly and travels by itself.
+// is HttpOnly and travels by itself. Nothing here builds HTML from data: the
+// server renders (and escapes) every fragment, the script only places them.
 "use strict";
 const csrfToken = document.querySelector('meta[name="csrf-token"]').content;
 const refreshMs = Number(document.body.dataset.refreshMs) || 2000;
 const list = document.getElementById("approvals");
 const empty = document.getElementById("empty");
 const log = document.getElementById("log");
+const decidedBox = document.getElementById("decided");
+const VERBS = { approve: "approved", reject: "rejected", respond: "answered", edit: "edited" };
 
 function note(text, ok) {
   const item = document.createElement("li");
@@ -17,7 +20,19 @@ function note(text, ok) {
   while (log.children.length > 8) log.lastChild.remove();
 }
 
-// Merge fresh cards by key: existing cards (and what the reviewer typed) stay.
+function post(url, body) {
+  return fetch(url, {
+    method: "POST",
+    headers: { "Content-Type": "application/json", "X-CSRF-Token": csrfToken },
+    body: JSON.stringify(body),
+  }).then((response) => response.json());
+}
+
+// ------------------------------------------------------------------ listing
+
+// Merge fresh cards by key: unchanged cards (and what the reviewer typed) stay;
+// a card whose version changed (a fresh preview) is replaced; decided cards stay
+// until the page is reloaded, showing who decided.
 function merge(html) {
   const fresh = document.createElement("template");
   fresh.innerHTML = html;
@@ -26,6 +41,13 @@ function merge(html) {
   for (const card of fresh.content.querySelectorAll(".card")) {
     keys.add(card.dataset.key);
     let current = [...list.children].find((c) => c.dataset.key === card.dataset.key);
+    if (current && current.dataset.version !== card.dataset.version && !current.dataset.decided) {
+      const wasSelected = current.classList.contains("selected");
+      if (current.dataset.awaitFresh) card.querySelector(".changed-note")?.removeAttribute("hidden");
+      current.replaceWith(card);
+      if (wasSelected) card.classList.add("selected");
+      current = card;
+    }
     if (!current) {
       current = card;
       list.insertBefore(current, previous ? previous.nextSibling : list.firstChild);
@@ -33,13 +55,18 @@ function merge(html) {
     previous = current;
   }
   for (const card of [...list.children]) {
-    if (!keys.has(card.dataset.key)) card.remove();
+    if (!keys.has(card.dataset.key) && !card.dataset.decided) card.remove();
   }
+  localTimes(list);
+  tick();
   // "unreachable" cards name workflows that did not answer; they are not approvals.
-  empty.hidden = list.querySelector(".card:not(.unreachable)") !== null;
+  empty.hidden = list.querySelector(".card:not(.unreachable):not(.decided)") !== null;
 }
 
+let refreshing = false;
 async function refresh() {
+  if (refreshing) return; // a slow listing must not pile up requests
+  refreshing = true;
   try {
     const response = await fetch("fragment", { cache: "no-store" });
     if (!response.ok) throw new Error("HTTP " + response.status);
@@ -48,52 +75,253 @@ async function refresh() {
     document.getElementById("conn").textContent = "";
   } catch (error) {
     document.getElementById("conn").textContent = "refresh failed: " + error.message;
+  } finally {
+    refreshing = false;
   }
 }
 
-async function decide(card, kind, button) {
+async function refreshDecided() {
+  try {
+    const response = await fetch("decided", { cache: "no-store" });
+    if (!response.ok) throw new Error("HTTP " + response.status);
+    const fresh = document.createElement("template");
+    fresh.innerHTML = await response.text();
+    decidedBox.replaceChildren(fresh.content);
+    localTimes(decidedBox);
+  } catch (error) {
+    document.getElementById("conn").textContent = "recent decisions failed: " + error.message;
+  }
+}
+
+function showTab(name) {
+  for (const tab of document.querySelectorAll("nav.tabs button")) {
+    tab.setAttribute("aria-selected", String(tab.dataset.tab === name));
+  }
+  document.getElementById("pending-tab").hidden = name !== "pending";
+  document.getElementById("decided-tab").hidden = name !== "decided";
+  if (name === "decided") refreshDecided();
+}
+
+// ------------------------------------------------------------------ time
+
+function localTimes(root) {
+  for (const t of root.querySelectorAll("time[datetime]")) {
+    const when = new Date(t.getAttribute("datetime"));
+    if (!Number.isNaN(when.getTime())) t.textContent = when.toLocaleString();
+  }
+}
+
+function left(ms) {
+  const s = Math.max(0, Math.round(ms / 1000));
+  const h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60), r = s % 60;
+  return (h ? h + "h " : "") + (h || m ? m + "m " : "") + r + "s left";
+}
+
+function tick() {
+  for (const span of document.querySelectorAll(".countdown[data-deadline]")) {
+    const ms = new Date(span.dataset.deadline).getTime() - Date.now();
+    if (Number.isNaN(ms)) continue;
+    span.textContent = ms > 0 ? left(ms) : "timed out";
+    span.classList.toggle("late", ms < 60_000);
+  }
+}
+
+// ------------------------------------------------------------------ deciding
+
+function editedArgs(card) {
+  const args = {};
+  for (const field of card.querySelectorAll("[data-arg]")) {
+    const name = field.dataset.arg, type = field.dataset.type;
+    if (type === "bool") args[name] = field.checked;
+    else if (type === "number") args[name] = Number(field.value);
+    else if (type === "json") {
+      try {
+        args[name] = JSON.parse(field.value);
+      } catch (error) {
+        throw new Error(name + " is not valid JSON: " + error.message);
+      }
+    } else args[name] = field.value;
+  }
+  return args;
+}
+
+function answer(card, text, ok) {
+  const line = card.querySelector(".answer");
+  line.className = "answer" + (ok === undefined ? "" : ok ? " ok" : " error");
+  line.textContent = text;
+}
+
+async function editPreview(card) {
+  let args;
+  try {
+    args = editedArgs(card);
+  } catch (error) {
+    answer(card, error.message, false);
+    return;
+  }
+  const original = JSON.parse(card.dataset.args);
+  let result;
+  try {
+    result = await post("api/edit-preview", { tool: card.dataset.tool, original, args });
+  } catch (error) {
+    result = { ok: false, error: "request failed: " + error.message };
+  }
+  if (!result.ok) {
+    answer(card, result.error, false);
+    return;
+  }
+  const box = card.querySelector(".edit-preview");
+  const fresh = document.createElement("template");
+  fresh.innerHTML = result.html;
+  box.replaceChildren(fresh.content);
+  card.querySelector("button[data-decision=edit]").disabled = false;
+  answer(card, "");
+}
+
+async function decide(card, kind) {
   const body = { workflow_id: card.dataset.workflow, id: card.dataset.id, decision: kind };
-  const answer = card.querySelector(".answer");
   if (kind === "reject") body.reason = card.querySelector("input[name=reason]").value;
   if (kind === "respond") body.message = card.querySelector("input[name=message]").value;
   if (kind === "edit") {
     try {
-      body.args = JSON.parse(card.querySelector("textarea[name=args]").value);
+      body.args = editedArgs(card);
     } catch (error) {
-      answer.className = "answer error";
-      answer.textContent = "arguments are not valid JSON: " + error.message;
+      answer(card, error.message, false);
       return;
     }
   }
-  for (const b of card.querySelectorAll("button")) b.disabled = true;
-  answer.className = "answer";
-  answer.textContent = "sending " + kind + "...";
+  const buttons = [...card.querySelectorAll("button")];
+  for (const b of buttons) b.disabled = true;
+  answer(card, "sending " + kind + "...");
   let result;
   try {
-    const response = await fetch("api/decide", {
-      method: "POST",
-      headers: { "Content-Type": "application/json", "X-CSRF-Token": csrfToken },
-      body: JSON.stringify(body),
-    });
-    result = await response.json();
+    result = await post("api/decide", body);
   } catch (error) {
     result = { ok: false, error: "request failed: " + error.message };
   }
   const text = result.ok ? result.message : result.error;
-  answer.className = "answer " + (result.ok ? "ok" : "error");
-  answer.textContent = text;
+  answer(card, text, result.ok && !result.changed);
   note((result.ok ? "" : card.dataset.workflow + " " + card.dataset.id + ": ") + text, result.ok);
-  if (result.ok) {
+  if (result.ok && result.changed) {
+    // Nothing ran: the workflow computed a fresh preview; the next listing
+    // brings it (a new version of this card) and the card says why.
+    card.dataset.awaitFresh = "1";
+    card.querySelector(".changed-note").hidden = false;
+    refresh();
+  } else if (result.ok) {
+    const ack = result.ack;
+    const line = card.querySelector(".decision");
+    line.textContent = (VERBS[ack.decision] || ack.decision) + " by " + ack.reviewer + " via " +
+      ack.via + " at " + new Date().toLocaleTimeString();
+    line.hidden = false;
+    card.dataset.decided = ack.decision;
     card.classList.add("decided");
     refresh();
-  } else {
-    for (const b of card.querySelectorAll("button")) b.disabled = false;
+  }
+  if (!(result.ok && !result.changed)) {
+    for (const b of buttons) b.disabled = b.dataset.decision === "edit";
   }
 }
 
 list.addEventListener("click", (event) => {
-  const button = event.target.closest("button[data-decision]");
-  if (button) decide(button.closest(".card"), button.dataset.decision, button);
+  const card = event.target.closest(".card");
+  if (card && !card.classList.contains("unreachable")) select(card, false);
+  const button = event.target.closest("button");
+  if (!button || !card) return;
+  if (button.dataset.action === "edit-preview") editPreview(card);
+  else if (button.dataset.decision) decide(card, button.dataset.decision);
 });
+
+// Any change to an argument invalidates the edited change shown: show it again first.
+list.addEventListener("input", (event) => {
+  const field = event.target.closest("[data-arg]");
+  if (!field) return;
+  const card = field.closest(".card");
+  card.querySelector("button[data-decision=edit]").disabled = true;
+  card.querySelector(".edit-preview").replaceChildren();
+});
+
+// ------------------------------------------------------------------ keyboard
+
+function cards() {
+  return [...list.querySelectorAll(".card:not(.unreachable):not(.decided)")];
+}
+
+function selected() {
+  return list.querySelector(".card.selected:not(.decided)");
+}
+
+function select(card, scroll = true) {
+  for (const c of list.querySelectorAll(".card.selected")) c.classList.remove("selected");
+  if (!card) return;
+  card.classList.add("selected");
+  if (scroll) card.scrollIntoView({ block: "nearest" });
+}
+
+function move(step) {
+  const all = cards();
+  if (!all.length) return;
+  const at = all.indexOf(selected());
+  const next = at < 0 ? (step > 0 ? 0 : all.length - 1) : Math.min(Math.max(at + step, 0), all.length - 1);
+  select(all[next]);
+}
+
+document.addEventListener("keydown", (event) => {
+  if (event.altKey || event.metaKey) return;
+  const typing = event.target.closest && event.target.closest("input, textarea");
+  const card = event.target.closest && event.target.closest(".card");
+  if (typing) {
+    if (event.key === "Escape") event.target.blur();
+    else if (event.key === "Enter" && card && !event.shiftKey) {
+      if (event.target.name === "reason") decide(card, "reject");
+      else if (event.target.name === "message") decide(card, "respond");
+      else if (event.target.dataset.arg && event.ctrlKey) {
+        const send = card.querySelector("button[data-decision=edit]");
+        if (send.disabled) editPreview(card);
+        else decide(card, "edit");
+      } else return;
+      event.preventDefault();
+    }
+    return;
+  }
+  if (event.ctrlKey) return;
+  const current = selected() || cards()[0];
+  const actions = {
+    j: () => move(1),
+    k: () => move(-1),
+    "?": () => {
+      const help = document.getElementById("help");
+      help.open = !help.open;
+    },
+    // Approving needs a card chosen on purpose (j/k or a click): never the first by accident.
+    a: () => (selected() ? decide(selected(), "approve") : select(current)),
+    r: () => current && (select(current), current.querySelector("input[name=reason]").focus()),
+    m: () => current && (select(current), current.querySelector("input[name=message]").focus()),
+    e: () => {
+      if (!current) return;
+      select(current);
+      const edit = current.querySelector("details.edit");
+      edit.open = true;
+      edit.querySelector("[data-arg]")?.focus();
+    },
+  };
+  const action = actions[event.key];
+  if (action) {
+    event.preventDefault();
+    action();
+  }
+});
+
+for (const tab of document.querySelectorAll("nav.tabs button")) {
+  tab.addEventListener("click", () => showTab(tab.dataset.tab));
+}
+
 document.getElementById("updated").textContent = "updated " + new Date().toLocaleTimeString();
+localTimes(document);
+tick();
+if (document.body.dataset.incomplete) refresh(); // some workflows had not answered yet
 setInterval(refresh, refreshMs);
+setInterval(tick, 1000);
+setInterval(() => {
+  if (!document.getElementById("decided-tab").hidden) refreshDecided();
+}, refreshMs * 2);

@@ -1,0 +1,287 @@
+"""What one approval card shows: the change, the context, the edit form.
+
+Pure functions over the listing's records (no Temporal, no web framework), so
+every card kind is testable without a browser. The preview comes from the
+workflow (``PendingApproval.preview``, computed by a read-only activity on the
+tools worker, with real line numbers); a workflow that sends none (older
+workers, other workflow types) gets the preview the arguments alone allow:
+``old_string`` against ``new_string``, or the content to be written. The UI
+itself never reads the agent's workspace.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import re
+from typing import Any
+from urllib.parse import quote
+
+PREVIEW_LIMIT = 20_000
+"""Characters of a write's content or an edit's diff shown; history may hold more."""
+
+MULTILINE_ARGS = frozenset({"content", "old_string", "new_string", "command"})
+"""Arguments edited in a textarea (real newlines, not JSON ``\\n`` escapes)."""
+
+PATH_ARGS = ("file_path", "path", "pattern", "command")
+
+DIFF_KINDS = frozenset({"new_file", "overwrite", "edit"})
+"""Computed preview kinds that carry a diff (none when the call would fail)."""
+
+_HUNK = re.compile(r"^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@")
+
+
+def _clip(text: str) -> tuple[str, bool]:
+    if len(text) <= PREVIEW_LIMIT:
+        return text, False
+    return text[:PREVIEW_LIMIT], True
+
+
+def _unified(old: str, new: str, before: str, after: str) -> str:
+    lines = difflib.unified_diff(
+        old.splitlines(keepends=True), new.splitlines(keepends=True), before, after, n=3
+    )
+    # difflib leaves the last line of a text without a newline unterminated.
+    return "".join(ln if ln.endswith("\n") else ln + "\n" for ln in lines)
+
+
+def preview(tool: str, args: dict[str, Any]) -> dict[str, Any] | None:
+    """What a reviewer can see of a file change from the call's arguments alone.
+
+    ``edit_file``: unified diff of old_string -> new_string; ``write_file``:
+    the content to be written. Other tools: None (their arguments say it all).
+    The fallback when the workflow sent no computed preview.
+    """
+    path = str(args.get("file_path", ""))
+    if tool == "edit_file":
+        old, new = str(args.get("old_string", "")), str(args.get("new_string", ""))
+        text, clipped = _clip(_unified(old, new, f"{path} (old_string)", f"{path} (new_string)"))
+        return {
+            "kind": "diff",
+            "text": text,
+            "clipped": clipped,
+            "replace_all": bool(args.get("replace_all", False)),
+        }
+    if tool == "write_file":
+        text, clipped = _clip(str(args.get("content", "")))
+        return {"kind": "content", "text": text, "clipped": clipped}
+    return None
+
+
+def diff_rows(diff: str) -> list[dict[str, Any]]:
+    """A unified diff as table rows: class, old and new line numbers, text.
+
+    The numbers come from the ``@@ -a,b +c,d @@`` headers, so a preview
+    computed against the file shows the file's own line numbers.
+    """
+    rows: list[dict[str, Any]] = []
+    old_no = new_no = 0
+    in_hunk = False  # later "---"/"+++" lines are removed/added content, not headers
+    for line in diff.splitlines():
+        row: dict[str, Any] = {"text": line, "old": "", "new": ""}
+        if line.startswith(("---", "+++")) and not in_hunk:
+            row["cls"] = "meta"
+        elif match := _HUNK.match(line):
+            old_no, new_no, in_hunk = int(match[1]), int(match[2]), True
+            row["cls"] = "hunk"
+        elif line.startswith("+"):
+            row.update(cls="add", new=new_no)
+            new_no += 1
+        elif line.startswith("-"):
+            row.update(cls="del", old=old_no)
+            old_no += 1
+        elif line.startswith("\\"):
+            row["cls"] = "meta"  # "\ No newline at end of file"
+        else:
+            row.update(cls="ctx", old=old_no, new=new_no)
+            old_no, new_no = old_no + 1, new_no + 1
+        rows.append(row)
+    return rows
+
+
+def describe_rule(rule: dict[str, Any] | None) -> str:
+    if not rule:
+        return "(no rule recorded)"
+    ops = ", ".join(rule.get("operations", []))
+    paths = ", ".join(rule.get("paths", []))
+    index = f"#{rule['index']} " if rule.get("index") is not None else ""
+    return f"{index}{rule.get('mode', '?')} {ops} on {paths}"
+
+
+def why_text(approval: dict[str, Any]) -> str:
+    """Why the call waits: the workflow's description, else the rule described.
+
+    An ``interrupt_on`` trigger has no permission rule (no mode, operations or
+    paths: described as a rule it read ``? on``); its description is what the
+    operator wrote, and is what the reviewer needs.
+    """
+    if approval.get("description"):
+        return str(approval["description"])
+    rule = approval.get("rule")
+    if rule and rule.get("description"):  # the trigger's own line (workflows/gate.py)
+        return str(rule["description"])
+    if rule and (rule.get("paths") or rule.get("operations")):
+        return "rule " + describe_rule(rule)
+    if rule and rule.get("source") == "interrupt_on":
+        return f"interrupt_on[{rule.get('tool') or approval.get('tool')}]"
+    if rule and rule.get("mode"):
+        return f"{rule['mode']} for {approval.get('tool')}"
+    return describe_rule(rule)
+
+
+def card_preview(approval: dict[str, Any]) -> dict[str, Any] | None:
+    """The change to show: the workflow's computed preview, else the args fallback.
+
+    Shape: ``kind`` (``new_file``, ``overwrite``, ``edit``, ``delete``,
+    ``execute``, ``unavailable``; fallbacks ``diff`` and ``content``),
+    ``source`` (``worker`` or ``args``), ``rows`` (diff rows), ``text``,
+    ``deleted``, ``command``, ``cwd``, ``truncated``, ``error``.
+    """
+    args = approval.get("args") or {}
+    tool = str(approval.get("tool"))
+    computed = approval.get("preview")
+    if isinstance(computed, dict) and computed.get("kind"):
+        shown: dict[str, Any] = {
+            "source": "worker",
+            "kind": computed["kind"],
+            "path": computed.get("path"),
+            "rows": diff_rows(str(computed.get("diff") or "")),
+            "deleted": list(computed.get("deleted") or []),
+            "command": computed.get("command"),
+            "cwd": computed.get("cwd") or approval.get("cwd"),
+            "truncated": bool(computed.get("truncated")),
+            "error": computed.get("error"),
+            "replace_all": bool(args.get("replace_all", False)),
+        }
+        if shown["kind"] == "unavailable" or (shown["kind"] in DIFF_KINDS and not shown["rows"]):
+            shown["fallback"] = _args_preview(tool, args, approval)  # what the arguments say
+        return shown
+    return _args_preview(tool, args, approval)
+
+
+def _args_preview(
+    tool: str, args: dict[str, Any], approval: dict[str, Any]
+) -> dict[str, Any] | None:
+    if tool == "execute":
+        return {
+            "source": "args",
+            "kind": "execute",
+            "command": args.get("command"),
+            "cwd": approval.get("cwd"),
+            "truncated": False,
+        }
+    old = preview(tool, args)
+    if old is None:
+        return None
+    return {
+        "source": "args",
+        "kind": old["kind"],
+        "rows": diff_rows(old["text"]) if old["kind"] == "diff" else [],
+        "text": old["text"],
+        "truncated": old["clipped"],
+        "replace_all": old.get("replace_all", False),
+    }
+
+
+def edit_fields(args: dict[str, Any]) -> list[dict[str, Any]]:
+    """One form field per argument: ``textarea`` for text that may span lines,
+    ``text``, ``number``, ``bool``, or ``json`` for lists and objects."""
+    fields = []
+    for name, value in args.items():
+        shown: Any
+        if isinstance(value, bool):
+            kind, shown = "bool", value
+        elif isinstance(value, int | float):
+            kind, shown = "number", value
+        elif isinstance(value, str):
+            kind = "textarea" if name in MULTILINE_ARGS or "\n" in value else "text"
+            shown = value
+        else:
+            kind, shown = "json", json.dumps(value, indent=2, ensure_ascii=False)
+        rows = min(max(str(shown).count("\n") + 2, 3), 20) if kind in ("textarea", "json") else 1
+        fields.append({"name": name, "kind": kind, "value": shown, "rows": rows})
+    return fields
+
+
+def edited_preview(tool: str, original: dict[str, Any], edited: dict[str, Any]) -> dict[str, Any]:
+    """What the edited call would do, shown before it is sent.
+
+    ``edit_file``: the edited old_string -> new_string; ``write_file``: the
+    reviewer's changes to the proposed content; anything else: the changed
+    arguments. Also lists the arguments whose value changed.
+    """
+    changed = sorted(k for k in original.keys() | edited.keys() if original.get(k) != edited.get(k))
+    path = str(edited.get("file_path", ""))
+    if tool == "edit_file":
+        old, new = str(edited.get("old_string", "")), str(edited.get("new_string", ""))
+        diff = _unified(old, new, f"{path} (old_string)", f"{path} (new_string)")
+        label = "the edited call replaces old_string with new_string"
+    elif tool == "write_file":
+        before, after = str(original.get("content", "")), str(edited.get("content", ""))
+        diff = _unified(before, after, f"{path} (proposed)", f"{path} (edited)")
+        label = "your changes to the proposed content"
+    else:
+        dump = lambda a: json.dumps(a, indent=2, ensure_ascii=False, sort_keys=True) + "\n"  # noqa: E731
+        diff = _unified(dump(original), dump(edited), "arguments (proposed)", "arguments (edited)")
+        label = "your changes to the arguments"
+    text, clipped = _clip(diff)
+    return {"label": label, "rows": diff_rows(text), "truncated": clipped, "changed": changed}
+
+
+def target_of(approval: dict[str, Any]) -> str:
+    computed = approval.get("preview") or {}
+    if isinstance(computed, dict) and computed.get("path"):
+        return str(computed["path"])
+    args = approval.get("args") or {}
+    return next((str(args[k]) for k in PATH_ARGS if args.get(k)), "")
+
+
+def web_link(base: str | None, namespace: str, workflow_id: str, run_id: str | None) -> str | None:
+    """The Temporal Web UI page of one run (``base``: e.g. ``http://127.0.0.1:8233``)."""
+    if not base:
+        return None
+    run = f"/{quote(run_id, safe='')}" if run_id else ""
+    wf = quote(workflow_id, safe="")
+    return f"{base.rstrip('/')}/namespaces/{quote(namespace, safe='')}/workflows/{wf}{run}/history"
+
+
+def version_of(approval: dict[str, Any]) -> str:
+    """Changes when what the card shows changes (a fresh preview, an escalation),
+    so the page replaces that card while keeping the others' typed text."""
+    seen = {k: approval.get(k) for k in ("preview", "escalated", "args", "timeout_at")}
+    return hashlib.sha256(json.dumps(seen, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def enrich(
+    approval: dict[str, Any], web_base: str | None = None, namespace: str = "default"
+) -> dict[str, Any]:
+    """An approval as a card shows it: key, why, preview, fields, links, version."""
+    args = approval.get("args") or {}
+    wf, run = str(approval["workflow_id"]), approval.get("run_id")
+    return {
+        **approval,
+        "key": f"{wf}/{approval['id']}",
+        "rule_text": why_text(approval),
+        "target": target_of(approval),
+        "card_preview": card_preview(approval),
+        "fields": edit_fields(args),
+        "args_json": json.dumps(args, indent=2, ensure_ascii=False),
+        "web_link": web_link(web_base, namespace, wf, run),
+        "version": version_of(approval),
+    }
+
+
+def enrich_decision(
+    decision: dict[str, Any], web_base: str | None = None, namespace: str = "default"
+) -> dict[str, Any]:
+    """One row of the recent-decisions tab: what, who, when, outcome, link."""
+    wf = str(decision.get("workflow_id", ""))
+    what = decision.get("summary") or " ".join(
+        str(x) for x in (decision.get("tool"), decision.get("path")) if x
+    )
+    return {
+        **decision,
+        "what": what,
+        "web_link": web_link(web_base, namespace, wf, decision.get("run_id")),
+    }

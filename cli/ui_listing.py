@@ -1,0 +1,265 @@
+"""Finding approvals at scale: one visibility query, then every candidate asked at once.
+
+Shared by ``filegate approvals`` and the approval UI, and free of web
+dependencies. The workflows keep two Int search attributes up to date
+(``FilegatePendingApprovals``: approvals waiting now; ``FilegateDecidedApprovals``:
+approvals decided so far), so one visibility query names the workflows worth
+asking, whatever their type: with thousands of running agents the listing asks
+the few that wait on a human, not all of them. A running workflow without the
+attribute at all (started without the counters, or another type) is asked
+too, since nothing says it has no approvals (:func:`waiting_or_unknown`).
+
+A server without those attributes (an older ``filegate dev``, a cluster where
+nobody registered them) refuses the query with ``invalid search attribute``.
+That is detected and remembered per server and namespace for
+:data:`ATTRIBUTE_RECHECK` seconds, and the listing falls back to every running
+workflow, asking each; one that does not know the query is not a Filegate one.
+
+Each candidate gets :data:`LISTING_TIMEOUT`; one that does not answer (no
+worker, a stuck worker) is reported as unreachable, never waited for longer
+and never silently left out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from filegate.cli.contract import PENDING_QUERY
+from temporalio.client import Client, WorkflowQueryFailedError
+from temporalio.service import RPCError, RPCStatusCode
+
+log = logging.getLogger("filegate.approvals")
+
+PENDING_ATTRIBUTE = "FilegatePendingApprovals"
+DECIDED_ATTRIBUTE = "FilegateDecidedApprovals"
+DECIDED_QUERY = "decided_approvals"
+
+LISTING_TIMEOUT = 1.5
+"""Seconds one workflow gets to answer the listing's query.
+
+Short, because the listing asks every candidate at once and waits for the
+slowest: a workflow whose worker is gone (or busy) must cost one refresh of
+the approval page 1.5 s, not the 5 s of the CLI's ``QUERY_TIMEOUT``, and is
+reported as unreachable rather than waited for or silently left out."""
+
+PARALLEL_QUERIES = 64
+"""Queries in flight at once: enough for hundreds of workflows per second,
+few enough that a big namespace does not open thousands of RPCs together."""
+
+ATTRIBUTE_RECHECK = 300.0
+"""Seconds a server's missing search attribute is remembered before asking
+again (an operator may register it while a UI keeps running)."""
+
+RECENT_WINDOW = timedelta(hours=24)
+"""How long after closing a workflow's decisions still show as recent."""
+
+RECENT_WORKFLOWS = 100
+"""At most this many workflows are asked for their decisions (newest first)."""
+
+RUNNING = "ExecutionStatus = 'Running'"
+
+
+def waiting_or_unknown(attribute: str) -> str:
+    """``attribute > 0``, or not set at all.
+
+    A run started without the counters (by code that does not pass
+    ``initial_search_attributes()``, or another workflow type) never publishes
+    them; it must still be asked, or its approvals would silently vanish from
+    every listing. Runs that publish ``0`` (idle agents, the common case at
+    scale) are the ones left out.
+    """
+    return f"({attribute} > 0 OR {attribute} IS NULL)"
+
+
+def quoted(value: str) -> str:
+    """A visibility-query string literal."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+_missing: dict[tuple[str, str, str], float] = {}
+"""(server, namespace, attribute) -> when the server said it lacks the attribute."""
+
+
+def _server_key(client: Client, attribute: str) -> tuple[str, str, str]:
+    return (client.service_client.config.target_host, client.namespace, attribute)
+
+
+def attribute_missing(client: Client, attribute: str) -> bool:
+    """Whether this server recently refused ``attribute`` (so the fallback is used)."""
+    since = _missing.get(_server_key(client, attribute))
+    return since is not None and time.monotonic() - since < ATTRIBUTE_RECHECK
+
+
+def _is_missing_attribute(exc: RPCError, attribute: str) -> bool:
+    return exc.status == RPCStatusCode.INVALID_ARGUMENT and attribute in exc.message
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A workflow worth asking: its id, run and type from the visibility record."""
+
+    workflow_id: str
+    run_id: str
+    workflow_type: str
+    running: bool = True
+
+
+async def candidates(
+    client: Client, attribute: str, narrowed: str, fallback: str, limit: int | None = None
+) -> list[Candidate]:
+    """Workflows matching ``narrowed`` (which uses ``attribute``), or ``fallback``
+    when the server lacks the attribute; the refusal is remembered."""
+    query = fallback if attribute_missing(client, attribute) else narrowed
+
+    async def listed(text: str) -> list[Candidate]:
+        found: dict[str, Candidate] = {}
+        async for wf in client.list_workflows(text, limit=limit):
+            if wf.id not in found:  # newest run first: keep it
+                running = wf.status is None or wf.status.name == "RUNNING"
+                found[wf.id] = Candidate(wf.id, wf.run_id, wf.workflow_type, running)
+        return sorted(found.values(), key=lambda c: c.workflow_id)
+
+    try:
+        return await listed(query)
+    except RPCError as exc:
+        if query == fallback or not _is_missing_attribute(exc, attribute):
+            raise
+    log.info("%s is not a search attribute here: listing every running workflow", attribute)
+    _missing[_server_key(client, attribute)] = time.monotonic()
+    return await listed(fallback)
+
+
+def _unknown_query(exc: WorkflowQueryFailedError) -> bool:
+    text = str(exc).lower()
+    # The Python SDK: "Query handler for 'pending_approvals' expected but not found, ..."
+    return ("query" in text and "not found" in text) or "unknown query" in text
+
+
+NOT_OURS = ""
+"""An answer meaning "not a Filegate workflow (or closed meanwhile)": skipped."""
+
+
+async def ask(
+    client: Client, wf: Candidate, query: str, *, by_run: bool = False
+) -> list[Any] | str:
+    """``query`` of one workflow within :data:`LISTING_TIMEOUT`: its answer, or why
+    it is unreachable (:data:`NOT_OURS` for a workflow without the query)."""
+    handle = client.get_workflow_handle(wf.workflow_id, run_id=wf.run_id if by_run else None)
+    budget = timedelta(seconds=LISTING_TIMEOUT)
+    late = f"did not answer in {LISTING_TIMEOUT:g} s"
+    try:
+        found = await asyncio.wait_for(
+            handle.query(query, rpc_timeout=budget), LISTING_TIMEOUT + 0.5
+        )
+        return found if isinstance(found, list) else NOT_OURS
+    except TimeoutError:
+        return late
+    except WorkflowQueryFailedError as exc:
+        return NOT_OURS if _unknown_query(exc) else f"query failed: {exc}"
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:
+            return NOT_OURS  # closed (and gone) since the visibility query
+        if exc.status in (RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED):
+            return late
+        return f"{late} ({exc.message})"
+    except Exception as exc:  # a payload this client cannot decode: not ours
+        log.debug("%s of %s: %s", query, wf.workflow_id, exc)
+        return NOT_OURS
+
+
+async def ask_all(
+    found: list[Candidate],
+    asking: Callable[[Candidate], Awaitable[list[Any] | str]],
+    soft_deadline: float | None = None,
+) -> list[list[Any] | str | None]:
+    """``asking`` of every candidate, :data:`PARALLEL_QUERIES` at a time.
+
+    With ``soft_deadline`` (seconds), answers still missing then are ``None``
+    (their queries are cancelled): a page renders what it has at once and its
+    next refresh shows the rest, instead of waiting for a stuck workflow.
+    """
+    gate = asyncio.Semaphore(PARALLEL_QUERIES)
+
+    async def one(wf: Candidate) -> list[Any] | str:
+        async with gate:
+            return await asyncio.wait_for(asking(wf), LISTING_TIMEOUT + 1.0)
+
+    tasks = [asyncio.ensure_future(one(wf)) for wf in found]
+    if not tasks:
+        return []
+    _, late = await asyncio.wait(tasks, timeout=soft_deadline)
+    for task in late:
+        task.cancel()
+    out: list[list[Any] | str | None] = []
+    for task in tasks:
+        if task in late:
+            out.append(None)
+        elif task.exception() is not None:
+            out.append(f"did not answer in {LISTING_TIMEOUT:g} s")
+        else:
+            out.append(task.result())
+    return out
+
+
+WAITING = "has not answered yet"
+"""Reason of a workflow still being asked when the page's soft deadline passed."""
+
+
+@dataclass
+class Listing:
+    """Pending approvals and the workflows that did not answer (``workflow_id``,
+    ``reason``, and ``waiting`` when the answer may still come on the next refresh)."""
+
+    approvals: list[dict[str, Any]] = field(default_factory=list)
+    unreachable: list[dict[str, Any]] = field(default_factory=list)
+    narrowed: bool = True
+    """Found through the search attribute (False: every running workflow was asked)."""
+
+
+def late_entry(wf: Candidate, answer: str | None) -> dict[str, Any]:
+    return {
+        "workflow_id": wf.workflow_id,
+        "run_id": wf.run_id,
+        "reason": answer or WAITING,
+        "waiting": answer is None,
+        "closed": not wf.running,
+    }
+
+
+async def approval_listing(
+    client: Client, workflow_id: str | None = None, soft_deadline: float | None = None
+) -> Listing:
+    """Pending approvals of every workflow that has some (or of one workflow).
+
+    Each approval is the workflow's own record (``id``, ``tool``, ``args``,
+    ``rule``, ``preview``, ``description``...) plus ``workflow_id``, ``run_id``
+    and ``workflow_type``. See the module docstring for the visibility query
+    and its fallback; ``soft_deadline`` as in :func:`ask_all`.
+    """
+    only = f" AND WorkflowId = {quoted(workflow_id)}" if workflow_id else ""
+    narrowed = f"{RUNNING} AND {waiting_or_unknown(PENDING_ATTRIBUTE)}{only}"
+    found = await candidates(client, PENDING_ATTRIBUTE, narrowed, RUNNING + only)
+    answers = await ask_all(found, lambda wf: ask(client, wf, PENDING_QUERY), soft_deadline)
+    listing = Listing(narrowed=not attribute_missing(client, PENDING_ATTRIBUTE))
+    for wf, answer in zip(found, answers, strict=True):
+        if answer is None or isinstance(answer, str):
+            if answer != NOT_OURS:
+                listing.unreachable.append(late_entry(wf, answer))
+            continue
+        listing.approvals.extend(
+            {
+                **a,
+                "workflow_id": wf.workflow_id,
+                "run_id": wf.run_id,
+                "workflow_type": wf.workflow_type,
+            }
+            for a in answer
+            if isinstance(a, dict)
+        )
+    return listing

@@ -1,0 +1,38 @@
+"""Filegate as a Deep Agents backend (``pip install 'filegate[deepagents]'``).
+
+:class:`FilegateBackend` implements deepagents' ``SandboxBackendProtocol``;
+every operation is a Filegate activity on a tools worker, scheduled from the
+calling workflow or, outside one, through a one-operation workflow
+(:class:`OperationWorkflow`). :func:`tools_worker` serves both. See
+``docs/deepagents.md``.
+
+Lazy (:mod:`filegate._lazy`): the workflow-side modules (``operations``) load
+without deepagents, so a workflow sandbox never imports LangChain.
+"""
+
+from typing import TYPE_CHECKING
+
+from filegate._lazy import attach
+
+if TYPE_CHECKING:
+    from .backend import FilegateBackend
+    from .convert import Mount
+    from .operations import (
+        Operation,
+        OperationResult,
+        OperationWorkflow,
+        run_operation,
+    )
+    from .transfer import TransferActivities
+    from .worker import tools_worker
+
+__getattr__, __dir__, __all__ = attach(
+    __name__,
+    {
+        ".backend": ["FilegateBackend"],
+        ".convert": ["Mount"],
+        ".operations": ["Operation", "OperationResult", "OperationWorkflow", "run_operation"],
+        ".transfer": ["TransferActivities"],
+        ".worker": ["tools_worker"],
+    },
+)

@@ -1,0 +1,394 @@
+"""A deepagents sandbox backend whose every operation is a Filegate activity.
+
+Inside a workflow (a Deep Agents graph run by a Temporal workflow), each call
+schedules the activity from that workflow, so it gets Filegate's per-tool
+timeouts and retries, the idempotency journal for mutations and the S3
+payload codec, and is recorded in that workflow's history. Outside a
+workflow (a script, a notebook, the langchain-tests suite) each call runs one
+short :class:`~.operations.OperationWorkflow` through a Temporal client,
+which schedules the very same activities; see that class for why.
+
+Only the async methods (``aread``, ``awrite``, ...) work inside a workflow: a
+workflow must never block its thread. The sync methods are for callers
+outside one and run the call on a private event loop thread, so they work
+from plain code and from inside another running event loop alike.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+from collections.abc import Coroutine, Sequence
+from concurrent.futures import Future
+from datetime import timedelta
+from typing import Any, TypeVar
+
+from deepagents.backends.protocol import (
+    DeleteResult,
+    EditResult,
+    ExecuteResponse,
+    FileDownloadResponse,
+    FileUploadResponse,
+    GlobResult,
+    GrepResult,
+    LsResult,
+    ReadResult,
+    SandboxBackendProtocol,
+    WriteResult,
+)
+from filegate.activities.stubs import tool_request
+from filegate.kernel.permissions import FilesystemPermission
+from filegate.kernel.tool_types import ToolName
+from temporalio import workflow
+from temporalio.client import Client
+
+from . import convert
+from .convert import Mount
+from .operations import (
+    DownloadRequest,
+    Operation,
+    OperationResult,
+    OperationWorkflow,
+    ReadWindowRequest,
+    UploadFile,
+    UploadRequest,
+    run_operation,
+)
+
+T = TypeVar("T")
+
+
+class FilegateBackend(SandboxBackendProtocol):
+    """deepagents' ``SandboxBackendProtocol`` over one Filegate backend on a tools worker.
+
+    ``backend`` and ``task_queue`` name the backend and the tools worker's
+    queue (as ``BackendRef(kind="remote")`` does). ``client`` is needed only
+    outside a workflow; the :class:`OperationWorkflow` then runs on
+    ``operation_task_queue`` (default: ``task_queue``; the worker from
+    :func:`~filegate.integrations.deepagents.tools_worker` serves both).
+    ``mount`` is where Filegate's ``/`` appears in deepagents' paths
+    (``"/workspace"`` for the bwrap sandbox, whose commands see the files
+    there). ``permissions`` and ``policies`` travel with every call as they
+    do from ``AgentWorkflow``: a path an ``interrupt`` rule covers is refused
+    (approvals belong to deepagents' own ``interrupt_on`` here).
+    """
+
+    def __init__(
+        self,
+        *,
+        backend: str,
+        task_queue: str,
+        client: Client | None = None,
+        operation_task_queue: str | None = None,
+        mount: str = "/",
+        permissions: Sequence[FilesystemPermission] = (),
+        policies: Sequence[str] | None = None,
+        operation_timeout: timedelta = timedelta(minutes=70),
+        search_timeout: float | None = None,
+        sandbox_id: str | None = None,
+    ) -> None:
+        self.backend = backend
+        self.task_queue = task_queue
+        self.client = client
+        self.operation_task_queue = operation_task_queue or task_queue
+        self.mount = Mount(mount.rstrip("/") or "/")
+        self.permissions = list(permissions)
+        self.policies = None if policies is None else list(policies)
+        self.operation_timeout = operation_timeout
+        self.search_timeout = search_timeout
+        self._id = sandbox_id or f"filegate:{backend}@{task_queue}"
+        self._portal: _Portal | None = None
+        self._portal_lock = threading.Lock()
+
+    @property
+    def id(self) -> str:
+        return self._id
+
+    def close(self) -> None:
+        """Stop the private event loop of the sync methods (if one was started)."""
+        with self._portal_lock:
+            if self._portal is not None:
+                self._portal.close()
+                self._portal = None
+
+    # ----------------------------------------------------------------------- plumbing
+
+    async def _run(self, op: Operation) -> OperationResult:
+        if workflow.in_workflow():
+            return await run_operation(op)
+        if self.client is None:
+            raise RuntimeError(
+                "FilegateBackend outside a workflow needs client=...: it runs each "
+                "operation as a short workflow on the operation task queue"
+            )
+        result: OperationResult = await self.client.execute_workflow(
+            OperationWorkflow.run,
+            op,
+            id=f"filegate-op-{_kind(op)}-{uuid.uuid4().hex}",  # readable in the Web UI
+            task_queue=self.operation_task_queue,
+            execution_timeout=self.operation_timeout,
+        )
+        return result
+
+    def _sync(self, coro: Coroutine[Any, Any, T]) -> T:
+        if workflow.in_workflow():
+            coro.close()
+            raise RuntimeError(
+                "inside a workflow use the async methods (aread, awrite, aexecute, ...): "
+                "a workflow must not block"
+            )
+        with self._portal_lock:
+            if self._portal is None:
+                self._portal = _Portal()
+            portal = self._portal
+        return portal.run(coro)
+
+    def _tool(self, tool: ToolName, args: dict[str, Any]) -> Operation:
+        request = tool_request(
+            tool,
+            args,
+            backend=self.backend,
+            tool_call_id="",  # filled in the workflow that runs it (replay-stable)
+            permissions=self.permissions,
+            policies=self.policies,
+        )
+        return Operation(
+            task_queue=self.task_queue, tool=request, search_timeout=self.search_timeout
+        )
+
+    def _scope(self) -> dict[str, Any]:
+        return {"backend": self.backend, "permissions": self.permissions, "policies": self.policies}
+
+    # ----------------------------------------------------------------------- async operations
+
+    async def als(self, path: str) -> LsResult:
+        try:
+            local = self.mount.inward(path)
+        except ValueError as exc:
+            return LsResult(error=f"Error: Invalid path '{path}': {exc}")
+        result = await self._run(self._tool("ls", {"path": local}))
+        outcome = _need(result.outcome)
+        return convert.ls_result(self.mount, path, _raw(outcome, "ls"), outcome)
+
+    async def aread(self, file_path: str, offset: int = 0, limit: int = 2000) -> ReadResult:
+        try:
+            local = self.mount.inward(file_path)
+        except ValueError as exc:
+            return ReadResult(error=f"Error: Invalid path '{file_path}': {exc}")
+        if limit <= 0:
+            return ReadResult(
+                file_data={"content": "", "encoding": "utf-8"}, no_lines_requested=True
+            )
+        request = ReadWindowRequest(
+            file_path=local, offset=max(offset, 0), limit=limit, **self._scope()
+        )
+        result = await self._run(Operation(task_queue=self.task_queue, read=request))
+        if result.read is None:
+            raise RuntimeError("the read operation returned no window")
+        return convert.read_result(file_path, result.read)
+
+    async def awrite(self, file_path: str, content: str) -> WriteResult:
+        try:
+            local = self.mount.inward(file_path)
+        except ValueError as exc:
+            return WriteResult(error=f"Error: Invalid path '{file_path}': {exc}")
+        op = self._tool("write_file", {"file_path": local, "content": content})
+        error = convert.write_error(file_path, local, _need((await self._run(op)).outcome))
+        return WriteResult(error=error) if error else WriteResult(path=file_path)
+
+    async def aedit(
+        self,
+        file_path: str,
+        old_string: str,
+        new_string: str,
+        replace_all: bool = False,
+    ) -> EditResult:
+        try:
+            local = self.mount.inward(file_path)
+        except ValueError as exc:
+            return EditResult(error=f"Error: Invalid path '{file_path}': {exc}")
+        args = {
+            "file_path": local,
+            "old_string": old_string,
+            "new_string": new_string,
+            "replace_all": replace_all,
+        }
+        outcome = _need((await self._run(self._tool("edit_file", args))).outcome)
+        return convert.edit_result(file_path, local, old_string, outcome)
+
+    async def adelete(self, file_path: str) -> DeleteResult:
+        try:
+            local = self.mount.inward(file_path)
+        except ValueError as exc:
+            return DeleteResult(error=f"Error: Invalid path '{file_path}': {exc}")
+        outcome = _need((await self._run(self._tool("delete", {"file_path": local}))).outcome)
+        error = convert.delete_error(file_path, local, outcome)
+        return DeleteResult(error=error) if error else DeleteResult(path=file_path)
+
+    async def agrep(
+        self,
+        pattern: str,
+        path: str | None = None,
+        glob: str | None = None,
+        *,
+        max_count: int | None = None,
+    ) -> GrepResult:
+        shown = path or self.mount.at
+        try:
+            local = self.mount.inward(shown)
+        except ValueError as exc:
+            return GrepResult(error=f"Error: Invalid path '{shown}': {exc}")
+        args: dict[str, Any] = {
+            "pattern": pattern,
+            "path": local,
+            "glob": glob,
+            "output_mode": "content",
+        }
+        if max_count is not None:
+            args["max_count"] = max_count
+        outcome = _need((await self._run(self._tool("grep", args))).outcome)
+        return convert.grep_result(self.mount, shown, _raw(outcome, "grep"), outcome)
+
+    async def aglob(self, pattern: str, path: str | None = None) -> GlobResult:
+        shown = path or self.mount.at
+        try:
+            local = self.mount.inward(shown)
+        except ValueError as exc:
+            return GlobResult(error=f"Error: Invalid path '{shown}': {exc}")
+        outcome = _need(
+            (await self._run(self._tool("glob", {"pattern": pattern, "path": local}))).outcome
+        )
+        return convert.glob_result(self.mount, shown, _raw(outcome, "glob"), outcome)
+
+    async def aupload_files(self, files: list[tuple[str, bytes]]) -> list[FileUploadResponse]:
+        answers: dict[int, FileUploadResponse] = {}
+        wanted: list[tuple[int, UploadFile]] = []
+        for index, (path, content) in enumerate(files):
+            try:
+                wanted.append((index, UploadFile(path=self.mount.inward(path), content=content)))
+            except ValueError:
+                answers[index] = FileUploadResponse(path=path, error="invalid_path")
+        if wanted:
+            request = UploadRequest(files=[item for _, item in wanted], **self._scope())
+            result = await self._run(Operation(task_queue=self.task_queue, upload=request))
+            done = convert.upload_responses(self.mount, result.files or [])
+            for (index, _), response in zip(wanted, done, strict=True):
+                answers[index] = FileUploadResponse(path=files[index][0], error=response.error)
+        return [answers[i] for i in range(len(files))]
+
+    async def adownload_files(self, paths: list[str]) -> list[FileDownloadResponse]:
+        answers: dict[int, FileDownloadResponse] = {}
+        wanted: list[tuple[int, str]] = []
+        for index, path in enumerate(paths):
+            try:
+                wanted.append((index, self.mount.inward(path)))
+            except ValueError:
+                answers[index] = FileDownloadResponse(path=path, error="invalid_path")
+        if wanted:
+            request = DownloadRequest(paths=[local for _, local in wanted], **self._scope())
+            result = await self._run(Operation(task_queue=self.task_queue, download=request))
+            done = convert.download_responses(self.mount, result.files or [])
+            for (index, _), response in zip(wanted, done, strict=True):
+                answers[index] = FileDownloadResponse(
+                    path=paths[index], content=response.content, error=response.error
+                )
+        return [answers[i] for i in range(len(paths))]
+
+    async def aexecute(self, command: str, *, timeout: int | None = None) -> ExecuteResponse:
+        # deepagents' 0 means "no timeout"; Filegate always bounds a command
+        # (the worker's FILEGATE_EXEC_MAX_SECONDS), so 0 takes the default.
+        args: dict[str, Any] = {"command": command}
+        if timeout:
+            args["timeout"] = float(timeout)
+        outcome = _need((await self._run(self._tool("execute", args))).outcome)
+        return convert.execute_response(outcome)
+
+    # ----------------------------------------------------------------------- sync operations
+
+    def ls(self, path: str) -> LsResult:
+        return self._sync(self.als(path))
+
+    def read(self, file_path: str, offset: int = 0, limit: int = 2000) -> ReadResult:
+        return self._sync(self.aread(file_path, offset, limit))
+
+    def write(self, file_path: str, content: str) -> WriteResult:
+        return self._sync(self.awrite(file_path, content))
+
+    def edit(
+        self,
+        file_path: str,
+        old_string: str,
+        new_string: str,
+        replace_all: bool = False,
+    ) -> EditResult:
+        return self._sync(self.aedit(file_path, old_string, new_string, replace_all))
+
+    def delete(self, file_path: str) -> DeleteResult:
+        return self._sync(self.adelete(file_path))
+
+    def grep(
+        self,
+        pattern: str,
+        path: str | None = None,
+        glob: str | None = None,
+        *,
+        max_count: int | None = None,
+    ) -> GrepResult:
+        return self._sync(self.agrep(pattern, path, glob, max_count=max_count))
+
+    def glob(self, pattern: str, path: str | None = None) -> GlobResult:
+        return self._sync(self.aglob(pattern, path))
+
+    def upload_files(self, files: list[tuple[str, bytes]]) -> list[FileUploadResponse]:
+        return self._sync(self.aupload_files(files))
+
+    def download_files(self, paths: list[str]) -> list[FileDownloadResponse]:
+        return self._sync(self.adownload_files(paths))
+
+    def execute(self, command: str, *, timeout: int | None = None) -> ExecuteResponse:
+        return self._sync(self.aexecute(command, timeout=timeout))
+
+
+def _kind(op: Operation) -> str:
+    if op.tool is not None:
+        return op.tool.tool
+    return next(name for name in ("read", "upload", "download") if getattr(op, name) is not None)
+
+
+def _need(outcome: Any) -> Any:
+    if outcome is None:
+        raise RuntimeError("the tool operation returned no outcome")
+    return outcome
+
+
+def _raw(outcome: Any, tool: str) -> Any:
+    return getattr(outcome.raw, tool) if outcome.raw is not None else None
+
+
+class _Portal:
+    """A private event loop on a daemon thread, for the sync methods.
+
+    Why not ``asyncio.run`` per call: the caller may already run an event loop
+    (a sync tool inside an async app), where ``asyncio.run`` refuses; and one
+    long-lived loop keeps the client's connections warm between calls.
+    """
+
+    def __init__(self) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="filegate-deepagents", daemon=True
+        )
+        self._thread.start()
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        if threading.current_thread() is self._thread:
+            coro.close()
+            raise RuntimeError("a sync FilegateBackend method was called from its own loop")
+        future: Future[T] = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        return future.result()
+
+    def close(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=5)
+        self._loop.close()

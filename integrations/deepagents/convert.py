@@ -1,0 +1,321 @@
+"""Filegate's answers as deepagents' result types, and our error codes in deepagents' words.
+
+Structured answers (ls, glob, grep, the transfer activities) carry a Filegate
+:data:`~filegate.kernel.protocol.ErrorCode`, mapped here to the message a
+deepagents backend gives for the same condition, so prompts and middleware
+written for deepagents read what they expect. The mutations (write, edit,
+delete, execute) run as the journaled ``filegate.<tool>`` activities, whose
+answer is the model text: the few facts deepagents needs from it (the
+replacement count, the exit code, which failure it was) are read back with
+patterns built *from the kernel's own formatters* at import time, so a change
+of wording there changes the patterns too instead of silently breaking them.
+"""
+
+from __future__ import annotations
+
+import base64
+import errno
+import os
+import re
+from dataclasses import dataclass
+
+from deepagents.backends.protocol import (
+    EditResult,
+    ExecuteResponse,
+    FileDownloadResponse,
+    FileInfo,
+    FileUploadResponse,
+    GlobResult,
+    GrepMatch,
+    GrepResult,
+    LsResult,
+    ReadResult,
+)
+from filegate.kernel import protocol as fg
+from filegate.kernel.formatting import (
+    EXECUTE_TRUNCATED_NOTE,
+    edit_multiple_message,
+    format_edit,
+    format_execute,
+)
+from filegate.kernel.paths import validate_path
+from filegate.kernel.tool_types import ToolOutcome
+
+from .operations import ReadWindow, TransferAnswer
+
+_PATH = "\x00path\x00"
+"""A sentinel no real path contains, for turning kernel messages into patterns."""
+
+
+@dataclass(frozen=True)
+class Mount:
+    """Where Filegate's virtual ``/`` appears in deepagents' paths.
+
+    A sandbox runs commands with the workspace at ``/workspace``, so its files
+    must be named the same way in file operations (``mount="/workspace"``):
+    ``/workspace/a.py`` is Filegate's ``/a.py``. Paths outside the mount, and
+    relative ones, are refused as ``invalid_path``.
+    """
+
+    at: str = "/"
+
+    def inward(self, path: str) -> str:
+        """deepagents' path -> Filegate's virtual path (raises ValueError)."""
+        if not path.startswith("/"):
+            raise ValueError(f"path must be absolute: {path!r}")
+        virtual = str(validate_path(path))
+        if self.at == "/":
+            return virtual
+        if virtual == self.at:
+            return "/"
+        if not virtual.startswith(self.at + "/"):
+            raise ValueError(f"{path} is outside {self.at}")
+        return virtual[len(self.at) :]
+
+    def outward(self, virtual: str) -> str:
+        """Filegate's virtual path -> deepagents' path."""
+        if self.at == "/":
+            return virtual
+        return self.at if virtual == "/" else self.at + virtual
+
+
+# --------------------------------------------------------------------------- structured answers
+
+_FILE_OPERATION_ERRORS = frozenset(
+    {"file_not_found", "permission_denied", "is_directory", "invalid_path"}
+)
+
+
+def file_operation_error(code: str | None, error: str | None) -> str | None:
+    """An upload/download error as deepagents' ``FileOperationError`` literal where one fits."""
+    if error is None:
+        return None
+    if code in _FILE_OPERATION_ERRORS:
+        return code
+    if code == "not_a_directory":
+        return "invalid_path"  # a parent of the path is a file
+    return f"{code or 'io_error'}: {error}"
+
+
+def ls_result(
+    mount: Mount, path: str, listing: fg.LsResult | None, outcome: ToolOutcome
+) -> LsResult:
+    if listing is None or listing.error is not None:
+        code = listing.code if listing is not None else None
+        if code == "file_not_found":
+            return LsResult(error=f"Path '{path}': path_not_found")
+        if code == "not_a_directory":
+            return LsResult(error=f"Path '{path}': not_a_directory")
+        why = _why(listing, outcome, mount.inward(path))
+        return LsResult(error=f"Error listing '{path}': {why}")
+    entries: list[FileInfo] = []
+    for entry in listing.entries:
+        info = FileInfo(path=mount.outward(entry.path.rstrip("/") or "/"), is_dir=entry.is_dir)
+        if entry.size is not None:
+            info["size"] = entry.size
+        if entry.modified_at is not None:
+            info["modified_at"] = entry.modified_at
+        entries.append(info)
+    return LsResult(entries=entries)
+
+
+def glob_result(
+    mount: Mount, path: str, listing: fg.GlobResult | None, outcome: ToolOutcome
+) -> GlobResult:
+    if listing is None or listing.error is not None:
+        why = _why(listing, outcome, mount.inward(path))
+        return GlobResult(error=f"Error globbing path '{path}': {why}")
+    matches = [FileInfo(path=mount.outward(match), is_dir=False) for match in listing.matches]
+    if listing.truncated:  # Filegate stops a glob at its time budget or result cap
+        return GlobResult(matches=matches, truncated=True, truncation_reason="budget")
+    return GlobResult(matches=matches)
+
+
+def grep_result(
+    mount: Mount, path: str, listing: fg.GrepResult | None, outcome: ToolOutcome
+) -> GrepResult:
+    if listing is None or listing.error is not None:
+        why = _why(listing, outcome, mount.inward(path))
+        return GrepResult(error=f"Error searching path '{path}': {why}")
+    matches = [
+        GrepMatch(path=mount.outward(match.path), line=match.line, text=match.text)
+        for match in listing.matches
+    ]
+    return GrepResult(matches=matches, truncated=listing.truncated)
+
+
+def _why(listing: fg._Result | None, outcome: ToolOutcome, local: str) -> str:
+    """The error's reason: the structured one (it does not name the path), else the
+    model text (an entry-gate refusal has no structured result)."""
+    if listing is not None and listing.error:
+        return listing.error
+    return _reason(_text(outcome), local)
+
+
+def read_result(path: str, window: ReadWindow) -> ReadResult:
+    if window.error is not None:
+        return ReadResult(error=_read_error(path, window))
+    if window.binary:
+        encoded = base64.b64encode(window.data or b"").decode("ascii")
+        return ReadResult(file_data={"content": encoded, "encoding": "base64"})
+    content = "\n".join(window.lines)
+    if not window.lines:
+        return ReadResult(file_data={"content": content, "encoding": "utf-8"})
+    return ReadResult(
+        file_data={"content": content, "encoding": "utf-8"},
+        total_lines=window.total_lines,
+        start_line=window.start_line,
+        end_line=window.end_line,
+        next_offset=window.next_offset,
+    )
+
+
+def _read_error(path: str, window: ReadWindow) -> str:
+    reason = window.error or "unknown error"
+    if window.code == "file_not_found":
+        return f"File '{path}' not found"
+    if window.binary and window.code == "too_large":
+        return f"File '{path}': {reason}"
+    if window.code == "is_directory":
+        return f"Error: '{path}' is a directory, not a file"
+    if window.code == "permission_denied":
+        return f"Error: Permission denied reading file '{path}': {reason}"
+    return f"Error reading file '{path}': {reason}"
+
+
+def upload_responses(mount: Mount, answers: list[TransferAnswer]) -> list[FileUploadResponse]:
+    return [
+        FileUploadResponse(
+            path=mount.outward(answer.path), error=file_operation_error(answer.code, answer.error)
+        )
+        for answer in answers
+    ]
+
+
+def download_responses(mount: Mount, answers: list[TransferAnswer]) -> list[FileDownloadResponse]:
+    return [
+        FileDownloadResponse(
+            path=mount.outward(answer.path),
+            content=answer.content if answer.error is None else None,
+            error=file_operation_error(answer.code, answer.error),
+        )
+        for answer in answers
+    ]
+
+
+# --------------------------------------------------------------------------- model-text answers
+
+
+def _pattern(message: str, **groups: str) -> re.Pattern[str]:
+    """A kernel message with its sentinel parts turned into named groups."""
+    pattern = re.escape(message)
+    for name, sentinel in groups.items():
+        pattern = pattern.replace(re.escape(sentinel), f"(?P<{name}>.+?)", 1)
+    return re.compile(pattern)
+
+
+_MULTIPLE = _pattern(edit_multiple_message(_PATH, 987654), count="987654", path=_PATH)
+_STRING_MISSING = re.compile(r"\bold_string\b[^.]*\bnot found", re.IGNORECASE)
+"""An edit whose old_string is absent: the kernel's wording ("old_string was not found
+in ...") and the backends' reason ("old_string not found") alike."""
+_REPLACED = _pattern(
+    format_edit(fg.EditResult(path=_PATH, occurrences=987654)).text, count="987654", path=_PATH
+)
+_REPLACED_ONE = _pattern(format_edit(fg.EditResult(path=_PATH, occurrences=1)).text, path=_PATH)
+_NOT_FOUND = tuple(
+    reason
+    for reason in (
+        getattr(fg, "FILE_NOT_FOUND", "file not found"),
+        getattr(fg, "PATH_NOT_FOUND", "path not found"),
+        os.strerror(errno.ENOENT).lower(),
+    )
+)
+"""How a missing target reads in a tool's error text (the kernel's reasons, the OS's)."""
+
+
+def _text(outcome: ToolOutcome) -> str:
+    content = outcome.content
+    return content if isinstance(content, str) else "\n".join(str(b) for b in content)
+
+
+def _reason(text: str, local: str) -> str:
+    """A tool error's reason without the ``Error:`` mark and the (Filegate-side) path.
+
+    The kernel writes a failure about a path as ``<path>: <reason>``; the
+    adapter names the path itself, the way deepagents does, in its own form.
+    """
+    reason = text.removeprefix("Error: ")
+    return reason.removeprefix(f"{local}: ")
+
+
+def _missing(text: str) -> bool:
+    lowered = text.lower()
+    return any(reason in lowered for reason in _NOT_FOUND)
+
+
+def write_error(path: str, local: str, outcome: ToolOutcome) -> str | None:
+    """deepagents' message for a failed write, or None when it succeeded."""
+    if outcome.status != "error":
+        return None
+    return f"Error writing file '{path}': {_reason(_text(outcome), local)}"
+
+
+def edit_result(path: str, local: str, old: str, outcome: ToolOutcome) -> EditResult:
+    text = _text(outcome)
+    if outcome.status == "error":
+        multiple = _MULTIPLE.search(text)
+        if multiple is not None:
+            return EditResult(
+                error=f"Error: String '{old}' appears multiple times "
+                f"({multiple['count']} occurrences). Use replace_all=True to replace all "
+                "occurrences, or include more context to make it unique."
+            )
+        if _STRING_MISSING.search(text):
+            return EditResult(error=f"Error: String not found in file: '{old}'")
+        if _missing(text):
+            return EditResult(error=f"Error: File '{path}' not found")
+        return EditResult(error=f"Error editing file '{path}': {_reason(text, local)}")
+    replaced = _REPLACED.fullmatch(text)
+    if replaced is not None:
+        return EditResult(path=path, occurrences=int(replaced["count"]))
+    return EditResult(path=path, occurrences=1 if _REPLACED_ONE.fullmatch(text) else None)
+
+
+def delete_error(path: str, local: str, outcome: ToolOutcome) -> str | None:
+    """deepagents' message for a failed delete, or None when it succeeded."""
+    if outcome.status != "error":
+        return None
+    text = _text(outcome)
+    if _missing(text):
+        return f"Error: '{path}' not found"
+    return f"Error deleting '{path}': {_reason(text, local)}"
+
+
+_EXIT_OK = format_execute(fg.ExecuteResult(exit_code=0)).text
+_EXIT_NONE = format_execute(fg.ExecuteResult(exit_code=None)).text
+_EXIT_FAILED = _pattern(format_execute(fg.ExecuteResult(exit_code=987654)).text, code="987654")
+
+
+def execute_response(outcome: ToolOutcome) -> ExecuteResponse:
+    """Output, exit code and truncation from ``execute``'s text (footer lines at the end).
+
+    An output that was offloaded to S3 stays the stub the model would see (a
+    preview and the path to page it from), as deepagents' own large-output
+    offload does. A tool error (a timeout, an unsupported backend) is output
+    with no exit code.
+    """
+    text = _text(outcome)
+    truncated = text.endswith(EXECUTE_TRUNCATED_NOTE)
+    if truncated:
+        text = text[: -len(EXECUTE_TRUNCATED_NOTE)].removesuffix("\n")
+    if outcome.status == "error":
+        return ExecuteResponse(output=text, exit_code=None, truncated=truncated)
+    output, _, footer = text.rpartition("\n")
+    if footer == _EXIT_OK:
+        return ExecuteResponse(output=output, exit_code=0, truncated=truncated)
+    failed = _EXIT_FAILED.fullmatch(footer)
+    if failed is not None:
+        return ExecuteResponse(output=output, exit_code=int(failed["code"]), truncated=truncated)
+    if footer == _EXIT_NONE:
+        return ExecuteResponse(output=output, exit_code=None, truncated=truncated)
+    return ExecuteResponse(output=text, exit_code=None, truncated=truncated)

@@ -1,0 +1,164 @@
+"""langchain-tests' standard sandbox suite against the bwrap sandbox, through the adapter.
+
+``SandboxIntegrationTests`` (langchain-tests) is the outside check of
+:class:`filegate.integrations.deepagents.FilegateBackend`: every operation
+goes from the adapter through a Temporal client to a one-operation workflow
+on a real tools worker (the embedded dev server, the embedded S3 server for
+payloads over the codec threshold) and into a real bubblewrap sandbox.
+
+The suite's files live under ``/workspace`` (the sandbox's workspace, where
+its commands see them) instead of its default ``/tmp``, which inside the
+sandbox is a private tmpfs no file operation reaches. Every other difference
+is listed in :data:`DEVIATIONS` with its reason (docs/deepagents.md has the
+score); they are marked ``xfail`` so a change of behaviour shows up as XPASS.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("deepagents")
+pytest.importorskip("langchain_tests")
+
+from deepagents.backends.protocol import SandboxBackendProtocol
+from filegate.activities.history import filegate_data_converter
+from filegate.backends.artifacts import ArtifactStore
+from filegate.backends.bwrap import BwrapSandboxBackend
+from filegate.backends.embedded import TemporalDevServer
+from filegate.integrations.deepagents import FilegateBackend, tools_worker
+from langchain_tests.integration_tests import SandboxIntegrationTests
+from minio import Minio
+from temporalio.client import Client
+
+pytestmark = [pytest.mark.slow, pytest.mark.services]
+
+BACKEND = "sandbox"
+
+DEVIATIONS: dict[str, str] = {
+    "test_write_existing_file_fails": (
+        "deliberate: write over an existing file overwrites it, as deepagents 0.7's own "
+        "backends do (BackendProtocol.write: 'creating it or overwriting it')"
+    ),
+    "test_glob": "deliberate: glob returns absolute paths (deepagents 0.7 protocol), not 'x.py'",
+    "test_glob_basic_pattern": "deliberate: glob returns absolute paths, not relative ones",
+    "test_glob_with_character_class": "deliberate: glob returns absolute paths",
+    "test_glob_with_question_mark": "deliberate: glob returns absolute paths",
+    "test_glob_hidden_files_explicitly": "deliberate: glob returns absolute paths",
+    "test_glob_with_directories": (
+        "deliberate: glob matches regular files only (deepagents 0.7 protocol: "
+        "'directories are never matched')"
+    ),
+    "test_execute_large_stdout_payload": (
+        "the sandbox has no 'python' (Debian ships python3 only), and Filegate caps a "
+        "command's output at 100 000 bytes (DEFAULT_MAX_OUTPUT_BYTES), so 500 KiB is truncated"
+    ),
+    "test_aexecute_large_stdout_payload": "as test_execute_large_stdout_payload",
+}
+"""Suite tests that fail on purpose or because of a known difference, with the reason."""
+
+
+class _Services:
+    """A tools worker and a client on an event loop thread of their own.
+
+    Why a thread: the suite's sync tests block the test's event loop while they
+    wait for an operation, so a worker on that loop could never run it.
+    """
+
+    def __init__(self, server: TemporalDevServer, store: ArtifactStore, root: Path, journal: Path):
+        self.queue = f"lc-sandbox-{uuid.uuid4().hex[:8]}"
+        self.loop = asyncio.new_event_loop()
+        self._stop = asyncio.Event()
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+        self.client: Client | None = None
+        self._thread = threading.Thread(
+            target=self.loop.run_until_complete,
+            args=(self._serve(server, store, root, journal),),
+            daemon=True,
+        )
+        self._thread.start()
+        if not self._ready.wait(60) or self.client is None:
+            raise RuntimeError(f"the tools worker did not start: {self._error!r}")
+
+    async def _serve(
+        self, server: TemporalDevServer, store: ArtifactStore, root: Path, journal: Path
+    ) -> None:
+        try:
+            self.client = await Client.connect(
+                server.address,
+                namespace=server.namespace,
+                data_converter=filegate_data_converter(store),
+            )
+            backend = BwrapSandboxBackend(root)
+            worker = tools_worker(self.client, self.queue, {BACKEND: backend}, journal)
+            async with worker:
+                self._ready.set()
+                await self._stop.wait()
+        except BaseException as exc:
+            self._error = exc
+            self._ready.set()
+            raise
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(30)
+
+
+def _xfail_deviations(cls: type[Any]) -> type[Any]:
+    """Override each listed test in ``cls`` with an xfail-marked copy (the base stays as is)."""
+    for name, reason in DEVIATIONS.items():
+        inherited = getattr(cls, name)
+        marked = pytest.mark.xfail(reason=reason, strict=True)(_copy(inherited))
+        setattr(cls, name, marked)
+    return cls
+
+
+def _copy(function: Any) -> Any:
+    import functools
+    import types
+
+    clone = types.FunctionType(
+        function.__code__,
+        function.__globals__,
+        function.__name__,
+        function.__defaults__,
+        function.__closure__,
+    )
+    return functools.update_wrapper(clone, function)
+
+
+@_xfail_deviations
+class TestFilegateSandboxStandard(SandboxIntegrationTests):
+    """The standard suite, unchanged but for the root directory and the deviations."""
+
+    @property
+    def sandbox_root_dir(self) -> str:
+        return "/workspace/test_sandbox_ops/"
+
+    @pytest.fixture(scope="class")
+    def sandbox(
+        self,
+        temporal_server: TemporalDevServer,
+        minio_client: Minio,
+        tmp_path_factory: pytest.TempPathFactory,
+    ) -> Iterator[SandboxBackendProtocol]:
+        BwrapSandboxBackend(tmp_path_factory.mktemp("probe"), check=True)  # skip-free probe
+        store = ArtifactStore(minio_client, "lc-suite", namespace=f"ns-{uuid.uuid4().hex[:8]}")
+        root = tmp_path_factory.mktemp("lc-root")
+        services = _Services(temporal_server, store, root, tmp_path_factory.mktemp("journal"))
+        assert services.client is not None
+        backend = FilegateBackend(
+            backend=BACKEND, task_queue=services.queue, client=services.client, mount="/workspace"
+        )
+        try:
+            yield backend
+        finally:
+            backend.close()
+            services.close()

@@ -1,0 +1,205 @@
+"""The approval handlers, reusable by any workflow that asks humans (contract §5).
+
+One object serves an :class:`~filegate.workflows.approvals.ApprovalBook` to
+reviewers under the names every Filegate client uses: the ``pending_approvals``
+and ``decided_approvals`` queries, the ``decide`` signal, and the ``decide``
+update with its validator. A host that declares nothing calls
+:meth:`ApprovalHandlers.register` in its ``@workflow.init`` and is found and
+decided by the CLI and UI like an ``AgentWorkflow``; ``AgentWorkflow`` declares
+the same names with decorators (typed references for Python clients, e.g.
+``AgentWorkflow.decide_update``) and delegates to the same object.
+
+Why a recheck: a reviewer approves what a preview showed. When an approve or
+edit decision arrives the host's ``recheck`` computes the preview again; if the
+target's fingerprint changed, the decision is not applied: the approval stays
+open with the fresh preview, marked ``changed_since_preview``, and the update
+answers ``DecisionAck(changed_since_preview=True)``.
+
+Search attributes ``FilegatePendingApprovals`` / ``FilegateDecidedApprovals``
+(Int) make waiting workflows listable by the server (``FilegatePendingApprovals
+> 0``). An upsert of an attribute the server does not know fails every
+workflow task, so they are kept only when enabled: explicitly, or because the
+run was started with them set (:func:`initial_search_attributes`), which the
+server accepts only when they are registered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from filegate.kernel.previews import ChangePreview
+from filegate.workflows.approvals import DECIDED_KEPT, ApprovalBook, stamped
+from filegate.workflows.inputs import (
+    DecidedApproval,
+    Decision,
+    DecisionAck,
+    PendingApproval,
+    Via,
+)
+from temporalio import workflow
+from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
+from temporalio.exceptions import ApplicationError
+
+PENDING_APPROVALS = SearchAttributeKey.for_int("FilegatePendingApprovals")
+"""Approvals of the workflow waiting for a decision now (0 when none)."""
+DECIDED_APPROVALS = SearchAttributeKey.for_int("FilegateDecidedApprovals")
+"""Decisions the workflow accepted so far (across continue-as-new)."""
+
+RECHECKED = frozenset({"new_file", "overwrite", "edit", "delete"})
+"""Preview kinds whose fingerprint is compared again before a decision runs the call."""
+
+ALREADY_DECIDED_ERROR = "ApprovalAlreadyDecided"
+"""The update's error when the approval was decided (or timed out) while its
+preview was being checked again."""
+
+Recheck = Callable[[PendingApproval], Awaitable[ChangePreview | None]]
+"""The host's fresh preview of a pending approval's target (None: cannot tell)."""
+CheckEdit = Callable[[str, dict[str, Any]], str | None]
+"""The host's verdict on edited arguments: an error text, or None when acceptable."""
+
+
+def initial_search_attributes() -> TypedSearchAttributes:
+    """Search attributes to start a run with, on a server that has them registered:
+    ``client.start_workflow(..., search_attributes=initial_search_attributes())``."""
+    return TypedSearchAttributes(
+        [SearchAttributePair(PENDING_APPROVALS, 0), SearchAttributePair(DECIDED_APPROVALS, 0)]
+    )
+
+
+class ApprovalHandlers:
+    """Queries, signal and update over one :class:`ApprovalBook`.
+
+    ``check_edit`` re-validates edited arguments (schema, path, deny gate);
+    ``recheck`` (optional) gives the fresh preview for the fingerprint check;
+    ``search_attributes``: see the module docstring (None = when started with them).
+    Construct it in the workflow (``@workflow.init``): it reads the run's info.
+    """
+
+    def __init__(
+        self,
+        book: ApprovalBook,
+        *,
+        check_edit: CheckEdit,
+        recheck: Recheck | None = None,
+        search_attributes: bool | None = None,
+    ) -> None:
+        self.book = book
+        self._check_edit = check_edit
+        self._recheck = recheck
+        if search_attributes is None:
+            started = workflow.info().typed_search_attributes
+            search_attributes = started.get(PENDING_APPROVALS) is not None
+        self._publishing = search_attributes
+        self._published: tuple[int, int] | None = None
+        self._checking: set[str] = set()
+        """Approvals whose decision is being checked against a fresh preview."""
+
+    def register(self) -> None:
+        """Register the handlers on the current workflow under their public names."""
+        workflow.set_query_handler("pending_approvals", self.pending)
+        workflow.set_query_handler("decided_approvals", self.decided)
+        workflow.set_signal_handler("decide", self.signal)
+        workflow.set_update_handler("decide", self.update, validator=self.validate)
+
+    # ------------------------------------------------------------------ queries
+
+    def pending(self) -> list[PendingApproval]:
+        """Approvals waiting for a decision."""
+        return self.book.waiting()
+
+    def decided(self) -> list[DecidedApproval]:
+        """Decided approvals, newest last, at most :data:`DECIDED_KEPT`."""
+        return list(self.book.decided[-DECIDED_KEPT:])
+
+    # ------------------------------------------------------------------ decisions
+
+    def validate(self, decision: Decision) -> None:
+        """Update validator: refuse what cannot be accepted, before it enters history."""
+        self.book.check(decision, self._check_edit)
+        if decision.id in self._checking:
+            raise ValueError(
+                f"a decision on approval {decision.id!r} is being checked against the file"
+            )
+
+    async def signal(self, decision: Decision) -> None:
+        """Fire-and-forget decision; invalid ones are logged and dropped."""
+        try:
+            self.validate(decision)
+            ack = await self._accept(decision, "signal")
+        except (ValueError, ApplicationError) as error:
+            workflow.logger.warning("ignored decision %s: %s", decision.id, error)
+            return
+        if ack.changed_since_preview:
+            workflow.logger.info("decision %s not applied: target changed", decision.id)
+
+    async def update(self, decision: Decision) -> DecisionAck:
+        """The decision, recorded; ``changed_since_preview`` when it was not applied."""
+        return await self._accept(decision, "api")
+
+    async def _accept(self, decision: Decision, via: Via) -> DecisionAck:
+        decision = stamped(decision, via)
+        approval = self.book.pending[decision.id]
+        preview = approval.preview
+        if (
+            self._recheck is not None
+            and decision.decision in ("approve", "edit")
+            and preview is not None
+            and preview.kind in RECHECKED
+        ):
+            self._checking.add(decision.id)
+            try:
+                fresh = await self._recheck(approval)
+            finally:
+                self._checking.discard(decision.id)
+            self._still_open(decision.id)
+            if _changed(preview, fresh):
+                assert fresh is not None
+                self.book.bounce(decision, workflow.now().isoformat(), fresh)
+                workflow.logger.info("decision %s: target changed since preview", decision.id)
+                return _ack(decision, changed=True)
+        self._still_open(decision.id)
+        self.book.record(decision, workflow.now().isoformat())
+        self.publish()
+        workflow.logger.info("decision %s %s by %s", decision.id, decision.decision, decision.by())
+        return _ack(decision, changed=False)
+
+    def _still_open(self, approval_id: str) -> None:
+        """Fail the update when the approval was decided while its preview was checked."""
+        if approval_id not in self.book.pending or self.book.is_decided(approval_id):
+            raise ApplicationError(
+                f"approval {approval_id!r} was decided meanwhile",
+                type=ALREADY_DECIDED_ERROR,
+                non_retryable=True,
+            )
+
+    # ------------------------------------------------------------------ search attributes
+
+    def publish(self) -> None:
+        """Upsert the approval counts when they changed (and publishing is on)."""
+        if not self._publishing:
+            return
+        counts = (len(self.book.waiting()), self.book.decided_total)
+        if counts == self._published:
+            return
+        self._published = counts
+        workflow.upsert_search_attributes(
+            [PENDING_APPROVALS.value_set(counts[0]), DECIDED_APPROVALS.value_set(counts[1])]
+        )
+
+
+def _changed(seen: ChangePreview, fresh: ChangePreview | None) -> bool:
+    """The target differs from what the reviewer saw; an unknown state is no evidence."""
+    if fresh is None or fresh.kind == "unavailable":
+        return False
+    return fresh.fingerprint != seen.fingerprint
+
+
+def _ack(decision: Decision, *, changed: bool) -> DecisionAck:
+    return DecisionAck(
+        id=decision.id,
+        decision=decision.decision,
+        reviewer=decision.reviewer or "unknown",
+        via=decision.via or "api",
+        changed_since_preview=changed,
+    )

@@ -1,0 +1,291 @@
+"""Filegate's tools inside any workflow: the offer, the gated call path, the approvals.
+
+:class:`FileTools` is what ``AgentWorkflow`` runs its tool side on, made public
+so a workflow with its own model loop (or another agent framework) gets the
+same guarantees with one object: the visibility-filtered tool specs (and the
+tool descriptions rewritten per visible set), and ``await tools.run(call)``,
+which validates the call, routes it, applies the permission rules, waits for a
+human where a rule says so (with a change preview on the reviewer's card),
+checks read-before-edit, runs the ``filegate.<tool>`` activity on the route's
+task queue (local for ``kind="local"``, in the workflow for the State backend)
+and returns the model's text together with the structured outcome.
+
+Construct it inside the workflow (``@workflow.init`` or ``run``): it reads the
+run's info and, with ``register_handlers=True`` (the default), registers the
+approval handlers (``pending_approvals``, ``decided_approvals``, ``decide``)
+on the host through Temporal's dynamic handler registration, so ``filegate
+approvals``, ``approve``/``reject`` and the approval UI work for the host like
+for an ``AgentWorkflow``. Its state (:meth:`FileTools.state`) goes into the
+host's continue-as-new input and comes back through ``state=``.
+
+Example (a host workflow with its own loop)::
+
+    @workflow.defn
+    class MyAgent:
+        @workflow.init
+        def __init__(self, config: FileToolsConfig) -> None:
+            self.tools = FileTools(config)
+
+        @workflow.run
+        async def run(self, config: FileToolsConfig) -> str:
+            result = await self.tools.run(ToolCall(id="c1", name="ls", args={"path": "/"}))
+            return result.text
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+from filegate.kernel.formatting import Rendered
+from filegate.kernel.messages import ContentBlock, Message, ToolCall, ToolSpec
+from filegate.kernel.routing import Router
+from filegate.kernel.state import StateBackend
+from filegate.kernel.tool_types import MUTATING_TOOLS, ToolName, ToolOutcome, activity_call_id
+from filegate.workflows import tool_descriptions as descriptions
+from filegate.workflows.approval_handlers import ApprovalHandlers
+from filegate.workflows.approvals import ApprovalBook
+from filegate.workflows.calls import PathOrder, ToolCalls
+from filegate.workflows.inputs import (
+    DecidedApproval,
+    FileToolsConfig,
+    FileToolsState,
+    PendingApproval,
+)
+from filegate.workflows.reviews import PREVIEW_PATCH
+from pydantic import BaseModel
+from temporalio import workflow
+
+__all__ = ["FileTools", "FileToolsConfig", "FileToolsState", "ToolResult", "tool_messages"]
+
+
+class ToolResult(BaseModel):
+    """One call's answer: what the model reads, and the outcome it came from."""
+
+    tool_call_id: str
+    """The caller's id of the call (the model's, or the one derived for it)."""
+    name: str
+    outcome: ToolOutcome
+
+    @property
+    def is_error(self) -> bool:
+        return self.outcome.status == "error"
+
+    @property
+    def text(self) -> str:
+        """The result as plain text (the text blocks of a block result, joined)."""
+        return self.outcome.text
+
+
+class FileTools(ToolCalls):
+    """The tool side of an agent, for any workflow (see the module docstring).
+
+    ``messages``: the host's conversation, if it keeps one as Filegate
+    :class:`~filegate.kernel.messages.Message` objects; approval cards quote the
+    task (first user message) and the model's text of the turn that made a
+    call from it. ``register_handlers=False`` is for hosts that declare the
+    handlers themselves and delegate to :attr:`approvals` (``AgentWorkflow``).
+    """
+
+    def __init__(
+        self,
+        config: FileToolsConfig,
+        state: FileToolsState | None = None,
+        *,
+        messages: list[Message] | None = None,
+        register_handlers: bool = True,
+    ) -> None:
+        state = state or FileToolsState()
+        counters = state.counters
+        self._input = config
+        self._messages = messages if messages is not None else []
+        self._seen = set(state.seen_paths)
+        self._tool_calls = counters.get("tool_calls", 0)
+        self._tool_errors = counters.get("tool_errors", 0)
+        self._turns = counters.get("turns", 0)
+        self._book = ApprovalBook(
+            seq=state.approval_seq,
+            rejected=state.rejected,
+            random_hex=lambda: workflow.uuid4().hex,
+            decided=state.decided,
+        )
+        self._book.total = counters.get("approvals", 0)
+        self._book.decided_total = counters.get("decided_approvals", 0)
+        self._approvals = ApprovalHandlers(
+            self._book,
+            check_edit=self.check_edit,
+            recheck=self._recheck,
+            search_attributes=config.approval_search_attributes,
+        )
+        self._model_time: str | None = None
+        self._local_busy = False
+        spec = config.backend
+        self._router = Router([route.prefix for route in spec.routes])
+        self._enabled = descriptions.whitelisted_tools(config.tools)
+        self._states: dict[str, StateBackend] = {}
+        for ref in spec.all_backends():
+            if ref.kind == "state" and ref.name not in self._states:
+                saved = state.state_files.get(ref.name)
+                self._states[ref.name] = (
+                    StateBackend.from_dict(saved) if saved is not None else StateBackend()
+                )
+        # Asked as the tools are built (the run's start): only a run that can ask
+        # a human records the version marker (workflows.reviews.PREVIEW_PATCH).
+        self._previews = config.may_ask() and workflow.patched(PREVIEW_PATCH)
+        if register_handlers:
+            self._approvals.register()
+
+    # ------------------------------------------------------------------ the offer
+
+    def visible(self) -> list[ToolName]:
+        """The tools the model may see now: the whitelist, minus what no backend can do."""
+        return self._visible()
+
+    def specs(self) -> list[ToolSpec]:
+        """The visible tools as specs, descriptions rewritten for the visible set."""
+        return descriptions.tool_specs(
+            self._visible(),
+            self._input.tool_descriptions,
+            video=descriptions.any_can_read_video(self._input.backend),
+        )
+
+    def openai_tools(self) -> list[dict[str, Any]]:
+        """:meth:`specs` in the OpenAI Chat Completions ``tools`` format."""
+        return [spec.openai() for spec in self.specs()]
+
+    def anthropic_tools(self) -> list[dict[str, Any]]:
+        """:meth:`specs` in the Anthropic Messages ``tools`` format."""
+        return [spec.anthropic() for spec in self.specs()]
+
+    def system_prompt(self, custom: str | None = None, *, extend: bool = False) -> str:
+        """The default system prompt for the visible tools (or ``custom``, or both)."""
+        return descriptions.system_prompt(
+            custom, self._visible(), self._input.backend, extend=extend
+        )
+
+    # ------------------------------------------------------------------ calls
+
+    async def run(self, call: ToolCall | dict[str, Any]) -> ToolResult:
+        """Run one call (a turn of its own): never raises for a model mistake."""
+        return (await self.run_turn([call]))[0]
+
+    async def run_turn(
+        self, calls: Sequence[ToolCall | dict[str, Any]], *, step: int | None = None
+    ) -> list[ToolResult]:
+        """Run one model turn's calls concurrently, results in the calls' order.
+
+        A mutation keeps its place on its path against the turn's other calls
+        (reads of one path run side by side). ``step`` numbers the turn in the
+        activities' call ids (unique per run chain, which keys the idempotency
+        journal); None counts turns here, carried across continue-as-new.
+        """
+        parsed = [c if isinstance(c, ToolCall) else _tool_call(c, i) for i, c in enumerate(calls)]
+        if step is None:
+            self._turns += 1
+            step = self._turns
+        outcomes = await self._run_turn(parsed, step)
+        results = []
+        for call, outcome in zip(parsed, outcomes, strict=True):
+            self._tool_calls += 1
+            if outcome.status == "error":
+                self._tool_errors += 1
+            results.append(ToolResult(tool_call_id=call.id, name=call.name, outcome=outcome))
+        return results
+
+    async def _run_turn(self, calls: list[ToolCall], step: int) -> list[ToolOutcome]:
+        order = PathOrder()
+        tasks: list[asyncio.Task[ToolOutcome]] = []
+        for index, call in enumerate(calls):
+            # Checked here, once: the order key is the checked call's path, so the
+            # workflow validates each path a single time (bench/path_checks.py).
+            checked = self._check(call.name, call.args)
+            key = self._order_key(checked)
+            mutates = call.name in MUTATING_TOOLS
+            previous = order.before(key, mutates=mutates)
+            call_id = activity_call_id(step, index, call.id)
+            task = asyncio.create_task(self._one_call(call, checked, call_id, previous))
+            order.add(key, task, mutates=mutates)
+            tasks.append(task)
+        return list(await asyncio.gather(*tasks))
+
+    def check_edit(self, tool: str, args: dict[str, Any]) -> str | None:
+        """A reviewer's edited arguments: the refusal text, or None when they may run."""
+        checked = self._check(tool, args)
+        if isinstance(checked, Rendered):
+            return checked.text
+        refused = self._gate(checked)
+        return refused.text if refused is not None else None
+
+    def stamp(self, now: str | None) -> None:
+        """Stamp the next calls with ``now`` (the host's latest model answer time).
+
+        Recorded with the model call's result, so replays agree with the
+        original run; without it, calls use ``workflow.now()``.
+        """
+        self._model_time = now
+
+    # ------------------------------------------------------------------ approvals, state
+
+    @property
+    def approvals(self) -> ApprovalHandlers:
+        """The approval handlers (for hosts that declare them with decorators)."""
+        return self._approvals
+
+    def pending_approvals(self) -> list[PendingApproval]:
+        return self._approvals.pending()
+
+    def decided_approvals(self) -> list[DecidedApproval]:
+        return self._approvals.decided()
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Calls, errors and approvals so far (across continue-as-new)."""
+        return {
+            "tool_calls": self._tool_calls,
+            "tool_errors": self._tool_errors,
+            "approvals": self._book.total,
+            "decided_approvals": self._book.decided_total,
+            "turns": self._turns,
+        }
+
+    def state(self) -> FileToolsState:
+        """What the host carries across continue-as-new (call between turns)."""
+        return FileToolsState(
+            state_files={name: backend.to_dict() for name, backend in self._states.items()},
+            seen_paths=sorted(self._seen),
+            rejected=dict(self._book.rejected),
+            approval_seq=self._book.seq,
+            decided=list(self._book.decided),
+            counters=self.counts,
+        )
+
+
+def _tool_call(raw: dict[str, Any], index: int) -> ToolCall:
+    """A call given as a dict (``{"name", "args", "id"?}``); an id is made when missing."""
+    args = raw.get("args")
+    return ToolCall(
+        id=str(raw.get("id") or f"call_{index}"),
+        name=str(raw.get("name", "")),
+        args=args if isinstance(args, dict) else {},
+    )
+
+
+def tool_messages(results: list[ToolResult]) -> list[Message]:
+    """A turn's results as conversation messages: one ``tool`` message per call,
+    then the turn's video frames as one user message (providers need a turn's
+    tool results contiguous; contract §6)."""
+    messages = [
+        Message(
+            role="tool",
+            content=r.outcome.content,
+            tool_call_id=r.tool_call_id,
+            status=r.outcome.status,
+            name=r.name,
+        )
+        for r in results
+    ]
+    frames: list[ContentBlock] = [block for r in results for block in r.outcome.media]
+    if frames:
+        messages.append(Message(role="user", content=frames))
+    return messages

@@ -1,0 +1,220 @@
+"""Asking a human about one tool call: the card, the preview, the wait, the answer.
+
+A mixin of :class:`~filegate.workflows.calls.ToolCalls` (no state of its own;
+the attributes and methods it uses are declared below). A call that needs
+approval gets a pending approval whose card says why (the trigger's
+description), for what task, what the model said, when it times out and what
+the call would change (a :class:`ChangePreview` computed on the call's own
+route: the ``filegate.preview`` activity, or in the workflow for the State
+backend). Then the call waits, durably, for a decision; an approve or edit
+that finds the target changed since the preview is bounced by
+:class:`~filegate.workflows.approval_handlers.ApprovalHandlers` and the call
+keeps waiting.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+from filegate.activities.contract import PREVIEW_ACTIVITY, preview_activity_options
+from filegate.kernel.formatting import Rendered
+from filegate.kernel.messages import Message, ToolCall
+from filegate.kernel.previews import ChangePreview, compute_preview
+from filegate.kernel.state import StateBackend
+from filegate.kernel.tool_types import ToolName, ToolOutcome, ToolRequest
+from filegate.workflows.approval_handlers import ApprovalHandlers
+from filegate.workflows.approvals import (
+    ApprovalBook,
+    approval_deadline,
+    call_signature,
+    clip,
+    rejection_text,
+    repeated_rejection_text,
+)
+from filegate.workflows.gate import PATH_FIELDS, ApprovalTrigger, CheckedCall
+from filegate.workflows.inputs import Decision, FileToolsConfig, PendingApproval
+from temporalio import workflow
+from temporalio.exceptions import FailureError
+
+PREVIEWED_TOOLS = frozenset({"write_file", "edit_file", "delete", "execute"})
+"""Tools whose approvals carry a preview (the others change nothing)."""
+TASK_MAX = 500
+ASSISTANT_TEXT_MAX = 2_000
+"""Characters of the task and of the model's text kept on a card (history stays small)."""
+PREVIEW_PATCH = "filegate-approval-preview"
+"""``workflow.patched`` id, asked once as a run starts (``_previews``): a run recorded
+before previews existed replays without them, and its next run (continue-as-new)
+has them. Asked there, not per call: the first workflow task is the one point
+every replay reaches in the same order."""
+
+
+class Reviews:
+    """The approval side of the tool call path (mixed into ``ToolCalls``)."""
+
+    _input: FileToolsConfig
+    _messages: list[Message]
+    _states: dict[str, StateBackend]
+    _book: ApprovalBook
+    _approvals: ApprovalHandlers
+    _previews: bool
+    _check: Callable[[str, Any], CheckedCall | Rendered]
+    _gate: Callable[[CheckedCall], Rendered | None]
+    _now: Callable[[], str]
+    _execute_cwd: Callable[[], str]
+    _request: Callable[..., ToolRequest]
+    _one_local_at_a_time: Callable[[Callable[[], Awaitable[Any]]], Awaitable[Any]]
+
+    async def _ask_human(
+        self, call: ToolCall, checked: CheckedCall, trigger: ApprovalTrigger, call_id: str
+    ) -> tuple[CheckedCall | ToolOutcome, str]:
+        """Wait for a decision; return the call to run or the final tool result,
+        and who decided (``"ana via ui"``)."""
+        signature = call_signature(checked.tool, checked.args)
+        earlier = self._book.previous_rejection(signature)
+        if earlier is not None:
+            repeated = repeated_rejection_text(earlier or None)
+            return ToolOutcome(content=repeated, status="error"), "an earlier rejection"
+        timeout, on_timeout = approval_deadline(self._input.approvals, trigger)
+        requested_at = self._now()
+        approval = self._book.open(
+            tool=checked.tool,
+            args=checked.args,
+            rule=trigger.rule,
+            tool_call_id=call.id,
+            now=requested_at,
+            cwd=self._execute_cwd() if checked.tool == "execute" else None,
+            **self._card(call, trigger, requested_at, timeout, on_timeout),
+        )
+        self._approvals.publish()
+        opened = workflow.now()
+        if checked.tool in PREVIEWED_TOOLS and self._previews:
+            self._book.attach_preview(approval.id, await self._preview(checked, call_id))
+        decided = lambda: self._book.is_decided(approval.id)  # noqa: E731
+        try:
+            remaining = None if timeout is None else timeout - _seconds(workflow.now() - opened)
+            await workflow.wait_condition(
+                decided,
+                timeout=None if remaining is None else timedelta(seconds=max(remaining, 0.001)),
+            )
+        except TimeoutError:
+            if on_timeout == "reject":
+                timed_out = Decision(
+                    id=approval.id,
+                    decision="reject",
+                    reason="approval timed out",
+                    reviewer="nobody (timeout)",
+                    via="timeout",
+                )
+                self._book.record(timed_out, workflow.now().isoformat())
+                self._approvals.publish()
+            else:
+                self._book.escalate(approval.id)
+                await workflow.wait_condition(decided)
+        decision = self._book.close(approval.id)
+        by = decision.by()
+        if decision.decision == "approve":
+            return checked, by
+        if decision.decision == "respond":
+            return ToolOutcome(content=decision.message or "", status="success"), by
+        if decision.decision == "reject":
+            self._book.remember_rejection(signature, decision.reason)
+            named = by if decision.via != "timeout" else None  # no human decided
+            return ToolOutcome(content=rejection_text(decision.reason, named), status="error"), by
+        edited = self._check(checked.tool, decision.args)
+        if isinstance(edited, Rendered):
+            return rendered_outcome(edited), by
+        refused = self._gate(edited)
+        if refused is not None:
+            return rendered_outcome(refused), by
+        return edited, by
+
+    def _card(
+        self,
+        call: ToolCall,
+        trigger: ApprovalTrigger,
+        requested_at: str,
+        timeout: float | None,
+        on_timeout: str,
+    ) -> dict[str, Any]:
+        """What the reviewer's card says besides the call: why, for what, until when."""
+        task = next((m.text() for m in self._messages if m.role == "user"), None)
+        said = next(
+            (
+                m.text()
+                for m in reversed(self._messages)
+                if m.role == "assistant" and any(c.id == call.id for c in m.tool_calls or [])
+            ),
+            None,
+        )
+        timeout_at = None
+        if timeout is not None:
+            deadline = datetime.fromisoformat(requested_at) + timedelta(seconds=timeout)
+            timeout_at = deadline.isoformat()
+        return {
+            "description": trigger.rule.get("description"),
+            "task": clip(task, TASK_MAX) if task else None,
+            "assistant_text": clip(said, ASSISTANT_TEXT_MAX) if said else None,
+            "timeout_at": timeout_at,
+            "on_timeout": on_timeout if timeout is not None else None,
+        }
+
+    async def _recheck(self, approval: PendingApproval) -> ChangePreview | None:
+        """A fresh preview of a pending approval's call (the handlers compare fingerprints)."""
+        checked = self._check(approval.tool, approval.args)
+        if isinstance(checked, Rendered):
+            return None
+        return await self._preview(checked, approval.tool_call_id)
+
+    async def _preview(self, checked: CheckedCall, call_id: str) -> ChangePreview:
+        """What ``checked`` would change, read where its route's files are; never raises."""
+        if checked.tool == "execute":
+            command = str(checked.args.get("command", ""))
+            return ChangePreview(kind="execute", command=command, cwd=self._execute_cwd())
+        local_args = dict(checked.args)
+        if checked.local_path is not None:
+            local_args[PATH_FIELDS[checked.tool]] = checked.local_path
+        tool: ToolName = checked.tool
+        request = self._request(
+            tool, checked.prefix, local_args, call_id, virtual_path=checked.path
+        )
+        ref = self._input.backend.backend_for(checked.prefix)
+        options = preview_activity_options()
+        try:
+            if ref.kind == "state":
+                return _in_workflow(self._states[ref.name], request)
+            if ref.kind == "local":
+                return await self._one_local_at_a_time(
+                    lambda: workflow.execute_local_activity(
+                        PREVIEW_ACTIVITY, request, result_type=ChangePreview, **options
+                    )
+                )
+            return await workflow.execute_activity(
+                PREVIEW_ACTIVITY,
+                request,
+                result_type=ChangePreview,
+                task_queue=ref.task_queue,
+                **options,
+            )
+        except (FailureError, ValueError) as error:
+            # ValueError: a local activity this agent worker does not register.
+            reason = getattr(error, "cause", None) or error
+            return ChangePreview(kind="unavailable", path=checked.path, error=str(reason))
+
+
+def _in_workflow(backend: StateBackend, request: ToolRequest) -> ChangePreview:
+    """The State backend's preview, computed here; a bug in it must not fail the task."""
+    try:
+        return compute_preview(backend, request)
+    except Exception as error:  # advice only: never a stuck workflow
+        return ChangePreview(kind="unavailable", path=request.virtual_path, error=str(error))
+
+
+def _seconds(delta: timedelta) -> float:
+    return delta.total_seconds()
+
+
+def rendered_outcome(result: Rendered) -> ToolOutcome:
+    """A refusal or result text as the tool result the model reads."""
+    return ToolOutcome(content=result.text, status="error" if result.is_error else "success")
