@@ -38,7 +38,9 @@ from tests.test_workflow_e2e import eventually, running_tools
 pytestmark = pytest.mark.services
 
 
-ToolListWorkflow = _load_example("file_tools_host").ToolListWorkflow
+_example = _load_example("file_tools_host")
+ToolListWorkflow = _example.ToolListWorkflow
+ContinuingWorkflow = _example.ContinuingWorkflow
 
 
 def _call(call_id: str, name: str, **args: Any) -> dict[str, Any]:
@@ -148,3 +150,30 @@ async def test_hand_written_workflow_uses_the_kit(
     assert state.counters["tool_calls"] == len(calls)
     assert state.counters["approvals"] == 1 and state.counters["decided_approvals"] == 1
     assert "/a.txt" in state.seen_paths
+
+
+async def test_state_crosses_continue_as_new(temporal_client: Client) -> None:
+    """The State backend's files, the read set and the counters survive the hand-over."""
+    config = FileToolsConfig(backend=BackendSpec(default=BackendRef(kind="state", name="mem")))
+    calls = [
+        _call("w", "write_file", file_path="/notes.md", content="one\n"),
+        _call("r", "read_file", file_path="/notes.md"),
+        _call("e", "edit_file", file_path="/notes.md", old_string="one", new_string="two"),
+        _call("b", "read_file", file_path="/notes.md"),
+    ]
+    queue = f"kit-can-{uuid.uuid4().hex[:8]}"
+    async with Worker(
+        temporal_client,
+        task_queue=queue,
+        workflows=[ContinuingWorkflow],
+        workflow_runner=agent_runner(),
+    ):
+        handle = await temporal_client.start_workflow(
+            ContinuingWorkflow.run,
+            args=[config, calls, None],
+            id=f"kit-can-{uuid.uuid4().hex[:8]}",
+            task_queue=queue,
+        )
+        text, count = await handle.result()
+    assert "two" in text and "one" not in text  # the edit ran: the read was carried
+    assert count == str(len(calls))

@@ -20,7 +20,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from filegate.kernel.messages import ToolCall
-    from filegate.workflows import FileTools, FileToolsConfig
+    from filegate.workflows import FileTools, FileToolsConfig, FileToolsState
 
 
 @workflow.defn
@@ -43,3 +43,25 @@ class ToolListWorkflow:
             "answers": answers,
             "state": self.tools.state().model_dump(mode="json"),
         }
+
+
+@workflow.defn
+class ContinuingWorkflow:
+    """One call per run, continuing as new in between: ``FileTools.state()`` is what
+    crosses over (State backend files, the read-before-edit set, approval
+    records and counters), handed back as ``FileTools(config, state)``."""
+
+    @workflow.init
+    def __init__(
+        self, config: FileToolsConfig, calls: list[dict[str, Any]], state: FileToolsState | None
+    ) -> None:
+        self.tools = FileTools(config, state)
+
+    @workflow.run
+    async def run(
+        self, config: FileToolsConfig, calls: list[dict[str, Any]], state: FileToolsState | None
+    ) -> list[str]:
+        result = await self.tools.run(ToolCall.model_validate(calls[0]))
+        if len(calls) > 1:
+            workflow.continue_as_new(args=[config, calls[1:], self.tools.state()])
+        return [result.text, str(self.tools.counts["tool_calls"])]
