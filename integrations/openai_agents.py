@@ -87,37 +87,33 @@ class ToolRunner(Protocol):
     async def run(self, name: str, args: dict[str, Any], call_id: str) -> ToolOutput: ...
 
 
-def filegate_tools(runner: ToolRunner | FileTools, *, strict: bool = True) -> list[Tool]:
+def filegate_tools(runner: ToolRunner, *, strict: bool = True) -> list[Tool]:
     """One SDK ``FunctionTool`` per tool in ``runner.specs()``, in Filegate's order.
 
-    Build them inside the workflow (``Agent(tools=filegate_tools(files))``):
-    ``on_invoke_tool`` runs in workflow code, so it may schedule activities and
-    wait for approvals. A ``FileTools`` is wrapped in a :class:`FileToolsRunner`
-    (one per call of this function: build the tools once per agent). ``strict``
-    sends OpenAI strict-mode schemas (:func:`strict_parameters`), which the SDK
-    recommends and OpenAI models follow exactly; pass False for a provider
-    that rejects them.
+    Build them inside the workflow, once per agent
+    (``Agent(tools=filegate_tools(FileToolsRunner(files)))``): ``on_invoke_tool``
+    runs in workflow code, so it may schedule activities and wait for
+    approvals. ``strict`` sends OpenAI strict-mode schemas
+    (:func:`strict_parameters`), which the SDK recommends and OpenAI models
+    follow exactly; pass False for a provider that rejects them.
     """
-    if isinstance(runner, FileTools):
-        runner = FileToolsRunner(runner)
     return [_function_tool(runner, spec, strict=strict) for spec in runner.specs()]
 
 
-def filegate_instructions(runner: ToolRunner | FileTools, extra: str | None = None) -> str:
+def filegate_instructions(runner: ToolRunner, extra: str | None = None) -> str:
     """Filegate's default system prompt for the tools ``runner`` offers, then ``extra``.
 
     The prompt tells the model about virtual paths, read-before-edit, large
     results and approvals, naming only tools it can see (contract §3); use it
-    as (the start of) the agent's ``instructions``. Over ``FileTools`` it is
-    ``FileTools.system_prompt``, which also maps the routes' paths for the
-    shell when a composite backend offers ``execute``: the prompt
-    ``AgentWorkflow`` would send.
+    as (the start of) the agent's ``instructions``. Over a
+    :class:`FileToolsRunner` it is ``FileTools.system_prompt``, which also maps
+    the routes' paths for the shell when a composite backend offers
+    ``execute``: the prompt ``AgentWorkflow`` would send.
     """
     extra = extra.strip() if extra and extra.strip() else None
-    files = runner.tools if isinstance(runner, FileToolsRunner) else runner
-    if isinstance(files, FileTools):
-        return files.system_prompt(extra, extend=True)
-    offered = {spec.name for spec in files.specs()}
+    if isinstance(runner, FileToolsRunner):
+        return runner.tools.system_prompt(extra, extend=True)
+    offered = {spec.name for spec in runner.specs()}
     prompt = descriptions.default_system_prompt([n for n in TOOL_ORDER if n in offered])
     return f"{prompt}\n\n{extra}" if extra else prompt
 
@@ -262,7 +258,11 @@ class FileToolsRunner:
 
     Build ``FileTools`` in the workflow's ``@workflow.init``, so the approval
     handlers exist before the first query or update arrives; the runner may
-    be built there or in ``run``.
+    be built there or in ``run``. The runner only calls ``tools``' methods, so
+    it also works on a ``FileTools`` the sandbox re-imported (a lazy
+    ``filegate.workflows`` export imported in a workflow file is loaded again
+    inside the sandbox, as a class of its own; import it from
+    ``filegate.workflows.file_tools`` to share the host's).
     """
 
     def __init__(self, tools: FileTools) -> None:

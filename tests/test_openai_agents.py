@@ -79,22 +79,23 @@ def example() -> Any:
 # -- schemas, arguments and outputs (no server) ---------------------------------------------
 
 
-def offline(backend: BackendSpec | BackendRef, **config: Any) -> FileTools:
-    """A FileTools outside any workflow: enough for its offer (no handlers, no run info)."""
+def offline(backend: BackendSpec | BackendRef, **config: Any) -> FileToolsRunner:
+    """A runner over a FileTools built outside any workflow: enough for the offer
+    (no handlers registered, no run info read)."""
     spec = backend if isinstance(backend, BackendSpec) else BackendSpec(default=backend)
     files = FileToolsConfig(backend=spec, approval_search_attributes=False, **config)
-    return FileTools(files, register_handlers=False)
+    return FileToolsRunner(FileTools(files, register_handlers=False))
 
 
-def tools_of(runner: ToolRunner | FileTools) -> dict[str, FunctionTool]:
+def tools_of(runner: ToolRunner) -> dict[str, FunctionTool]:
     return {t.name: t for t in filegate_tools(runner) if isinstance(t, FunctionTool)}
 
 
 def test_every_tool_is_offered_strict_with_filegate_descriptions() -> None:
-    files = offline(BackendRef(kind="remote", name="ws", task_queue="q", can_execute=True))
-    tools = tools_of(files)
+    runner = offline(BackendRef(kind="remote", name="ws", task_queue="q", can_execute=True))
+    tools = tools_of(runner)
     assert list(tools) == list(TOOL_ORDER)
-    for spec in files.specs():
+    for spec in runner.tools.specs():
         tool = tools[spec.name]
         assert tool.description == spec.description
         assert tool.strict_json_schema
@@ -108,11 +109,11 @@ def test_every_tool_is_offered_strict_with_filegate_descriptions() -> None:
 def test_visibility_and_the_prompt_follow_the_backend() -> None:
     """A backend without execute offers no execute tool, and no prompt mentions it; the
     prompt is FileTools' own (with the shell's view of the routes when there is one)."""
-    files = offline(BackendRef(kind="remote", name="ws", task_queue="q"))
-    assert "execute" not in tools_of(files)
-    assert "execute" not in filegate_instructions(files)
-    assert filegate_instructions(FileToolsRunner(files)) == files.system_prompt()
-    assert filegate_instructions(files, " Be brief. ").endswith("\n\nBe brief.")
+    runner = offline(BackendRef(kind="remote", name="ws", task_queue="q"))
+    assert "execute" not in tools_of(runner)
+    assert "execute" not in filegate_instructions(runner)
+    assert filegate_instructions(runner) == runner.tools.system_prompt()
+    assert filegate_instructions(runner, " Be brief. ").endswith("\n\nBe brief.")
     whitelisted = offline(BackendRef(kind="local", name="ws"), tools=["ls", "write_file"])
     assert list(tools_of(whitelisted)) == ["ls", "read_file", "write_file"]
     assert "execute" not in tools_of(offline(BackendRef()))  # the State backend: no shell
@@ -121,7 +122,7 @@ def test_visibility_and_the_prompt_follow_the_backend() -> None:
         routes=[RouteSpec(prefix="/mem/", backend=BackendRef())],
     )
     prompt = filegate_instructions(offline(composite))
-    assert prompt == offline(composite).system_prompt() and "/mem/" in prompt
+    assert prompt == offline(composite).tools.system_prompt() and "/mem/" in prompt
 
 
 async def test_calls_run_one_at_a_time_in_the_order_they_started() -> None:
@@ -410,10 +411,11 @@ def agent_input(example: Any, task: str, backend: BackendSpec | BackendRef, **fi
 
 
 async def pending(handle: WorkflowHandle[Any, Any], count: int) -> list[PendingApproval]:
-    """The workflow's pending approvals, once there are ``count`` of them."""
+    """The workflow's pending approvals, once there are ``count`` of them with their
+    previews (an approval is listed first, its preview attached when computed)."""
     for _ in range(300):
         waiting = await handle.query("pending_approvals", result_type=list[PendingApproval])
-        if len(waiting) == count:
+        if len(waiting) == count and all(a.preview is not None for a in waiting):
             return waiting
         await asyncio.sleep(0.05)
     raise AssertionError(f"never {count} pending approvals; last: {waiting!r}")
@@ -618,12 +620,13 @@ async def test_routes_reach_a_second_tools_worker(
                 default=remote(main_q, "main"),
                 routes=[RouteSpec(prefix="/memories/", backend=remote(mem_q, "mem"))],
             )
-            answer = await agent_client.execute_workflow(
+            handle = await agent_client.start_workflow(
                 example.FileAgentWorkflow.run,
                 agent_input(example, "remember", spec),
                 id=f"routes-{uuid.uuid4().hex[:8]}",
                 task_queue=agent_queue,
             )
+            answer = await handle.result()
 
     assert answer == "remembered"
     assert (mem_root / "note.md").read_text() == "keep\n"
@@ -634,6 +637,7 @@ async def test_routes_reach_a_second_tools_worker(
     assert "/memories/" in listing and "/a.txt" in listing
     found = outputs["g"].splitlines()
     assert "/memories/note.md" in found and "/a.txt" in found
+    await replay(example, handle)
 
 
 def chat_completion(message: dict[str, Any], finish: str) -> dict[str, Any]:

@@ -30,11 +30,17 @@ from temporalio import workflow
 
 # Workflow code: the agent SDK and Filegate's workflow-side modules are pure,
 # so share them with the sandbox rather than re-import them for every run.
+# FileTools comes from its module: the sandbox would load the lazy
+# ``filegate.workflows`` export again, for every run.
 with workflow.unsafe.imports_passed_through():
     from agents import Agent, RunConfig, Runner
-    from filegate.integrations.openai_agents import filegate_instructions, filegate_tools
+    from filegate.integrations.openai_agents import (
+        FileToolsRunner,
+        filegate_instructions,
+        filegate_tools,
+    )
     from filegate.kernel.messages import Message
-    from filegate.workflows import FileTools, FileToolsConfig
+    from filegate.workflows.file_tools import FileTools, FileToolsConfig
 
 
 class FileAgentInput(BaseModel):
@@ -59,11 +65,12 @@ class FileAgentWorkflow:
 
     @workflow.run
     async def run(self, input: FileAgentInput) -> str:
+        runner = FileToolsRunner(self.files)
         agent = Agent(
             name="file-agent",
-            instructions=filegate_instructions(self.files),
+            instructions=filegate_instructions(runner),
             model=input.model,
-            tools=filegate_tools(self.files),
+            tools=filegate_tools(runner),
         )
         result = await Runner.run(
             agent, input.task, run_config=RunConfig(tracing_disabled=not input.tracing)
