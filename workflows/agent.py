@@ -94,16 +94,11 @@ class AgentWorkflow(ModelTurns):
         self._steps = carry.counters.get("steps", 0)
         # The tools quote the conversation on approval cards: they share the list
         # (never rebound here). The handlers are declared below, typed.
+        # CarryOver holds FileToolsState's fields under the same names.
+        carried = {name: getattr(carry, name) for name in FileToolsState.model_fields}
         self._tools = FileTools(
             input,
-            FileToolsState(
-                state_files=carry.state_files,
-                seen_paths=carry.seen_paths,
-                rejected=carry.rejected,
-                approval_seq=carry.approval_seq,
-                decided=carry.decided,
-                counters=carry.counters,
-            ),
+            FileToolsState.model_construct(**carried),
             messages=self._messages,
             register_handlers=False,
         )
@@ -222,20 +217,16 @@ class AgentWorkflow(ModelTurns):
         self._drain_inbox()  # messages that arrived while handlers finished
         tools = self._tools.state()
         carry = CarryOver(
+            **{name: getattr(tools, name) for name in FileToolsState.model_fields},
             messages=self._messages,
-            state_files=tools.state_files,
-            seen_paths=tools.seen_paths,
-            rejected=tools.rejected,
             call_index=self._call_index,
-            counters={"steps": self._steps, **tools.counters},
             usage=self._usage,
-            approval_seq=tools.approval_seq,
-            decided=tools.decided,
             awaiting_model=self._awaiting_model,
             end_requested=self._end_requested,
             transcript=self._transcript,
             context=self._context,
         )
+        carry.counters["steps"] = self._steps
         return self._input.model_copy(update={"carry": carry, "messages": [], "task": None})
 
     # ------------------------------------------------------------- handlers
