@@ -298,10 +298,13 @@ class FileToolActivities:
         return seconds - SEARCH_MARGIN if seconds > SEARCH_MARGIN else seconds / 2
 
     def _backend(self, request: ToolRequest) -> BackendProtocol:
-        backend = self.backends.get(request.backend)
+        return self._named(request.backend)
+
+    def _named(self, name: str) -> BackendProtocol:
+        backend = self.backends.get(name)
         if backend is None:
             raise ApplicationError(
-                f"backend {request.backend!r} is not configured on this worker "
+                f"backend {name!r} is not configured on this worker "
                 f"(known: {', '.join(sorted(self.backends)) or 'none'})",
                 type=UNKNOWN_BACKEND_ERROR,
                 non_retryable=True,
@@ -310,8 +313,11 @@ class FileToolActivities:
 
     def _guarded(self, backend: BackendProtocol, request: ToolRequest) -> BackendProtocol:
         """``backend`` wrapped in the worker's required policies plus those the request names."""
+        return self._with_policies(backend, request.policies)
+
+    def _with_policies(self, backend: BackendProtocol, names: list[str] | None) -> BackendProtocol:
         try:
-            return build_policy_chain(backend, self.policies, names=request.policies)
+            return build_policy_chain(backend, self.policies, names=names)
         except ValueError as exc:
             raise ApplicationError(str(exc), type=UNKNOWN_POLICY_ERROR, non_retryable=True) from exc
 
@@ -323,15 +329,38 @@ class FileToolActivities:
         tool-call id, on an interruptible tool thread (cancel stops it), with no
         journal since nothing is written.
         """
-        guarded = self._guarded(self._backend(request), request)
-        scope = run_scope(request.first_run_id)
+        return await self.run_on(
+            request.backend, request.policies, request.first_run_id, request.tool_call_id, fn
+        )
+
+    async def run_on(
+        self,
+        backend: str,
+        policies: list[str] | None,
+        first_run_id: str,
+        call_id: str | None,
+        fn: Callable[[BackendProtocol], T],
+        *,
+        interruptible: bool = True,
+    ) -> T:
+        """Run ``fn`` on backend ``backend`` behind the worker's guards, on a tool thread.
+
+        The guards every operation of this worker gets: the worker's policies
+        (required ones plus ``policies``) wrap the backend, the work is audited
+        under the run chain and ``call_id``, and it runs on a tool thread while
+        the activity heartbeats (``interruptible``: a cancel stops it). No
+        journal: for helpers whose effects the caller keys itself, or none.
+        """
+        guarded = self._with_policies(self._named(backend), policies)
+        scope = run_scope(first_run_id)
 
         def call() -> T:
-            with audit_context(scope, request.tool_call_id, None):
+            # In the tool thread: contextvars do not follow a new thread.
+            with audit_context(scope, call_id or None, None):
                 return fn(guarded)
 
         return await run_blocking(
-            call, interruptible=True, heartbeat_interval=self.heartbeat_interval
+            call, interruptible=interruptible, heartbeat_interval=self.heartbeat_interval
         )
 
     async def _run(self, tool: ToolName, request: ToolRequest) -> ToolOutcome:

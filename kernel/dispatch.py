@@ -216,33 +216,11 @@ def _gated(refusal: Rendered | None) -> ToolOutcome | None:
     return None if refusal is None else outcome(refusal)
 
 
-def _entry_gate(
-    backend: BackendProtocol,
-    request: ToolRequest,
-    operation: str,
-    local_path: str,
-    *,
-    search: bool = False,
-    pattern: str | None = None,
-    root_is_result: bool = False,
-) -> ToolOutcome | None:
-    refusal = entry_refused(
-        backend,
-        request,
-        operation,
-        local_path,
-        search=search,
-        pattern=pattern,
-        root_is_result=root_is_result,
-    )
-    return _gated(refusal)
-
-
 # --------------------------------------------------------------------------- tools
 
 
 def _ls(backend: BackendProtocol, request: ToolRequest, args: LsArgs) -> ToolOutcome:
-    denied = _entry_gate(backend, request, "read", args.path, search=True)
+    denied = _gated(entry_refused(backend, request, "read", args.path, search=True))
     if denied:
         return denied
     result = backend.ls(args.path)
@@ -270,7 +248,7 @@ def _ls(backend: BackendProtocol, request: ToolRequest, args: LsArgs) -> ToolOut
 def _read(
     backend: BackendProtocol, request: ToolRequest, args: ReadFileArgs, *, media: MediaReader
 ) -> ToolOutcome:
-    denied = _entry_gate(backend, request, "read", args.file_path)
+    denied = _gated(entry_refused(backend, request, "read", args.file_path))
     if denied:
         return denied
     virtual = shown_path(request, args.file_path)
@@ -288,14 +266,14 @@ def _read(
 
 
 def _write(backend: BackendProtocol, request: ToolRequest, args: WriteFileArgs) -> ToolOutcome:
-    denied = _entry_gate(backend, request, "write", args.file_path)
+    denied = _gated(entry_refused(backend, request, "write", args.file_path))
     if denied:
         return denied
     return render_mutation(request, backend.write(args.file_path, args.content))
 
 
 def _edit(backend: BackendProtocol, request: ToolRequest, args: EditFileArgs) -> ToolOutcome:
-    denied = _entry_gate(backend, request, "write", args.file_path)
+    denied = _gated(entry_refused(backend, request, "write", args.file_path))
     if denied:
         return denied
     result = backend.edit(args.file_path, args.old_string, args.new_string, args.replace_all)
@@ -317,7 +295,9 @@ def _glob(backend: BackendProtocol, request: ToolRequest, args: GlobArgs) -> Too
         search_root = resolve_glob(args.pattern, root)[0]
     except ValueError:
         search_root = root  # the backend answers with the error value
-    denied = _entry_gate(backend, request, "read", search_root, search=True, pattern=args.pattern)
+    denied = _gated(
+        entry_refused(backend, request, "read", search_root, search=True, pattern=args.pattern)
+    )
     if denied:
         return denied
     visible = search_visible(backend, request, search_root)
@@ -337,8 +317,10 @@ def _glob(backend: BackendProtocol, request: ToolRequest, args: GlobArgs) -> Too
 
 def _grep(backend: BackendProtocol, request: ToolRequest, args: GrepArgs) -> ToolOutcome:
     root = args.path or "/"
-    denied = _entry_gate(
-        backend, request, "read", root, search=True, pattern=args.glob, root_is_result=True
+    denied = _gated(
+        entry_refused(
+            backend, request, "read", root, search=True, pattern=args.glob, root_is_result=True
+        )
     )
     if denied:
         return denied

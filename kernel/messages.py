@@ -47,6 +47,13 @@ class ToolCall(BaseModel):
     args: dict[str, Any] = Field(default_factory=dict)
 
 
+def content_text(content: str | list[ContentBlock]) -> str:
+    """Text of a message or tool result, with non-text blocks left out."""
+    if isinstance(content, str):
+        return content
+    return "\n".join(b.text for b in content if isinstance(b, TextBlock))
+
+
 class Message(BaseModel):
     role: Literal["system", "user", "assistant", "tool"]
     content: str | list[ContentBlock] = ""
@@ -57,9 +64,7 @@ class Message(BaseModel):
 
     def text(self) -> str:
         """The message's text, with non-text blocks left out."""
-        if isinstance(self.content, str):
-            return self.content
-        return "\n".join(b.text for b in self.content if isinstance(b, TextBlock))
+        return content_text(self.content)
 
 
 class ToolSpec(BaseModel):

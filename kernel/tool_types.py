@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from filegate.kernel.limits import DEFAULT_MAX_EXECUTE_TIMEOUT
-from filegate.kernel.messages import ContentBlock, TextBlock
+from filegate.kernel.messages import ContentBlock, content_text
 from filegate.kernel.permissions import FilesystemPermission
 from filegate.kernel.protocol import GlobResult, GrepResult, LsResult
 from pydantic import BaseModel, ConfigDict, Field
@@ -234,6 +234,4 @@ class ToolOutcome(BaseModel):
     @property
     def text(self) -> str:
         """The result as plain text: the content, or the text parts of block content."""
-        if isinstance(self.content, str):
-            return self.content
-        return "\n".join(b.text for b in self.content if isinstance(b, TextBlock))
+        return content_text(self.content)

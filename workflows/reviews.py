@@ -93,7 +93,9 @@ class Reviews:
             self._book.attach_preview(approval.id, await self._preview(checked, call_id))
         decided = lambda: self._book.is_decided(approval.id)  # noqa: E731
         try:
-            remaining = None if timeout is None else timeout - _seconds(workflow.now() - opened)
+            remaining = (
+                None if timeout is None else timeout - (workflow.now() - opened).total_seconds()
+            )
             await workflow.wait_condition(
                 decided,
                 timeout=None if remaining is None else timedelta(seconds=max(remaining, 0.001)),
@@ -209,10 +211,6 @@ def _in_workflow(backend: StateBackend, request: ToolRequest) -> ChangePreview:
         return compute_preview(backend, request)
     except Exception as error:  # advice only: never a stuck workflow
         return ChangePreview(kind="unavailable", path=request.virtual_path, error=str(error))
-
-
-def _seconds(delta: timedelta) -> float:
-    return delta.total_seconds()
 
 
 def rendered_outcome(result: Rendered) -> ToolOutcome:

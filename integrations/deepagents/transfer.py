@@ -15,21 +15,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Literal
 
-from filegate.activities.identity import run_scope
-from filegate.activities.tools import FileToolActivities, run_blocking
-from filegate.backends.audit import audit_context
-from filegate.backends.policy import build_policy_chain
+from filegate.activities.tools import FileToolActivities
 from filegate.kernel.gates import entry_refused
 from filegate.kernel.paths import validate_path
 from filegate.kernel.protocol import BackendProtocol
 from filegate.kernel.tool_types import (
-    UNKNOWN_BACKEND_ERROR,
-    UNKNOWN_POLICY_ERROR,
     ToolName,
     ToolRequest,
 )
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
 
 from .operations import (
     TRANSFER_ACTIVITY_NAMES,
@@ -62,37 +56,22 @@ class TransferActivities:
     def activities(self) -> list[Callable[..., Any]]:
         return [self.read_window, self.upload_files, self.download_files]
 
-    def _backend(self, request: _Scoped) -> BackendProtocol:
-        backend = self.tools.backends.get(request.backend)
-        if backend is None:
-            known = ", ".join(sorted(self.tools.backends)) or "none"
-            raise ApplicationError(
-                f"backend {request.backend!r} is not configured on this worker (known: {known})",
-                type=UNKNOWN_BACKEND_ERROR,
-                non_retryable=True,
-            )
-        try:
-            return build_policy_chain(backend, self.tools.policies, names=request.policies)
-        except ValueError as exc:
-            raise ApplicationError(str(exc), type=UNKNOWN_POLICY_ERROR, non_retryable=True) from exc
-
-    async def _run(self, request: _Scoped, fn: Callable[[], Any], *, interruptible: bool) -> Any:
-        scope = run_scope(request.first_run_id)
-
-        def call() -> Any:
-            # In the tool thread: contextvars do not follow a new thread.
-            with audit_context(scope, request.call_id or None):
-                return fn()
-
-        return await run_blocking(
-            call, interruptible=interruptible, heartbeat_interval=self.tools.heartbeat_interval
+    async def _run(
+        self, request: _Scoped, fn: Callable[[BackendProtocol], Any], *, interruptible: bool
+    ) -> Any:
+        """``fn`` on the request's backend behind the tools worker's own guards."""
+        return await self.tools.run_on(
+            request.backend,
+            request.policies,
+            request.first_run_id,
+            request.call_id,
+            fn,
+            interruptible=interruptible,
         )
 
     @activity.defn(name=TRANSFER_ACTIVITY_NAMES["read"])
     async def read_window(self, request: ReadWindowRequest) -> ReadWindow:
-        backend = self._backend(request)
-
-        def read() -> ReadWindow:
+        def read(backend: BackendProtocol) -> ReadWindow:
             refused = _refused(backend, request, request.file_path, "read")
             if refused is not None:
                 return ReadWindow(path=request.file_path, error=refused[0], code=refused[1])
@@ -125,9 +104,7 @@ class TransferActivities:
 
     @activity.defn(name=TRANSFER_ACTIVITY_NAMES["upload"])
     async def upload_files(self, request: UploadRequest) -> list[TransferAnswer]:
-        backend = self._backend(request)
-
-        def upload() -> list[TransferAnswer]:
+        def upload(backend: BackendProtocol) -> list[TransferAnswer]:
             answers: dict[int, TransferAnswer] = {}
             allowed: list[tuple[int, str, bytes]] = []
             for index, item in enumerate(request.files):
@@ -151,9 +128,7 @@ class TransferActivities:
 
     @activity.defn(name=TRANSFER_ACTIVITY_NAMES["download"])
     async def download_files(self, request: DownloadRequest) -> list[TransferAnswer]:
-        backend = self._backend(request)
-
-        def download() -> list[TransferAnswer]:
+        def download(backend: BackendProtocol) -> list[TransferAnswer]:
             answers: dict[int, TransferAnswer] = {}
             allowed: list[tuple[int, str]] = []
             for index, path in enumerate(request.paths):
