@@ -280,9 +280,18 @@ def tools_worker(
     artifacts: ArtifactStore | None = None,
     policies: PolicyConfig | None = None,
     allow_execute_with_policies: bool | None = None,
+    serve_agents: bool = False,
+    model_profiles: ModelProfiles | None = None,
     **options: Any,
 ) -> Worker:
     """A worker serving the ``filegate.<tool>`` activities for ``backends``.
+
+    ``serve_agents`` makes it also run the agent workflows started on
+    ``task_queue`` (co-hosting, contract §5): their calls on a backend of this
+    queue then run as local activities in this process, with no trip through
+    the server (``execute`` stays a regular activity on the same queue), while
+    their other routes stay remote. It then makes model calls too, so it needs
+    the model configuration (``model_profiles``, as :func:`agent_worker`).
 
     ``artifacts`` turns on large-result offload (contract §7). ``policies`` defaults
     to :meth:`PolicyConfig.from_env` (``FILEGATE_POLICY_FILE`` /
@@ -297,6 +306,12 @@ def tools_worker(
     # Heartbeats reach the server each second (a dead worker is noticed fast).
     options.setdefault("max_heartbeat_throttle_interval", HEARTBEAT_THROTTLE)
     allow = allow_execute_with_policies
+    if serve_agents:
+        return agent_worker(
+            client, task_queue, artifacts=artifacts, backends=backends, journal_dir=journal_dir,
+            policies=policies, model_profiles=model_profiles, allow_execute_with_policies=allow,
+            **options,
+        )  # fmt: skip
     tools = file_tools(
         backends, journal_dir, artifacts, policies, allow_execute_with_policies=allow
     )
@@ -346,13 +361,18 @@ async def in_process_workers(
 ) -> AsyncIterator[None]:
     """An agent worker and one tools worker, polling for the duration of the block.
 
+    The tools worker co-hosts (``serve_agents``): a run started on ``tools_queue``
+    calls its backends without a trip through the server, while ``agent_queue``
+    still serves runs started there (an earlier version's, resumed).
     ``artifacts`` goes to both: transcripts by reference on the agent side,
     large-result offload and ``/large_tool_results/`` / ``/conversation_history/``
     reads on the tools side.
     """
     async with (
         agent_worker(client, agent_queue, artifacts=artifacts),
-        tools_worker(client, tools_queue, backends, journal_dir, artifacts=artifacts),
+        tools_worker(
+            client, tools_queue, backends, journal_dir, artifacts=artifacts, serve_agents=True
+        ),
     ):
         yield
 

@@ -64,7 +64,7 @@ def headline(name: str, numbers: dict[str, Any]) -> str:
     keys = {
         "roundtrip": ("activity_rt_p50_ms", "activity_rt_p95_ms", "activity_vs_direct_ratio"),
         "agent_step": ("per_step_ms", "remote-process_ms"),
-        "throughput": ("tool_calls_per_s", "remote_ratio", "failures"),
+        "throughput": ("tool_calls_per_s", "co_hosted_ratio", "remote_ratio", "failures"),
         "search": ("grep_ratio", "glob_ratio", "read_extra_rss_mb"),
     }.get(name)
     if keys is None:

@@ -198,8 +198,9 @@ async def run_command(args: argparse.Namespace) -> int:
                 client, agent_queue, tools_queue, {name: backend}, state_dir / "journal" / name,
                 artifacts=artifacts,
             ):  # fmt: skip
+                # Co-hosted: the run's own queue is the tools queue (contract §5).
                 result = await start_and_follow(
-                    client, input, workflow_id, agent_queue, fresh=fresh,
+                    client, input, workflow_id, tools_queue, fresh=fresh,
                     memo={ROOT_MEMO: str(root)},
                 )  # fmt: skip
     return report_result(args, result)

@@ -6,7 +6,10 @@ file-tool activities of one backend on its own task queue (its configuration
 and credentials never leave this process). ``--role agent --local-backend
 --backend filesystem --root DIR`` also hosts that backend in the agent worker,
 for ``kind="local"`` refs: its tools run as local activities there, with no
-task-queue round trips. ``filegate --role ...`` is short for ``filegate worker --role ...``.
+task-queue round trips. ``--role tools --serve-agents`` co-hosts the other way
+round: the tools worker also runs the agent workflows started on its own task
+queue, whose calls on its backend then skip the queue (contract §5).
+``filegate --role ...`` is short for ``filegate worker --role ...``.
 """
 
 from __future__ import annotations
@@ -59,6 +62,12 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         action="store_true",
         help="agent role: also host the --backend/--root backend for kind=local refs "
         "(its tools run as local activities in this worker, skipping task-queue trips)",
+    )
+    parser.add_argument(
+        "--serve-agents",
+        action="store_true",
+        help="tools role: also run the agent workflows started on --task-queue (co-hosted: "
+        "their calls on this backend skip the task queue; needs the model configuration)",
     )
     parser.add_argument("--journal-dir", help="idempotency journal directory")
     parser.add_argument(
@@ -124,6 +133,8 @@ async def worker_command(args: argparse.Namespace) -> int:
     settings = settings_with_flags(args, target.settings)
     if args.role == "tools" and not args.task_queue:
         raise CliError("--task-queue is required for --role tools", 2)
+    if args.serve_agents and args.role != "tools":
+        raise CliError("--serve-agents is for --role tools (an agent worker serves agents)", 2)
     served: tuple[str, BackendProtocol, Path] | None = None
     if args.role == "tools" or args.local_backend:
         served = backend_from_args(args, settings)  # refuse a bad configuration before connecting
@@ -149,7 +160,7 @@ async def worker_command(args: argparse.Namespace) -> int:
             options["max_task_queue_activities_per_second"] = args.max_activities_per_second
         worker = tools_worker(
             client, args.task_queue, {name: backend}, journal, artifacts=artifacts,
-            allow_execute_with_policies=allow, **options,
+            allow_execute_with_policies=allow, serve_agents=args.serve_agents, **options,
         )  # fmt: skip
     await run_until_stopped(worker)
     return 0

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from filegate.cli.submit import has_pollers
 from filegate.workflows import AgentInput, AgentWorkflow
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.service import RPCError
 
@@ -212,3 +213,45 @@ async def test_status_and_approvals_of_unknown_unserved_and_closed_workflows(
     assert state["status"] == "terminated" and state["failure"]
     assert closed_listing[0] == 1
     assert f"workflow {orphan} is not running (terminated)" in one_error_line(closed_listing[2])
+
+
+async def test_submit_co_hosted_runs_on_the_tools_worker_alone(
+    cli_env: dict[str, str], temporal_client: Client, tmp_path: Path
+) -> None:
+    """``worker --role tools --serve-agents`` + ``submit --co-hosted``: no agent worker at all."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    queue = f"cohost-{uuid.uuid4().hex[:8]}"
+    worker = start_worker(cli_env, "--role", "tools", "--serve-agents", "--backend",
+                          "filesystem", "--root", str(root), "--name", "files",
+                          "--task-queue", queue)  # fmt: skip
+    script = write_json(
+        tmp_path / "script.json",
+        {"turns": [
+            {"tool_calls": [call("w", "write_file", file_path="/out.txt", content="here\n")]},
+            {"content": "co-hosted"},
+        ]},
+    )  # fmt: skip
+    workflow_id = f"cohost-{uuid.uuid4().hex[:8]}"
+    try:
+        await wait_for_pollers(temporal_client, queue, queue)
+        proc = await asyncio.to_thread(
+            cli, cli_env, "submit", "write", "--model", f"scripted:{script}", "--co-hosted",
+            "--tools-queue", queue, "--name", "files", "--workflow-id", workflow_id,
+        )  # fmt: skip
+    finally:
+        output = await asyncio.to_thread(stop_worker, worker)
+    assert proc.returncode == 0, proc.stdout + proc.stderr + output
+    assert f"agent queue {queue}, backend files on {queue}" in proc.stdout
+    assert "!!" not in proc.stdout
+    assert "final answer: co-hosted" in proc.stdout
+    assert (root / "out.txt").read_text() == "here\n"
+    history = await temporal_client.get_workflow_handle(workflow_id).fetch_history()
+    kinds = {e.event_type for e in history.events}
+    assert EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED not in kinds  # the write ran locally
+
+
+def test_serve_agents_is_only_for_the_tools_role(cli_env: dict[str, str]) -> None:
+    proc = cli(cli_env, "worker", "--role", "agent", "--serve-agents")
+    assert proc.returncode == 2
+    assert "--serve-agents is for --role tools" in one_error_line(proc.stderr)

@@ -278,7 +278,7 @@ class ToolCalls(Reviews):
         )
         name = TOOL_ACTIVITY_NAMES[request.tool]
         try:
-            if ref.kind == "local":
+            if self._in_this_worker(ref, request.tool):
                 # Local activities have no heartbeats: the start-to-close timeout
                 # bounds them, and a dead agent worker loses the whole task anyway.
                 del options["heartbeat_timeout"]
@@ -347,7 +347,9 @@ async def _start_local_tool(
         if "not registered" not in str(error):
             raise
         raise RuntimeError(
-            f"backend {backend!r} is kind=local, but this agent worker hosts no file tools; "
+            f"backend {backend!r} runs in the worker of this run (kind=local, or a remote "
+            "backend on the run's own task queue), but this worker hosts no file tools; "
             "start it with the backend (filegate worker --role agent --local-backend "
-            "--backend KIND --root DIR --name NAME, or agent_worker(backends=...))"
+            "--backend KIND --root DIR --name NAME, agent_worker(backends=...), or "
+            "filegate worker --role tools --serve-agents)"
         ) from error

@@ -53,7 +53,7 @@ from filegate.workflows.inputs import (
     FileToolsState,
     PendingApproval,
 )
-from filegate.workflows.reviews import PREVIEW_PATCH
+from filegate.workflows.reviews import CO_HOSTED_PATCH, PREVIEW_PATCH
 from pydantic import BaseModel
 from temporalio import workflow
 
@@ -76,6 +76,24 @@ class ToolResult(BaseModel):
     def text(self) -> str:
         """The result as plain text (the text blocks of a block result, joined)."""
         return self.outcome.text
+
+
+def _co_hosted_queue(config: FileToolsConfig) -> str | None:
+    """The default backend's task queue when this run is co-hosted on it, else None.
+
+    Co-hosted: started on that queue, so the worker running it serves the backend
+    (``tools_worker(serve_agents=True)``), and calls on that queue skip it
+    (``Reviews._in_this_worker``). Decided live by the worker's queue and recorded
+    by the version marker; replaying, the marker alone decides, since a replayer
+    (or a worker on another queue) has a queue of its own.
+    """
+    default = config.backend.default
+    if default.kind != "remote":
+        return None
+    here = default.task_queue == workflow.info().task_queue
+    if (here or workflow.unsafe.is_replaying()) and workflow.patched(CO_HOSTED_PATCH):
+        return default.task_queue
+    return None
 
 
 class FileTools(ToolCalls):
@@ -133,6 +151,7 @@ class FileTools(ToolCalls):
         # Asked as the tools are built (the run's start): only a run that can ask
         # a human records the version marker (workflows.reviews.PREVIEW_PATCH).
         self._previews = config.may_ask() and workflow.patched(PREVIEW_PATCH)
+        self._co_hosted_queue = _co_hosted_queue(config)
         if register_handlers:
             self._approvals.register()
 

@@ -34,7 +34,7 @@ from filegate.workflows.approvals import (
     repeated_rejection_text,
 )
 from filegate.workflows.gate import PATH_FIELDS, ApprovalTrigger, CheckedCall
-from filegate.workflows.inputs import Decision, FileToolsConfig, PendingApproval
+from filegate.workflows.inputs import BackendRef, Decision, FileToolsConfig, PendingApproval
 from temporalio import workflow
 from temporalio.exceptions import FailureError
 
@@ -49,6 +49,12 @@ before previews existed replays without them, and its next run (continue-as-new)
 has them. Asked there, not per call: the first workflow task is the one point
 every replay reaches in the same order."""
 
+CO_HOSTED_PATCH = "filegate-co-hosted-tools"
+"""``workflow.patched`` id, asked once as a run starts, and only by a run started on
+its remote default backend's task queue: the marker records that it was co-hosted
+(a replay cannot tell by its own queue), and such a run recorded before co-hosting
+replays with those calls as regular activities, as it ran."""
+
 
 class Reviews:
     """The approval side of the tool call path (mixed into ``ToolCalls``)."""
@@ -59,12 +65,30 @@ class Reviews:
     _book: ApprovalBook
     _approvals: ApprovalHandlers
     _previews: bool
+    _co_hosted_queue: str | None
     _check: Callable[[str, Any], CheckedCall | Rendered]
     _gate: Callable[[CheckedCall], Rendered | None]
     _now: Callable[[], str]
     _execute_cwd: Callable[[], str]
     _request: Callable[..., ToolRequest]
     _one_local_at_a_time: Callable[[Callable[[], Awaitable[Any]]], Awaitable[Any]]
+
+    def _in_this_worker(self, ref: BackendRef, tool: str) -> bool:
+        """Whether a call on ``ref`` runs as a local activity of the worker running this run.
+
+        Always for ``kind="local"``. For a remote backend on the queue of a
+        co-hosted run too (started on its default backend's queue: only a worker
+        serving that backend polls it for workflow tasks,
+        ``tools_worker(serve_agents=True)``), except
+        ``execute``: a command may run for minutes, and as a regular activity
+        on the same queue it heartbeats, can be cancelled and does not hold the
+        workflow task open meanwhile.
+        """
+        if ref.kind == "local":
+            return True
+        return (
+            ref.kind == "remote" and ref.task_queue == self._co_hosted_queue and tool != "execute"
+        )
 
     async def _ask_human(
         self, call: ToolCall, checked: CheckedCall, trigger: ApprovalTrigger, call_id: str
@@ -186,7 +210,7 @@ class Reviews:
         try:
             if ref.kind == "state":
                 return _in_workflow(self._states[ref.name], request)
-            if ref.kind == "local":
+            if self._in_this_worker(ref, checked.tool):
                 return await self._one_local_at_a_time(
                     lambda: workflow.execute_local_activity(
                         PREVIEW_ACTIVITY, request, result_type=ChangePreview, **options

@@ -1,0 +1,215 @@
+"""Co-hosted runs: a tools worker that also runs the agent workflows started on its queue.
+
+``tools_worker(serve_agents=True)`` (``filegate worker --role tools
+--serve-agents``) polls its task queue for workflow tasks too. A run started on
+that queue calls the backend served there as local activities, with no trip
+through the server, except ``execute``, which stays a regular activity on the
+same queue; a route to another backend stays remote. These tests check each
+of those by the run's history on a real server, that the permission gate
+still holds on that path, that the history replays, and that a run on a queue
+whose worker hosts no tools fails its workflow task with a clear message
+instead of running anything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from filegate.backends.filesystem import FilesystemBackend
+from filegate.backends.local_shell import LocalShellBackend
+from filegate.kernel.tool_types import TOOL_ACTIVITY_NAMES
+from filegate.worker import agent_worker, tools_worker
+from filegate.workflows import AgentInput, AgentResult, AgentWorkflow
+from filegate.workflows.agent import sandboxed_runner
+from filegate.workflows.reviews import CO_HOSTED_PATCH
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+from temporalio.worker import Replayer
+
+from tests.scripting import calls
+
+pytestmark = pytest.mark.services
+
+
+def _uid(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+def _input(shell_q: str, docs_q: str, script: dict[str, Any], **extra: Any) -> AgentInput:
+    """Default backend ``shell`` on ``shell_q``; ``/docs/`` routed to ``docs`` on ``docs_q``."""
+    return AgentInput.model_validate(
+        {
+            "task": "co-hosted work",
+            "model": {"provider": "scripted", "options": {"script": script}},
+            "backend": {
+                "default": {"kind": "remote", "name": "shell", "task_queue": shell_q,
+                            "can_execute": True},
+                "routes": [{"prefix": "/docs/", "backend": {
+                    "kind": "remote", "name": "docs", "task_queue": docs_q}}],
+            },
+            **extra,
+        }
+    )  # fmt: skip
+
+
+SCRIPT = {
+    "turns": [
+        calls(
+            ("w", "write_file", {"file_path": "/a.txt", "content": "one\n"}),
+            ("d", "write_file", {"file_path": "/docs/n.md", "content": "note\n"}),
+        ),
+        calls(
+            ("r", "read_file", {"file_path": "/a.txt"}),
+            ("x", "execute", {"command": "cat a.txt"}),
+            ("s", "read_file", {"file_path": "/docs/secret/key.txt"}),
+        ),
+        calls(("e", "edit_file", {"file_path": "/a.txt", "old_string": "one",
+                                  "new_string": "two"})),
+        {"content": "done"},
+    ]
+}  # fmt: skip
+
+
+async def _history(client: Client, workflow_id: str) -> Any:
+    return await client.get_workflow_handle(workflow_id).fetch_history()
+
+
+def _scheduled(history: Any) -> list[tuple[str, str]]:
+    """(activity type, task queue) of every activity the run scheduled on a queue."""
+    return [
+        (
+            e.activity_task_scheduled_event_attributes.activity_type.name,
+            e.activity_task_scheduled_event_attributes.task_queue.name,
+        )
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    ]
+
+
+def _markers(history: Any) -> list[str]:
+    return [
+        e.marker_recorded_event_attributes.marker_name
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
+    ]
+
+
+def _by_call(result: AgentResult) -> dict[str, dict[str, Any]]:
+    return {m["tool_call_id"]: m for m in result.transcript if m["role"] == "tool"}
+
+
+async def test_co_hosted_run_skips_the_queue_for_its_backend(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    shell_root, docs_root = tmp_path / "shell", tmp_path / "docs"
+    shell_root.mkdir()
+    docs_root.mkdir()
+    (docs_root / "secret").mkdir()
+    (docs_root / "secret" / "key.txt").write_text("hunter2\n")
+    shell_q, docs_q = _uid("shell"), _uid("docs")
+    # A rule inside the route the shell cannot reach (contract §4).
+    permissions = [{"operations": ["read"], "paths": ["/docs/secret/**"], "mode": "deny"}]
+    agent_input = _input(shell_q, docs_q, SCRIPT, permissions=permissions)
+    workflow_id = _uid("co")
+    async with (
+        tools_worker(
+            temporal_client, shell_q, {"shell": LocalShellBackend(str(shell_root))},
+            tmp_path / "journal-shell", serve_agents=True,
+        ),  # fmt: skip
+        tools_worker(
+            temporal_client, docs_q,
+            {"docs": FilesystemBackend(str(docs_root), virtual_mode=True)},
+            tmp_path / "journal-docs",
+        ),  # fmt: skip
+    ):
+        result = await temporal_client.execute_workflow(
+            AgentWorkflow.run, agent_input, id=workflow_id, task_queue=shell_q
+        )
+    assert result.stop_reason == "final_answer", result
+    tools = _by_call(result)
+    assert tools["r"]["content"].endswith("one"), tools["r"]
+    assert "one" in tools["x"]["content"] and tools["x"]["status"] == "success", tools["x"]
+    assert tools["s"]["status"] == "error" and "hunter2" not in tools["s"]["content"]
+    assert (shell_root / "a.txt").read_text() == "two\n"
+    assert (docs_root / "n.md").read_text() == "note\n"
+
+    history = await _history(temporal_client, workflow_id)
+    # On a queue: the route's write (docs worker) and execute (same queue, heartbeats).
+    assert sorted(_scheduled(history)) == sorted([
+        (TOOL_ACTIVITY_NAMES["write_file"], docs_q),
+        (TOOL_ACTIVITY_NAMES["execute"], shell_q),
+    ])  # fmt: skip
+    # Local: write, read, edit on the default backend and the 4 model calls; the
+    # denied read never left the workflow; one version marker.
+    markers = _markers(history)
+    assert markers.count("core_local_activity") == 3 + 4, markers
+    assert markers.count("core_patch") == 1, markers
+    assert CO_HOSTED_PATCH in str(history.events)
+
+    replayer = Replayer(
+        workflows=[AgentWorkflow],
+        data_converter=temporal_client.data_converter,
+        workflow_runner=sandboxed_runner(),
+    )
+    await replayer.replay_workflow(history)
+
+
+async def test_separate_agent_worker_still_sends_every_call_to_the_queue(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    """The same input on an agent worker's own queue: nothing is co-hosted, no marker."""
+    shell_root, docs_root = tmp_path / "shell", tmp_path / "docs"
+    shell_root.mkdir()
+    docs_root.mkdir()
+    shell_q, docs_q, agent_q = _uid("shell"), _uid("docs"), _uid("agent")
+    workflow_id = _uid("apart")
+    async with (
+        agent_worker(temporal_client, agent_q),
+        tools_worker(
+            temporal_client, shell_q, {"shell": LocalShellBackend(str(shell_root))},
+            tmp_path / "journal-shell",
+        ),  # fmt: skip
+        tools_worker(
+            temporal_client, docs_q,
+            {"docs": FilesystemBackend(str(docs_root), virtual_mode=True)},
+            tmp_path / "journal-docs",
+        ),  # fmt: skip
+    ):
+        result = await temporal_client.execute_workflow(
+            AgentWorkflow.run, _input(shell_q, docs_q, SCRIPT), id=workflow_id, task_queue=agent_q
+        )
+    assert result.stop_reason == "final_answer", result
+    history = await _history(temporal_client, workflow_id)
+    queues = [queue for _, queue in _scheduled(history)]
+    assert queues.count(shell_q) == 4 and queues.count(docs_q) == 2, queues
+    assert "core_patch" not in _markers(history)
+
+
+async def test_a_queue_without_tools_fails_the_task_clearly(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    """A remote ref naming the agent worker's own queue: no tool runs, the task says why."""
+    agent_q = _uid("agent")
+    script = {"turns": [calls(("w", "write_file", {"file_path": "/a.txt", "content": "x"}))]}
+    agent_input = _input(agent_q, _uid("docs"), script)
+    workflow_id = _uid("none")
+    async with agent_worker(temporal_client, agent_q):
+        handle = await temporal_client.start_workflow(
+            AgentWorkflow.run, agent_input, id=workflow_id, task_queue=agent_q
+        )
+        failure = ""
+        for _ in range(100):
+            async for event in handle.fetch_history_events():
+                if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
+                    failure = event.workflow_task_failed_event_attributes.failure.message
+            if failure:
+                break
+            await asyncio.sleep(0.1)
+        await handle.terminate("test over")
+    assert "runs in the worker of this run" in failure, failure
+    assert "--serve-agents" in failure
+    assert not (tmp_path / "a.txt").exists()
