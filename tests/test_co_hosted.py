@@ -117,11 +117,15 @@ async def test_co_hosted_run_skips_the_queue_for_its_backend(
     workflow_id = _uid("co")
     async with (
         tools_worker(
-            temporal_client, shell_q, {"shell": LocalShellBackend(str(shell_root))},
-            tmp_path / "journal-shell", serve_agents=True,
+            temporal_client,
+            shell_q,
+            {"shell": LocalShellBackend(str(shell_root))},
+            tmp_path / "journal-shell",
+            serve_agents=True,
         ),  # fmt: skip
         tools_worker(
-            temporal_client, docs_q,
+            temporal_client,
+            docs_q,
             {"docs": FilesystemBackend(str(docs_root), virtual_mode=True)},
             tmp_path / "journal-docs",
         ),  # fmt: skip
@@ -170,11 +174,14 @@ async def test_separate_agent_worker_still_sends_every_call_to_the_queue(
     async with (
         agent_worker(temporal_client, agent_q),
         tools_worker(
-            temporal_client, shell_q, {"shell": LocalShellBackend(str(shell_root))},
+            temporal_client,
+            shell_q,
+            {"shell": LocalShellBackend(str(shell_root))},
             tmp_path / "journal-shell",
         ),  # fmt: skip
         tools_worker(
-            temporal_client, docs_q,
+            temporal_client,
+            docs_q,
             {"docs": FilesystemBackend(str(docs_root), virtual_mode=True)},
             tmp_path / "journal-docs",
         ),  # fmt: skip
