@@ -13,6 +13,10 @@ in-process workers (Filesystem backend) and runs the loop once per variant:
   process, started as ``python -m filegate worker --role tools`` the way a
   deployment runs it (the trip crosses a process boundary, and the two
   workers no longer share one event loop and one GIL);
+- ``co-hosted-process``: the deployment's common path: the backend's tools
+  worker in its own process also runs the agent (``filegate worker --role
+  tools --serve-agents``), the run started on its queue, so read_file is a
+  local activity there (contract §8); no agent worker at all;
 - ``remote-activity-model``: also the model call as a regular activity
   (``model_call="activity"``), the shape before local activities: two round trips;
 - ``remote-no-sticky``: ``remote`` with ``max_cached_workflows=0``, so every
@@ -43,7 +47,7 @@ import sys
 import time
 import uuid
 from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -83,7 +87,8 @@ PROCESS_START_TIMEOUT = 60.0
 class Variant:
     backend: str = "local"
     """``local``: hosted by the agent worker; ``remote``: its own tools worker in
-    this process; ``remote-process``: its own tools worker in another process."""
+    this process; ``remote-process``: its own tools worker in another process;
+    ``co-hosted-process``: that process also runs the agent (``--serve-agents``)."""
     model_call: str = "local_activity"
     small_file: bool = False
     worker_options: dict[str, Any] = field(default_factory=dict)
@@ -93,6 +98,7 @@ VARIANTS: dict[str, Variant] = {
     "local": Variant(),
     "remote": Variant(backend="remote"),
     "remote-process": Variant(backend="remote-process"),
+    "co-hosted-process": Variant(backend="co-hosted-process"),
     "remote-activity-model": Variant(backend="remote", model_call="activity"),
     "remote-no-sticky": Variant(backend="remote", worker_options={"max_cached_workflows": 0}),
     "local-200B-file": Variant(small_file=True),
@@ -128,12 +134,14 @@ async def has_activity_pollers(bench: Bench, task_queue: str) -> bool:
 
 
 @asynccontextmanager
-async def tools_process(bench: Bench, root: Path, task_queue: str) -> AsyncIterator[None]:
+async def tools_process(
+    bench: Bench, root: Path, task_queue: str, *flags: str
+) -> AsyncIterator[None]:
     """``filegate worker --role tools`` for ``root`` in its own process, once it polls."""
     log_path = bench.tmp / f"tools-worker-{task_queue}.log"
     cmd = [sys.executable, "-m", "filegate", "worker", "--role", "tools",
            "--backend", "filesystem", "--root", str(root), "--task-queue", task_queue,
-           "--name", "fs"]  # fmt: skip
+           "--name", "fs", *flags]  # fmt: skip
     with log_path.open("wb") as log:
         proc = subprocess.Popen(
             cmd, env=worker_env(bench), stdout=log, stderr=subprocess.STDOUT, cwd=bench.tmp
@@ -172,15 +180,21 @@ async def one_variant(
         return base.model_copy(update={"model_call": variant.model_call})
 
     async with AsyncExitStack() as stack:
-        await stack.enter_async_context(
-            agent_worker(bench.client, agent_q, **hosted, **variant.worker_options)
-        )
-        if variant.backend == "remote-process":
-            await stack.enter_async_context(tools_process(bench, root, tools_q))
+        if variant.backend == "co-hosted-process":
+            agent_q = tools_q  # the run's own queue: the tools worker runs it
+            workers: list[AbstractAsyncContextManager[Any]] = [
+                tools_process(bench, root, tools_q, "--serve-agents")
+            ]
         else:
-            await stack.enter_async_context(
-                tools_worker(bench.client, tools_q, {"fs": fs}, bench.tmp / "journal")
+            agent = agent_worker(bench.client, agent_q, **hosted, **variant.worker_options)
+            tools = (
+                tools_process(bench, root, tools_q)
+                if variant.backend == "remote-process"
+                else tools_worker(bench.client, tools_q, {"fs": fs}, bench.tmp / "journal")
             )
+            workers = [agent, tools]
+        for worker in workers:
+            await stack.enter_async_context(worker)
         # Warm-up run: first-use imports and sandbox setup are not a per-step cost.
         await bench.client.execute_workflow(
             AgentWorkflow.run, agent_input(2), id=f"warm-{uuid.uuid4().hex[:8]}", task_queue=agent_q

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from filegate.kernel.compact import DefaultsOmitted
 from filegate.kernel.limits import DEFAULT_MAX_EXECUTE_TIMEOUT
 from filegate.kernel.messages import ContentBlock, content_text
 from filegate.kernel.permissions import FilesystemPermission
@@ -147,7 +148,7 @@ def activity_call_id(step: int, index: int, model_call_id: str) -> str:
     return f"{step}:{index}:{model_call_id}"
 
 
-class ToolRequest(BaseModel):
+class ToolRequest(DefaultsOmitted):
     """One tool call routed to a backend worker.
 
     ``args`` are the validated tool arguments with paths already made
@@ -216,7 +217,7 @@ class RawListing(BaseModel):
     grep: GrepResult | None = None
 
 
-class ToolOutcome(BaseModel):
+class ToolOutcome(DefaultsOmitted):
     """What the model sees for one tool call, plus facts the workflow tracks."""
 
     content: str | list[ContentBlock]

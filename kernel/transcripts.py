@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Literal
 
 from filegate.kernel.artifacts import ArtifactRef
+from filegate.kernel.compact import DefaultsOmitted
 from filegate.kernel.messages import Message, ModelRequest, ModelResponse
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -94,7 +95,7 @@ class LocalModelTurn(ModelTurn, InlineOnly):
     """A :class:`ModelTurn` sent to a local activity (decodes as a ModelTurn)."""
 
 
-class ModelTurnResult(BaseModel):
+class ModelTurnResult(DefaultsOmitted):
     """The model's answer plus the ref to pass next time (None = keep sending by value)."""
 
     response: ModelResponse

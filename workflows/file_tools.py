@@ -88,7 +88,7 @@ def _co_hosted_queue(config: FileToolsConfig) -> str | None:
     (or a worker on another queue) has a queue of its own.
     """
     default = config.backend.default
-    if default.kind != "remote":
+    if default.kind != "remote" or not workflow.in_workflow():  # built for its specs only
         return None
     here = default.task_queue == workflow.info().task_queue
     if (here or workflow.unsafe.is_replaying()) and workflow.patched(CO_HOSTED_PATCH):
