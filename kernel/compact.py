@@ -17,6 +17,23 @@ from typing import Any
 from pydantic import BaseModel, SerializationInfo, SerializerFunctionWrapHandler, model_serializer
 
 
+_DEFAULTS: dict[type[BaseModel], tuple[tuple[str, Any], ...]] = {}
+"""Per model class: its optional fields and their defaults, worked out once (pydantic's
+``get_default`` inspects the factory's signature on every call)."""
+
+
+def _optional_defaults(cls: type[BaseModel]) -> tuple[tuple[str, Any], ...]:
+    found = _DEFAULTS.get(cls)
+    if found is None:
+        found = tuple(
+            (name, field.get_default(call_default_factory=True))
+            for name, field in cls.model_fields.items()
+            if not field.is_required()
+        )
+        _DEFAULTS[cls] = found
+    return found
+
+
 class DefaultsOmitted(BaseModel):
     """A model whose JSON holds only the fields that differ from their defaults."""
 
@@ -27,9 +44,8 @@ class DefaultsOmitted(BaseModel):
         data = handler(self)
         if not info.mode_is_json() or not isinstance(data, dict):
             return data
-        for name, field in type(self).model_fields.items():
-            if name not in data or field.is_required():
-                continue
-            if getattr(self, name) == field.get_default(call_default_factory=True):
+        for name, default in _optional_defaults(type(self)):
+            # The cached default is only compared, never handed out or changed.
+            if name in data and getattr(self, name) == default:
                 del data[name]
         return data
