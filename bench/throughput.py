@@ -6,7 +6,7 @@ backend), then starts ``WORKFLOWS`` scripted agents at once. Each works in
 its own directory with ``CALLS_PER_TURN`` parallel calls per model turn
 (write, read, edit, read back, then ls/glob/grep/read), 20 calls in all.
 
-``ROUNDS`` rounds (``BENCH_ROUNDS``, default 3) each measure, in this order
+``ROUNDS`` rounds (``BENCH_ROUNDS``, default 5) each measure, in this order
 on the same server, the ``noop ceiling``, ``remote``, ``co-hosted`` and ``local``; the
 ``agent, no-op tools`` probe runs once after them, right after a ceiling of
 its own (its ratio's reference). Rows:
@@ -81,7 +81,7 @@ FLOOR_ROW = "co-hosted"
 APART_ROW = "remote"
 """Agents on an agent worker of their own: reported, floored only at ``FLOOR`` calls/s."""
 CEILING_ROW = "noop ceiling"
-ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "5"))
 """Rounds of (ceiling, remote, local); rates and ratios are their medians."""
 
 
