@@ -16,7 +16,6 @@ from typing import Any
 
 from pydantic import BaseModel, SerializationInfo, SerializerFunctionWrapHandler, model_serializer
 
-
 _DEFAULTS: dict[type[BaseModel], tuple[tuple[str, Any], ...]] = {}
 """Per model class: its optional fields and their defaults, worked out once (pydantic's
 ``get_default`` inspects the factory's signature on every call)."""
