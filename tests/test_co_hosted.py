@@ -13,8 +13,9 @@ instead of running anything.
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import uuid
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.worker import Replayer
 
-from tests.scripting import calls
+from tests.scripting import calls, workflow_task_failure
 
 pytestmark = pytest.mark.services
 
@@ -74,6 +75,21 @@ SCRIPT = {
 }  # fmt: skip
 
 
+@contextlib.asynccontextmanager
+async def _tools_workers(
+    client: Client, tmp_path: Path, shell_q: str, docs_q: str, *, serve_agents: bool
+) -> AsyncIterator[None]:
+    """The shell backend's worker (co-hosting or not) and the docs route's worker."""
+    shell = LocalShellBackend(str(tmp_path / "shell"))
+    docs = FilesystemBackend(str(tmp_path / "docs"), virtual_mode=True)
+    async with (
+        tools_worker(client, shell_q, {"shell": shell}, tmp_path / "journal-shell",
+                     serve_agents=serve_agents),
+        tools_worker(client, docs_q, {"docs": docs}, tmp_path / "journal-docs"),
+    ):  # fmt: skip
+        yield
+
+
 async def _history(client: Client, workflow_id: str) -> Any:
     return await client.get_workflow_handle(workflow_id).fetch_history()
 
@@ -115,21 +131,7 @@ async def test_co_hosted_run_skips_the_queue_for_its_backend(
     permissions = [{"operations": ["read"], "paths": ["/docs/secret/**"], "mode": "deny"}]
     agent_input = _input(shell_q, docs_q, SCRIPT, permissions=permissions)
     workflow_id = _uid("co")
-    async with (
-        tools_worker(
-            temporal_client,
-            shell_q,
-            {"shell": LocalShellBackend(str(shell_root))},
-            tmp_path / "journal-shell",
-            serve_agents=True,
-        ),  # fmt: skip
-        tools_worker(
-            temporal_client,
-            docs_q,
-            {"docs": FilesystemBackend(str(docs_root), virtual_mode=True)},
-            tmp_path / "journal-docs",
-        ),  # fmt: skip
-    ):
+    async with _tools_workers(temporal_client, tmp_path, shell_q, docs_q, serve_agents=True):
         result = await temporal_client.execute_workflow(
             AgentWorkflow.run, agent_input, id=workflow_id, task_queue=shell_q
         )
@@ -173,18 +175,7 @@ async def test_separate_agent_worker_still_sends_every_call_to_the_queue(
     workflow_id = _uid("apart")
     async with (
         agent_worker(temporal_client, agent_q),
-        tools_worker(
-            temporal_client,
-            shell_q,
-            {"shell": LocalShellBackend(str(shell_root))},
-            tmp_path / "journal-shell",
-        ),  # fmt: skip
-        tools_worker(
-            temporal_client,
-            docs_q,
-            {"docs": FilesystemBackend(str(docs_root), virtual_mode=True)},
-            tmp_path / "journal-docs",
-        ),  # fmt: skip
+        _tools_workers(temporal_client, tmp_path, shell_q, docs_q, serve_agents=False),
     ):
         result = await temporal_client.execute_workflow(
             AgentWorkflow.run, _input(shell_q, docs_q, SCRIPT), id=workflow_id, task_queue=agent_q
@@ -208,14 +199,7 @@ async def test_a_queue_without_tools_fails_the_task_clearly(
         handle = await temporal_client.start_workflow(
             AgentWorkflow.run, agent_input, id=workflow_id, task_queue=agent_q
         )
-        failure = ""
-        for _ in range(100):
-            async for event in handle.fetch_history_events():
-                if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
-                    failure = event.workflow_task_failed_event_attributes.failure.message
-            if failure:
-                break
-            await asyncio.sleep(0.1)
+        failure = await workflow_task_failure(handle)
         await handle.terminate("test over")
     assert "runs in the worker of this run" in failure, failure
     assert "--serve-agents" in failure

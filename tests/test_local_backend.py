@@ -42,7 +42,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 from temporalio.worker import Replayer
 
-from tests.scripting import calls
+from tests.scripting import calls, workflow_task_failure
 
 pytestmark = pytest.mark.services
 
@@ -226,14 +226,7 @@ async def test_local_ref_waits_for_a_worker_that_hosts_the_backend(
         handle = await temporal_client.start_workflow(
             AgentWorkflow.run, agent_input, id=workflow_id, task_queue=queue
         )
-        message = ""
-        for _ in range(100):
-            async for event in handle.fetch_history_events():
-                if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
-                    message = event.workflow_task_failed_event_attributes.failure.message
-            if message:
-                break
-            await asyncio.sleep(0.1)
+        message = await workflow_task_failure(handle)
     assert "kind=local" in message and "--local-backend" in message
     fs = FilesystemBackend(str(root), virtual_mode=True)
     async with agent_worker(
