@@ -18,7 +18,15 @@ from pathlib import Path
 from typing import Any
 
 BENCH_DIR = Path(__file__).resolve().parent
-BENCHES = ("roundtrip", "agent_step", "throughput", "history", "search", "ui_listing")
+BENCHES = (
+    "roundtrip",
+    "agent_step",
+    "throughput",
+    "co_hosted_scale",
+    "history",
+    "search",
+    "ui_listing",
+)
 """Run order: the Temporal benches first, then the optional ones if present."""
 TIMEOUT = 1200.0
 

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 from filegate.backends.filesystem import FilesystemBackend
 from filegate.backends.local_shell import LocalShellBackend
+from filegate.backends.policy import PolicyConfig
 from filegate.kernel.tool_types import TOOL_ACTIVITY_NAMES
 from filegate.worker import agent_worker, tools_worker
 from filegate.workflows import AgentInput, AgentResult, AgentWorkflow
@@ -204,3 +205,48 @@ async def test_a_queue_without_tools_fails_the_task_clearly(
     assert "runs in the worker of this run" in failure, failure
     assert "--serve-agents" in failure
     assert not (tmp_path / "a.txt").exists()
+
+
+async def test_worker_policies_hold_on_the_co_hosted_path(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    """A required deny_write of the worker refuses a write that runs as a local activity,
+    even when the run names no policies at all."""
+    root = tmp_path / "ws"
+    (root / "locked").mkdir(parents=True)
+    queue = _uid("fs")
+    policies = PolicyConfig.model_validate(
+        {"policies": {"protect": {"kind": "deny_write", "prefixes": ["/locked"]}},
+         "required": ["protect"]}
+    )  # fmt: skip
+    script = {
+        "turns": [
+            calls(
+                ("w", "write_file", {"file_path": "/locked/x.txt", "content": "no"}),
+                ("o", "write_file", {"file_path": "/open.txt", "content": "yes"}),
+            ),
+            {"content": "done"},
+        ]
+    }
+    agent_input = AgentInput.model_validate(
+        {
+            "task": "write",
+            "model": {"provider": "scripted", "options": {"script": script}},
+            "backend": {"default": {"kind": "remote", "name": "fs", "task_queue": queue}},
+            "policies": [],
+        }
+    )
+    workflow_id = _uid("pol")
+    async with tools_worker(
+        temporal_client, queue, {"fs": FilesystemBackend(str(root), virtual_mode=True)},
+        tmp_path / "journal", policies=policies, serve_agents=True,
+    ):  # fmt: skip
+        result = await temporal_client.execute_workflow(
+            AgentWorkflow.run, agent_input, id=workflow_id, task_queue=queue
+        )
+    tools = _by_call(result)
+    assert tools["w"]["status"] == "error", tools["w"]
+    assert not (root / "locked" / "x.txt").exists()
+    assert (root / "open.txt").read_text() == "yes"
+    history = await _history(temporal_client, workflow_id)
+    assert _scheduled(history) == []  # both writes were local activities
