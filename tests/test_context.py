@@ -18,6 +18,7 @@ from filegate.workflows import AgentInput, AgentWorkflow
 from filegate.workflows.context import (
     EVICT_CHARS,
     ContextState,
+    TokenTally,
     cut_for_summary,
     model_view,
     summarize_threshold,
@@ -39,6 +40,31 @@ def _turns(n: int, size: int) -> list[Message]:
         messages.append(Message(role="assistant", tool_calls=[call]))
         messages.append(Message(role="tool", content="y" * size, tool_call_id=f"c{k}"))
     return messages
+
+
+def test_token_tally_counts_each_message_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Same totals as view_tokens, turn after turn, estimating only the new messages."""
+    import filegate.workflows.context as context
+
+    estimated: list[Message] = []
+    real = context.message_tokens
+
+    def counting(message: Message) -> int:
+        estimated.append(message)
+        return real(message)
+
+    monkeypatch.setattr(context, "message_tokens", counting)
+    tally = TokenTally()
+    messages = _turns(3, 400)
+    assert tally.view_tokens(messages, "sys" * 40) == view_tokens(messages, "sys" * 40)
+    messages += _turns(1, 900)[1:]
+    estimated.clear()
+    total = tally.view_tokens(messages)
+    assert len(estimated) == 2  # only the two new messages
+    assert total == view_tokens(messages)
+    # A message replaced by another object (a stub, a summary) is estimated afresh.
+    messages[1] = Message(role="user", content="z" * 4000)
+    assert tally.view_tokens(messages) == view_tokens(messages)
 
 
 def test_threshold_defaults_to_170k_tokens() -> None:

@@ -44,6 +44,7 @@ with workflow.unsafe.imports_passed_through():
     from filegate.kernel.permissions import check_execute_config
     from filegate.kernel.transcripts import MemoryRef
     from filegate.workflows import runner
+    from filegate.workflows.context import TokenTally
     from filegate.workflows.file_tools import FileTools, tool_messages
     from filegate.workflows.inputs import (
         AgentInput,
@@ -106,6 +107,7 @@ class AgentWorkflow(ModelTurns):
         self._end_requested = carry.end_requested
         self._transcript = carry.transcript
         self._context = carry.context.model_copy()
+        self._tally = TokenTally()
         self._state = "running"
         self._awaiting_model = carry.awaiting_model
         self._model_time: str | None = None

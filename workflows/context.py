@@ -48,6 +48,33 @@ def view_tokens(messages: Sequence[Message], system: str = "") -> int:
     return len(system) // CHARS_PER_TOKEN + sum(message_tokens(m) for m in messages)
 
 
+class TokenTally:
+    """:func:`view_tokens` that counts each message once, not once per turn.
+
+    A turn's view is mostly the previous turn's messages plus a few new ones;
+    re-estimating all of them (a JSON dump of every tool call's arguments)
+    made each turn cost more the longer the conversation, and a whole run grow
+    with its square. Messages are never changed in place, so an estimate is
+    kept per message object (by identity, the object held so its id stays its
+    own) for as long as the message stays in the view.
+    """
+
+    def __init__(self) -> None:
+        self._known: dict[int, tuple[Message, int]] = {}
+
+    def view_tokens(self, messages: Sequence[Message], system: str = "") -> int:
+        known, kept = self._known, {}
+        total = len(system) // CHARS_PER_TOKEN
+        for message in messages:
+            entry = known.get(id(message))
+            if entry is None or entry[0] is not message:
+                entry = (message, message_tokens(message))
+            kept[id(message)] = entry
+            total += entry[1]
+        self._known = kept  # only the current view: stubs and summarized messages go
+        return total
+
+
 def summarize_threshold(model: ModelSpec) -> int:
     """Tokens at which the conversation is summarized: 85 % of the window (or of 170 000)."""
     return int(SUMMARIZE_FRACTION * (model.context_window or DEFAULT_CONTEXT_TOKENS))

@@ -28,12 +28,12 @@ from filegate.kernel.transcripts import (
 from filegate.workflows import tool_descriptions as descriptions
 from filegate.workflows.context import (
     ContextState,
+    TokenTally,
     cut_for_summary,
     model_view,
     summarize_threshold,
     summary_message,
     to_archive,
-    view_tokens,
 )
 from filegate.workflows.inputs import AgentInput
 from temporalio import workflow
@@ -55,6 +55,7 @@ class ModelTurns:
     _usage: Usage
     _call_index: int
     _steps: int
+    _tally: TokenTally
 
     async def _call_model(self, visible: list[ToolName]) -> ModelResponse:
         """One step's model call, offering the ``visible`` tools."""
@@ -94,7 +95,7 @@ class ModelTurns:
         """
         threshold = summarize_threshold(request.model)
         view = model_view(self._messages, self._context)
-        if view_tokens(view, request.system) < threshold:
+        if self._tally.view_tokens(view, request.system) < threshold:
             return view
         cut = cut_for_summary(self._messages, self._context, threshold)
         if cut <= self._context.start:
