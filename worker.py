@@ -287,7 +287,7 @@ def tools_worker(
     """A worker serving the ``filegate.<tool>`` activities for ``backends``.
 
     ``serve_agents`` makes it also run the agent workflows started on
-    ``task_queue`` (co-hosting, contract §5): their calls on a backend of this
+    ``task_queue`` (co-hosting, contract §8): their calls on a backend of this
     queue then run as local activities in this process, with no trip through
     the server (``execute`` stays a regular activity on the same queue), while
     their other routes stay remote. It then makes model calls too, so it needs

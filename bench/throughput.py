@@ -20,7 +20,7 @@ its own (its ratio's reference). Rows:
 - ``co-hosted`` (the floors): the deployment's common path, one worker per
   backend type: the tools worker also runs the agents (``serve_agents``),
   which are started on its queue, so their calls on its backend are local
-  activities there and pay no task-queue trip (contract §5);
+  activities there and pay no task-queue trip (contract §8);
 - ``local``: the same agents with the backend hosted by the agent worker
   (``kind="local"``), every tool call a local activity;
 - ``agent, no-op tools``: a probe: the same Filegate agents, but the tools

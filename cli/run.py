@@ -198,7 +198,7 @@ async def run_command(args: argparse.Namespace) -> int:
                 client, agent_queue, tools_queue, {name: backend}, state_dir / "journal" / name,
                 artifacts=artifacts,
             ):  # fmt: skip
-                # Co-hosted: the run's own queue is the tools queue (contract §5).
+                # Co-hosted: the run's own queue is the tools queue (contract §8).
                 result = await start_and_follow(
                     client, input, workflow_id, tools_queue, fresh=fresh,
                     memo={ROOT_MEMO: str(root)},

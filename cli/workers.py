@@ -8,7 +8,7 @@ and credentials never leave this process). ``--role agent --local-backend
 for ``kind="local"`` refs: its tools run as local activities there, with no
 task-queue round trips. ``--role tools --serve-agents`` co-hosts the other way
 round: the tools worker also runs the agent workflows started on its own task
-queue, whose calls on its backend then skip the queue (contract §5).
+queue, whose calls on its backend then skip the queue (contract §8).
 ``filegate --role ...`` is short for ``filegate worker --role ...``.
 """
 
