@@ -27,11 +27,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from agent_step import tools_process
-from common import Bench, emit_json, print_table, remote, scripted_input, temporal_bench
+from common import Bench, emit_json, print_table, remote, temporal_bench
 from filegate.backends.filesystem import FilesystemBackend
 from filegate.worker import tools_worker
-from filegate.workflows import AgentWorkflow
-from throughput import CALLS_PER_WORKFLOW, WORKFLOWS, failures, metered, noop_ceiling, script
+from throughput import CALLS_PER_WORKFLOW, WORKFLOWS, failures, noop_ceiling, run_agents
 
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
 
@@ -45,7 +44,6 @@ async def co_hosted(bench: Bench, processes: int) -> dict[str, Any]:
     _, queue = bench.queues()
     fs = FilesystemBackend(str(root), virtual_mode=True)
     ref = remote("fs", queue)
-    inputs = [scripted_input(script(n), ref) for n in range(WORKFLOWS)]
     flags = ("--serve-agents", "--journal-dir", str(journal))
     extra = [tools_process(bench, root, queue, *flags) for _ in range(processes - 1)]
     async with contextlib.AsyncExitStack() as stack:
@@ -55,20 +53,7 @@ async def co_hosted(bench: Bench, processes: int) -> dict[str, Any]:
         await stack.enter_async_context(
             tools_worker(bench.client, queue, {"fs": fs}, journal, serve_agents=True)
         )
-        warm = scripted_input(script(WORKFLOWS), ref)
-        await bench.client.execute_workflow(
-            AgentWorkflow.run, warm, id=f"warm-{uuid.uuid4().hex[:8]}", task_queue=queue
-        )
-        with metered(bench) as load:
-            handles = await asyncio.gather(
-                *(
-                    bench.client.start_workflow(
-                        AgentWorkflow.run, inp, id=f"cs-{n}-{tag}", task_queue=queue
-                    )
-                    for n, inp in enumerate(inputs)
-                )
-            )
-            results = await asyncio.gather(*(h.result() for h in handles), return_exceptions=True)
+        load, results = await run_agents(bench, queue, ref, "cs")
     failed = sum(failures(n, root, r) for n, r in enumerate(results))
     return load.row(WORKFLOWS * CALLS_PER_WORKFLOW, failed)
 

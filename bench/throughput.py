@@ -222,6 +222,31 @@ def metered(bench: Bench) -> Iterator[Load]:
     load.worker_cpu = cpu_seconds(os.getpid()) - worker
 
 
+async def run_agents(
+    bench: Bench, queue: str, ref: BackendRef, prefix: str
+) -> tuple[Load, list[AgentResult | BaseException]]:
+    """One warm-up run, then ``WORKFLOWS`` scripted agents on ``queue`` at once, metered."""
+    warm = scripted_input(script(WORKFLOWS), ref)
+    await bench.client.execute_workflow(
+        AgentWorkflow.run, warm, id=f"warm-{uuid.uuid4().hex[:8]}", task_queue=queue
+    )
+    tag = uuid.uuid4().hex[:6]
+    inputs = [scripted_input(script(n), ref) for n in range(WORKFLOWS)]
+    with metered(bench) as load:
+        handles = await asyncio.gather(
+            *(
+                bench.client.start_workflow(
+                    AgentWorkflow.run, inp, id=f"{prefix}-{n}-{tag}", task_queue=queue
+                )
+                for n, inp in enumerate(inputs)
+            )
+        )
+        results = await asyncio.wait_for(
+            asyncio.gather(*(h.result() for h in handles), return_exceptions=True), 600
+        )
+    return load, list(results)
+
+
 async def measure(bench: Bench, mode: str) -> dict[str, Any]:
     """``mode``: ``remote``, ``local`` or ``instant`` (remote refs, no-op tools worker)."""
     run_tag = uuid.uuid4().hex[:6]
@@ -248,32 +273,13 @@ async def measure(bench: Bench, mode: str) -> dict[str, Any]:
         tools = tools_worker(
             bench.client, tools_q, {"fs": fs}, journal, serve_agents=mode == "co-hosted"
         )
-    inputs = [scripted_input(script(n), ref) for n in range(WORKFLOWS)]
     agents = (
         contextlib.nullcontext()
         if mode == "co-hosted"
         else agent_worker(bench.client, agent_q, **hosted)
     )
     async with agents, tools:
-        warm = scripted_input(script(WORKFLOWS), ref)
-        await bench.client.execute_workflow(
-            AgentWorkflow.run, warm, id=f"warm-{uuid.uuid4().hex[:8]}", task_queue=agent_q
-        )
-        with metered(bench) as load:
-            handles = await asyncio.gather(
-                *(
-                    bench.client.start_workflow(
-                        AgentWorkflow.run,
-                        inp,
-                        id=f"tp-{n}-{uuid.uuid4().hex[:6]}",
-                        task_queue=agent_q,
-                    )
-                    for n, inp in enumerate(inputs)
-                )
-            )
-            results = await asyncio.wait_for(
-                asyncio.gather(*(h.result() for h in handles), return_exceptions=True), 600
-            )
+        load, results = await run_agents(bench, agent_q, ref, f"tp-{mode}")
     if mode == "instant":
         failed = sum(probe_failures(r) for r in results)
     else:

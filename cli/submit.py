@@ -106,8 +106,6 @@ async def submit_command(args: argparse.Namespace) -> int:
     input = agent_input(args, ref)  # bad flags exit 2 before connecting
     agent_queue = args.agent_queue or target.settings.task_queue
     if args.co_hosted:
-        if args.agent_queue:
-            raise CliError("give --agent-queue or --co-hosted, not both", 2)
         assert ref.task_queue is not None
         agent_queue = ref.task_queue  # the tools worker runs the workflow (--serve-agents)
     workflow_id = args.workflow_id or f"filegate-submit-{uuid.uuid4().hex[:12]}"
@@ -143,15 +141,17 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         + ")",
     )
     parser.add_argument("--tools-queue", help="the tools worker's --task-queue (default: above)")
-    parser.add_argument(
+
+    parser.add_argument("--name", help="the tools worker's --name (default: the backend kind)")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument(
+        "--agent-queue", help="the agent workers' task queue (default: FILEGATE_TASK_QUEUE)"
+    )
+    where.add_argument(
         "--co-hosted",
         action="store_true",
         help="start the run on the tools worker's own queue (a worker started with "
         "--serve-agents): its calls on that backend then skip the task queue",
-    )
-    parser.add_argument("--name", help="the tools worker's --name (default: the backend kind)")
-    parser.add_argument(
-        "--agent-queue", help="the agent workers' task queue (default: FILEGATE_TASK_QUEUE)"
     )
     reuse = parser.add_mutually_exclusive_group()
     reuse.add_argument(
