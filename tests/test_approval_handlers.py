@@ -11,7 +11,9 @@ attributes follow the counts.
 
 from __future__ import annotations
 
+import contextlib
 import uuid
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -105,6 +107,21 @@ async def decide(handle: WorkflowHandle[Any, Any], decision: Decision) -> Decisi
     return await handle.execute_update("decide", decision, result_type=DecisionAck)
 
 
+@contextlib.asynccontextmanager
+async def probe_on_worker(
+    client: Client, paths: list[str]
+) -> AsyncIterator[WorkflowHandle[Any, Any]]:
+    """The probe workflow for ``paths``, started on a worker of its own (running meanwhile)."""
+    queue = f"probe-{uuid.uuid4().hex[:8]}"
+    async with Worker(
+        client, task_queue=queue, workflows=[ProbeWorkflow],
+        workflow_runner=UnsandboxedWorkflowRunner(),
+    ):  # fmt: skip
+        yield await client.start_workflow(
+            "ApprovalHandlersProbe", paths, id=f"probe-{uuid.uuid4().hex}", task_queue=queue
+        )
+
+
 async def counts(handle: WorkflowHandle[Any, Any]) -> tuple[int | None, int | None]:
     attrs = (await handle.describe()).typed_search_attributes
     return attrs.get(PENDING_APPROVALS), attrs.get(DECIDED_APPROVALS)
@@ -112,16 +129,7 @@ async def counts(handle: WorkflowHandle[Any, Any]) -> tuple[int | None, int | No
 
 @pytest.mark.services
 async def test_any_host_is_found_and_decided_by_name(temporal_client: Client) -> None:
-    queue = f"probe-{uuid.uuid4().hex[:8]}"
-    async with Worker(
-        temporal_client,
-        task_queue=queue,
-        workflows=[ProbeWorkflow],
-        workflow_runner=UnsandboxedWorkflowRunner(),
-    ):
-        handle = await temporal_client.start_workflow(
-            "ApprovalHandlersProbe", ["/a", "/b"], id=f"probe-{uuid.uuid4().hex}", task_queue=queue
-        )
+    async with probe_on_worker(temporal_client, ["/a", "/b"]) as handle:
         first, second = await eventually(lambda: pending(handle), lambda p: len(p) == 2)
         assert await eventually(lambda: counts(handle), lambda c: c == (2, 0))
 
@@ -164,16 +172,7 @@ async def test_any_host_is_found_and_decided_by_name(temporal_client: Client) ->
 
 @pytest.mark.services
 async def test_a_decision_under_recheck_refuses_a_second_one(temporal_client: Client) -> None:
-    queue = f"probe-{uuid.uuid4().hex[:8]}"
-    async with Worker(
-        temporal_client,
-        task_queue=queue,
-        workflows=[ProbeWorkflow],
-        workflow_runner=UnsandboxedWorkflowRunner(),
-    ):
-        handle = await temporal_client.start_workflow(
-            "ApprovalHandlersProbe", ["/a"], id=f"probe-{uuid.uuid4().hex}", task_queue=queue
-        )
+    async with probe_on_worker(temporal_client, ["/a"]) as handle:
         [approval] = await eventually(lambda: pending(handle), lambda p: len(p) == 1)
         await handle.signal("hold", True)
         first = await handle.start_update(
