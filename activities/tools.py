@@ -52,15 +52,20 @@ from filegate.kernel.limits import DEFAULT_SEARCH_TIMEOUT
 from filegate.kernel.protocol import BackendProtocol, ReadResult
 from filegate.kernel.read_format import format_read, plan_read
 from filegate.kernel.tool_types import (
+    BATCH_RESULT_CHARS,
+    BATCHED_TOOLS,
     HEARTBEAT_INTERVAL,
     INVALID_REQUEST_ERROR,
     LARGE_RESULTS_DIR,
     MUTATING_TOOLS,
     SEARCH_MARGIN,
     SEARCH_TOOLS,
+    TOOL_BATCH_ACTIVITY,
     UNKNOWN_BACKEND_ERROR,
     UNKNOWN_POLICY_ERROR,
     ReadFileArgs,
+    ToolBatch,
+    ToolBatchResult,
     ToolName,
     ToolOutcome,
     ToolRequest,
@@ -242,6 +247,13 @@ def read_offloaded(
     return ToolOutcome(content=rendered.text, status="error" if rendered.is_error else "success")
 
 
+def _result_chars(outcome: ToolOutcome) -> int:
+    """About how much of a history payload ``outcome`` takes (text length; blocks dumped)."""
+    if isinstance(outcome.content, str):
+        return len(outcome.content) + sum(len(b.model_dump_json()) for b in outcome.media)
+    return len(outcome.model_dump_json())
+
+
 class FileToolActivities:
     """The file tool activities for the backends this worker holds.
 
@@ -275,8 +287,10 @@ class FileToolActivities:
         self.journal.prune()
 
     def activities(self) -> list[Callable[..., Any]]:
-        """The bound activity methods, for ``Worker(activities=...)``."""
+        """The bound activity methods, for ``Worker(activities=...)``: the eight
+        tools and the batch that runs several of them in a row (local only)."""
         return [
+            self.tool_batch,
             self.ls,
             self.read_file,
             self.write_file,
@@ -287,10 +301,17 @@ class FileToolActivities:
             self.execute,
         ]
 
-    def _search_budget(self) -> float:
-        """The search's own time limit: explicit, else derived from start_to_close."""
+    def _search_budget(self, *, batched: bool = False) -> float:
+        """The search's own time limit: explicit, else derived from start_to_close.
+
+        In a batch, start_to_close is the whole batch's, so a batched search gets
+        the budget its own activity would get from the workflow
+        (:func:`~filegate.activities.contract.tool_activity_options`).
+        """
         if self.search_timeout is not None:
             return self.search_timeout
+        if batched:
+            return DEFAULT_SEARCH_TIMEOUT
         start_to_close = activity.info().start_to_close_timeout
         if start_to_close is None:
             return DEFAULT_SEARCH_TIMEOUT
@@ -363,7 +384,9 @@ class FileToolActivities:
             call, interruptible=interruptible, heartbeat_interval=self.heartbeat_interval
         )
 
-    async def _run(self, tool: ToolName, request: ToolRequest) -> ToolOutcome:
+    async def _run(
+        self, tool: ToolName, request: ToolRequest, *, batched: bool = False
+    ) -> ToolOutcome:
         if request.tool != tool:
             raise ApplicationError(
                 f"request for {request.tool!r} sent to the {tool} activity",
@@ -407,7 +430,7 @@ class FileToolActivities:
         deadline = None
         budget = 0.0
         if tool in SEARCH_TOOLS:
-            budget = self._search_budget()
+            budget = self._search_budget(batched=batched)
             deadline = time.monotonic() + budget
         try:
             return await run_blocking(
@@ -419,6 +442,39 @@ class FileToolActivities:
         except _DeadlineExceeded:
             activity.logger.info("%s stopped after its %.1fs budget", tool, budget)
             return ToolOutcome(content=search_timeout_message(tool, budget), status="error")
+
+    @activity.defn(name=TOOL_BATCH_ACTIVITY)
+    async def tool_batch(self, batch: ToolBatch) -> ToolBatchResult:
+        """Run a turn's calls one after another, each exactly as its own activity would.
+
+        Why one activity for several calls: where the workflow and its tools
+        share a worker, every local activity costs that process a workflow
+        activation and an activity task, several times what a quick file
+        operation costs (``bench/local_batch.py``).
+
+        The first call that raises ends the batch: it and the calls after it
+        come back unfinished (None), and the workflow runs each on its own
+        activity, so retries, timeouts and error texts stay those of the tool,
+        and the calls still run in the order asked. A retried mutation meets
+        its journal entry, as any activity retry does. The batch also stops
+        starting calls once its results hold :data:`BATCH_RESULT_CHARS`.
+        """
+        outcomes: list[ToolOutcome | None] = []
+        size = 0
+        for request in batch.requests:
+            if size >= BATCH_RESULT_CHARS or request.tool not in BATCHED_TOOLS:
+                break
+            try:
+                outcome = await self._run(request.tool, request, batched=True)
+            except Exception as exc:  # a cancel (BaseException) ends the activity
+                activity.logger.info(
+                    "%s left the batch to run alone: %s", request.tool_call_id, exc
+                )
+                break
+            outcomes.append(outcome)
+            size += _result_chars(outcome)
+        outcomes += [None] * (len(batch.requests) - len(outcomes))
+        return ToolBatchResult(outcomes=outcomes)
 
     @activity.defn(name="filegate.ls")
     async def ls(self, request: ToolRequest) -> ToolOutcome:

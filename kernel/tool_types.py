@@ -18,7 +18,7 @@ from filegate.kernel.limits import DEFAULT_MAX_EXECUTE_TIMEOUT
 from filegate.kernel.messages import ContentBlock, content_text
 from filegate.kernel.permissions import FilesystemPermission
 from filegate.kernel.protocol import GlobResult, GrepResult, LsResult
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 ToolName = Literal[
     "ls", "read_file", "write_file", "edit_file", "delete", "glob", "grep", "execute"
@@ -236,3 +236,43 @@ class ToolOutcome(DefaultsOmitted):
     def text(self) -> str:
         """The result as plain text: the content, or the text parts of block content."""
         return content_text(self.content)
+
+
+TOOL_BATCH_ACTIVITY = "filegate.tool_batch"
+"""The local activity that runs several calls of one turn in a row (:class:`ToolBatch`)."""
+BATCHED_TOOLS: frozenset[ToolName] = frozenset(TOOL_ORDER) - {"execute"}
+"""Tools a batch may hold: ``execute`` keeps an activity of its own (its timeout is
+the command's, and it may run for minutes)."""
+MAX_BATCH_CALLS = 8
+"""Calls in one batch at most: its start-to-close timeout is the sum of theirs."""
+BATCH_RESULT_CHARS = 256 * 1024
+"""A batch starts no further call once its results hold about this many characters,
+so its one history marker stays far below the server's payload limit."""
+
+
+class ToolBatch(BaseModel):
+    """Calls of one turn on backends of the worker that runs the workflow, in the order asked.
+
+    Every request is the one its own ``filegate.<tool>`` activity would get;
+    all are :data:`BATCHED_TOOLS`, at most :data:`MAX_BATCH_CALLS`.
+    """
+
+    requests: list[ToolRequest]
+
+
+class ToolBatchResult(BaseModel):
+    """One entry per :attr:`ToolBatch.requests`, in order.
+
+    None: the call did not finish in the batch (it raised, or the batch stopped
+    before it) and the workflow runs it on its own activity, with that tool's
+    own retries and error mapping. Invariant: the finished calls are a prefix.
+    """
+
+    outcomes: list[ToolOutcome | None]
+
+    @model_validator(mode="after")
+    def _finished_prefix(self) -> ToolBatchResult:
+        finished = [outcome is not None for outcome in self.outcomes]
+        if finished != sorted(finished, reverse=True):
+            raise ValueError("a batch's finished calls must come before its unfinished ones")
+        return self

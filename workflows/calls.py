@@ -15,7 +15,6 @@ as the ``filegate.<tool>`` activity (local for ``kind="local"`` backends).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any
 
@@ -29,6 +28,7 @@ from filegate.kernel.routing import Router
 from filegate.kernel.state import StateBackend
 from filegate.kernel.tool_types import (
     TOOL_ACTIVITY_NAMES,
+    ToolBatch,
     ToolName,
     ToolOutcome,
     ToolRequest,
@@ -45,6 +45,7 @@ from filegate.workflows.gate import (
     deny_gate,
 )
 from filegate.workflows.inputs import BackendRef, FileToolsConfig
+from filegate.workflows.local_batch import LocalCalls
 from filegate.workflows.reviews import Reviews, rendered_outcome
 from temporalio import workflow
 from temporalio.exceptions import FailureError
@@ -93,7 +94,7 @@ class ToolCalls(Reviews):
     _book: ApprovalBook
     _approvals: ApprovalHandlers
     _model_time: str | None
-    _local_busy: bool
+    _local: LocalCalls
     _tool_calls: int
     _tool_errors: int
 
@@ -282,42 +283,12 @@ class ToolCalls(Reviews):
                 # Local activities have no heartbeats: the start-to-close timeout
                 # bounds them, and a dead agent worker loses the whole task anyway.
                 del options["heartbeat_timeout"]
-                return await self._one_local_at_a_time(
-                    lambda: _start_local_tool(name, request, ref.name, options)
-                )
+                return await self._local.run(name, request, options)
             return await workflow.execute_activity(
                 name, request, result_type=ToolOutcome, task_queue=ref.task_queue, **options
             )
         except FailureError as error:
             return outcome_for_activity_error(request.tool, error)
-
-    async def _one_local_at_a_time(
-        self, start: Callable[[], Awaitable[ToolOutcome]]
-    ) -> ToolOutcome:
-        """Run local tool activities one after another, in the order they were asked.
-
-        Several local activities in flight at once can be resolved in different
-        groups on replay than live (temporalio/sdk-python#1881), which hands a
-        result to the wrong call; local tools are quick, so serial costs little.
-        """
-
-        claimed = False
-
-        def claim() -> bool:
-            # Claimed inside the condition: the SDK checks every waiting condition
-            # in one pass, so "check, then set" would let two waiters through.
-            nonlocal claimed
-            if self._local_busy:
-                return False
-            self._local_busy = claimed = True
-            return True
-
-        try:
-            await workflow.wait_condition(claim)
-            return await start()
-        finally:
-            if claimed:  # also when cancelled between the claim and the start
-                self._local_busy = False
 
 
 _rendered = rendered_outcome
@@ -330,24 +301,23 @@ def _with_note(outcome: ToolOutcome, note: str) -> ToolOutcome:
     return outcome.model_copy(update={"content": [TextBlock(text=note), *outcome.content]})
 
 
-async def _start_local_tool(
-    name: str, request: ToolRequest, backend: str, options: dict[str, Any]
-) -> ToolOutcome:
-    """Schedule a local tool activity; a worker that does not host tools says so plainly.
+async def start_local(name: str, arg: Any, result_type: Any, options: dict[str, Any]) -> Any:
+    """Schedule one local activity for :class:`LocalCalls`; a worker that does not
+    host tools says so plainly.
 
     The error fails the workflow *task*, not the workflow: Temporal retries the
     task, so the run resumes once an agent worker that hosts the backend
     (``filegate worker --role agent --local-backend ...``) polls the queue.
     """
     try:
-        return await workflow.execute_local_activity(
-            name, request, result_type=ToolOutcome, **options
-        )
+        return await workflow.execute_local_activity(name, arg, result_type=result_type, **options)
     except ValueError as error:
         if "not registered" not in str(error):
             raise
+        requests = arg.requests if isinstance(arg, ToolBatch) else [arg]
+        backends = ", ".join(sorted({repr(r.backend) for r in requests}))
         raise RuntimeError(
-            f"backend {backend!r} runs in the worker of this run (kind=local, or a remote "
+            f"backend {backends} runs in the worker of this run (kind=local, or a remote "
             "backend on the run's own task queue), but this worker hosts no file tools; "
             "start it with the backend (filegate worker --role agent --local-backend "
             "--backend KIND --root DIR --name NAME, agent_worker(backends=...), or "
