@@ -31,7 +31,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import logging
 import os
 import threading
 import time
@@ -42,21 +41,24 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from filegate.activities.contract import search_timeout_message
 from filegate.activities.idempotency import ToolJournal
 from filegate.activities.identity import run_scope
+from filegate.activities.stored_results import (
+    OFFLOADED_TOOLS,
+    is_offloaded,
+    offload_large,
+    read_offloaded,
+)
 from filegate.activities.tool_threads import Job, ToolThreads
 from filegate.backends.audit import audit_context
 from filegate.backends.media import media_blocks
 from filegate.backends.policy import PolicyConfig, build_policy_chain
 from filegate.kernel.dispatch import InvalidToolRequest, parse_args, run_tool
-from filegate.kernel.formatting import needs_offload, offload_stub
 from filegate.kernel.limits import DEFAULT_SEARCH_TIMEOUT
-from filegate.kernel.protocol import BackendProtocol, ReadResult
-from filegate.kernel.read_format import format_read, plan_read
+from filegate.kernel.protocol import BackendProtocol
 from filegate.kernel.tool_types import (
     BATCH_RESULT_CHARS,
     BATCHED_TOOLS,
     HEARTBEAT_INTERVAL,
     INVALID_REQUEST_ERROR,
-    LARGE_RESULTS_DIR,
     MUTATING_TOOLS,
     SEARCH_MARGIN,
     SEARCH_TOOLS,
@@ -70,7 +72,6 @@ from filegate.kernel.tool_types import (
     ToolOutcome,
     ToolRequest,
 )
-from filegate.kernel.transcripts import CONVERSATION_DIR, conversation_key
 from temporalio import activity
 from temporalio.exceptions import (
     ApplicationError,
@@ -78,11 +79,6 @@ from temporalio.exceptions import (
 
 if TYPE_CHECKING:
     from filegate.backends.artifacts import ArtifactStore
-
-logger = logging.getLogger(__name__)
-
-OFFLOADED_TOOLS = frozenset({"execute"})
-"""Tools whose result may be offloaded; the others cut their own output (contract §7)."""
 
 
 # --------------------------------------------------------------------------- interruptible runs
@@ -173,78 +169,6 @@ def _pool() -> concurrent.futures.ThreadPoolExecutor:
 
 
 # --------------------------------------------------------------------------- activities
-
-
-STORED_DIRS: dict[str, Callable[[str], str]] = {
-    LARGE_RESULTS_DIR: lambda name: name,
-    CONVERSATION_DIR: conversation_key,
-}
-"""Virtual directories answered from the artifact store -> artifact key of a name in them:
-offloaded results (contract §7) and archived conversation text (contract §8, evicted messages)."""
-
-
-def _stored_dir(request: ToolRequest, args: ReadFileArgs) -> str | None:
-    """The store-backed directory a read on the default route targets (None: a backend file)."""
-    if request.route_prefix != "/":
-        return None
-    return next((d for d in STORED_DIRS if args.file_path.startswith(d)), None)
-
-
-def _is_offloaded(request: ToolRequest, args: ReadFileArgs) -> bool:
-    """A read of ``/large_tool_results/<id>`` or ``/conversation_history/<name>`` on the
-    default route: answered from the artifact store, not a backend."""
-    return _stored_dir(request, args) is not None
-
-
-def offload_large(
-    store: ArtifactStore, scope: str, request: ToolRequest, outcome: ToolOutcome
-) -> ToolOutcome:
-    """Store a too-large text result and return a stub in its place (contract §7).
-
-    Keyed by run chain (``scope``, :func:`~filegate.activities.identity.run_scope`)
-    and tool-call id, so a retried activity overwrites the same object with the
-    same bytes, and a later run under the same workflow id never touches it. A call
-    id the store refuses as a key keeps the full result (logged): losing output
-    would be worse.
-    """
-    text = outcome.content
-    if not isinstance(text, str) or not needs_offload(text):
-        return outcome
-    try:
-        store.put(scope, request.tool_call_id, text.encode(), "text/plain; charset=utf-8")
-    except ValueError as exc:
-        logger.warning("not offloading result of %s: %s", request.tool_call_id, exc)
-        return outcome
-    stub = offload_stub(LARGE_RESULTS_DIR + request.tool_call_id, text)
-    return outcome.model_copy(update={"content": stub})
-
-
-def read_offloaded(
-    store: ArtifactStore, scope: str, request: ToolRequest, args: ReadFileArgs
-) -> ToolOutcome:
-    """``read_file`` of this thread's offloaded result or archived conversation text,
-    windowed like any file. Only the calling run chain's own objects are reachable:
-    the key is built from ``scope``, which comes from the activity's own info."""
-    from filegate.backends.artifacts import SHA256_METADATA
-    from filegate.kernel.artifacts import ArtifactRef
-
-    path = args.file_path
-    plan = plan_read(args.offset, args.limit)
-    if plan.early is not None:
-        return ToolOutcome(content=format_read(ReadResult(path=path), plan).text)
-    directory = _stored_dir(request, args) or LARGE_RESULTS_DIR
-    try:
-        name = STORED_DIRS[directory](path[len(directory) :])
-        key = store.key_for(scope, name)
-        stat = store.client.stat_object(store.bucket, key)
-        digest = (stat.metadata or {}).get(f"x-amz-meta-{SHA256_METADATA}", "")
-        ref = ArtifactRef(bucket=store.bucket, key=key, size=stat.size or 0, sha256=str(digest))
-    except Exception:
-        result = ReadResult(path=path, error=f"file not found: {path}", code="file_not_found")
-    else:
-        result = store.read_text_window(ref, plan.offset, plan.limit, path=path)
-    rendered = format_read(result, plan)
-    return ToolOutcome(content=rendered.text, status="error" if rendered.is_error else "success")
 
 
 def _result_chars(outcome: ToolOutcome) -> int:
@@ -411,7 +335,7 @@ class FileToolActivities:
                 return run_tool(guarded, request, media=media_blocks, args=args)
 
         fn = call
-        if store is not None and isinstance(args, ReadFileArgs) and _is_offloaded(request, args):
+        if store is not None and isinstance(args, ReadFileArgs) and is_offloaded(request, args):
 
             def fn() -> ToolOutcome:
                 return read_offloaded(store, scope, request, args)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 from temporalio.api.enums.v1 import EventType
@@ -22,3 +23,30 @@ async def workflow_task_failure(handle: WorkflowHandle[Any, Any], tries: int = 1
                 return event.workflow_task_failed_event_attributes.failure.message
         await asyncio.sleep(0.1)
     return ""
+
+
+def local_activities(history: Any) -> list[tuple[str, Any]]:
+    """``(activity type, result JSON)`` of every local activity recorded in ``history``."""
+    found = []
+    for event in history.events:
+        attributes = event.marker_recorded_event_attributes
+        if event.event_type != EventType.EVENT_TYPE_MARKER_RECORDED:
+            continue
+        if attributes.marker_name != "core_local_activity":
+            continue
+        data = json.loads(attributes.details["data"].payloads[0].data)
+        result = attributes.details["result"].payloads
+        found.append((data["activity_type"], json.loads(result[0].data) if result else None))
+    return found
+
+
+def local_tool_calls(history: Any) -> list[str]:
+    """The tools of the calls local activities ran, in order: a ``filegate.tool_batch``
+    counts once per call it finished (its unfinished ones ran on activities of their own)."""
+    tools: list[str] = []
+    for activity_type, result in local_activities(history):
+        if activity_type == "filegate.tool_batch":
+            tools += ["batched"] * sum(outcome is not None for outcome in result["outcomes"])
+        elif activity_type != "filegate.model":
+            tools.append(activity_type.removeprefix("filegate."))
+    return tools

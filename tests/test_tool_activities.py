@@ -326,8 +326,9 @@ def test_package_exports_the_activities() -> None:
 
     tools = activities.FileToolActivities({}, tempfile.mkdtemp())
     names = {activity._Definition.must_from_callable(fn).name for fn in tools.activities()}
-    assert names == {f"filegate.{tool}" for tool in activities.TOOL_ORDER}
-    assert names == set(activities.TOOL_ACTIVITY_NAMES.values())
+    tool_names = {f"filegate.{tool}" for tool in activities.TOOL_ORDER}
+    assert tool_names == set(activities.TOOL_ACTIVITY_NAMES.values())
+    assert names == tool_names | {"filegate.tool_batch"}
     model = activity._Definition.must_from_callable(activities.call_model)
     assert model.name == "filegate.model"
     assert activities.run_tool is run_tool

@@ -283,7 +283,7 @@ class ToolCalls(Reviews):
                 # Local activities have no heartbeats: the start-to-close timeout
                 # bounds them, and a dead agent worker loses the whole task anyway.
                 del options["heartbeat_timeout"]
-                return await self._local.run(name, request, options)
+                return await self._local.call(name, request, options)
             return await workflow.execute_activity(
                 name, request, result_type=ToolOutcome, task_queue=ref.task_queue, **options
             )

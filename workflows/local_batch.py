@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from filegate.kernel.tool_types import (
     BATCHED_TOOLS,
@@ -49,28 +49,48 @@ BATCH_RETRY = RetryPolicy(maximum_attempts=1)
 StartLocal = Callable[[str, Any, Any, dict[str, Any]], Awaitable[Any]]
 """``(activity name, argument, result type, options) -> result``: schedules one local activity."""
 
+T = TypeVar("T")
+
 
 @dataclass(eq=False)
 class _Waiting:
-    """A call queued for this worker, and its outcome once a batch has run it."""
+    """A local activity queued in this run, and its result once run for it."""
 
-    name: str
-    request: ToolRequest
-    options: dict[str, Any]
-    outcome: ToolOutcome | None = None
+    alone: Callable[[], Awaitable[Any]]
+    """Runs it as a local activity of its own."""
+    request: ToolRequest | None = None
+    """Set for a call that may join a batch."""
+    timeout: timedelta = timedelta()
+    done: bool = False
+    result: Any = None
 
 
 class LocalCalls:
-    """Runs a run's local tool calls one activity at a time, batching those that wait together."""
+    """Runs a run's local activities one at a time, batching the tool calls that wait together."""
 
     def __init__(self, start: StartLocal) -> None:
         self._start = start
         self._queue: list[_Waiting] = []
         self._busy = False
 
-    async def run(self, name: str, request: ToolRequest, options: dict[str, Any]) -> ToolOutcome:
-        """The outcome of one call: run in a batch led by an earlier call, or leading one."""
-        me = _Waiting(name, request, options)
+    async def call(self, name: str, request: ToolRequest, options: dict[str, Any]) -> ToolOutcome:
+        """The outcome of one tool call: run in a batch, or on its own ``name`` activity."""
+
+        async def alone() -> ToolOutcome:
+            outcome: ToolOutcome = await self._start(name, request, ToolOutcome, options)
+            return outcome
+
+        batchable = request.tool in BATCHED_TOOLS
+        waiting = _Waiting(alone, request if batchable else None, options["start_to_close_timeout"])
+        outcome: ToolOutcome = await self._wait(waiting)
+        return outcome
+
+    async def one(self, start: Callable[[], Awaitable[T]]) -> T:
+        """Run ``start``'s local activity on its own, in its turn among the run's others."""
+        result: T = await self._wait(_Waiting(start))
+        return result
+
+    async def _wait(self, me: _Waiting) -> Any:
         self._queue.append(me)
         claimed = False
 
@@ -78,7 +98,7 @@ class LocalCalls:
             # Claimed inside the condition: the SDK checks every waiting
             # condition in one pass, so "check, then set" would let two through.
             nonlocal claimed
-            if me.outcome is not None:
+            if me.done:
                 return True
             if self._busy or not self._queue or self._queue[0] is not me:
                 return False
@@ -87,16 +107,16 @@ class LocalCalls:
 
         try:
             await workflow.wait_condition(ready)
-            if me.outcome is not None:
-                return me.outcome
-            return await self._lead()
+            if not me.done:
+                await self._lead()
+            return me.result
         finally:
             if me in self._queue:  # cancelled while waiting
                 self._queue.remove(me)
             if claimed:  # also when cancelled between the claim and the start
                 self._busy = False
 
-    async def _lead(self) -> ToolOutcome:
+    async def _lead(self) -> None:
         """Run the head of the queue, with the calls waiting behind it when they may join."""
         batch = self._batchable()
         if len(batch) == 1 or not workflow.patched(BATCH_PATCH):
@@ -104,41 +124,36 @@ class LocalCalls:
         del self._queue[: len(batch)]
         try:
             if len(batch) == 1:
-                batch[0].outcome = await self._run_alone(batch[0])
+                await _run_alone(batch[0])
             else:
                 await self._run_batch(batch)
         finally:
             # A cancelled leader: its followers wait at the front again, in order.
-            self._queue[:0] = [w for w in batch[1:] if w.outcome is None]
-        assert batch[0].outcome is not None
-        return batch[0].outcome
+            self._queue[:0] = [w for w in batch[1:] if not w.done]
 
     def _batchable(self) -> list[_Waiting]:
         """The head, then the batchable calls behind it (none if the head is not batchable)."""
         batch = [self._queue[0]]
-        if batch[0].request.tool not in BATCHED_TOOLS:
+        if batch[0].request is None:
             return batch
         for waiting in self._queue[1:MAX_BATCH_CALLS]:
-            if waiting.request.tool not in BATCHED_TOOLS:
+            if waiting.request is None:
                 break
             batch.append(waiting)
         return batch
 
-    async def _run_alone(self, waiting: _Waiting) -> ToolOutcome:
-        outcome: ToolOutcome = await self._start(
-            waiting.name, waiting.request, ToolOutcome, waiting.options
-        )
-        return outcome
-
     async def _run_batch(self, batch: list[_Waiting]) -> None:
         """One ``filegate.tool_batch`` activity; what it leaves unfinished runs alone, in order."""
-        timeout = sum((w.options["start_to_close_timeout"] for w in batch), timedelta())
+        requests = [w.request for w in batch if w.request is not None]
         try:
             result: ToolBatchResult = await self._start(
                 TOOL_BATCH_ACTIVITY,
-                ToolBatch(requests=[w.request for w in batch]),
+                ToolBatch(requests=requests),
                 ToolBatchResult,
-                {"start_to_close_timeout": timeout, "retry_policy": BATCH_RETRY},
+                {
+                    "start_to_close_timeout": sum((w.timeout for w in batch), timedelta()),
+                    "retry_policy": BATCH_RETRY,
+                },
             )
             outcomes = result.outcomes
         except FailureError:
@@ -146,4 +161,12 @@ class LocalCalls:
         if len(outcomes) != len(batch):
             outcomes = [None] * len(batch)
         for waiting, outcome in zip(batch, outcomes, strict=True):
-            waiting.outcome = outcome if outcome is not None else await self._run_alone(waiting)
+            if outcome is None:
+                await _run_alone(waiting)
+            else:
+                waiting.result, waiting.done = outcome, True
+
+
+async def _run_alone(waiting: _Waiting) -> None:
+    waiting.result = await waiting.alone()
+    waiting.done = True

@@ -14,7 +14,7 @@ keeps waiting.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -35,6 +35,7 @@ from filegate.workflows.approvals import (
 )
 from filegate.workflows.gate import PATH_FIELDS, ApprovalTrigger, CheckedCall
 from filegate.workflows.inputs import BackendRef, Decision, FileToolsConfig, PendingApproval
+from filegate.workflows.local_batch import LocalCalls
 from temporalio import workflow
 from temporalio.exceptions import FailureError
 
@@ -71,7 +72,7 @@ class Reviews:
     _now: Callable[[], str]
     _execute_cwd: Callable[[], str]
     _request: Callable[..., ToolRequest]
-    _one_local_at_a_time: Callable[[Callable[[], Awaitable[Any]]], Awaitable[Any]]
+    _local: LocalCalls
 
     def _in_this_worker(self, ref: BackendRef, tool: str) -> bool:
         """Whether a call on ``ref`` runs as a local activity of the worker running this run.
@@ -211,7 +212,7 @@ class Reviews:
             if ref.kind == "state":
                 return _in_workflow(self._states[ref.name], request)
             if self._in_this_worker(ref, checked.tool):
-                return await self._one_local_at_a_time(
+                return await self._local.one(
                     lambda: workflow.execute_local_activity(
                         PREVIEW_ACTIVITY, request, result_type=ChangePreview, **options
                     )

@@ -1,0 +1,100 @@
+"""Tool results kept in the artifact store: large ``execute`` output, and reads of it.
+
+Contract §7: a too-large ``execute`` result is stored and only a stub enters
+workflow history; ``read_file`` of ``/large_tool_results/<id>`` (and of
+``/conversation_history/<name>``, the agent worker's archive of evicted
+messages) is answered from the store, windowed like any file. Keys are built
+from the calling run chain's scope, so a run reaches only its own objects.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from filegate.kernel.formatting import needs_offload, offload_stub
+from filegate.kernel.protocol import ReadResult
+from filegate.kernel.read_format import format_read, plan_read
+from filegate.kernel.tool_types import LARGE_RESULTS_DIR, ReadFileArgs, ToolOutcome, ToolRequest
+from filegate.kernel.transcripts import CONVERSATION_DIR, conversation_key
+
+if TYPE_CHECKING:
+    from filegate.backends.artifacts import ArtifactStore
+
+logger = logging.getLogger(__name__)
+
+OFFLOADED_TOOLS = frozenset({"execute"})
+"""Tools whose result may be offloaded; the others cut their own output (contract §7)."""
+
+
+STORED_DIRS: dict[str, Callable[[str], str]] = {
+    LARGE_RESULTS_DIR: lambda name: name,
+    CONVERSATION_DIR: conversation_key,
+}
+"""Virtual directories answered from the artifact store -> artifact key of a name in them:
+offloaded results (contract §7) and archived conversation text (contract §8, evicted messages)."""
+
+
+def _stored_dir(request: ToolRequest, args: ReadFileArgs) -> str | None:
+    """The store-backed directory a read on the default route targets (None: a backend file)."""
+    if request.route_prefix != "/":
+        return None
+    return next((d for d in STORED_DIRS if args.file_path.startswith(d)), None)
+
+
+def is_offloaded(request: ToolRequest, args: ReadFileArgs) -> bool:
+    """A read of ``/large_tool_results/<id>`` or ``/conversation_history/<name>`` on the
+    default route: answered from the artifact store, not a backend."""
+    return _stored_dir(request, args) is not None
+
+
+def offload_large(
+    store: ArtifactStore, scope: str, request: ToolRequest, outcome: ToolOutcome
+) -> ToolOutcome:
+    """Store a too-large text result and return a stub in its place (contract §7).
+
+    Keyed by run chain (``scope``, :func:`~filegate.activities.identity.run_scope`)
+    and tool-call id, so a retried activity overwrites the same object with the
+    same bytes, and a later run under the same workflow id never touches it. A call
+    id the store refuses as a key keeps the full result (logged): losing output
+    would be worse.
+    """
+    text = outcome.content
+    if not isinstance(text, str) or not needs_offload(text):
+        return outcome
+    try:
+        store.put(scope, request.tool_call_id, text.encode(), "text/plain; charset=utf-8")
+    except ValueError as exc:
+        logger.warning("not offloading result of %s: %s", request.tool_call_id, exc)
+        return outcome
+    stub = offload_stub(LARGE_RESULTS_DIR + request.tool_call_id, text)
+    return outcome.model_copy(update={"content": stub})
+
+
+def read_offloaded(
+    store: ArtifactStore, scope: str, request: ToolRequest, args: ReadFileArgs
+) -> ToolOutcome:
+    """``read_file`` of this thread's offloaded result or archived conversation text,
+    windowed like any file. Only the calling run chain's own objects are reachable:
+    the key is built from ``scope``, which comes from the activity's own info."""
+    from filegate.backends.artifacts import SHA256_METADATA
+    from filegate.kernel.artifacts import ArtifactRef
+
+    path = args.file_path
+    plan = plan_read(args.offset, args.limit)
+    if plan.early is not None:
+        return ToolOutcome(content=format_read(ReadResult(path=path), plan).text)
+    directory = _stored_dir(request, args) or LARGE_RESULTS_DIR
+    try:
+        name = STORED_DIRS[directory](path[len(directory) :])
+        key = store.key_for(scope, name)
+        stat = store.client.stat_object(store.bucket, key)
+        digest = (stat.metadata or {}).get(f"x-amz-meta-{SHA256_METADATA}", "")
+        ref = ArtifactRef(bucket=store.bucket, key=key, size=stat.size or 0, sha256=str(digest))
+    except Exception:
+        result = ReadResult(path=path, error=f"file not found: {path}", code="file_not_found")
+    else:
+        result = store.read_text_window(ref, plan.offset, plan.limit, path=path)
+    rendered = format_read(result, plan)
+    return ToolOutcome(content=rendered.text, status="error" if rendered.is_error else "success")

@@ -1,0 +1,269 @@
+"""A turn's local tool calls share one ``filegate.tool_batch`` local activity.
+
+On a real server with a real Filesystem backend hosted by the agent worker
+(``kind="local"``): the calls of a turn on different paths run as one batch, in
+the order asked, with the same results as one activity per call; a call that
+fails in a batch runs alone with its tool's retries; a run recorded before
+batching (one activity per call) still replays, and would not without the
+version marker. ActivityEnvironment checks the batch activity's own limits.
+"""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from filegate.activities.tools import FileToolActivities
+from filegate.backends.filesystem import FilesystemBackend
+from filegate.kernel.limits import DEFAULT_READ_LIMIT
+from filegate.kernel.protocol import ReadResult
+from filegate.kernel.tool_types import (
+    BATCH_RESULT_CHARS,
+    MAX_BATCH_CALLS,
+    ToolBatch,
+    ToolBatchResult,
+    ToolOutcome,
+    ToolRequest,
+)
+from filegate.worker import agent_worker
+from filegate.workflows import (
+    AgentInput,
+    AgentResult,
+    AgentWorkflow,
+    BackendRef,
+    BackendSpec,
+    local_batch,
+)
+from filegate.workflows.agent import sandboxed_runner
+from temporalio import workflow
+from temporalio.client import Client, WorkflowHistory
+from temporalio.testing import ActivityEnvironment
+from temporalio.worker import Replayer
+from temporalio.workflow import NondeterminismError
+
+from tests.scripting import calls, local_activities, local_tool_calls
+
+pytestmark = pytest.mark.services
+
+SCRIPT = {
+    "turns": [
+        calls(*[(f"w{i}", "write_file", {"file_path": f"/f{i}.txt", "content": f"v{i}\n"})
+                for i in range(4)]),
+        calls(("r0", "read_file", {"file_path": "/f0.txt"}),
+              ("l", "ls", {"path": "/"}),
+              ("g", "grep", {"pattern": "v2"}),
+              ("r3", "read_file", {"file_path": "/f3.txt"})),
+        calls(("e1", "edit_file", {"file_path": "/f1.txt", "old_string": "v1", "new_string": "v9"}),
+              ("d2", "delete", {"file_path": "/f2.txt"})),
+        {"content": "done"},
+    ]
+}  # fmt: skip
+
+
+def _uid(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+def _input(script: dict[str, Any]) -> AgentInput:
+    return AgentInput.model_validate(
+        {
+            "task": "batch",
+            "model": {"provider": "scripted", "options": {"script": script}},
+            "backend": BackendSpec(default=BackendRef(kind="local", name="ws")),
+        }
+    )
+
+
+def _tool_messages(result: AgentResult) -> list[tuple[str, str, str]]:
+    return [
+        (m["tool_call_id"], m["status"], m["content"])
+        for m in result.transcript
+        if m["role"] == "tool"
+    ]
+
+
+async def _run(
+    client: Client, root: Path, journal: Path, script: dict[str, Any], backend: Any = None
+) -> tuple[AgentResult, WorkflowHistory]:
+    queue, workflow_id = _uid("agent"), _uid("batch")
+    fs = backend or FilesystemBackend(str(root), virtual_mode=True)
+    async with agent_worker(client, queue, backends={"ws": fs}, journal_dir=journal):
+        result = await client.execute_workflow(
+            AgentWorkflow.run, _input(script), id=workflow_id, task_queue=queue
+        )
+    history = await client.get_workflow_handle(workflow_id).fetch_history()
+    return result, history
+
+
+async def _replay(client: Client, history: WorkflowHistory) -> None:
+    replayer = Replayer(
+        workflows=[AgentWorkflow],
+        data_converter=client.data_converter,
+        workflow_runner=sandboxed_runner(),
+    )
+    await replayer.replay_workflow(history)
+
+
+def _one_at_a_time(self: local_batch.LocalCalls) -> list[Any]:
+    """What the code before batching did: only the head of the queue runs."""
+    return self._queue[:1]
+
+
+async def test_a_turns_calls_share_one_activity_with_the_same_results(
+    temporal_client: Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    batched, history = await _run(temporal_client, tmp_path / "a", tmp_path / "ja", SCRIPT)
+    assert batched.stop_reason == "final_answer" and batched.tool_errors == 0, batched
+
+    # Three turns, each one batch: model, batch, model, batch, model, batch, model.
+    kinds = [kind for kind, _ in local_activities(history)]
+    assert kinds == ["filegate.model", "filegate.tool_batch"] * 3 + ["filegate.model"], kinds
+    assert len(local_tool_calls(history)) == 4 + 4 + 2
+    assert local_batch.BATCH_PATCH in str(history.events)
+    await _replay(temporal_client, history)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(local_batch.LocalCalls, "_batchable", _one_at_a_time)
+        alone, _ = await _run(temporal_client, tmp_path / "b", tmp_path / "jb", SCRIPT)
+    assert _tool_messages(alone) == _tool_messages(batched)
+    for name in ("f0.txt", "f1.txt", "f3.txt"):
+        assert (tmp_path / "a" / name).read_text() == (tmp_path / "b" / name).read_text()
+    assert (tmp_path / "a" / "f1.txt").read_text() == "v9\n"
+    assert not (tmp_path / "a" / "f2.txt").exists()
+
+
+async def test_a_run_recorded_before_batching_replays(
+    temporal_client: Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The old shape (one local activity per call, no marker) replays on the batching
+    code; without the version marker's check it would not."""
+    with monkeypatch.context() as patch:
+        patch.setattr(local_batch.LocalCalls, "_batchable", _one_at_a_time)
+        result, history = await _run(temporal_client, tmp_path, tmp_path.parent / "j", SCRIPT)
+    assert result.stop_reason == "final_answer", result
+    assert "filegate.tool_batch" not in [kind for kind, _ in local_activities(history)]
+    await _replay(temporal_client, history)
+
+    with monkeypatch.context() as patch:  # the same code without the marker's check
+        patch.setattr(workflow, "patched", lambda patch_id: True)
+        with pytest.raises((NondeterminismError, RuntimeError)):
+            await _replay(temporal_client, history)
+
+
+class FlakyRead(FilesystemBackend):
+    """Fails the first read of ``/flaky.txt`` (a transient error: the activity retries)."""
+
+    failed = False
+
+    def read(self, path: str, offset: int = 0, limit: int = DEFAULT_READ_LIMIT) -> ReadResult:
+        if path.endswith("flaky.txt") and not FlakyRead.failed:
+            FlakyRead.failed = True
+            raise OSError("disk hiccup")
+        return super().read(path, offset, limit)
+
+
+async def test_a_call_that_fails_in_a_batch_runs_alone_in_order(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    for name in ("a", "flaky", "c"):
+        (tmp_path / f"{name}.txt").write_text(f"{name} text\n")
+    script = {
+        "turns": [
+            calls(*[(n, "read_file", {"file_path": f"/{n}.txt"}) for n in ("a", "flaky", "c")]),
+            {"content": "done"},
+        ]
+    }
+    backend = FlakyRead(str(tmp_path), virtual_mode=True)
+    result, history = await _run(temporal_client, tmp_path, tmp_path.parent / "jf", script, backend)
+    assert FlakyRead.failed
+    messages = {call_id: (status, content) for call_id, status, content in _tool_messages(result)}
+    for name in ("a", "flaky", "c"):
+        assert messages[name][0] == "success" and f"{name} text" in messages[name][1], messages
+    # The batch finished "a"; "flaky" (retried) and then "c" ran on their own activities.
+    ran = [(kind, res) for kind, res in local_activities(history) if kind != "filegate.model"]
+    assert [kind for kind, _ in ran] == [
+        "filegate.tool_batch",
+        "filegate.read_file",
+        "filegate.read_file",
+    ]
+    assert [o is not None for o in ran[0][1]["outcomes"]] == [True, False, False]
+    await _replay(temporal_client, history)
+
+
+# --------------------------------------------------------------------------- the activity alone
+
+
+def _request(tool: str, call_id: str, **args: Any) -> ToolRequest:
+    return ToolRequest(tool=tool, backend="fs", args=args, tool_call_id=call_id)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def tools(tmp_path: Path) -> FileToolActivities:
+    (tmp_path / "ws").mkdir()
+    return FileToolActivities(
+        {"fs": FilesystemBackend(str(tmp_path / "ws"), virtual_mode=True)},
+        tmp_path / "journal",
+        search_timeout=10.0,
+    )
+
+
+async def _batch(tools: FileToolActivities, *requests: ToolRequest) -> ToolBatchResult:
+    result: ToolBatchResult = await ActivityEnvironment().run(
+        tools.tool_batch, ToolBatch(requests=list(requests))
+    )
+    return result
+
+
+async def test_each_call_keeps_its_own_permissions(tools: FileToolActivities) -> None:
+    """A batched request is checked as its own activity would check it: a deny rule
+    on one call holds even when the call next to it may read."""
+    root = Path(tools.backends["fs"].root)  # type: ignore[attr-defined]
+    (root / "open.txt").write_text("fine\n")
+    (root / "secret.txt").write_text("hunter2\n")
+    deny = [{"operations": ["read"], "paths": ["/secret.txt"], "mode": "deny"}]
+    allowed = _request("read_file", "a", file_path="/open.txt")
+    denied = ToolRequest.model_validate(
+        {**_request("read_file", "b", file_path="/secret.txt").model_dump(), "permissions": deny}
+    )
+    result = await _batch(tools, allowed, denied)
+    first, second = result.outcomes
+    assert first is not None and "fine" in first.text
+    assert second is not None and second.status == "error" and "hunter2" not in second.text
+
+
+async def test_execute_and_what_follows_it_are_left_to_run_alone(
+    tools: FileToolActivities,
+) -> None:
+    read = _request("ls", "l", path="/")
+    execute = _request("execute", "x", command="echo hi")
+    result = await _batch(tools, read, execute, read)
+    assert [o is not None for o in result.outcomes] == [True, False, False]
+
+
+async def test_a_batch_stops_starting_calls_past_its_result_budget(
+    tools: FileToolActivities,
+) -> None:
+    root = Path(tools.backends["fs"].root)  # type: ignore[attr-defined]
+    line = "x" * 1000 + "\n"
+    (root / "big.txt").write_text(line * 2000)
+    reads = [
+        _request("read_file", f"r{i}", file_path="/big.txt", limit=2000)
+        for i in range(MAX_BATCH_CALLS)
+    ]
+    result = await _batch(tools, *reads)
+    finished = [o for o in result.outcomes if o is not None]
+    sizes = [len(o.text) for o in finished]
+    assert 1 < len(finished) < len(reads), sizes
+    # Each finished read started while the batch held less than the budget.
+    assert sum(sizes[:-1]) < BATCH_RESULT_CHARS <= sum(sizes)
+
+
+def test_finished_calls_must_be_a_prefix() -> None:
+    done = ToolOutcome(content="ok")
+    assert ToolBatchResult(outcomes=[done, None]).outcomes[1] is None
+    with pytest.raises(ValueError, match="finished calls must come before"):
+        ToolBatchResult(outcomes=[None, done])
