@@ -23,6 +23,7 @@ BENCHES = (
     "agent_step",
     "throughput",
     "co_hosted_scale",
+    "local_batch",
     "history",
     "search",
     "ui_listing",

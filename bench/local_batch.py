@@ -1,0 +1,196 @@
+"""What a local activity costs the worker, and what batching a turn's calls saves.
+
+Run: ``python bench/local_batch.py``. One private dev server, workers in this
+process. Rows, each ``ROUNDS`` times (medians reported):
+
+- ``sdk, one local activity per call``: a probe, not Filegate: ``WORKFLOWS``
+  workflows of ``TURNS`` turns, each turn one no-op local activity (the model
+  call) and then ``CALLS_PER_TURN`` no-op local activities one after another;
+- ``sdk, one local activity per turn``: the same calls, the turn's four as one
+  local activity returning four results;
+- ``co-hosted, one activity per call``: ``bench/throughput.py``'s co-hosted
+  row with batching turned off (each call its own ``filegate.<tool>`` local
+  activity, as before ``filegate.tool_batch``);
+- ``co-hosted, batched``: the same row as shipped.
+
+Reported: calls per second and this process's CPU milliseconds per call. The
+difference between the two sdk rows is what one local activity costs a worker
+beyond its work (an activation, an activity task, a marker). Check (exit 1
+when missed): the batched co-hosted row uses less worker CPU per call than the
+unbatched one, with 0 failures in both.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import statistics
+import sys
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import throughput
+from common import Bench, emit_json, print_table, temporal_bench
+from filegate.workflows import local_batch
+from temporalio import activity, workflow
+from temporalio.worker import Worker
+
+WORKFLOWS = 50
+TURNS = 5
+CALLS_PER_TURN = 4
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
+LA_TIMEOUT = timedelta(seconds=60)
+
+
+@activity.defn(name="bench.la_noop")
+def la_noop(n: int) -> int:
+    return n
+
+
+@activity.defn(name="bench.la_noop_batch")
+def la_noop_batch(ns: list[int]) -> list[int]:
+    return list(ns)
+
+
+@workflow.defn(name="BenchLocalPerCall", sandboxed=False)
+class PerCallWorkflow:
+    @workflow.run
+    async def run(self, turns: int) -> int:
+        done = 0
+        for _ in range(turns):
+            await workflow.execute_local_activity(la_noop, 0, start_to_close_timeout=LA_TIMEOUT)
+            for _ in range(CALLS_PER_TURN):
+                done += await workflow.execute_local_activity(
+                    la_noop, 1, start_to_close_timeout=LA_TIMEOUT
+                )
+        return done
+
+
+@workflow.defn(name="BenchLocalPerTurn", sandboxed=False)
+class PerTurnWorkflow:
+    @workflow.run
+    async def run(self, turns: int) -> int:
+        done = 0
+        for _ in range(turns):
+            await workflow.execute_local_activity(la_noop, 0, start_to_close_timeout=LA_TIMEOUT)
+            results = await workflow.execute_local_activity(
+                la_noop_batch, [1] * CALLS_PER_TURN, start_to_close_timeout=LA_TIMEOUT
+            )
+            done += sum(results)
+        return done
+
+
+async def sdk_row(bench: Bench, workflow_type: Any) -> dict[str, Any]:
+    queue = f"bench-la-{uuid.uuid4().hex[:8]}"
+    async with Worker(
+        bench.client,
+        task_queue=queue,
+        workflows=[PerCallWorkflow, PerTurnWorkflow],
+        activities=[la_noop, la_noop_batch],
+        activity_executor=ThreadPoolExecutor(16),
+    ):
+        cpu, start = time.process_time(), time.perf_counter()
+        handles = [
+            await bench.client.start_workflow(
+                workflow_type.run, TURNS, id=uuid.uuid4().hex, task_queue=queue
+            )
+            for _ in range(WORKFLOWS)
+        ]
+        done = sum([await h.result() for h in handles])
+        wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+    expected = WORKFLOWS * TURNS * CALLS_PER_TURN
+    return {
+        "calls_per_s": round(done / wall, 1),
+        "worker_cpu_ms_per_call": round(cpu * 1000 / done, 2),
+        "failures": expected - done,
+    }
+
+
+def _one_at_a_time(self: local_batch.LocalCalls) -> list[Any]:
+    """Batching off: only the head of the queue runs (one activity per call)."""
+    return self._queue[:1]
+
+
+async def co_hosted_row(bench: Bench, *, batched: bool) -> dict[str, Any]:
+    original = local_batch.LocalCalls._batchable
+    if not batched:
+        local_batch.LocalCalls._batchable = _one_at_a_time  # type: ignore[method-assign]
+    try:
+        row = await throughput.measure(bench, "co-hosted")
+    finally:
+        local_batch.LocalCalls._batchable = original  # type: ignore[method-assign]
+    return {
+        "calls_per_s": row["tool_calls_per_s"],
+        "worker_cpu_ms_per_call": row["worker_cpu_ms_per_call"],
+        "failures": row["failures"],
+    }
+
+
+ROWS = (
+    "sdk, one local activity per call",
+    "sdk, one local activity per turn",
+    "co-hosted, one activity per call",
+    "co-hosted, batched",
+)
+
+
+async def run() -> dict[str, dict[str, Any]]:
+    samples: dict[str, list[dict[str, Any]]] = {name: [] for name in ROWS}
+    async with temporal_bench("local-batch") as bench:
+        for _ in range(ROUNDS):
+            samples[ROWS[0]].append(await sdk_row(bench, PerCallWorkflow))
+            samples[ROWS[1]].append(await sdk_row(bench, PerTurnWorkflow))
+            samples[ROWS[2]].append(await co_hosted_row(bench, batched=False))
+            samples[ROWS[3]].append(await co_hosted_row(bench, batched=True))
+    return {
+        name: {
+            "calls_per_s": statistics.median(r["calls_per_s"] for r in rows),
+            "worker_cpu_ms_per_call": statistics.median(r["worker_cpu_ms_per_call"] for r in rows),
+            "failures": sum(r["failures"] for r in rows),
+        }
+        for name, rows in samples.items()
+    }
+
+
+def main() -> int:
+    rows = asyncio.run(run())
+    print_table(
+        ["row", "calls/s", "worker CPU ms/call", "failures"],
+        [
+            [name, r["calls_per_s"], r["worker_cpu_ms_per_call"], r["failures"]]
+            for name, r in rows.items()
+        ],
+    )
+    per_call, per_turn = rows[ROWS[0]], rows[ROWS[1]]
+    # Per turn the per-call shape runs CALLS_PER_TURN - 1 local activities more.
+    la_cost = (
+        (per_call["worker_cpu_ms_per_call"] - per_turn["worker_cpu_ms_per_call"])
+        * CALLS_PER_TURN
+        / (CALLS_PER_TURN - 1)
+    )
+    unbatched, batched = rows[ROWS[2]], rows[ROWS[3]]
+    ok = (
+        batched["worker_cpu_ms_per_call"] < unbatched["worker_cpu_ms_per_call"]
+        and batched["failures"] == unbatched["failures"] == 0
+    )
+    print(f"one local activity costs the worker about {la_cost:.2f} ms of CPU beyond its work")
+    print(
+        f"batched co-hosted worker CPU per call below unbatched: {'ok' if ok else 'MISSED'} "
+        f"({batched['worker_cpu_ms_per_call']} vs {unbatched['worker_cpu_ms_per_call']} ms)"
+    )
+    emit_json(
+        "local_batch",
+        {"rows": rows, "local_activity_cpu_ms": round(la_cost, 2)},
+        ok,
+    )
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
