@@ -178,6 +178,33 @@ def _result_chars(outcome: ToolOutcome) -> int:
     return len(outcome.model_dump_json())
 
 
+def _within_budget(
+    requests: list[ToolRequest], outcomes: list[ToolOutcome | None]
+) -> list[ToolOutcome | None]:
+    """``outcomes`` with the read-only results that overflow :data:`BATCH_RESULT_CHARS`
+    dropped (None); the first read-only result is always kept.
+
+    A dropped read runs again on its own activity. A mutation's result (short)
+    is always kept, so a mutation never runs twice.
+    """
+    size = sum(
+        _result_chars(outcome)
+        for request, outcome in zip(requests, outcomes, strict=True)
+        if outcome is not None and request.tool in MUTATING_TOOLS
+    )
+    kept: list[ToolOutcome | None] = []
+    read_kept = False
+    for request, outcome in zip(requests, outcomes, strict=True):
+        if outcome is not None and request.tool not in MUTATING_TOOLS:
+            chars = _result_chars(outcome)
+            if read_kept and size + chars > BATCH_RESULT_CHARS:
+                outcome = None
+            else:
+                size, read_kept = size + chars, True
+        kept.append(outcome)
+    return kept
+
+
 class FileToolActivities:
     """The file tool activities for the backends this worker holds.
 
@@ -369,36 +396,43 @@ class FileToolActivities:
 
     @activity.defn(name=TOOL_BATCH_ACTIVITY)
     async def tool_batch(self, batch: ToolBatch) -> ToolBatchResult:
-        """Run a turn's calls one after another, each exactly as its own activity would.
+        """Run a turn's calls, each exactly as its own activity would.
 
-        Why one activity for several calls: where the workflow and its tools
-        share a worker, every local activity costs that process a workflow
-        activation and an activity task, several times what a quick file
-        operation costs (``bench/local_batch.py``).
+        Why one activity for several calls: every activity has a fixed cost
+        beyond its work, to the worker (a local activity) or to the Temporal
+        server (a regular one), several times what a quick file operation
+        costs (``bench/local_batch.py``, ``bench/throughput.py``).
 
-        The first call that raises ends the batch: it and the calls after it
-        come back unfinished (None), and the workflow runs each on its own
-        activity, so retries, timeouts and error texts stay those of the tool,
-        and the calls still run in the order asked. A retried mutation meets
-        its journal entry, as any activity retry does. The batch also stops
-        starting calls once its results hold :data:`BATCH_RESULT_CHARS`.
+        A call that raises comes back unfinished (None) and the workflow runs
+        it on its own activity, so retries, timeouts and error texts stay the
+        tool's; a retried mutation meets its journal entry, as any activity
+        retry does. One after another (``concurrent`` False), the first such
+        call ends the batch, so the calls still run in the order asked, and no
+        call starts once the results hold :data:`BATCH_RESULT_CHARS`. Side by
+        side, read-only results past that budget come back unfinished instead.
         """
-        outcomes: list[ToolOutcome | None] = []
+        if batch.concurrent:
+            outcomes = await asyncio.gather(*(self._batched(r) for r in batch.requests))
+            return ToolBatchResult(outcomes=_within_budget(batch.requests, outcomes))
+        done: list[ToolOutcome | None] = []
         size = 0
         for request in batch.requests:
-            if size >= BATCH_RESULT_CHARS or request.tool not in BATCHED_TOOLS:
+            outcome = await self._batched(request) if size < BATCH_RESULT_CHARS else None
+            if outcome is None:
                 break
-            try:
-                outcome = await self._run(request.tool, request, batched=True)
-            except Exception as exc:  # a cancel (BaseException) ends the activity
-                activity.logger.info(
-                    "%s left the batch to run alone: %s", request.tool_call_id, exc
-                )
-                break
-            outcomes.append(outcome)
+            done.append(outcome)
             size += _result_chars(outcome)
-        outcomes += [None] * (len(batch.requests) - len(outcomes))
-        return ToolBatchResult(outcomes=outcomes)
+        return ToolBatchResult(outcomes=done + [None] * (len(batch.requests) - len(done)))
+
+    async def _batched(self, request: ToolRequest) -> ToolOutcome | None:
+        """One call of a batch; None when it must run on its own activity."""
+        if request.tool not in BATCHED_TOOLS:
+            return None
+        try:
+            return await self._run(request.tool, request, batched=True)
+        except Exception as exc:  # a cancel (BaseException) ends the whole activity
+            activity.logger.info("%s left the batch to run alone: %s", request.tool_call_id, exc)
+            return None
 
     @activity.defn(name="filegate.ls")
     async def ls(self, request: ToolRequest) -> ToolOutcome:

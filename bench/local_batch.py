@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import throughput
 from common import Bench, emit_json, print_table, temporal_bench
-from filegate.workflows import local_batch
+from filegate.workflows import batching
 from temporalio import activity, workflow
 from temporalio.worker import Worker
 
@@ -112,19 +112,14 @@ async def sdk_row(bench: Bench, workflow_type: Any) -> dict[str, Any]:
     }
 
 
-def _one_at_a_time(self: local_batch.LocalCalls) -> list[Any]:
-    """Batching off: only the head of the queue runs (one activity per call)."""
-    return self._queue[:1]
-
-
 async def co_hosted_row(bench: Bench, *, batched: bool) -> dict[str, Any]:
-    original = local_batch.LocalCalls._batchable
-    if not batched:
-        local_batch.LocalCalls._batchable = _one_at_a_time  # type: ignore[method-assign]
+    original = batching.LocalCalls.max_batch
+    if not batched:  # one activity per call, as before filegate.tool_batch
+        batching.LocalCalls.max_batch = 1
     try:
         row = await throughput.measure(bench, "co-hosted")
     finally:
-        local_batch.LocalCalls._batchable = original  # type: ignore[method-assign]
+        batching.LocalCalls.max_batch = original
     return {
         "calls_per_s": row["tool_calls_per_s"],
         "worker_cpu_ms_per_call": row["worker_cpu_ms_per_call"],

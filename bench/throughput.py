@@ -63,7 +63,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import Bench, call, emit_json, print_table, remote, scripted_input, temporal_bench
 from filegate.backends.filesystem import FilesystemBackend
-from filegate.kernel.tool_types import TOOL_ORDER, ToolOutcome, ToolRequest
+from filegate.kernel.tool_types import (
+    TOOL_BATCH_ACTIVITY,
+    TOOL_ORDER,
+    ToolBatch,
+    ToolBatchResult,
+    ToolOutcome,
+    ToolRequest,
+)
 from filegate.worker import ACTIVITY_TASK_POLLERS, WORKFLOW_TASK_POLLERS, agent_worker, tools_worker
 from filegate.workflows import AgentResult, AgentWorkflow, BackendRef
 from temporalio import activity, workflow
@@ -130,7 +137,15 @@ def instant_tool(name: str) -> Any:
     return answer
 
 
-INSTANT_TOOLS = [instant_tool(name) for name in TOOL_ORDER]
+@activity.defn(name=TOOL_BATCH_ACTIVITY)
+async def instant_batch(batch: ToolBatch) -> ToolBatchResult:
+    """``filegate.tool_batch`` answering every call at once (probe)."""
+    return ToolBatchResult(
+        outcomes=[ToolOutcome(content=f"v2 {r.tool} (no-op probe)") for r in batch.requests]
+    )
+
+
+INSTANT_TOOLS = [instant_tool(name) for name in TOOL_ORDER] + [instant_batch]
 
 
 def script(n: int) -> list[dict[str, Any]]:

@@ -18,7 +18,7 @@ from filegate.kernel.limits import DEFAULT_MAX_EXECUTE_TIMEOUT
 from filegate.kernel.messages import ContentBlock, content_text
 from filegate.kernel.permissions import FilesystemPermission
 from filegate.kernel.protocol import GlobResult, GrepResult, LsResult
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 ToolName = Literal[
     "ls", "read_file", "write_file", "edit_file", "delete", "glob", "grep", "execute"
@@ -251,28 +251,26 @@ so its one history marker stays far below the server's payload limit."""
 
 
 class ToolBatch(BaseModel):
-    """Calls of one turn on backends of the worker that runs the workflow, in the order asked.
+    """Calls of one turn for one place (this worker, or one task queue), in the order asked.
 
     Every request is the one its own ``filegate.<tool>`` activity would get;
     all are :data:`BATCHED_TOOLS`, at most :data:`MAX_BATCH_CALLS`.
     """
 
     requests: list[ToolRequest]
+    concurrent: bool = False
+    """Run the calls side by side, as separate activities on a task queue would
+    (they never share a path with a mutation: the workflow orders those). False:
+    one after another, as the local activities of one run are."""
 
 
 class ToolBatchResult(BaseModel):
     """One entry per :attr:`ToolBatch.requests`, in order.
 
-    None: the call did not finish in the batch (it raised, or the batch stopped
-    before it) and the workflow runs it on its own activity, with that tool's
-    own retries and error mapping. Invariant: the finished calls are a prefix.
+    None: the call did not finish in the batch (it raised, the batch stopped
+    before it, or its result did not fit) and the workflow runs it on its own
+    activity, with that tool's own retries and error mapping. In a batch run
+    one after another, the finished calls are a prefix.
     """
 
     outcomes: list[ToolOutcome | None]
-
-    @model_validator(mode="after")
-    def _finished_prefix(self) -> ToolBatchResult:
-        finished = [outcome is not None for outcome in self.outcomes]
-        if finished != sorted(finished, reverse=True):
-            raise ValueError("a batch's finished calls must come before its unfinished ones")
-        return self

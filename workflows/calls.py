@@ -37,6 +37,7 @@ from filegate.workflows import fanout
 from filegate.workflows import tool_descriptions as descriptions
 from filegate.workflows.approval_handlers import ApprovalHandlers
 from filegate.workflows.approvals import APPROVED_NOTE, EDITED_NOTE, ApprovalBook
+from filegate.workflows.batching import LocalCalls, RemoteCalls
 from filegate.workflows.gate import (
     PATH_FIELDS,
     CheckedCall,
@@ -45,7 +46,6 @@ from filegate.workflows.gate import (
     deny_gate,
 )
 from filegate.workflows.inputs import BackendRef, FileToolsConfig
-from filegate.workflows.local_batch import LocalCalls
 from filegate.workflows.reviews import Reviews, rendered_outcome
 from temporalio import workflow
 from temporalio.exceptions import FailureError
@@ -95,6 +95,7 @@ class ToolCalls(Reviews):
     _approvals: ApprovalHandlers
     _model_time: str | None
     _local: LocalCalls
+    _remote: RemoteCalls
     _tool_calls: int
     _tool_errors: int
 
@@ -284,9 +285,7 @@ class ToolCalls(Reviews):
                 # bounds them, and a dead agent worker loses the whole task anyway.
                 del options["heartbeat_timeout"]
                 return await self._local.call(name, request, options)
-            return await workflow.execute_activity(
-                name, request, result_type=ToolOutcome, task_queue=ref.task_queue, **options
-            )
+            return await self._remote.call(name, request, options, ref.task_queue)
         except FailureError as error:
             return outcome_for_activity_error(request.tool, error)
 

@@ -46,6 +46,7 @@ from filegate.kernel.tool_types import MUTATING_TOOLS, ToolName, ToolOutcome, ac
 from filegate.workflows import tool_descriptions as descriptions
 from filegate.workflows.approval_handlers import ApprovalHandlers
 from filegate.workflows.approvals import ApprovalBook
+from filegate.workflows.batching import LocalCalls, RemoteCalls
 from filegate.workflows.calls import PathOrder, ToolCalls, start_local
 from filegate.workflows.inputs import (
     DecidedApproval,
@@ -53,7 +54,6 @@ from filegate.workflows.inputs import (
     FileToolsState,
     PendingApproval,
 )
-from filegate.workflows.local_batch import LocalCalls
 from filegate.workflows.reviews import CO_HOSTED_PATCH, PREVIEW_PATCH
 from pydantic import BaseModel
 from temporalio import workflow
@@ -139,6 +139,7 @@ class FileTools(ToolCalls):
         )
         self._model_time: str | None = None
         self._local = LocalCalls(start_local)
+        self._remote = RemoteCalls()
         spec = config.backend
         self._router = Router([route.prefix for route in spec.routes])
         self._enabled = descriptions.whitelisted_tools(config.tools)

@@ -33,9 +33,9 @@ from filegate.workflows.approvals import (
     rejection_text,
     repeated_rejection_text,
 )
+from filegate.workflows.batching import LocalCalls
 from filegate.workflows.gate import PATH_FIELDS, ApprovalTrigger, CheckedCall
 from filegate.workflows.inputs import BackendRef, Decision, FileToolsConfig, PendingApproval
-from filegate.workflows.local_batch import LocalCalls
 from temporalio import workflow
 from temporalio.exceptions import FailureError
 

@@ -44,7 +44,7 @@ SANDBOX_PASSTHROUGH: tuple[str, ...] = (
     "filegate.workflows.file_tools",
     "filegate.workflows.gate",
     "filegate.workflows.inputs",
-    "filegate.workflows.local_batch",
+    "filegate.workflows.batching",
     "filegate.workflows.reviews",
     "filegate.workflows.runner",
     "filegate.workflows.tool_descriptions",

@@ -1,8 +1,9 @@
-"""A turn's local tool calls share one ``filegate.tool_batch`` local activity.
+"""A turn's tool calls share one ``filegate.tool_batch`` activity.
 
-On a real server with a real Filesystem backend hosted by the agent worker
-(``kind="local"``): the calls of a turn on different paths run as one batch, in
-the order asked, with the same results as one activity per call; a call that
+On a real server with a real Filesystem backend, hosted by the agent worker
+(``kind="local"``, local activities) or by a tools worker (``kind="remote"``,
+activities on its queue): the calls of a turn on different paths run as one
+batch, with the same results and files as one activity per call; a call that
 fails in a batch runs alone with its tool's retries; a run recorded before
 batching (one activity per call) still replays, and would not without the
 version marker. ActivityEnvironment checks the batch activity's own limits.
@@ -10,7 +11,9 @@ version marker. ActivityEnvironment checks the batch activity's own limits.
 
 from __future__ import annotations
 
+import contextlib
 import uuid
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -24,20 +27,20 @@ from filegate.kernel.tool_types import (
     MAX_BATCH_CALLS,
     ToolBatch,
     ToolBatchResult,
-    ToolOutcome,
     ToolRequest,
 )
-from filegate.worker import agent_worker
+from filegate.worker import agent_worker, tools_worker
 from filegate.workflows import (
     AgentInput,
     AgentResult,
     AgentWorkflow,
     BackendRef,
     BackendSpec,
-    local_batch,
+    batching,
 )
 from filegate.workflows.agent import sandboxed_runner
 from temporalio import workflow
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHistory
 from temporalio.testing import ActivityEnvironment
 from temporalio.worker import Replayer
@@ -66,12 +69,12 @@ def _uid(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
 
 
-def _input(script: dict[str, Any]) -> AgentInput:
+def _input(script: dict[str, Any], ref: BackendRef) -> AgentInput:
     return AgentInput.model_validate(
         {
             "task": "batch",
             "model": {"provider": "scripted", "options": {"script": script}},
-            "backend": BackendSpec(default=BackendRef(kind="local", name="ws")),
+            "backend": BackendSpec(default=ref),
         }
     )
 
@@ -85,16 +88,53 @@ def _tool_messages(result: AgentResult) -> list[tuple[str, str, str]]:
 
 
 async def _run(
-    client: Client, root: Path, journal: Path, script: dict[str, Any], backend: Any = None
+    client: Client,
+    root: Path,
+    journal: Path,
+    script: dict[str, Any],
+    *,
+    kind: str,
+    backend: Any = None,
 ) -> tuple[AgentResult, WorkflowHistory]:
-    queue, workflow_id = _uid("agent"), _uid("batch")
+    """One run on backend ``ws`` (``root``): hosted by the agent worker (``kind="local"``)
+    or by a tools worker of its own (``kind="remote"``)."""
+    agent_q, tools_q, workflow_id = _uid("agent"), _uid("tools"), _uid("batch")
     fs = backend or FilesystemBackend(str(root), virtual_mode=True)
-    async with agent_worker(client, queue, backends={"ws": fs}, journal_dir=journal):
+    if kind == "local":
+        ref = BackendRef(kind="local", name="ws")
+        workers: Any = agent_worker(client, agent_q, backends={"ws": fs}, journal_dir=journal)
+    else:
+        ref = BackendRef(kind="remote", name="ws", task_queue=tools_q)
+        workers = _both(
+            agent_worker(client, agent_q), tools_worker(client, tools_q, {"ws": fs}, journal)
+        )
+    async with workers:
         result = await client.execute_workflow(
-            AgentWorkflow.run, _input(script), id=workflow_id, task_queue=queue
+            AgentWorkflow.run, _input(script, ref), id=workflow_id, task_queue=agent_q
         )
     history = await client.get_workflow_handle(workflow_id).fetch_history()
     return result, history
+
+
+@contextlib.asynccontextmanager
+async def _both(first: Any, second: Any) -> AsyncIterator[None]:
+    async with first, second:
+        yield
+
+
+def _scheduled(history: WorkflowHistory) -> list[str]:
+    """Activity types scheduled on a queue, in order."""
+    return [
+        e.activity_task_scheduled_event_attributes.activity_type.name
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    ]
+
+
+def _batches(history: WorkflowHistory, kind: str) -> list[str]:
+    """The tool activities of the run, local (markers) or scheduled, model calls left out."""
+    found = [k for k, _ in local_activities(history)] if kind == "local" else _scheduled(history)
+    return [k for k in found if k != "filegate.model"]
 
 
 async def _replay(client: Client, history: WorkflowHistory) -> None:
@@ -106,29 +146,42 @@ async def _replay(client: Client, history: WorkflowHistory) -> None:
     await replayer.replay_workflow(history)
 
 
-def _one_at_a_time(self: local_batch.LocalCalls) -> list[Any]:
-    """What the code before batching did: only the head of the queue runs."""
-    return self._queue[:1]
+def _only_batch_patch_off(patch_id: str, original: Any = workflow.patched) -> bool:
+    """``workflow.patched`` as the code before batching behaved: no batch markers."""
+    if patch_id in (batching.BATCH_PATCH, batching.REMOTE_BATCH_PATCH):
+        return False
+    result: bool = original(patch_id)
+    return result
 
 
+@pytest.mark.parametrize("kind", ["local", "remote"])
 async def test_a_turns_calls_share_one_activity_with_the_same_results(
-    temporal_client: Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    temporal_client: Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
 ) -> None:
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
-    batched, history = await _run(temporal_client, tmp_path / "a", tmp_path / "ja", SCRIPT)
+    batched, history = await _run(
+        temporal_client, tmp_path / "a", tmp_path / "ja", SCRIPT, kind=kind
+    )
     assert batched.stop_reason == "final_answer" and batched.tool_errors == 0, batched
 
-    # Three turns, each one batch: model, batch, model, batch, model, batch, model.
-    kinds = [kind for kind, _ in local_activities(history)]
-    assert kinds == ["filegate.model", "filegate.tool_batch"] * 3 + ["filegate.model"], kinds
-    assert len(local_tool_calls(history)) == 4 + 4 + 2
-    assert local_batch.BATCH_PATCH in str(history.events)
+    # Three turns, each one batch.
+    assert _batches(history, kind) == ["filegate.tool_batch"] * 3
+    if kind == "local":
+        assert len(local_tool_calls(history)) == 4 + 4 + 2
+    patch_id = batching.BATCH_PATCH if kind == "local" else batching.REMOTE_BATCH_PATCH
+    assert patch_id in str(history.events)
     await _replay(temporal_client, history)
 
     with monkeypatch.context() as patch:
-        patch.setattr(local_batch.LocalCalls, "_batchable", _one_at_a_time)
-        alone, _ = await _run(temporal_client, tmp_path / "b", tmp_path / "jb", SCRIPT)
+        patch.setattr(batching.LocalCalls, "max_batch", 1)
+        patch.setattr(batching.RemoteCalls, "max_batch", 1)
+        alone, history = await _run(
+            temporal_client, tmp_path / "b", tmp_path / "jb", SCRIPT, kind=kind
+        )
+    assert len(_batches(history, kind)) == 10 and "filegate.tool_batch" not in _batches(
+        history, kind
+    )
     assert _tool_messages(alone) == _tool_messages(batched)
     for name in ("f0.txt", "f1.txt", "f3.txt"):
         assert (tmp_path / "a" / name).read_text() == (tmp_path / "b" / name).read_text()
@@ -136,16 +189,19 @@ async def test_a_turns_calls_share_one_activity_with_the_same_results(
     assert not (tmp_path / "a" / "f2.txt").exists()
 
 
+@pytest.mark.parametrize("kind", ["local", "remote"])
 async def test_a_run_recorded_before_batching_replays(
-    temporal_client: Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    temporal_client: Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
 ) -> None:
-    """The old shape (one local activity per call, no marker) replays on the batching
-    code; without the version marker's check it would not."""
+    """The old shape (one activity per call, no marker) replays on the batching code;
+    without the version marker's check it would not."""
     with monkeypatch.context() as patch:
-        patch.setattr(local_batch.LocalCalls, "_batchable", _one_at_a_time)
-        result, history = await _run(temporal_client, tmp_path, tmp_path.parent / "j", SCRIPT)
+        patch.setattr(workflow, "patched", _only_batch_patch_off)
+        result, history = await _run(
+            temporal_client, tmp_path, tmp_path.parent / f"j{kind}", SCRIPT, kind=kind
+        )
     assert result.stop_reason == "final_answer", result
-    assert "filegate.tool_batch" not in [kind for kind, _ in local_activities(history)]
+    assert "filegate.tool_batch" not in _batches(history, kind)
     await _replay(temporal_client, history)
 
     with monkeypatch.context() as patch:  # the same code without the marker's check
@@ -166,9 +222,13 @@ class FlakyRead(FilesystemBackend):
         return super().read(path, offset, limit)
 
 
-async def test_a_call_that_fails_in_a_batch_runs_alone_in_order(
-    temporal_client: Client, tmp_path: Path
+@pytest.mark.parametrize("kind", ["local", "remote"])
+async def test_a_call_that_fails_in_a_batch_runs_alone(
+    temporal_client: Client, tmp_path: Path, kind: str
 ) -> None:
+    """Local: the batch stops at the failing call, which and the call after it run alone,
+    in order. Remote: only the failing call runs alone. Each retried as its tool is."""
+    FlakyRead.failed = False
     for name in ("a", "flaky", "c"):
         (tmp_path / f"{name}.txt").write_text(f"{name} text\n")
     script = {
@@ -178,19 +238,19 @@ async def test_a_call_that_fails_in_a_batch_runs_alone_in_order(
         ]
     }
     backend = FlakyRead(str(tmp_path), virtual_mode=True)
-    result, history = await _run(temporal_client, tmp_path, tmp_path.parent / "jf", script, backend)
+    journal = tmp_path.parent / f"jf-{kind}"
+    result, history = await _run(
+        temporal_client, tmp_path, journal, script, kind=kind, backend=backend
+    )
     assert FlakyRead.failed
     messages = {call_id: (status, content) for call_id, status, content in _tool_messages(result)}
     for name in ("a", "flaky", "c"):
         assert messages[name][0] == "success" and f"{name} text" in messages[name][1], messages
-    # The batch finished "a"; "flaky" (retried) and then "c" ran on their own activities.
-    ran = [(kind, res) for kind, res in local_activities(history) if kind != "filegate.model"]
-    assert [kind for kind, _ in ran] == [
-        "filegate.tool_batch",
-        "filegate.read_file",
-        "filegate.read_file",
-    ]
-    assert [o is not None for o in ran[0][1]["outcomes"]] == [True, False, False]
+    alone = ["filegate.read_file"] * (2 if kind == "local" else 1)
+    assert _batches(history, kind) == ["filegate.tool_batch", *alone]
+    if kind == "local":
+        ran = [res for k, res in local_activities(history) if k == "filegate.tool_batch"]
+        assert [o is not None for o in ran[0]["outcomes"]] == [True, False, False]
     await _replay(temporal_client, history)
 
 
@@ -211,9 +271,11 @@ def tools(tmp_path: Path) -> FileToolActivities:
     )
 
 
-async def _batch(tools: FileToolActivities, *requests: ToolRequest) -> ToolBatchResult:
+async def _batch(
+    tools: FileToolActivities, *requests: ToolRequest, concurrent: bool = False
+) -> ToolBatchResult:
     result: ToolBatchResult = await ActivityEnvironment().run(
-        tools.tool_batch, ToolBatch(requests=list(requests))
+        tools.tool_batch, ToolBatch(requests=list(requests), concurrent=concurrent)
     )
     return result
 
@@ -262,8 +324,25 @@ async def test_a_batch_stops_starting_calls_past_its_result_budget(
     assert sum(sizes[:-1]) < BATCH_RESULT_CHARS <= sum(sizes)
 
 
-def test_finished_calls_must_be_a_prefix() -> None:
-    done = ToolOutcome(content="ok")
-    assert ToolBatchResult(outcomes=[done, None]).outcomes[1] is None
-    with pytest.raises(ValueError, match="finished calls must come before"):
-        ToolBatchResult(outcomes=[None, done])
+async def test_side_by_side_keeps_mutations_and_drops_overflowing_reads(
+    tools: FileToolActivities,
+) -> None:
+    """A concurrent batch (a task queue's) runs every call; the reads whose results
+    overflow the budget come back unfinished, a mutation's result never does, and
+    ``execute`` is left to run alone without ending the batch."""
+    root = Path(tools.backends["fs"].root)  # type: ignore[attr-defined]
+    (root / "big.txt").write_text(("y" * 1000 + "\n") * 2000)
+    reads = [
+        _request("read_file", f"r{i}", file_path="/big.txt", limit=2000)
+        for i in range(MAX_BATCH_CALLS - 2)
+    ]
+    write = _request("write_file", "w", file_path="/new.txt", content="new\n")
+    execute = _request("execute", "x", command="echo hi")
+    result = await _batch(tools, *reads, execute, write, concurrent=True)
+    *read_outcomes, execute_outcome, write_outcome = result.outcomes
+    assert execute_outcome is None
+    assert write_outcome is not None and write_outcome.status == "success"
+    assert (root / "new.txt").read_text() == "new\n"
+    kept = [o for o in read_outcomes if o is not None]
+    assert read_outcomes[0] is not None and 1 <= len(kept) < len(reads)
+    assert sum(len(o.text) for o in kept) <= BATCH_RESULT_CHARS or len(kept) == 1
