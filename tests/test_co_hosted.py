@@ -27,6 +27,7 @@ from filegate.kernel.tool_types import TOOL_ACTIVITY_NAMES
 from filegate.worker import agent_worker, tools_worker
 from filegate.workflows import AgentInput, AgentResult, AgentWorkflow
 from filegate.workflows.agent import sandboxed_runner
+from filegate.workflows.batching import REMOTE_BATCH_PATCH
 from filegate.workflows.reviews import CO_HOSTED_PATCH
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
@@ -151,11 +152,13 @@ async def test_co_hosted_run_skips_the_queue_for_its_backend(
         (TOOL_ACTIVITY_NAMES["execute"], shell_q),
     ])  # fmt: skip
     # Local: write, read, edit on the default backend and the 4 model calls; the
-    # denied read never left the workflow; one version marker.
+    # denied read never left the workflow; version markers for co-hosting and for
+    # the batches of the remote route.
     markers = _markers(history)
     assert markers.count("core_local_activity") == 3 + 4, markers
-    assert markers.count("core_patch") == 1, markers
+    assert markers.count("core_patch") == 2, markers
     assert CO_HOSTED_PATCH in str(history.events)
+    assert REMOTE_BATCH_PATCH in str(history.events)
 
     replayer = Replayer(
         workflows=[AgentWorkflow],
@@ -168,7 +171,7 @@ async def test_co_hosted_run_skips_the_queue_for_its_backend(
 async def test_separate_agent_worker_still_sends_every_call_to_the_queue(
     temporal_client: Client, tmp_path: Path
 ) -> None:
-    """The same input on an agent worker's own queue: nothing is co-hosted, no marker."""
+    """The same input on an agent worker's own queue: nothing is co-hosted, no co-hosting marker."""
     shell_root, docs_root = tmp_path / "shell", tmp_path / "docs"
     shell_root.mkdir()
     docs_root.mkdir()
@@ -185,7 +188,7 @@ async def test_separate_agent_worker_still_sends_every_call_to_the_queue(
     history = await _history(temporal_client, workflow_id)
     queues = [queue for _, queue in _scheduled(history)]
     assert queues.count(shell_q) == 4 and queues.count(docs_q) == 2, queues
-    assert "core_patch" not in _markers(history)
+    assert CO_HOSTED_PATCH not in str(history.events)
 
 
 async def test_a_queue_without_tools_fails_the_task_clearly(

@@ -25,7 +25,7 @@ from filegate.backends.local_shell import LocalShellBackend
 from filegate.kernel.messages import RAW_ARGS_KEY, ModelRequest, ModelSpec
 from filegate.kernel.permissions import FilesystemPermission
 from filegate.kernel.protocol import BackendProtocol
-from filegate.kernel.tool_types import ToolRequest
+from filegate.kernel.tool_types import TOOL_BATCH_ACTIVITY, ToolBatch, ToolRequest
 from filegate.worker import agent_worker, tools_worker
 from filegate.workflows import (
     AgentInput,
@@ -444,7 +444,8 @@ async def test_malformed_json_arguments_are_named(temporal_client: Client) -> No
 
 
 def _tool_requests(history: Any) -> list[ToolRequest]:
-    """Decode the inputs of every file-tool activity scheduled in a history."""
+    """Decode the inputs of every file-tool activity scheduled in a history
+    (each request of a ``filegate.tool_batch``)."""
     found: list[ToolRequest] = []
     for event in history.events:
         if event.event_type != EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
@@ -452,10 +453,11 @@ def _tool_requests(history: Any) -> list[ToolRequest]:
         attrs = event.activity_task_scheduled_event_attributes
         if attrs.activity_type.name == "filegate.model":
             continue
-        [request] = pydantic_data_converter.payload_converter.from_payloads(
-            list(attrs.input.payloads), [ToolRequest]
+        batched = attrs.activity_type.name == TOOL_BATCH_ACTIVITY
+        [decoded] = pydantic_data_converter.payload_converter.from_payloads(
+            list(attrs.input.payloads), [ToolBatch if batched else ToolRequest]
         )
-        found.append(request)
+        found += decoded.requests if isinstance(decoded, ToolBatch) else [decoded]
     return found
 
 
