@@ -199,8 +199,11 @@ def file_tools(
     policies: PolicyConfig | None,
     *,
     allow_execute_with_policies: bool | None = None,
+    batch_calls: bool = True,
 ) -> FileToolActivities:
     """The file tool activities over ``backends``; policies default to the environment's.
+
+    ``batch_calls`` False: every call an activity of its own (a rate-limited queue).
 
     Refuses (ConfigError) a journal inside a served root and path policies next to
     an executing backend unless execute is denied or ``allow_execute_with_policies``
@@ -218,7 +221,9 @@ def file_tools(
         check_execute_policies(backends, config, allow=allow_execute_with_policies)
     except ValueError as exc:
         raise ConfigError(str(exc), 2) from None
-    return FileToolActivities(backends, Path(journal_dir), artifacts=artifacts, policies=config)
+    return FileToolActivities(
+        backends, Path(journal_dir), artifacts=artifacts, policies=config, batch_calls=batch_calls
+    )
 
 
 def make_backend(
@@ -297,7 +302,9 @@ def tools_worker(
     to :meth:`PolicyConfig.from_env` (``FILEGATE_POLICY_FILE`` /
     ``FILEGATE_POLICY_JSON``), read once here; workflows only name policies.
     A per-queue rate limit is ``max_task_queue_activities_per_second=...`` in
-    ``options`` (enforced by the server across all workers of the queue).
+    ``options`` (enforced by the server across all workers of the queue). It
+    counts activities, so such a worker runs no batches (contract §8): each of
+    its calls is an activity the limit counts.
     """
     from filegate.activities.contract import HEARTBEAT_THROTTLE
     from temporalio.worker import Worker
@@ -313,8 +320,9 @@ def tools_worker(
             **options,
         )  # fmt: skip
     tools = file_tools(
-        backends, journal_dir, artifacts, policies, allow_execute_with_policies=allow
-    )
+        backends, journal_dir, artifacts, policies, allow_execute_with_policies=allow,
+        batch_calls="max_task_queue_activities_per_second" not in options,
+    )  # fmt: skip
     return Worker(client, task_queue=task_queue, activities=with_preview(tools), **options)
 
 

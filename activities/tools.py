@@ -221,13 +221,17 @@ class FileToolActivities:
         heartbeat_interval: float = HEARTBEAT_INTERVAL,
         artifacts: ArtifactStore | None = None,
         policies: PolicyConfig | None = None,
+        batch_calls: bool = True,
     ) -> None:
         """``artifacts`` enables contract §7 offload: large execute output is stored there
         (only a stub enters history), and ``read_file`` of
         ``/large_tool_results/<id>`` and ``/conversation_history/<name>`` (the
         agent worker's archive of evicted messages) is answered from it here.
         ``policies`` (None = none configured) wraps every call's backend; its
-        audit file is opened here so a bad path fails at worker start."""
+        audit file is opened here so a bad path fails at worker start.
+        ``batch_calls`` False hands every ``filegate.tool_batch`` back unfinished,
+        so each call runs as an activity of its own: for a worker whose task
+        queue has a rate limit, which counts activities, not calls."""
         self.backends = dict(backends)
         self.artifacts = artifacts
         self.policies = policies if policies is not None else PolicyConfig()
@@ -235,6 +239,7 @@ class FileToolActivities:
         self.journal = ToolJournal(Path(journal_dir))
         self.search_timeout = search_timeout
         self.heartbeat_interval = heartbeat_interval
+        self.batch_calls = batch_calls
         self.journal.prune()
 
     def activities(self) -> list[Callable[..., Any]]:
@@ -411,6 +416,8 @@ class FileToolActivities:
         call starts once the results hold :data:`BATCH_RESULT_CHARS`. Side by
         side, read-only results past that budget come back unfinished instead.
         """
+        if not self.batch_calls:
+            return ToolBatchResult(outcomes=[None] * len(batch.requests))
         if batch.concurrent:
             outcomes = await asyncio.gather(*(self._batched(r) for r in batch.requests))
             return ToolBatchResult(outcomes=_within_budget(batch.requests, outcomes))

@@ -95,6 +95,7 @@ async def _run(
     *,
     kind: str,
     backend: Any = None,
+    **tools_options: Any,
 ) -> tuple[AgentResult, WorkflowHistory]:
     """One run on backend ``ws`` (``root``): hosted by the agent worker (``kind="local"``)
     or by a tools worker of its own (``kind="remote"``)."""
@@ -106,7 +107,8 @@ async def _run(
     else:
         ref = BackendRef(kind="remote", name="ws", task_queue=tools_q)
         workers = _both(
-            agent_worker(client, agent_q), tools_worker(client, tools_q, {"ws": fs}, journal)
+            agent_worker(client, agent_q),
+            tools_worker(client, tools_q, {"ws": fs}, journal, **tools_options),
         )
     async with workers:
         result = await client.execute_workflow(
@@ -208,6 +210,29 @@ async def test_a_run_recorded_before_batching_replays(
         patch.setattr(workflow, "patched", lambda patch_id: True)
         with pytest.raises((NondeterminismError, RuntimeError)):
             await _replay(temporal_client, history)
+
+
+async def test_a_rate_limited_queue_runs_every_call_as_an_activity(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    """A task-queue rate limit counts activities: its worker hands each batch back
+    unfinished, so every call is an activity the limit counts."""
+    result, history = await _run(
+        temporal_client,
+        tmp_path,
+        tmp_path.parent / "jr",
+        SCRIPT,
+        kind="remote",
+        max_task_queue_activities_per_second=1000,
+    )
+    assert result.stop_reason == "final_answer" and result.tool_errors == 0, result
+    ran = _batches(history, "remote")
+    alone = ["write_file"] * 4 + ["read_file", "ls", "grep", "read_file", "edit_file", "delete"]
+    assert sorted(k for k in ran if k != "filegate.tool_batch") == sorted(
+        f"filegate.{tool}" for tool in alone
+    )
+    assert ran.count("filegate.tool_batch") == 3
+    assert (tmp_path / "f1.txt").read_text() == "v9\n"
 
 
 class FlakyRead(FilesystemBackend):
