@@ -11,13 +11,16 @@ process. Rows, each ``ROUNDS`` times (medians reported):
 - ``co-hosted, one activity per call``: ``bench/throughput.py``'s co-hosted
   row with batching turned off (each call its own ``filegate.<tool>`` local
   activity, as before ``filegate.tool_batch``);
-- ``co-hosted, batched``: the same row as shipped.
+- ``co-hosted, batched``: the same row as shipped;
+- ``remote, one activity per call`` / ``remote, batched``: the same for the
+  ``remote`` row (agents on a worker of their own, a remote tools worker).
 
-Reported: calls per second and this process's CPU milliseconds per call. The
-difference between the two sdk rows is what one local activity costs a worker
-beyond its work (an activation, an activity task, a marker). Check (exit 1
-when missed): the batched co-hosted row uses less worker CPU per call than the
-unbatched one, with 0 failures in both.
+Reported: calls per second and the CPU milliseconds per call of this process
+and of the Temporal server. The difference between the two sdk rows is what
+one local activity costs a worker beyond its work (an activation, an activity
+task, a marker). Checks (exit 1 when missed): batched, the co-hosted row uses
+less worker CPU per call and the remote row less server CPU per call than
+unbatched, with 0 failures in every Filegate row.
 """
 
 from __future__ import annotations
@@ -95,6 +98,8 @@ async def sdk_row(bench: Bench, workflow_type: Any) -> dict[str, Any]:
         activities=[la_noop, la_noop_batch],
         activity_executor=ThreadPoolExecutor(16),
     ):
+        server = throughput.server_pid(bench)
+        server_cpu = throughput.cpu_seconds(server)
         cpu, start = time.process_time(), time.perf_counter()
         handles = [
             await bench.client.start_workflow(
@@ -104,25 +109,29 @@ async def sdk_row(bench: Bench, workflow_type: Any) -> dict[str, Any]:
         ]
         done = sum([await h.result() for h in handles])
         wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+        server_cpu = throughput.cpu_seconds(server) - server_cpu
     expected = WORKFLOWS * TURNS * CALLS_PER_TURN
     return {
         "calls_per_s": round(done / wall, 1),
         "worker_cpu_ms_per_call": round(cpu * 1000 / done, 2),
+        "server_cpu_ms_per_call": round(server_cpu * 1000 / done, 2),
         "failures": expected - done,
     }
 
 
-async def co_hosted_row(bench: Bench, *, batched: bool) -> dict[str, Any]:
-    original = batching.LocalCalls.max_batch
+async def filegate_row(bench: Bench, mode: str, *, batched: bool) -> dict[str, Any]:
+    """``bench/throughput.py``'s ``mode`` row, batching on or off."""
+    original = batching.LocalCalls.max_batch, batching.RemoteCalls.max_batch
     if not batched:  # one activity per call, as before filegate.tool_batch
-        batching.LocalCalls.max_batch = 1
+        batching.LocalCalls.max_batch = batching.RemoteCalls.max_batch = 1
     try:
-        row = await throughput.measure(bench, "co-hosted")
+        row = await throughput.measure(bench, mode)
     finally:
-        batching.LocalCalls.max_batch = original
+        batching.LocalCalls.max_batch, batching.RemoteCalls.max_batch = original
     return {
         "calls_per_s": row["tool_calls_per_s"],
         "worker_cpu_ms_per_call": row["worker_cpu_ms_per_call"],
+        "server_cpu_ms_per_call": row["server_cpu_ms_per_call"],
         "failures": row["failures"],
     }
 
@@ -132,6 +141,8 @@ ROWS = (
     "sdk, one local activity per turn",
     "co-hosted, one activity per call",
     "co-hosted, batched",
+    "remote, one activity per call",
+    "remote, batched",
 )
 
 
@@ -141,12 +152,15 @@ async def run() -> dict[str, dict[str, Any]]:
         for _ in range(ROUNDS):
             samples[ROWS[0]].append(await sdk_row(bench, PerCallWorkflow))
             samples[ROWS[1]].append(await sdk_row(bench, PerTurnWorkflow))
-            samples[ROWS[2]].append(await co_hosted_row(bench, batched=False))
-            samples[ROWS[3]].append(await co_hosted_row(bench, batched=True))
+            samples[ROWS[2]].append(await filegate_row(bench, "co-hosted", batched=False))
+            samples[ROWS[3]].append(await filegate_row(bench, "co-hosted", batched=True))
+            samples[ROWS[4]].append(await filegate_row(bench, "remote", batched=False))
+            samples[ROWS[5]].append(await filegate_row(bench, "remote", batched=True))
     return {
         name: {
             "calls_per_s": statistics.median(r["calls_per_s"] for r in rows),
             "worker_cpu_ms_per_call": statistics.median(r["worker_cpu_ms_per_call"] for r in rows),
+            "server_cpu_ms_per_call": statistics.median(r["server_cpu_ms_per_call"] for r in rows),
             "failures": sum(r["failures"] for r in rows),
         }
         for name, rows in samples.items()
@@ -156,9 +170,15 @@ async def run() -> dict[str, dict[str, Any]]:
 def main() -> int:
     rows = asyncio.run(run())
     print_table(
-        ["row", "calls/s", "worker CPU ms/call", "failures"],
+        ["row", "calls/s", "worker CPU ms/call", "server CPU ms/call", "failures"],
         [
-            [name, r["calls_per_s"], r["worker_cpu_ms_per_call"], r["failures"]]
+            [
+                name,
+                r["calls_per_s"],
+                r["worker_cpu_ms_per_call"],
+                r["server_cpu_ms_per_call"],
+                r["failures"],
+            ]
             for name, r in rows.items()
         ],
     )
@@ -169,16 +189,18 @@ def main() -> int:
         * CALLS_PER_TURN
         / (CALLS_PER_TURN - 1)
     )
-    unbatched, batched = rows[ROWS[2]], rows[ROWS[3]]
-    ok = (
-        batched["worker_cpu_ms_per_call"] < unbatched["worker_cpu_ms_per_call"]
-        and batched["failures"] == unbatched["failures"] == 0
-    )
     print(f"one local activity costs the worker about {la_cost:.2f} ms of CPU beyond its work")
-    print(
-        f"batched co-hosted worker CPU per call below unbatched: {'ok' if ok else 'MISSED'} "
-        f"({batched['worker_cpu_ms_per_call']} vs {unbatched['worker_cpu_ms_per_call']} ms)"
-    )
+    checks = {
+        "co-hosted: batched worker CPU per call below unbatched": (ROWS[3], ROWS[2], "worker"),
+        "remote: batched server CPU per call below unbatched": (ROWS[5], ROWS[4], "server"),
+    }
+    ok = all(rows[name]["failures"] == 0 for name in ROWS)
+    for check, (batched_row, unbatched_row, side) in checks.items():
+        key = f"{side}_cpu_ms_per_call"
+        met = rows[batched_row][key] < rows[unbatched_row][key]
+        ok = ok and met
+        print(f"{check}: {'ok' if met else 'MISSED'} "
+              f"({rows[batched_row][key]} vs {rows[unbatched_row][key]} ms)")  # fmt: skip
     emit_json(
         "local_batch",
         {"rows": rows, "local_activity_cpu_ms": round(la_cost, 2)},

@@ -15,8 +15,9 @@ its own (its ratio's reference). Rows:
   same number of no-op activities in the same turns on the same server. It is
   what this server sustains for activities that do nothing, the bound on all
   other rows;
-- ``remote``: the agents on an agent worker of their own, every tool call an
-  activity on the tools worker's task queue (floored only in calls/s);
+- ``remote``: the agents on an agent worker of their own, every tool call on
+  the tools worker's task queue (a turn's calls in one ``filegate.tool_batch``
+  activity there, contract §8);
 - ``co-hosted`` (the floors): the deployment's common path, one worker per
   backend type: the tools worker also runs the agents (``serve_agents``),
   which are started on its queue, so their calls on its backend are local
@@ -38,9 +39,9 @@ drifting load of a shared one the way an absolute rate does), the failures
 (workflow failures + tool errors + wrong file contents), which must be zero,
 and the CPU milliseconds per tool call of the Temporal server and of the
 worker process. Floors (exit 1 if one is
-missed, each printed ok/MISSED): ``co-hosted`` >= ``RATIO_FLOOR`` (0.85) x
-the no-op ceiling, ``co-hosted`` and ``remote`` >= 100 tool calls/s, 0
-failures in both. The ``remote`` and ``local`` ratios are reported, not floored.
+missed, each printed ok/MISSED): ``co-hosted`` and ``remote`` each >=
+``RATIO_FLOOR`` (0.85) x the no-op ceiling and >= 100 tool calls/s, 0
+failures in both. The ``local`` ratio is reported, not floored.
 """
 
 from __future__ import annotations
@@ -86,7 +87,7 @@ RATIO_FLOOR = 0.85
 FLOOR_ROW = "co-hosted"
 """The deployment's common path: one worker per backend type, co-hosting its agents."""
 APART_ROW = "remote"
-"""Agents on an agent worker of their own: reported, floored only at ``FLOOR`` calls/s."""
+"""Agents on an agent worker of their own, a remote tools worker: floored like ``FLOOR_ROW``."""
 CEILING_ROW = "noop ceiling"
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "5"))
 """Rounds of (ceiling, remote, local); rates and ratios are their medians."""
@@ -422,6 +423,10 @@ def main() -> int:
             n["co_hosted_ratio"] >= RATIO_FLOOR,
             f"{n['co_hosted_ratio']:.3f} x (median of {n['rounds']} rounds)",
         ),
+        f"{APART_ROW} >= {RATIO_FLOOR:g} x {CEILING_ROW}": (
+            n["remote_ratio"] >= RATIO_FLOOR,
+            f"{n['remote_ratio']:.3f} x (median of {n['rounds']} rounds)",
+        ),
         f"{FLOOR_ROW} >= {FLOOR:g} tool calls/s": (
             n["tool_calls_per_s"] >= FLOOR,
             f"{n['tool_calls_per_s']}/s",
@@ -437,8 +442,6 @@ def main() -> int:
     }
     for floor, (met, measured) in floors.items():
         print(f"{floor}: {measured} {'ok' if met else 'MISSED'}")
-    print(f"{APART_ROW} (agents on a worker of their own): {n['remote_ratio']:.3f} x "
-          f"{CEILING_ROW} (median of {n['rounds']} rounds; reported, no ratio floor)")  # fmt: skip
     local = n["rows"]["local"]
     print(f"local: {n['local_ratio']:.3f} x {CEILING_ROW} (median of {n['rounds']} rounds; "
           f"median rate {local['tool_calls_per_s']}/s; reported, no floor)")  # fmt: skip
