@@ -32,6 +32,7 @@ import sys
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -61,13 +62,28 @@ def la_noop_batch(ns: list[int]) -> list[int]:
     return list(ns)
 
 
-@workflow.defn(name="BenchLocalPerCall", sandboxed=False)
-class PerCallWorkflow:
+@dataclass
+class LocalShape:
+    turns: int
+    batched: bool
+    """The turn's calls as one local activity (True) or one each, in a row."""
+
+
+@workflow.defn(name="BenchLocalTurns", sandboxed=False)
+class LocalTurnsWorkflow:
+    """``turns`` x (a no-op model call, then ``CALLS_PER_TURN`` no-op calls)."""
+
     @workflow.run
-    async def run(self, turns: int) -> int:
+    async def run(self, shape: LocalShape) -> int:
         done = 0
-        for _ in range(turns):
+        for _ in range(shape.turns):
             await workflow.execute_local_activity(la_noop, 0, start_to_close_timeout=LA_TIMEOUT)
+            if shape.batched:
+                results = await workflow.execute_local_activity(
+                    la_noop_batch, [1] * CALLS_PER_TURN, start_to_close_timeout=LA_TIMEOUT
+                )
+                done += sum(results)
+                continue
             for _ in range(CALLS_PER_TURN):
                 done += await workflow.execute_local_activity(
                     la_noop, 1, start_to_close_timeout=LA_TIMEOUT
@@ -75,26 +91,12 @@ class PerCallWorkflow:
         return done
 
 
-@workflow.defn(name="BenchLocalPerTurn", sandboxed=False)
-class PerTurnWorkflow:
-    @workflow.run
-    async def run(self, turns: int) -> int:
-        done = 0
-        for _ in range(turns):
-            await workflow.execute_local_activity(la_noop, 0, start_to_close_timeout=LA_TIMEOUT)
-            results = await workflow.execute_local_activity(
-                la_noop_batch, [1] * CALLS_PER_TURN, start_to_close_timeout=LA_TIMEOUT
-            )
-            done += sum(results)
-        return done
-
-
-async def sdk_row(bench: Bench, workflow_type: Any) -> dict[str, Any]:
+async def sdk_row(bench: Bench, *, batched: bool) -> dict[str, Any]:
     queue = f"bench-la-{uuid.uuid4().hex[:8]}"
     async with Worker(
         bench.client,
         task_queue=queue,
-        workflows=[PerCallWorkflow, PerTurnWorkflow],
+        workflows=[LocalTurnsWorkflow],
         activities=[la_noop, la_noop_batch],
         activity_executor=ThreadPoolExecutor(16),
     ):
@@ -103,7 +105,10 @@ async def sdk_row(bench: Bench, workflow_type: Any) -> dict[str, Any]:
         cpu, start = time.process_time(), time.perf_counter()
         handles = [
             await bench.client.start_workflow(
-                workflow_type.run, TURNS, id=uuid.uuid4().hex, task_queue=queue
+                LocalTurnsWorkflow.run,
+                LocalShape(TURNS, batched),
+                id=uuid.uuid4().hex,
+                task_queue=queue,
             )
             for _ in range(WORKFLOWS)
         ]
@@ -150,8 +155,8 @@ async def run() -> dict[str, dict[str, Any]]:
     samples: dict[str, list[dict[str, Any]]] = {name: [] for name in ROWS}
     async with temporal_bench("local-batch") as bench:
         for _ in range(ROUNDS):
-            samples[ROWS[0]].append(await sdk_row(bench, PerCallWorkflow))
-            samples[ROWS[1]].append(await sdk_row(bench, PerTurnWorkflow))
+            samples[ROWS[0]].append(await sdk_row(bench, batched=False))
+            samples[ROWS[1]].append(await sdk_row(bench, batched=True))
             samples[ROWS[2]].append(await filegate_row(bench, "co-hosted", batched=False))
             samples[ROWS[3]].append(await filegate_row(bench, "co-hosted", batched=True))
             samples[ROWS[4]].append(await filegate_row(bench, "remote", batched=False))

@@ -12,6 +12,7 @@ version marker. ActivityEnvironment checks the batch activity's own limits.
 from __future__ import annotations
 
 import contextlib
+import time
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -371,3 +372,36 @@ async def test_side_by_side_keeps_mutations_and_drops_overflowing_reads(
     kept = [o for o in read_outcomes if o is not None]
     assert read_outcomes[0] is not None and 1 <= len(kept) < len(reads)
     assert sum(len(o.text) for o in kept) <= BATCH_RESULT_CHARS or len(kept) == 1
+
+
+class SlowGrep(FilesystemBackend):
+    """A grep that would take 30 s (interruptible between its short sleeps)."""
+
+    def grep(self, literal: str, *args: Any, **kwargs: Any) -> Any:
+        for _ in range(3000):
+            time.sleep(0.01)
+        return super().grep(literal, *args, **kwargs)
+
+
+@pytest.mark.parametrize("concurrent", [False, True])
+async def test_a_batched_search_keeps_its_own_budget(tmp_path: Path, concurrent: bool) -> None:
+    """A search in a batch is stopped at its own budget, not the batch's timeout, and
+    the other calls still finish."""
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "a.txt").write_text("alpha\n")
+    tools = FileToolActivities(
+        {"fs": SlowGrep(str(tmp_path / "ws"), virtual_mode=True)},
+        tmp_path / "journal",
+        search_timeout=0.3,
+    )
+    started = time.monotonic()
+    result = await _batch(
+        tools,
+        _request("grep", "g", pattern="alpha"),
+        _request("read_file", "r", file_path="/a.txt"),
+        concurrent=concurrent,
+    )
+    assert time.monotonic() - started < 5
+    grep, read = result.outcomes
+    assert grep is not None and grep.status == "error" and "narrow" in grep.text, grep
+    assert read is not None and "alpha" in read.text

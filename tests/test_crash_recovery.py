@@ -75,6 +75,25 @@ async def output_of(proc: asyncio.subprocess.Process) -> str:
     return (await proc.stdout.read()).decode(errors="replace")[-3000:]
 
 
+def on_tools_queue(task: str, turns: list[Any], tools_q: str) -> AgentInput:
+    """A scripted run whose default backend is the tools worker's on ``tools_q``."""
+    return AgentInput(
+        task=task,
+        model=ModelSpec(provider="scripted", options={"script": {"turns": turns}}),
+        backend=BackendSpec(
+            default=BackendRef(kind="remote", name="filesystem", task_queue=tools_q)
+        ),
+    )
+
+
+async def stop(*procs: asyncio.subprocess.Process | None) -> None:
+    """SIGTERM the worker processes still running and wait for them."""
+    for proc in procs:
+        if proc is not None and proc.returncode is None:
+            proc.send_signal(signal.SIGTERM)
+            await asyncio.wait_for(proc.wait(), 30)
+
+
 def edit_attempts(history: Any) -> list[int]:
     """Attempt numbers of every started filegate.edit_file activity."""
     scheduled: dict[int, str] = {}
@@ -116,13 +135,7 @@ async def test_worker_killed_after_apply_edits_exactly_once(
     crash_call = activity_call_id(2, 0, "e1")
     suffix = uuid.uuid4().hex[:8]
     agent_q, tools_q, workflow_id = f"agent-{suffix}", f"tools-{suffix}", f"crash-{suffix}"
-    input = AgentInput(
-        task="grow the file",
-        model=ModelSpec(provider="scripted", options={"script": {"turns": turns}}),
-        backend=BackendSpec(
-            default=BackendRef(kind="remote", name="filesystem", task_queue=tools_q)
-        ),
-    )
+    input = on_tools_queue("grow the file", turns, tools_q)
     started = time.monotonic()
     first = await start_tools_worker(temporal_server, root, journal, tools_q, crash_call)
     second: asyncio.subprocess.Process | None = None
@@ -142,10 +155,7 @@ async def test_worker_killed_after_apply_edits_exactly_once(
             result = await asyncio.wait_for(handle.result(), 40)
         elapsed = time.monotonic() - started
     finally:
-        for proc in (first, second):
-            if proc is not None and proc.returncode is None:
-                proc.send_signal(signal.SIGTERM)
-                await asyncio.wait_for(proc.wait(), 30)
+        await stop(first, second)
 
     assert target.read_text() == "aa\n"  # exactly once: a second apply would give "aaa\n"
     assert result.final_answer == "grown" and result.tool_errors == 0
@@ -160,3 +170,69 @@ async def test_worker_killed_after_apply_edits_exactly_once(
     assert second is not None and second.returncode == 0, await output_of(second)
     print(f"crash-recovery round trip: {elapsed:.1f}s")
     assert elapsed < 40
+
+
+async def test_worker_killed_mid_batch_applies_each_edit_once(
+    temporal_server: TemporalDevServer, temporal_client: Client, tmp_path: Path
+) -> None:
+    """Four edits of one turn share a ``filegate.tool_batch`` that dies after applying
+    the second: the batch fails, each edit runs again on its own activity, and the
+    journal keeps every one to a single apply."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    names = [f"f{i}.txt" for i in range(4)]
+    for name in names:
+        (root / name).write_text("a\n")
+    journal = tmp_path / "state" / "journal"
+
+    def turn(prefix: str, tool: str, **args: Any) -> dict[str, Any]:
+        return {
+            "tool_calls": [
+                {"id": f"{prefix}{i}", "name": tool, "args": {"file_path": f"/{n}", **args}}
+                for i, n in enumerate(names)
+            ]
+        }
+
+    turns = [
+        turn("r", "read_file"),
+        turn("e", "edit_file", old_string="a\n", new_string="aa\n"),
+        turn("b", "read_file"),
+        {"content": "grown"},
+    ]
+    crash_call = activity_call_id(2, 1, "e1")
+    suffix = uuid.uuid4().hex[:8]
+    agent_q, tools_q, workflow_id = f"agent-{suffix}", f"tools-{suffix}", f"batch-{suffix}"
+    input = on_tools_queue("grow the files", turns, tools_q)
+    first = await start_tools_worker(temporal_server, root, journal, tools_q, crash_call)
+    second: asyncio.subprocess.Process | None = None
+    try:
+        async with agent_worker(temporal_client, agent_q):
+            handle = await temporal_client.start_workflow(
+                AgentWorkflow.run, input, id=workflow_id, task_queue=agent_q
+            )
+            code = await asyncio.wait_for(first.wait(), 30)
+            assert code == 137, await output_of(first)
+            assert (root / "f1.txt").read_text() == "aa\n"  # applied, then the crash
+            second = await start_tools_worker(temporal_server, root, journal, tools_q, None)
+            result = await asyncio.wait_for(handle.result(), 60)
+    finally:
+        await stop(first, second)
+
+    # Exactly once each: a second apply of an edit would give "aaa\n".
+    assert [(root / n).read_text() for n in names] == ["aa\n"] * 4
+    assert result.final_answer == "grown" and result.tool_errors == 0, result
+    out = {m["tool_call_id"]: m for m in result.transcript if m["role"] == "tool"}
+    for i in range(4):
+        assert out[f"e{i}"]["status"] == "success", out[f"e{i}"]
+        assert "1  aa" in out[f"b{i}"]["content"], out[f"b{i}"]
+    history = await handle.fetch_history()
+    scheduled = [
+        e.activity_task_scheduled_event_attributes.activity_type.name
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    ]
+    # The edits' batch failed with its worker; the four edits then ran on their own.
+    assert scheduled.count("filegate.edit_file") == 4, scheduled
+    assert scheduled.count("filegate.tool_batch") == 3, scheduled
+    replayer = Replayer(workflows=[AgentWorkflow], data_converter=pydantic_data_converter)
+    await replayer.replay_workflow(history)
