@@ -244,7 +244,7 @@ class FileToolActivities:
 
     def activities(self) -> list[Callable[..., Any]]:
         """The bound activity methods, for ``Worker(activities=...)``: the eight
-        tools and the batch that runs several of them in a row (local only)."""
+        tools and ``filegate.tool_batch``, which runs several of them."""
         return [
             self.tool_batch,
             self.ls,

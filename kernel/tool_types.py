@@ -239,12 +239,14 @@ class ToolOutcome(DefaultsOmitted):
 
 
 TOOL_BATCH_ACTIVITY = "filegate.tool_batch"
-"""The local activity that runs several calls of one turn in a row (:class:`ToolBatch`)."""
+"""The activity that runs several calls of one turn (:class:`ToolBatch`): local on the
+run's own worker, or on a tools worker's queue."""
 BATCHED_TOOLS: frozenset[ToolName] = frozenset(TOOL_ORDER) - {"execute"}
 """Tools a batch may hold: ``execute`` keeps an activity of its own (its timeout is
 the command's, and it may run for minutes)."""
 MAX_BATCH_CALLS = 8
-"""Calls in one batch at most: its start-to-close timeout is the sum of theirs."""
+"""Calls in one batch at most: its start-to-close timeout is the sum of theirs (one
+after another) or the largest (side by side)."""
 BATCH_RESULT_CHARS = 256 * 1024
 """A batch starts no further call once its results hold about this many characters,
 so its one history marker stays far below the server's payload limit."""

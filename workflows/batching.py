@@ -162,18 +162,15 @@ class LocalCalls:
             "start_to_close_timeout": sum((w.timeout for w in batch), timedelta()),
             "retry_policy": BATCH_RETRY,
         }
-        outcomes = await _batch_outcomes(
+        unfinished = await _settle(
             lambda batch_input: self._start(
                 TOOL_BATCH_ACTIVITY, batch_input, ToolBatchResult, options
             ),
             batch,
             concurrent=False,
         )
-        for waiting, outcome in zip(batch, outcomes, strict=True):
-            if outcome is None:
-                await _run_alone(waiting)
-            else:
-                waiting.result, waiting.done = outcome, True
+        for waiting in unfinished:
+            await _run_alone(waiting)
 
 
 class RemoteCalls:
@@ -231,7 +228,7 @@ class RemoteCalls:
     ) -> None:
         """One ``filegate.tool_batch`` activity on ``task_queue``; what it leaves
         unfinished runs alone, concurrently, as separate calls would."""
-        outcomes = await _batch_outcomes(
+        unfinished = await _settle(
             lambda batch_input: workflow.execute_activity(
                 TOOL_BATCH_ACTIVITY,
                 batch_input,
@@ -244,27 +241,30 @@ class RemoteCalls:
             batch,
             concurrent=True,
         )
-        for waiting, outcome in zip(batch, outcomes, strict=True):
-            if outcome is not None:
-                waiting.result, waiting.done = outcome, True
-        await asyncio.gather(*(_run_alone(w) for w in batch if not w.done))
+        await asyncio.gather(*(_run_alone(w) for w in unfinished))
 
 
-async def _batch_outcomes(
+async def _settle(
     start: Callable[[ToolBatch], Awaitable[ToolBatchResult]],
     batch: list[_Waiting],
     *,
     concurrent: bool,
-) -> list[ToolOutcome | None]:
-    """The batch activity's outcome per call; all None when it failed as a whole."""
+) -> list[_Waiting]:
+    """Run the batch activity, settle the calls it finished; the others, in order.
+
+    All of them when the activity failed as a whole (or answered for a different
+    number of calls)."""
     requests = [w.request for w in batch if w.request is not None]
     try:
         result = await start(ToolBatch(requests=requests, concurrent=concurrent))
     except FailureError:
-        return [None] * len(batch)
+        return batch
     if len(result.outcomes) != len(batch):
-        return [None] * len(batch)
-    return list(result.outcomes)
+        return batch
+    for waiting, outcome in zip(batch, result.outcomes, strict=True):
+        if outcome is not None:
+            waiting.result, waiting.done = outcome, True
+    return [w for w in batch if not w.done]
 
 
 async def _run_alone(waiting: _Waiting) -> None:
