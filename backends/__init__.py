@@ -36,7 +36,6 @@ if TYPE_CHECKING:
     )
     from filegate.kernel.permissions import (
         FilesystemPermission,
-        check_execute_config,
         check_permission,
         delete_blockers,
         filter_grep_matches,
@@ -184,7 +183,6 @@ __getattr__, __dir__, __all__ = attach(
         ],
         "filegate.kernel.permissions": [
             "FilesystemPermission",
-            "check_execute_config",
             "check_permission",
             "delete_blockers",
             "filter_grep_matches",

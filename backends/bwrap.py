@@ -46,6 +46,8 @@ from filegate.backends.sandbox import (
     WORKSPACE,
     BaseSandbox,
 )
+from filegate.backends.sandbox_view import view_mounts
+from filegate.kernel.execute_gate import SandboxView
 from filegate.kernel.limits import DEFAULT_EXECUTE_TIMEOUT, DEFAULT_MAX_OUTPUT_BYTES
 from filegate.kernel.protocol import ExecuteResult
 
@@ -138,8 +140,10 @@ class BwrapSandboxBackend(BaseSandbox):
             )
         return found
 
-    def bwrap_argv(self) -> list[str]:
-        """The bwrap invocation up to (not including) the command."""
+    def bwrap_argv(self, extra_mounts: Sequence[str] = ()) -> list[str]:
+        """The bwrap invocation up to (not including) the command.
+
+        ``extra_mounts``: mounts over the workspace bind (a compiled view)."""
         exe = self._executable()
         argv = [exe, "--unshare-all", "--cap-drop", "ALL"]
         if _supports_disable_userns(exe):
@@ -160,29 +164,47 @@ class BwrapSandboxBackend(BaseSandbox):
         argv += ["--dev", "/dev"]
         size = ["--size", str(self.bounds.tmp_bytes)] if self.bounds.tmp_bytes else []
         argv += [*size, "--tmpfs", "/tmp", *size, "--tmpfs", "/dev/shm", "--remount-ro", "/dev"]
-        argv += ["--bind", self.root, WORKSPACE, "--chdir", WORKSPACE]
+        argv += ["--bind", self.root, WORKSPACE, *extra_mounts, "--chdir", WORKSPACE]
         argv += ["--remount-ro", "/", "--clearenv"]
         for name, value in self.env.items():
             argv += ["--setenv", name, value]
         return [*argv, "--"]
 
-    def run_in_sandbox(self, command: str, timeout: float, max_output_bytes: int) -> ExecuteResult:
+    def run_in_sandbox(
+        self,
+        command: str,
+        timeout: float,
+        max_output_bytes: int,
+        view: SandboxView | None = None,
+    ) -> ExecuteResult:
+        """``view``: the compiled rules (:mod:`filegate.backends.sandbox_view`)."""
         refused = self.bounds.check_timeout(timeout)
         if refused:
             return ExecuteResult(error=refused, code="invalid_argument")
-        try:
-            argv = [*self.bwrap_argv(), "/bin/sh", "-c", command]
-        except SandboxUnavailableError as exc:
-            return ExecuteResult(error=str(exc), code="unsupported")
-        return run_command(
-            argv,
-            shell=False,
-            cwd=self.root,
-            env={"PATH": MINIMAL_PATH},
-            timeout=timeout,
-            max_output_bytes=max_output_bytes,
-            bounds=self.bounds,
-        )
+        with view_mounts(self.root, WORKSPACE, view or SandboxView()) as mounts:
+            try:
+                argv = self.bwrap_argv(mounts)
+            except SandboxUnavailableError as exc:
+                return ExecuteResult(error=str(exc), code="unsupported")
+            return run_command(
+                [*argv, "/bin/sh", "-c", command],
+                shell=False,
+                cwd=self.root,
+                env={"PATH": MINIMAL_PATH},
+                timeout=timeout,
+                max_output_bytes=max_output_bytes,
+                bounds=self.bounds,
+            )
+
+    compiles_rules = True
+    """Commands run in the view the permission rules compile to (kernel.execute_gate)."""
+
+    def execute_in_view(
+        self, command: str, timeout: float | None, view: SandboxView
+    ) -> ExecuteResult:
+        """``execute`` with ``view``'s protected paths hidden or read-only."""
+        limit = self.default_timeout if timeout is None else timeout
+        return self.run_in_sandbox(command, limit, self.max_output_bytes, view)
 
     def check_available(self) -> None:
         """Raise :class:`SandboxUnavailableError` unless a real sandbox starts here.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from filegate.kernel.execute_gate import SandboxView, view_executor
 from filegate.kernel.limits import DEFAULT_READ_LIMIT
 from filegate.kernel.paths import validate_path
 from filegate.kernel.protocol import (
@@ -262,3 +263,16 @@ class CompositeBackend(ReferenceNames):
     def execute(self, command: str, timeout: float | None = None) -> ExecuteResult:
         """Always the default backend: that is where the shell and its files are."""
         return self.default.execute(command, timeout)
+
+    @property
+    def compiles_rules(self) -> bool:
+        """Whether ``execute`` (always the default's) runs in a compiled view."""
+        return view_executor(self.default) is not None
+
+    def execute_in_view(
+        self, command: str, timeout: float | None, view: SandboxView
+    ) -> ExecuteResult:
+        run = view_executor(self.default)
+        if run is None:
+            raise TypeError(f"{type(self.default).__name__} does not compile rules")
+        return run(command, timeout, view)

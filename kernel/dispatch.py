@@ -27,6 +27,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
+from filegate.kernel.execute_gate import (
+    ExecuteGateError,
+    check_execute_gate,
+    compile_view,
+    view_executor,
+)
 from filegate.kernel.formatting import (
     Rendered,
     format_delete,
@@ -357,11 +363,28 @@ def _grep(backend: BackendProtocol, request: ToolRequest, args: GrepArgs) -> Too
 
 
 def _execute(backend: BackendProtocol, request: ToolRequest, args: ExecuteArgs) -> ToolOutcome:
+    """Run the command where the request's rules hold (kernel.execute_gate).
+
+    A backend that compiles rules (the bubblewrap sandbox) runs it in the
+    view they compile to; any other shell runs it only when no protecting
+    rule reaches it or a human approved this very command.
+    """
     if not backend.can_execute:
         return outcome(format_error("execute is not supported by this backend."))
     problem = execute_timeout_problem(args.timeout, request.max_execute_timeout)
     if problem:
         return outcome(format_error(problem))
+    rules = request.permissions
+    in_view = view_executor(backend)
+    try:
+        if in_view is not None:
+            view = compile_view(rules, backend=request.backend, lenient=request.approved)
+            if view:
+                return render_mutation(request, in_view(args.command, args.timeout, view))
+        elif not request.approved:
+            check_execute_gate(rules, backend=request.backend, can_execute=True)
+    except ExecuteGateError as refused:
+        return outcome(format_error(f"execute refused: {refused}"))
     return render_mutation(request, backend.execute(args.command, args.timeout))
 
 

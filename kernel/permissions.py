@@ -13,7 +13,7 @@ Answered here:
   :func:`interrupt_fires`): a recursive delete or a search root reaches every
   descendant, so a per-path check is not enough; patterns are compared with
   the subtree through their *anchor* (:mod:`filegate.kernel.rule_patterns`).
-- *Execute config* (:func:`check_execute_config`): path rules next to a shell.
+- *Execute*: what rules mean next to a shell lives in :mod:`filegate.kernel.execute_gate`.
 - *Result filters* (:func:`filter_paths` and friends): drop what is denied for
   read so denied names never leave the activity.
 
@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, TypeVar
 
-from filegate.kernel.paths import is_within, validate_path
+from filegate.kernel.paths import validate_path
 from filegate.kernel.protocol import FileInfo, GrepMatch
 from filegate.kernel.rule_patterns import (
     Alternative,
@@ -358,57 +358,6 @@ def filter_grep_matches(rules: Rules, matches: list[GrepMatch]) -> tuple[list[Gr
     return kept, len(matches) - len(kept)
 
 
-# --------------------------------------------------------------------------- #
-# Configuration check
-# --------------------------------------------------------------------------- #
-
-
-def rules_within(rules: Rules, prefixes: Iterable[str]) -> bool:
-    """True when every path any rule can match lies inside one of ``prefixes``."""
-    roots = [validate_path(prefix) for prefix in prefixes]
-    return all(
-        any(is_within(alt.anchor, root) for root in roots)
-        for rule in rules
-        for alt in rule._alternatives()
-    )
-
-
-def check_execute_config(
-    rules: Rules,
-    *,
-    can_execute: bool,
-    unreachable_prefixes: Iterable[str] = (),
-    execute_gated: bool = False,
-) -> None:
-    """Refuse permission rules next to a shell that could ignore them.
-
-    Path rules cannot constrain ``execute``: a shell reaches files directly.
-    ``can_execute`` is the default backend's capability; ``unreachable_prefixes``
-    are composite route prefixes whose backends the shell cannot reach (e.g.
-    an S3 store route). Rules are acceptable only when every rule pattern's
-    anchor lies inside one of them, or when ``execute_gated``: every shell
-    command waits for a human's approval (``interrupt_on["execute"]`` with
-    ``always: true``), so none reaches files unseen. Raises ValueError with the
-    reason.
-    """
-    if not rules or not can_execute or execute_gated:
-        return
-    prefixes = list(unreachable_prefixes)
-    if prefixes and rules_within(rules, prefixes):
-        return
-    scope = (
-        f"inside the routes the shell cannot reach ({', '.join(prefixes)})"
-        if prefixes
-        else "inside a composite route the shell cannot reach"
-    )
-    raise ValueError(
-        "permission rules cannot be combined with a backend that can execute shell "
-        f"commands: the shell bypasses path rules. Keep every rule path {scope}, "
-        "gate every execute call with an approval (interrupt_on execute: always), "
-        "or use a backend without execute."
-    )
-
-
 __all__ = [
     "BULK_TOOLS",
     "EXACT_TOOLS",
@@ -417,7 +366,6 @@ __all__ = [
     "Mode",
     "Operation",
     "Rules",
-    "check_execute_config",
     "check_permission",
     "delete_blocked_message",
     "delete_blockers",
@@ -431,5 +379,4 @@ __all__ = [
     "matching_interrupt_rule",
     "operation_of",
     "read_denied",
-    "rules_within",
 ]

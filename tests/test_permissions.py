@@ -9,7 +9,6 @@ from filegate.backends import (
     FileInfo,
     FilesystemPermission,
     GrepMatch,
-    check_execute_config,
     check_permission,
     delete_blockers,
     filter_grep_matches,
@@ -19,6 +18,7 @@ from filegate.backends import (
     interrupt_fires,
     matching_interrupt_rule,
 )
+from filegate.kernel.execute_gate import ExecuteGateError, check_execute_gate
 from filegate.kernel.permissions import delete_blocked_message
 from filegate.kernel.rule_patterns import glob_anchor
 from pydantic import ValidationError
@@ -606,28 +606,38 @@ def test_matching_interrupt_rule_names_the_rule() -> None:
 # --------------------------------------------------------------------------- #
 
 
-def test_execute_config_refuses_rules_with_a_shell() -> None:
-    with pytest.raises(ValueError, match="execute"):
-        check_execute_config(SECRETS, can_execute=True)
-    with pytest.raises(ValueError, match="/memories"):
-        check_execute_config(
+def test_execute_gate_refuses_protecting_rules_next_to_a_host_shell() -> None:
+    with pytest.raises(ExecuteGateError, match=r"rule 1 \(deny .*'shell'"):
+        check_execute_gate(SECRETS, backend="shell", can_execute=True)
+    with pytest.raises(ExecuteGateError, match="/secrets"):
+        check_execute_gate(
             [deny("/memories/**", "/secrets/**")],
+            backend="shell",
             can_execute=True,
             unreachable_prefixes=["/memories/"],
         )
-    with pytest.raises(ValueError):  # anchor '/' escapes every route
-        check_execute_config([deny("/**/x")], can_execute=True, unreachable_prefixes=["/memories"])
-    with pytest.raises(ValueError):  # whole components: /memories2 is not inside /memories
-        check_execute_config(
-            [deny("/memories2/**")], can_execute=True, unreachable_prefixes=["/memories"]
+    with pytest.raises(ExecuteGateError):  # anchor '/' escapes every route
+        check_execute_gate(
+            [deny("/**/x")], backend="b", can_execute=True, unreachable_prefixes=["/memories"]
+        )
+    with pytest.raises(ExecuteGateError):  # whole components: /memories2 is not inside /memories
+        check_execute_gate(
+            [deny("/memories2/**")],
+            backend="b",
+            can_execute=True,
+            unreachable_prefixes=["/memories"],
         )
 
 
-def test_execute_config_accepts_scoped_or_harmless_setups() -> None:
-    check_execute_config([], can_execute=True)
-    check_execute_config(SECRETS, can_execute=False)
-    check_execute_config(
+def test_execute_gate_accepts_scoped_or_harmless_setups() -> None:
+    check_execute_gate([], backend="b", can_execute=True)
+    check_execute_gate(SECRETS, backend="b", can_execute=False)
+    check_execute_gate(SECRETS, backend="b", can_execute=True, execute_gated=True)
+    allow_only = [FilesystemPermission(operations=["read", "write"], paths=["/**"])]
+    check_execute_gate(allow_only, backend="b", can_execute=True)  # allow needs no enforcement
+    check_execute_gate(
         [deny("/memories/**"), interrupt("/store/{a,b}/*")],
+        backend="b",
         can_execute=True,
         unreachable_prefixes=["/memories/", "/store"],
     )

@@ -26,7 +26,6 @@ them on its runner as well (see :func:`sandboxed_runner`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any, cast
 
@@ -41,7 +40,6 @@ with workflow.unsafe.imports_passed_through():
     import wcmatch.fnmatch
     import wcmatch.glob  # noqa: F401
     from filegate.kernel.messages import Message, check_model_spec
-    from filegate.kernel.permissions import check_execute_config
     from filegate.kernel.transcripts import MemoryRef
     from filegate.workflows import runner
     from filegate.workflows.context import TokenTally
@@ -63,13 +61,6 @@ with workflow.unsafe.imports_passed_through():
 
 SANDBOX_PASSTHROUGH = runner.SANDBOX_PASSTHROUGH
 sandboxed_runner = runner.sandboxed_runner
-
-
-def execute_gated(interrupt_on: Mapping[Any, Any]) -> bool:
-    """Whether every ``execute`` call waits for a human (``always: true``), which
-    makes path rules next to a shell acceptable (contract §4)."""
-    rule = interrupt_on.get("execute")
-    return rule is not None and getattr(rule, "always", None) is True
 
 
 def transcript_json(messages: list[Message]) -> list[dict[str, Any]]:
@@ -157,20 +148,13 @@ class AgentWorkflow(ModelTurns):
                 return self._result(final, "final_answer")
 
     def _check_config(self) -> None:
-        spec = self._input.backend
-        unreachable = [r.prefix for r in spec.routes if r.backend.shell_path is None]
         try:
             check_model_spec(self._input.model)
-            check_execute_config(
-                self._input.permissions,
-                can_execute=spec.default.can_execute,
-                unreachable_prefixes=unreachable,
-                execute_gated=execute_gated(self._input.interrupt_on),
-            )
         except ValueError as error:
             raise ApplicationError(
                 str(error), type="InvalidConfiguration", non_retryable=True
             ) from None
+        self._tools.check_config()
 
     async def _wait_for_more(self) -> StopReason | None:
         """Idle after a final answer: None when a new user message arrived."""

@@ -20,10 +20,12 @@ from typing import Any
 
 from filegate.activities.contract import outcome_for_activity_error, tool_activity_options
 from filegate.kernel.dispatch import run_tool
+from filegate.kernel.execute_gate import protecting_rules
 from filegate.kernel.formatting import Rendered, format_error, not_read_before_edit
 from filegate.kernel.gates import waive_interrupts
 from filegate.kernel.messages import Message, TextBlock, ToolCall
 from filegate.kernel.paths import is_within
+from filegate.kernel.permissions import FilesystemPermission
 from filegate.kernel.routing import Router
 from filegate.kernel.state import StateBackend
 from filegate.kernel.tool_types import (
@@ -258,15 +260,27 @@ class ToolCalls(Reviews):
             route_prefix=prefix or "/",
             virtual_path=virtual_path,
             # An explicit interrupt_on entry replaces the rule-generated approvals of its tool.
-            permissions=waive_interrupts(self._input.permissions)
-            if tool in self._input.interrupt_on
-            else self._input.permissions,
+            permissions=self._request_rules(tool),
             policies=self._input.policies,
             max_execute_timeout=self._input.limits.max_execute_timeout,
             want_raw=want_raw,
             approved=approved,
             approved_by=approved_by,
         )
+
+    def _request_rules(self, tool: ToolName) -> list[FilesystemPermission]:
+        """The rules a request carries to the tools worker.
+
+        ``execute``: the protecting rules its shell can reach, interrupts kept
+        (the worker compiles them into the command's view, or refuses a host
+        shell's command no human approved; kernel.execute_gate). Other tools:
+        all rules, with an explicit interrupt_on entry replacing the
+        rule-generated approvals of its tool.
+        """
+        rules = self._input.permissions
+        if tool == "execute":
+            return protecting_rules(rules, self._input.shell_unreachable_prefixes())
+        return waive_interrupts(rules) if tool in self._input.interrupt_on else rules
 
     async def _dispatch(self, ref: BackendRef, request: ToolRequest) -> ToolOutcome:
         if ref.kind == "state":

@@ -38,6 +38,7 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
+from filegate.kernel.execute_gate import ExecuteGateError
 from filegate.kernel.formatting import Rendered
 from filegate.kernel.messages import ContentBlock, Message, ToolCall, ToolSpec
 from filegate.kernel.routing import Router
@@ -57,6 +58,7 @@ from filegate.workflows.inputs import (
 from filegate.workflows.reviews import CO_HOSTED_PATCH, PREVIEW_PATCH
 from pydantic import BaseModel
 from temporalio import workflow
+from temporalio.exceptions import ApplicationError
 
 __all__ = ["FileTools", "FileToolsConfig", "FileToolsState", "ToolResult", "tool_messages"]
 
@@ -154,8 +156,22 @@ class FileTools(ToolCalls):
         # a human records the version marker (workflows.reviews.PREVIEW_PATCH).
         self._previews = config.may_ask() and workflow.patched(PREVIEW_PATCH)
         self._co_hosted_queue = _co_hosted_queue(config)
+        # Raised from the run, not here: an exception in a workflow's __init__
+        # fails the workflow *task* (retried forever), not the workflow.
+        self._config_error = _config_error(config)
         if register_handlers:
             self._approvals.register()
+
+    def check_config(self) -> None:
+        """Fail the host workflow if the rules cannot hold on these backends.
+
+        A rule that ``execute`` could bypass (``kernel.execute_gate``) is
+        refused before any tool runs: a non-retryable ``ApplicationError`` of
+        type ``InvalidConfiguration`` naming the rule and the backend. Every
+        call path runs it first; a host may call it at the start of its run.
+        """
+        if self._config_error is not None:
+            raise self._config_error
 
     # ------------------------------------------------------------------ the offer
 
@@ -201,6 +217,7 @@ class FileTools(ToolCalls):
         activities' call ids (unique per run chain, which keys the idempotency
         journal); None counts turns here, carried across continue-as-new.
         """
+        self.check_config()
         parsed = [c if isinstance(c, ToolCall) else _tool_call(c, i) for i, c in enumerate(calls)]
         if step is None:
             self._turns += 1
@@ -280,6 +297,14 @@ class FileTools(ToolCalls):
             decided=list(self._book.decided),
             counters=self.counts,
         )
+
+
+def _config_error(config: FileToolsConfig) -> ApplicationError | None:
+    try:
+        config.check_execute_gate()
+    except ExecuteGateError as error:
+        return ApplicationError(str(error), type="InvalidConfiguration", non_retryable=True)
+    return None
 
 
 def _tool_call(raw: dict[str, Any], index: int) -> ToolCall:

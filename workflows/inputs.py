@@ -8,8 +8,10 @@ object that lives in another process.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
+from filegate.kernel.execute_gate import check_execute_gate
 from filegate.kernel.limits import DEFAULT_MAX_EXECUTE_TIMEOUT
 from filegate.kernel.messages import Message, ModelSpec, Usage
 from filegate.kernel.permissions import FilesystemPermission
@@ -44,6 +46,13 @@ class BackendRef(BaseModel):
     shell_path: str | None = None
     """Host directory at which the default backend's shell sees this backend's
     root (for the shell-vs-virtual-paths prompt); None = the shell cannot reach it."""
+    sandboxed: bool = False
+    """Whether this backend's ``execute`` runs in Filegate's bubblewrap sandbox
+    (``filegate worker --backend sandbox``), which compiles the permission rules
+    into each command's view of the files (contract §5). Declared, like
+    ``can_execute``, because the workflow cannot probe a remote worker; the
+    worker checks it anyway: a host shell refuses a command that protecting
+    rules reach unless a human approved it."""
     can_read_video: bool = False
     """Whether the tools worker serving this backend can sample video frames
     (``backends.media.video_supported()`` there). The workflow cannot probe a
@@ -56,6 +65,8 @@ class BackendRef(BaseModel):
             raise ValueError(f"remote backend {self.name!r} needs a task_queue")
         if self.kind == "state" and self.can_execute:
             raise ValueError("the State backend cannot execute commands")
+        if self.sandboxed and not self.can_execute:
+            raise ValueError(f"backend {self.name!r}: sandboxed needs can_execute")
         if self.kind == "state" and self.can_read_video:
             raise ValueError("the State backend does not decode video (it runs in the workflow)")
         return self
@@ -221,6 +232,42 @@ class FileToolsConfig(BaseModel):
     def may_ask(self) -> bool:
         """Whether any call can wait for a human (interrupt rules or interrupt_on)."""
         return bool(self.interrupt_on) or any(r.mode == "interrupt" for r in self.permissions)
+
+    def execute_gated(self) -> bool:
+        """Whether every ``execute`` call waits for a human (``always: true``)."""
+        return execute_gated(self.interrupt_on)
+
+    def shell_unreachable_prefixes(self) -> list[str]:
+        """Composite routes the default backend's shell cannot reach."""
+        return [r.prefix for r in self.backend.routes if r.backend.shell_path is None]
+
+    def check_execute_gate(self) -> None:
+        """Refuse rules that ``execute`` could bypass on this configuration.
+
+        The one gate every entry point runs (``FileTools``, ``AgentWorkflow``,
+        the adapters, the CLI): see :mod:`filegate.kernel.execute_gate`.
+        Raises :class:`~filegate.kernel.execute_gate.ExecuteGateError`.
+        """
+        default = self.backend.default
+        offered = self.tools is None or "execute" in self.tools
+        check_execute_gate(
+            self.permissions,
+            backend=default.name,
+            can_execute=default.can_execute and offered,
+            sandboxed=default.sandboxed,
+            unreachable_prefixes=self.shell_unreachable_prefixes(),
+            reachable_prefixes=[
+                r.prefix for r in self.backend.routes if r.backend.shell_path is not None
+            ],
+            execute_gated=self.execute_gated(),
+        )
+
+
+def execute_gated(interrupt_on: Mapping[Any, Any]) -> bool:
+    """Whether every ``execute`` call waits for a human (``always: true``), which
+    lets path rules stand next to any shell (contract §5)."""
+    rule = interrupt_on.get("execute")
+    return rule is not None and getattr(rule, "always", None) is True
 
 
 class AgentInput(FileToolsConfig):
