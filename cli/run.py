@@ -66,9 +66,11 @@ def build_input(args: argparse.Namespace, root: Path, tools_queue: str, name: st
     """The AgentInput the flags describe; bad flags exit 2 before anything starts."""
     from filegate.workflows import BackendRef
 
+    sandbox = getattr(args, "sandbox", False)
+    shell_path = "/workspace" if sandbox else str(root) if args.shell else None
     ref = BackendRef(
         kind="remote", name=name, task_queue=tools_queue,
-        can_execute=args.shell, shell_path=str(root) if args.shell else None,
+        can_execute=args.shell or sandbox, sandboxed=sandbox, shell_path=shell_path,
     )  # fmt: skip
     return agent_input(args, ref)
 
@@ -76,9 +78,8 @@ def build_input(args: argparse.Namespace, root: Path, tools_queue: str, name: st
 def agent_input(args: argparse.Namespace, ref: Any) -> Any:
     """The AgentInput of the task flags (:func:`add_task_arguments`) on backend ``ref``
     (a BackendRef); ``run`` and ``submit`` share it. Bad flags exit 2."""
-    from filegate.kernel.permissions import check_execute_config
+    from filegate.kernel.execute_gate import ExecuteGateError
     from filegate.workflows import AgentInput, BackendSpec, Limits
-    from filegate.workflows.agent import execute_gated
 
     model = parse_model(args.model)
     rules = load_permissions(args.permissions)
@@ -89,18 +90,18 @@ def agent_input(args: argparse.Namespace, ref: Any) -> Any:
     extension = load_prompt(args.extend_system_prompt, "--extend-system-prompt")
     if args.max_steps is not None and args.max_steps < 1:
         raise CliError(f"--max-steps {args.max_steps}: must be at least 1", 2)
-    if ref.can_execute:
-        try:
-            check_execute_config(rules, can_execute=True, execute_gated=execute_gated(interrupt_on))
-        except ValueError as exc:
-            raise CliError(str(exc), 2) from None
     limits = Limits() if args.max_steps is None else Limits(max_steps=args.max_steps)
-    return AgentInput(
+    input = AgentInput(
         task=args.task, model=model, backend=BackendSpec(default=ref), permissions=rules,
         interrupt_on=interrupt_on, limits=limits,
         system_prompt=extension if extension is not None else prompt,
         system_prompt_mode="extend" if extension is not None else "replace",
     )  # fmt: skip
+    try:
+        input.check_execute_gate()
+    except ExecuteGateError as exc:
+        raise CliError(str(exc), 2) from None
+    return input
 
 
 async def check_workflow_id(
@@ -181,7 +182,8 @@ async def run_command(args: argparse.Namespace) -> int:
     tools_queue = tools_queue_for(workflow_id, root)
     name = "workspace"
     input = build_input(args, root, tools_queue, name)
-    backend = make_backend("local-shell" if args.shell else "filesystem", root)
+    kind = "sandbox" if args.sandbox else "local-shell" if args.shell else "filesystem"
+    backend = make_backend(kind, root)
     state_dir = state_dir_outside(target.settings, [str(root)])
     say(f"workflow id: {workflow_id}")
     async with local_services(target, state_dir, reuse_default=True) as services:
@@ -322,10 +324,17 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         action="store_true",
         help="start a new run under a --workflow-id whose earlier run has finished",
     )
-    parser.add_argument(
+    shells = parser.add_mutually_exclusive_group()
+    shells.add_argument(
         "--shell",
         action="store_true",
-        help="LocalShell backend (adds execute); with --permissions only when "
+        help="LocalShell backend (adds execute on the host); with --permissions only when "
         "--interrupt-on gates execute with always: true",
+    )
+    shells.add_argument(
+        "--sandbox",
+        action="store_true",
+        help="bubblewrap sandbox backend (adds execute; the workspace is /workspace in "
+        "commands); --permissions compile into each command's view",
     )
     parser.set_defaults(handler=run_command)

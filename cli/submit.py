@@ -41,11 +41,15 @@ class DeployedBackend:
     can_execute: bool
     shell_path: str | None
     """Where ``execute`` runs: the sandbox mounts the root at ``/workspace``."""
+    sandboxed: bool = False
+    """Commands run in the bubblewrap sandbox, which compiles the permission rules."""
 
 
 DEPLOYED_BACKENDS: dict[str, DeployedBackend] = {
     "filesystem": DeployedBackend("filegate-fs", can_execute=False, shell_path=None),
-    "sandbox": DeployedBackend("filegate-sandbox", can_execute=True, shell_path="/workspace"),
+    "sandbox": DeployedBackend(
+        "filegate-sandbox", can_execute=True, shell_path="/workspace", sandboxed=True
+    ),
     "local-shell": DeployedBackend(None, can_execute=True, shell_path=None),
 }
 """``--backend`` -> its compose queue (tests/test_compose.py keeps the two in step)."""
@@ -62,6 +66,7 @@ def backend_ref(args: argparse.Namespace) -> Any:
     return BackendRef(
         kind="remote", name=args.name or args.backend, task_queue=queue,
         can_execute=deployed.can_execute, shell_path=deployed.shell_path,
+        sandboxed=deployed.sandboxed,
     )  # fmt: skip
 
 
