@@ -10,6 +10,11 @@ processes that called ``setsid`` or double-forked -- when it returns, times out
 or is cancelled. A hostile command can still kill its supervisor (it runs as
 the worker's user); use the sandbox for untrusted code.
 
+Credentials: a command cannot read the worker's environment or memory through
+``/proc``: building a backend makes the worker non-dumpable, and a root
+worker's commands (and their supervisor) run without any capability, still as
+uid 0 (:mod:`filegate.backends.process_guard`).
+
 ``execute`` waits in a short polling loop rather than one blocking call, so
 an exception raised into the calling thread (e.g. Temporal cancelling a sync
 activity) lands within ~0.1 s; the ``finally`` then stops the supervisor.
@@ -27,6 +32,12 @@ from contextlib import suppress
 
 from filegate.backends.filesystem import FilesystemBackend
 from filegate.backends.host_files import DEFAULT_MAX_FILE_BYTES
+from filegate.backends.process_guard import (
+    guarded,
+    make_non_dumpable,
+    needs_capability_drop,
+    parse_refusal,
+)
 from filegate.backends.reaper import CommandBounds, supervised
 from filegate.kernel.limits import DEFAULT_EXECUTE_TIMEOUT, DEFAULT_MAX_OUTPUT_BYTES
 from filegate.kernel.protocol import ExecuteResult
@@ -40,7 +51,12 @@ _STOP_GRACE_SECONDS = 4.0
 
 
 class LocalShellBackend(FilesystemBackend):
-    """Files on disk plus a host shell (``subprocess``, ``shell=True``)."""
+    """Files on disk plus a host shell (``subprocess``, ``shell=True``).
+
+    Building one makes the current process (the worker) non-dumpable, so its
+    commands cannot read its environment from ``/proc``; doing it here covers
+    every worker that serves a host shell, whatever entry point built it.
+    """
 
     def __init__(
         self,
@@ -56,6 +72,7 @@ class LocalShellBackend(FilesystemBackend):
     ) -> None:
         """``bounds``: memory, processes, file size and the longest timeout of a command
         (default :class:`CommandBounds`; its ``tmp_bytes`` only applies to sandboxes)."""
+        make_non_dumpable()
         super().__init__(root_dir, virtual_mode=virtual_mode, max_file_bytes=max_file_bytes)
         self.cwd = os.path.realpath(root_dir)
         self.env = dict(env or {})
@@ -88,6 +105,7 @@ class LocalShellBackend(FilesystemBackend):
             timeout=limit,
             max_output_bytes=self.max_output_bytes,
             bounds=self.bounds,
+            drop_capabilities=True,
         )
 
 
@@ -104,6 +122,7 @@ def run_command(
     timeout: float,
     max_output_bytes: int,
     bounds: CommandBounds | None = None,
+    drop_capabilities: bool = False,
 ) -> ExecuteResult:
     """Run one command in its own session: capped output, ``[stderr] `` prefix, no leftovers.
 
@@ -113,11 +132,22 @@ def run_command(
     supervisor (:mod:`filegate.backends.reaper`); it is stopped with SIGTERM,
     so it kills the whole tree, then the session's process group is killed.
     A timed-out command reports :data:`TIMEOUT_EXIT_CODE` (contract §1).
+
+    ``drop_capabilities`` (the host shell): when the worker is root, the
+    supervisor and the command start through the guard of
+    :mod:`~filegate.backends.process_guard`, which drops every capability
+    first; if it cannot, nothing runs and the result is its error. Sandboxes
+    leave it off: bwrap needs root's capabilities to build its namespaces and
+    drops them itself for the command.
     """
+    if (bounds is not None or drop_capabilities) and (isinstance(args, str) or shell):
+        raise ValueError("bounds and drop_capabilities need an argument list, not a shell string")
     if bounds is not None:
-        if isinstance(args, str) or shell:
-            raise ValueError("bounds need an argument list, not a shell string")
-        args = supervised(args, bounds)
+        args = supervised(list(args), bounds)
+    status_read = status_write = -1
+    if drop_capabilities and needs_capability_drop():
+        status_read, status_write = os.pipe()
+        args = guarded(list(args), status_write)
     try:
         proc = subprocess.Popen(
             args,
@@ -128,16 +158,31 @@ def run_command(
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
+            pass_fds=(status_write,) if status_write >= 0 else (),
         )
     except OSError as exc:
+        if status_read >= 0:
+            os.close(status_read)
         return ExecuteResult(error=f"could not start the shell: {exc}", code="io_error")
+    finally:
+        if status_write >= 0:
+            os.close(status_write)  # the guard holds the only copy: EOF once it execs or exits
     capture = _Capture(max_output_bytes)
     timed_out = False
     try:
-        timed_out = not _pump(proc, capture, time.monotonic() + timeout)
+        timed_out = not _pump(proc, capture, time.monotonic() + timeout, status_read)
     finally:
         _stop(proc, supervised=bounds is not None)
         capture.close()
+        if status_read >= 0:
+            os.close(status_read)
+    refusal = parse_refusal(bytes(capture.buffers[_GUARD]))
+    if refusal is not None:  # the guard reported instead of exec'ing: nothing ran
+        kind, reason = refusal
+        return ExecuteResult(
+            error=f"the command was not run: {reason}",
+            code="io_error" if kind == "io_error" else "unsupported",
+        )
     output, truncated = capture.render(max_output_bytes)
     if timed_out:
         return ExecuteResult(
@@ -153,12 +198,20 @@ def run_command(
     return ExecuteResult(output=output, exit_code=code, truncated=truncated)
 
 
+_GUARD = "guard"
+"""The capture buffer of the guard's status pipe: its refusal, if any; never shown as output."""
+
+
 class _Capture:
     """Bounded stdout/stderr buffers; the rest is drained and dropped."""
 
     def __init__(self, cap: int) -> None:
         self.cap = cap
-        self.buffers: dict[str, bytearray] = {"stdout": bytearray(), "stderr": bytearray()}
+        self.buffers: dict[str, bytearray] = {
+            "stdout": bytearray(),
+            "stderr": bytearray(),
+            _GUARD: bytearray(),
+        }
         self.overflow = False
         self.selector = selectors.DefaultSelector()
 
@@ -190,13 +243,19 @@ class _Capture:
         return text, truncated
 
 
-def _pump(proc: subprocess.Popen[bytes], capture: _Capture, deadline: float) -> bool:
-    """Read both pipes until EOF (or shortly after the shell exits). False on timeout."""
+def _pump(
+    proc: subprocess.Popen[bytes], capture: _Capture, deadline: float, status_fd: int = -1
+) -> bool:
+    """Read both pipes and the guard's ``status_fd`` until EOF (or shortly after the
+    shell exits). False on timeout."""
     sel = capture.selector
     assert proc.stdout is not None and proc.stderr is not None
     for stream, name in ((proc.stdout, "stdout"), (proc.stderr, "stderr")):
         os.set_blocking(stream.fileno(), False)
         sel.register(stream, selectors.EVENT_READ, name)
+    if status_fd >= 0:
+        os.set_blocking(status_fd, False)
+        sel.register(status_fd, selectors.EVENT_READ, _GUARD)
     exited_at: float | None = None
     while sel.get_map():
         now = time.monotonic()
