@@ -94,10 +94,28 @@ def _tail(path: Path, lines: int = 40) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
+_CREDENTIAL_PREFIXES = ("FILEGATE_", "AWS_", "OPENAI_", "ANTHROPIC_")
+_CREDENTIAL_MARKERS = ("KEY", "SECRET", "TOKEN", "PASSWORD", "CREDENTIAL")
+
+
+def _credential(name: str) -> bool:
+    upper = name.upper()
+    return upper.startswith(_CREDENTIAL_PREFIXES) or any(m in upper for m in _CREDENTIAL_MARKERS)
+
+
 def clean_env(drop_prefixes: Iterable[str], extra: dict[str, str]) -> dict[str, str]:
-    """The current environment minus variables that would redirect the server."""
+    """The current environment minus variables that would redirect the server,
+    and minus anything that looks like a credential.
+
+    A dev server needs neither the worker's keys nor its settings, and a
+    server process is as readable to a LocalShell command of the same uid as
+    the worker would be without ``backends.process_guard``: what it does not
+    hold, it cannot leak.
+    """
     prefixes = tuple(drop_prefixes)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(prefixes)}
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(prefixes) and not _credential(k)
+    }
     env.update(extra)
     return env
 

@@ -162,6 +162,7 @@ async def test_outside_a_workflow_errors_read_as_deepagents_writes_them(
         backend=BACKEND,
         task_queue=tools_queue,
         client=temporal_client,
+        can_execute=False,  # a deny rule next to a host shell is refused (kernel.execute_gate)
         permissions=[FilesystemPermission(operations=["read"], paths=["/secret/**"], mode="deny")],
     )
     try:

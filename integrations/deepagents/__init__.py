@@ -1,9 +1,11 @@
 """Filegate as a Deep Agents backend (``pip install 'filegate[deepagents]'``).
 
-:class:`FilegateBackend` implements deepagents' ``SandboxBackendProtocol``;
-every operation is a Filegate activity on a tools worker, scheduled from the
-calling workflow or, outside one, through a one-operation workflow
-(:class:`OperationWorkflow`). :func:`tools_worker` serves both. See
+:class:`FilegateBackend` implements deepagents' ``SandboxBackendProtocol``
+(with ``can_execute=False`` it is a :class:`FilegateFileBackend`, a plain
+``BackendProtocol`` without ``execute``, which deepagents' own permission
+rules accept). Every operation is a Filegate activity on a tools worker,
+scheduled from the calling workflow or, outside one, through a
+one-operation workflow (:class:`OperationWorkflow`). :func:`tools_worker` serves both. See
 ``docs/deepagents.md``.
 
 Lazy (:mod:`filegate._lazy`): the workflow-side modules (``operations``) load
@@ -15,8 +17,9 @@ from typing import TYPE_CHECKING
 from filegate._lazy import attach
 
 if TYPE_CHECKING:
-    from .backend import FilegateBackend
+    from .backend import FilegateBackend, FilegateFileBackend
     from .convert import Mount
+    from .gate import ExecuteGateFailure
     from .operations import (
         Operation,
         OperationResult,
@@ -29,8 +32,9 @@ if TYPE_CHECKING:
 __getattr__, __dir__, __all__ = attach(
     __name__,
     {
-        ".backend": ["FilegateBackend"],
+        ".backend": ["FilegateBackend", "FilegateFileBackend"],
         ".convert": ["Mount"],
+        ".gate": ["ExecuteGateFailure"],
         ".operations": ["Operation", "OperationResult", "OperationWorkflow", "run_operation"],
         ".transfer": ["TransferActivities"],
         ".worker": ["tools_worker"],

@@ -1,4 +1,9 @@
-"""A deepagents sandbox backend whose every operation is a Filegate activity.
+"""deepagents backends whose every operation is a Filegate activity.
+
+:class:`FilegateBackend` is a ``SandboxBackendProtocol`` (files and
+``execute``); ``FilegateBackend(..., can_execute=False)`` is a
+:class:`FilegateFileBackend`, a plain ``BackendProtocol`` (files only), which
+deepagents' own permission rules accept.
 
 Inside a workflow (a Deep Agents graph run by a Temporal workflow), each call
 schedules the activity from that workflow, so it gets Filegate's per-tool
@@ -16,15 +21,14 @@ from plain code and from inside another running event loop alike.
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import uuid
 from collections.abc import Coroutine, Sequence
-from concurrent.futures import Future
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any, Literal, TypedDict, TypeVar, Unpack, overload
 
 from deepagents.backends.protocol import (
+    BackendProtocol,
     DeleteResult,
     EditResult,
     ExecuteResponse,
@@ -45,6 +49,7 @@ from temporalio.client import Client
 
 from . import convert
 from .convert import Mount
+from .gate import check_gate
 from .operations import (
     DownloadRequest,
     Operation,
@@ -55,12 +60,13 @@ from .operations import (
     UploadRequest,
     run_operation,
 )
+from .portal import Portal
 
 T = TypeVar("T")
 
 
-class FilegateBackend(SandboxBackendProtocol):
-    """deepagents' ``SandboxBackendProtocol`` over one Filegate backend on a tools worker.
+class FilegateFileBackend(BackendProtocol):
+    """deepagents' ``BackendProtocol`` (files only, no ``execute``) over one Filegate backend.
 
     ``backend`` and ``task_queue`` name the backend and the tools worker's
     queue (as ``BackendRef(kind="remote")`` does). ``client`` is needed only
@@ -72,7 +78,19 @@ class FilegateBackend(SandboxBackendProtocol):
     there). ``permissions`` and ``policies`` travel with every call as they
     do from ``AgentWorkflow``: a path an ``interrupt`` rule covers is refused
     (approvals belong to deepagents' own ``interrupt_on`` here).
+
+    Why a class without ``execute``: deepagents decides whether a backend runs
+    commands by ``isinstance(backend, SandboxBackendProtocol)``, and its
+    ``FilesystemMiddleware(permissions=...)`` refuses any backend that does
+    (it cannot hold path rules for a shell). This class is what
+    ``FilegateBackend(..., can_execute=False)`` returns, so deepagents' own
+    rules work over Filegate's files.
     """
+
+    can_execute: bool = False
+    """Whether ``execute`` is offered (only :class:`FilegateBackend` offers it)."""
+    sandboxed: bool = False
+    """Whether commands run in Filegate's bubblewrap sandbox (declared, never probed)."""
 
     def __init__(
         self,
@@ -98,7 +116,7 @@ class FilegateBackend(SandboxBackendProtocol):
         self.operation_timeout = operation_timeout
         self.search_timeout = search_timeout
         self._id = sandbox_id or f"filegate:{backend}@{task_queue}"
-        self._portal: _Portal | None = None
+        self._portal: Portal | None = None
         self._portal_lock = threading.Lock()
 
     @property
@@ -140,7 +158,7 @@ class FilegateBackend(SandboxBackendProtocol):
             )
         with self._portal_lock:
             if self._portal is None:
-                self._portal = _Portal()
+                self._portal = Portal()
             portal = self._portal
         return portal.run(coro)
 
@@ -295,15 +313,6 @@ class FilegateBackend(SandboxBackendProtocol):
                 )
         return [answers[i] for i in range(len(paths))]
 
-    async def aexecute(self, command: str, *, timeout: int | None = None) -> ExecuteResponse:
-        # deepagents' 0 means "no timeout"; Filegate always bounds a command
-        # (the worker's FILEGATE_EXEC_MAX_SECONDS), so 0 takes the default.
-        args: dict[str, Any] = {"command": command}
-        if timeout:
-            args["timeout"] = float(timeout)
-        outcome = _need((await self._run(self._tool("execute", args))).outcome)
-        return convert.execute_response(outcome)
-
     # ----------------------------------------------------------------------- sync operations
 
     def ls(self, path: str) -> LsResult:
@@ -346,6 +355,106 @@ class FilegateBackend(SandboxBackendProtocol):
     def download_files(self, paths: list[str]) -> list[FileDownloadResponse]:
         return self._sync(self.adownload_files(paths))
 
+
+class _Where(TypedDict):
+    backend: str
+    task_queue: str
+
+
+class BackendOptions(_Where, total=False):
+    """:class:`FilegateFileBackend`'s constructor arguments, for ``FilegateBackend``'s typing.
+
+    (Required keys by inheritance, not ``Required[...]``: postponed annotations
+    would hide those from ``__required_keys__`` at runtime.)
+    """
+
+    client: Client | None
+    operation_task_queue: str | None
+    mount: str
+    permissions: Sequence[FilesystemPermission]
+    policies: Sequence[str] | None
+    operation_timeout: timedelta
+    search_timeout: float | None
+    sandbox_id: str | None
+
+
+class FilegateBackend(FilegateFileBackend, SandboxBackendProtocol):
+    """deepagents' ``SandboxBackendProtocol`` over one Filegate backend on a tools worker.
+
+    The file operations and arguments of :class:`FilegateFileBackend`, plus
+    ``execute``. ``can_execute`` and ``sandboxed`` mirror ``BackendRef``; they
+    are declared because the adapter cannot probe the tools worker:
+
+    - ``can_execute=False`` returns a :class:`FilegateFileBackend` instead, so
+      deepagents sees no shell (and takes ``FilesystemMiddleware(permissions=...)``);
+    - ``sandboxed=True``: the worker serves the backend with Filegate's bubblewrap
+      sandbox, which compiles the permission rules into each command's view.
+
+    Protecting rules (``deny``/``interrupt``) that a command could bypass are
+    refused right here, before any tool runs (:class:`ExecuteGateError`, naming
+    the rule): on a host shell any such rule, in the sandbox a rule that does
+    not compile to mounts (only literal paths and ``dir/**`` do). The tools
+    worker applies the same gate to every command anyway, so rules changed
+    after construction are refused there (``execute refused: ...``).
+    """
+
+    can_execute = True
+
+    @overload
+    def __new__(
+        cls,
+        *,
+        can_execute: Literal[True] = ...,
+        sandboxed: bool = ...,
+        **options: Unpack[BackendOptions],
+    ) -> FilegateBackend: ...
+
+    @overload
+    def __new__(  # type: ignore[misc]  # typing spec: a non-subclass skips __init__
+        cls, *, can_execute: bool, sandboxed: bool = ..., **options: Unpack[BackendOptions]
+    ) -> FilegateFileBackend: ...
+
+    def __new__(  # type: ignore[misc]  # typing spec: a non-subclass skips __init__
+        cls,
+        *,
+        can_execute: bool = True,
+        sandboxed: bool = False,
+        **options: Unpack[BackendOptions],
+    ) -> FilegateFileBackend:
+        if sandboxed and not can_execute:
+            raise ValueError(f"backend {options.get('backend')!r}: sandboxed needs can_execute")
+        if can_execute:
+            return super().__new__(cls)
+        if cls is not FilegateBackend:
+            raise TypeError(
+                f"{cls.__name__}(can_execute=False) would lose the subclass: "
+                "subclass FilegateFileBackend for a backend without execute"
+            )
+        return FilegateFileBackend(**options)  # not a FilegateBackend: __init__ is skipped
+
+    def __init__(
+        self,
+        *,
+        can_execute: bool = True,
+        sandboxed: bool = False,
+        **options: Unpack[BackendOptions],
+    ) -> None:
+        # can_execute is True here: __new__ returned a FilegateFileBackend otherwise.
+        super().__init__(**options)
+        self.sandboxed = sandboxed
+        check_gate(self.permissions, backend=self.backend, sandboxed=sandboxed)
+
+    async def aexecute(self, command: str, *, timeout: int | None = None) -> ExecuteResponse:
+        # deepagents' 0 means "no timeout"; Filegate always bounds a command
+        # (the worker's FILEGATE_EXEC_MAX_SECONDS), so 0 takes the default.
+        args: dict[str, Any] = {"command": command}
+        if timeout:
+            args["timeout"] = float(timeout)
+        outcome = _need((await self._run(self._tool("execute", args))).outcome)
+        return convert.execute_response(outcome)
+
+    # ----------------------------------------------------------------------- sync operations
+
     def execute(self, command: str, *, timeout: int | None = None) -> ExecuteResponse:
         return self._sync(self.aexecute(command, timeout=timeout))
 
@@ -364,31 +473,3 @@ def _need(outcome: Any) -> Any:
 
 def _raw(outcome: Any, tool: str) -> Any:
     return getattr(outcome.raw, tool) if outcome.raw is not None else None
-
-
-class _Portal:
-    """A private event loop on a daemon thread, for the sync methods.
-
-    Why not ``asyncio.run`` per call: the caller may already run an event loop
-    (a sync tool inside an async app), where ``asyncio.run`` refuses; and one
-    long-lived loop keeps the client's connections warm between calls.
-    """
-
-    def __init__(self) -> None:
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(
-            target=self._loop.run_forever, name="filegate-deepagents", daemon=True
-        )
-        self._thread.start()
-
-    def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        if threading.current_thread() is self._thread:
-            coro.close()
-            raise RuntimeError("a sync FilegateBackend method was called from its own loop")
-        future: Future[T] = asyncio.run_coroutine_threadsafe(coro, self._loop)
-        return future.result()
-
-    def close(self) -> None:
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=5)
-        self._loop.close()
