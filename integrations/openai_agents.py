@@ -19,6 +19,32 @@ made through Filegate's approval handlers, which ``FileTools`` registers on
 the workflow, so ``filegate approvals``/``approve``, the approval UI and every
 other Filegate client find and decide it like an ``AgentWorkflow``.
 
+Why a configuration the rules cannot hold on fails the host workflow before
+the model is asked: a permission rule that ``execute`` could bypass (a host
+shell next to ``deny read /secrets/**``; :mod:`filegate.kernel.execute_gate`)
+is refused before any tool runs, with the non-retryable
+``InvalidConfiguration`` ``ApplicationError`` of ``FileTools.check_config``.
+Where it is raised decides what the host sees:
+
+- in ``on_invoke_tool`` the SDK wraps any exception in a ``UserError``
+  ("Error running tool ..."), which ``OpenAIAgentsPlugin`` re-raises as an
+  ``AgentsWorkflowError`` caused by ours: the workflow fails, but only after
+  a model call offered the tools, and the failure's own type is
+  ``AgentsWorkflowError`` (not marked non-retryable), ours only its cause;
+- in a tool's ``is_enabled``, which the SDK evaluates as it lists the agent's
+  tools at the start of every turn (before the model call, outside its
+  tool-error wrapping), the ``ApplicationError`` leaves ``Runner.run`` as it
+  is and the workflow fails with it;
+- in ``@workflow.init`` nothing raises: ``FileTools`` keeps its error for the
+  run (any other exception there fails the workflow *task*, retried forever;
+  temporalio 1.35 happens to fail the workflow for an ``ApplicationError``,
+  which neither relies on).
+
+So :func:`filegate_tools` checks at once when called from the workflow's run
+(or a handler), each tool's ``is_enabled`` checks when the SDK lists them
+(which also covers tools built in ``@workflow.init``), and ``on_invoke_tool``
+checks once more, so no call reaches a runner whose configuration is refused.
+
 This module runs in workflow code: it imports only the SDK's tool types and
 Filegate's workflow-side modules, and performs no I/O. Import it in a
 workflow file under ``workflow.unsafe.imports_passed_through()`` (the plugin
@@ -31,10 +57,18 @@ import asyncio
 import copy
 import dataclasses
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from agents import FunctionTool, Tool, ToolOutputFileContent, ToolOutputImage, ToolOutputText
+from agents import (
+    AgentBase,
+    FunctionTool,
+    RunContextWrapper,
+    Tool,
+    ToolOutputFileContent,
+    ToolOutputImage,
+    ToolOutputText,
+)
 from agents.tool_context import ToolContext
 from filegate.kernel.messages import (
     RAW_ARGS_KEY,
@@ -47,6 +81,7 @@ from filegate.kernel.messages import (
 from filegate.kernel.tool_types import TOOL_ORDER, ToolOutcome
 from filegate.workflows import tool_descriptions as descriptions
 from filegate.workflows.file_tools import FileTools
+from temporalio import workflow
 from temporalio.converter import DataConverter, DefaultPayloadConverter
 
 __all__ = [
@@ -80,6 +115,11 @@ class ToolRunner(Protocol):
     the model's own tool-call id; the runner makes it unique per workflow
     (:func:`~filegate.kernel.tool_types.activity_call_id`) before it keys the
     idempotency journal.
+
+    A runner may also define ``check_config()``, raising when its
+    configuration must not run at all (:meth:`FileToolsRunner.check_config`);
+    :func:`filegate_tools` calls it before any call reaches ``run`` (module
+    docstring). It is optional, so runners written before it stay runners.
     """
 
     def specs(self) -> Sequence[ToolSpec]: ...
@@ -96,8 +136,58 @@ def filegate_tools(runner: ToolRunner, *, strict: bool = True) -> list[Tool]:
     approvals. ``strict`` sends OpenAI strict-mode schemas
     (:func:`strict_parameters`), which the SDK recommends and OpenAI models
     follow exactly; pass False for a provider that rejects them.
+
+    A configuration the permission rules cannot hold on (``check_config``)
+    fails the host workflow before the model is asked: at once when this is
+    called from the workflow's run, else (built in ``@workflow.init``, where
+    the error is left for the run, as ``FileTools`` does) when the SDK first
+    lists the tools; see the module docstring.
     """
-    return [_function_tool(runner, spec, strict=strict) for spec in runner.specs()]
+    check = _config_check(runner)
+    if check is not None and _in_workflow_run():
+        check()
+    return [_function_tool(runner, spec, strict=strict, check=check) for spec in runner.specs()]
+
+
+ConfigCheck = Callable[[], None]
+"""A runner's ``check_config``: returns, or raises the error that fails the run."""
+
+
+def _config_check(runner: ToolRunner) -> ConfigCheck | None:
+    check = getattr(runner, "check_config", None)
+    return check if callable(check) else None
+
+
+def _in_workflow_run() -> bool:
+    """Whether this runs in a workflow coroutine (its run or a handler), not ``__init__``.
+
+    Temporal calls a workflow's ``__init__`` synchronously on the workflow's
+    event loop before it starts the run as a task, so there (and outside any
+    workflow) no task is current.
+    """
+    if not workflow.in_workflow():
+        return False
+    try:
+        return asyncio.current_task() is not None
+    except RuntimeError:  # no running loop
+        return False
+
+
+def _enabled_when_allowed(
+    check: ConfigCheck,
+) -> Callable[[RunContextWrapper[Any], AgentBase], bool]:
+    """An SDK ``is_enabled`` that raises the runner's configuration error, else True.
+
+    The SDK evaluates it as it lists an agent's tools, at the start of every
+    turn and before the model call, and lets what it raises leave
+    ``Runner.run`` unwrapped (module docstring).
+    """
+
+    def is_enabled(context: RunContextWrapper[Any], agent: AgentBase) -> bool:
+        check()
+        return True
+
+    return is_enabled
 
 
 def filegate_instructions(runner: ToolRunner, extra: str | None = None) -> str:
@@ -118,10 +208,17 @@ def filegate_instructions(runner: ToolRunner, extra: str | None = None) -> str:
     return f"{prompt}\n\n{extra}" if extra else prompt
 
 
-def _function_tool(runner: ToolRunner, spec: ToolSpec, *, strict: bool) -> FunctionTool:
+def _function_tool(
+    runner: ToolRunner, spec: ToolSpec, *, strict: bool, check: ConfigCheck | None
+) -> FunctionTool:
     optional = _optional_fields(spec.parameters)
 
     async def on_invoke_tool(context: ToolContext[Any], arguments: str) -> SdkToolOutput:
+        if check is not None:
+            # Passes wherever is_enabled did (FileTools fixes the error when built);
+            # for a tool whose is_enabled was replaced: still no call runs, and the
+            # plugin fails the workflow with this error as the cause.
+            check()
         args = _parse_arguments(arguments, optional)
         return to_sdk_output(await runner.run(spec.name, args, context.tool_call_id))
 
@@ -134,6 +231,7 @@ def _function_tool(runner: ToolRunner, spec: ToolSpec, *, strict: bool) -> Funct
         ),
         on_invoke_tool=on_invoke_tool,
         strict_json_schema=strict,
+        is_enabled=_enabled_when_allowed(check) if check is not None else True,
     )
 
 
@@ -258,11 +356,12 @@ class FileToolsRunner:
 
     Build ``FileTools`` in the workflow's ``@workflow.init``, so the approval
     handlers exist before the first query or update arrives; the runner may
-    be built there or in ``run``. The runner only calls ``tools``' methods, so
-    it also works on a ``FileTools`` the sandbox re-imported (a lazy
-    ``filegate.workflows`` export imported in a workflow file is loaded again
-    inside the sandbox, as a class of its own; import it from
-    ``filegate.workflows.file_tools`` to share the host's).
+    be built there or in ``run``, and so may its tools (:func:`filegate_tools`
+    refuses a bad configuration in the run either way). The runner only calls
+    ``tools``' methods, so it also works on a ``FileTools`` the sandbox
+    re-imported (a lazy ``filegate.workflows`` export imported in a workflow
+    file is loaded again inside the sandbox, as a class of its own; import it
+    from ``filegate.workflows.file_tools`` to share the host's).
     """
 
     def __init__(self, tools: FileTools) -> None:
@@ -271,6 +370,16 @@ class FileToolsRunner:
 
     def specs(self) -> list[ToolSpec]:
         return self.tools.specs()
+
+    def check_config(self) -> None:
+        """Raise ``FileTools``' configuration error, if any (the run must not go on).
+
+        A rule ``execute`` could bypass: a non-retryable ``ApplicationError``
+        of type ``InvalidConfiguration`` naming the rule and the backend.
+        :func:`filegate_tools` calls this where raising fails the workflow,
+        never in ``@workflow.init`` (module docstring).
+        """
+        self.tools.check_config()
 
     async def run(self, name: str, args: dict[str, Any], call_id: str) -> ToolOutcome:
         # FileTools numbers each call as a turn when it starts it (inside the lock,

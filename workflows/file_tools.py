@@ -156,8 +156,9 @@ class FileTools(ToolCalls):
         # a human records the version marker (workflows.reviews.PREVIEW_PATCH).
         self._previews = config.may_ask() and workflow.patched(PREVIEW_PATCH)
         self._co_hosted_queue = _co_hosted_queue(config)
-        # Raised from the run, not here: an exception in a workflow's __init__
-        # fails the workflow *task* (retried forever), not the workflow.
+        # Raised from the first call, not here: the host's __init__ may still be
+        # setting up (its handlers, its own state), and a host that catches our
+        # error there would be left half-built.
         self._config_error = _config_error(config)
         if register_handlers:
             self._approvals.register()
