@@ -38,7 +38,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from filegate.backends.executables import find_executable
-from filegate.backends.host_files import DEFAULT_MAX_FILE_BYTES
+from filegate.backends.host_files import DEFAULT_MAX_FILE_BYTES, DIR_FLAGS, PathEscapeError
+from filegate.backends.host_tree import tree_below
 from filegate.backends.local_shell import MINIMAL_PATH, run_command
 from filegate.backends.reaper import CommandBounds
 from filegate.backends.sandbox import (
@@ -49,7 +50,8 @@ from filegate.backends.sandbox import (
 from filegate.backends.sandbox_view import view_mounts
 from filegate.kernel.execute_gate import SandboxView
 from filegate.kernel.limits import DEFAULT_EXECUTE_TIMEOUT, DEFAULT_MAX_OUTPUT_BYTES
-from filegate.kernel.protocol import ExecuteResult
+from filegate.kernel.paths import validate_path
+from filegate.kernel.protocol import DeleteTree, ExecuteResult
 
 _ETC_FILES = (
     "/etc/alternatives",  # Debian's /usr/bin/awk etc. are symlinks through here
@@ -205,6 +207,23 @@ class BwrapSandboxBackend(BaseSandbox):
         """``execute`` with ``view``'s protected paths hidden or read-only."""
         limit = self.default_timeout if timeout is None else timeout
         return self.run_in_sandbox(command, limit, self.max_output_bytes, view)
+
+    def delete_tree(self, path: str) -> DeleteTree | None:
+        """What ``delete(path)`` would remove, listed on the host (the workspace is a
+        host directory), links not followed; None when nothing is there."""
+        vpath = validate_path(path)
+        comps = [part for part in vpath.split("/") if part]
+        if not comps:
+            return None
+        parent = os.path.realpath(os.path.join(self.root, *comps[:-1]))
+        if parent != self.root and not parent.startswith(self.root + os.sep):
+            raise PathEscapeError(vpath)
+        dfd = os.open(parent, DIR_FLAGS)
+        try:
+            found = tree_below(dfd, comps[-1], vpath)
+        finally:
+            os.close(dfd)
+        return None if found is None else DeleteTree(entries=found[0], cut=found[1])
 
     def check_available(self) -> None:
         """Raise :class:`SandboxUnavailableError` unless a real sandbox starts here.

@@ -47,6 +47,7 @@ from filegate.backends.host_files import (
     resolve_in_root,
     utf8_name,
 )
+from filegate.backends.host_tree import tree_below
 from filegate.backends.streams import scan_stream, stream_text_window
 from filegate.kernel.batch import RaisingOps
 from filegate.kernel.globbing import (
@@ -60,6 +61,7 @@ from filegate.kernel.paths import join_path, validate_path
 from filegate.kernel.protocol import (
     BINARY_GREP,
     DeleteResult,
+    DeleteTree,
     EditResult,
     ExecuteResult,
     FileDownloadResult,
@@ -361,6 +363,22 @@ class FilesystemBackend(ReferenceNames):
         except EXPECTED_ERRORS as exc:
             return error_value(DeleteResult, vpath, exc)
         return DeleteResult(path=vpath)
+
+    def delete_tree(self, path: str) -> DeleteTree | None:
+        """What ``delete(path)`` would remove, links not followed (a reviewer's preview).
+
+        None when nothing is there. Raises like the file operations do.
+        """
+        vpath = validate_path(path)
+        parts = self._parts(vpath, follow_final=False)
+        if not parts:
+            return None
+        dfd = self._open_dir(parts[:-1])
+        try:
+            found = tree_below(dfd, parts[-1], vpath)
+        finally:
+            os.close(dfd)
+        return None if found is None else DeleteTree(entries=found[0], cut=found[1])
 
     def glob(self, pattern: str, path: str = "/", visible: Visible | None = None) -> GlobResult:
         vroot = str(path)

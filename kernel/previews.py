@@ -15,9 +15,9 @@ import hashlib
 from typing import Literal
 
 from filegate.kernel.dispatch import InvalidToolRequest, parse_args, shown_path
-from filegate.kernel.gates import entry_refused, search_visible, waive_interrupts
-from filegate.kernel.permissions import filter_paths
-from filegate.kernel.protocol import BackendProtocol
+from filegate.kernel.gates import entry_refused, search_visible
+from filegate.kernel.permissions import FilesystemPermission, check_permission, filter_paths
+from filegate.kernel.protocol import BackendProtocol, DeleteTree
 from filegate.kernel.textops import apply_edit, decode_text
 from filegate.kernel.tool_types import DeleteArgs, EditFileArgs, ToolRequest, WriteFileArgs
 from filegate.kernel.visibility import to_virtual
@@ -40,7 +40,16 @@ class ChangePreview(BaseModel):
     """Unified diff (``---``/``+++`` headers, ``@@ -a,b +c,d @@`` hunks with real
     line numbers, 3 lines of context) for ``new_file``, ``overwrite`` and ``edit``."""
     deleted: list[str] = Field(default_factory=list)
-    """``delete``: the virtual paths that go (a directory lists its files)."""
+    """``delete``: the virtual paths that go, the target first: every file,
+    directory (ending in ``/``; empty ones too), dotfile and symlink (the link
+    itself, never followed) the reviewer may see, up to :data:`MAX_DELETED`."""
+    deleted_links: list[str] = Field(default_factory=list)
+    """The entries of ``deleted`` that are symlinks (deleted as links)."""
+    deleted_more: int = 0
+    """Visible entries that go beyond those listed ("and N more")."""
+    deleted_hidden: int = 0
+    """Entries that go which the permission rules do not let the reviewer see
+    (counted, never named: "and N entries the rules hide")."""
     command: str | None = None
     cwd: str | None = None
     fingerprint: str | None = None
@@ -79,25 +88,46 @@ def compute_preview(backend: BackendProtocol, request: ToolRequest) -> ChangePre
             kind="unavailable", path=request.virtual_path, error=f"{request.tool} changes nothing"
         )
     shown = shown_path(request, args.file_path)
-    # The reviewer may see what the rules let the call read; an interrupt rule is
-    # the very approval being asked for, so only denies hide content here.
-    readable = request.model_copy(update={"permissions": waive_interrupts(request.permissions)})
+    # The reviewer sees only what the model may read: a read interrupt asks for
+    # an approval of its own, which this one is not (a write's is), so it hides
+    # content here as a deny does.
+    readable = request.model_copy(update={"permissions": read_rights(request.permissions)})
     refused = entry_refused(backend, readable, "read", args.file_path)
+    if isinstance(args, DeleteArgs):
+        return _delete_preview(backend, readable, args.file_path, shown, refused is not None)
     if refused is not None:
         return ChangePreview(
             kind="unavailable",
             path=shown,
-            error="the permission rules do not allow reading this path, so no preview is shown",
+            error="the permission rules do not let the model read this path (read: "
+            f"{_read_mode(request, shown)}), so its content is not shown",
         )
-    if isinstance(args, DeleteArgs):
-        return _delete_preview(backend, readable, args.file_path, shown)
     [found] = backend.download([args.file_path])
     if found.code == "is_directory":
         return ChangePreview(kind="unavailable", path=shown, error=f"{shown} is a directory")
+    if found.error is not None and found.code == "permission_denied":
+        return ChangePreview(kind="unavailable", path=shown, error=found.error)
     current = found.content if found.error is None else None
     if isinstance(args, WriteFileArgs):
         return _write_preview(shown, current, args.content)
     return _edit_preview(shown, current, args)
+
+
+def read_rights(rules: list[FilesystemPermission]) -> list[FilesystemPermission]:
+    """The rules as they judge a preview's reads: every ``interrupt`` counts as a deny."""
+    if not any(rule.mode == "interrupt" for rule in rules):
+        return rules
+    return [
+        rule.model_copy(update={"mode": "deny"}) if rule.mode == "interrupt" else rule
+        for rule in rules
+    ]
+
+
+def _read_mode(request: ToolRequest, shown: str) -> str:
+    try:
+        return check_permission(request.permissions, "read", shown)
+    except ValueError:
+        return "deny"
 
 
 def _current_bytes(backend: BackendProtocol, local_path: str) -> bytes | None:
@@ -145,9 +175,65 @@ def _edit_preview(shown: str, current: bytes | None, args: EditFileArgs) -> Chan
 
 
 def _delete_preview(
+    backend: BackendProtocol, request: ToolRequest, local_path: str, shown: str, hidden: bool
+) -> ChangePreview:
+    """Every entry that goes, as far as the rules let the reviewer see it (module docstring).
+
+    ``hidden``: the target itself may not be read. The fingerprint covers the
+    whole listing, hidden entries included, with sizes and mtimes, so any
+    change after the preview bounces the decision.
+    """
+    lister = getattr(backend, "delete_tree", None)
+    tree: DeleteTree | None = None
+    if lister is not None:
+        try:
+            tree = lister(local_path)
+        except NotImplementedError:
+            lister = None
+    if lister is None:
+        return _globbed_delete_preview(backend, request, local_path, shown)
+    if tree is None:
+        return ChangePreview(kind="delete", path=shown, error=f"nothing to delete at {shown}")
+    lines: list[str] = []
+    listed: list[str] = []
+    links: list[str] = []
+    hidden_count = 0
+    for entry in tree.entries:
+        virtual = to_virtual(request.route_prefix, entry.path)
+        lines.append(f"{entry.kind}\t{virtual}\t{entry.size}\t{entry.modified}")
+        if (hidden and virtual == shown) or _hidden(request, virtual):
+            hidden_count += 1
+            continue
+        name = virtual + ("/" if entry.kind == "dir" and virtual != "/" else "")
+        listed.append(name)
+        if entry.kind == "link":
+            links.append(name)
+    shown_names = listed[:MAX_DELETED]
+    return ChangePreview(
+        kind="delete",
+        path=shown,
+        deleted=shown_names,
+        deleted_links=[link for link in links if link in set(shown_names)],
+        deleted_more=len(listed) - len(shown_names),
+        deleted_hidden=hidden_count,
+        fingerprint=fingerprint("\n".join(lines).encode("utf-8", "surrogateescape")),
+        truncated=tree.cut or len(listed) > MAX_DELETED,
+        error="the listing stopped early: the delete may remove more" if tree.cut else None,
+    )
+
+
+def _hidden(request: ToolRequest, virtual: str) -> bool:
+    try:
+        mode = check_permission(request.permissions, "read", virtual)
+    except ValueError:
+        return True  # a name the validator refuses is never shown
+    return mode != "allow"
+
+
+def _globbed_delete_preview(
     backend: BackendProtocol, request: ToolRequest, local_path: str, shown: str
 ) -> ChangePreview:
-    """A file lists itself; a directory the files under it that the rules let one see."""
+    """A backend without a delete listing (an object store): its files, as glob sees them."""
     current = _current_bytes(backend, local_path)
     if current is not None:
         return ChangePreview(
@@ -162,7 +248,12 @@ def _delete_preview(
     listing = fingerprint("\n".join(paths).encode())
     cut = len(paths) > MAX_DELETED or found.truncated
     return ChangePreview(
-        kind="delete", path=shown, deleted=paths[:MAX_DELETED], fingerprint=listing, truncated=cut
+        kind="delete",
+        path=shown,
+        deleted=paths[:MAX_DELETED],
+        deleted_more=max(len(paths) - MAX_DELETED, 0),
+        fingerprint=listing,
+        truncated=cut,
     )
 
 

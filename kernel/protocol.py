@@ -97,6 +97,30 @@ class FileInfo(BaseModel):
     modified_at: str | None = None
 
 
+TreeKind = Literal["file", "dir", "link", "other"]
+
+
+class TreeEntry(BaseModel):
+    """One entry a recursive delete would remove (``delete_tree``, optional).
+
+    ``path`` is backend-local; a ``link`` is the link itself (never followed);
+    ``size`` is set for regular files; ``modified`` is the mtime in ns, so a
+    preview's fingerprint notices any change.
+    """
+
+    path: str
+    kind: TreeKind
+    size: int | None = None
+    modified: int | None = None
+
+
+class DeleteTree(BaseModel):
+    """``delete_tree(path)``: what goes, target first; ``cut`` when the walk stopped early."""
+
+    entries: list[TreeEntry] = Field(default_factory=list)
+    cut: bool = False
+
+
 class LsResult(_Result):
     entries: list[FileInfo] = Field(default_factory=list)
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import zlib
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +34,7 @@ from filegate.kernel.protocol import (
     NOT_A_DIRECTORY,
     PATH_NOT_FOUND,
     DeleteResult,
+    DeleteTree,
     EditResult,
     ExecuteResult,
     FileDownloadResult,
@@ -44,6 +46,7 @@ from filegate.kernel.protocol import (
     LsResult,
     ReadResult,
     ReferenceNames,
+    TreeEntry,
     Visible,
     WriteResult,
 )
@@ -277,6 +280,21 @@ class StateBackend(ReferenceNames):
         for file_path in doomed:
             del self._files[file_path]
         return DeleteResult(path=virtual)
+
+    def delete_tree(self, path: str) -> DeleteTree | None:
+        """What ``delete(path)`` would remove: the files at or below it (no directories
+        or links exist here, only paths). None when nothing is there."""
+        virtual = validate_path(path)
+        entries = [
+            TreeEntry(
+                path=p,
+                kind="file",
+                size=len(self._files[p].data()),
+                modified=zlib.crc32((self._files[p].modified_at or "").encode()),
+            )
+            for p in sorted(self._under(virtual))
+        ]
+        return DeleteTree(entries=entries) if entries else None
 
     def glob(self, pattern: str, path: str = "/", visible: Visible | None = None) -> GlobResult:
         files = self._visible_files(visible)

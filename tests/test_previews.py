@@ -165,12 +165,20 @@ def test_a_read_denied_target_shows_no_content() -> None:
     )
     assert shown.kind == "unavailable" and shown.diff is None and shown.fingerprint is None
     assert "hunter2" not in shown.model_dump_json()
-    # An interrupt rule is the approval being asked for: the reviewer sees the diff.
+    # A read interrupt asks for an approval of its own, which a write's is not:
+    # no content (issue 26, P1), and the card says why.
     interrupt = [
         FilesystemPermission(operations=["read", "write"], paths=["/s/**"], mode="interrupt")
     ]
-    seen = compute_preview(
+    hidden = compute_preview(
         backend, request("write_file", file_path="/s/cfg", content="x", rules=interrupt)
+    )
+    assert hidden.kind == "unavailable" and "hunter2" not in hidden.model_dump_json()
+    assert "read: interrupt" in (hidden.error or "")
+    # A write interrupt alone is the approval being asked for: the diff is shown.
+    write_only = [FilesystemPermission(operations=["write"], paths=["/s/**"], mode="interrupt")]
+    seen = compute_preview(
+        backend, request("write_file", file_path="/s/cfg", content="x", rules=write_only)
     )
     assert seen.kind == "overwrite" and "hunter2" in (seen.diff or "")
 
@@ -431,7 +439,9 @@ async def test_local_backend_previews_on_the_agent_worker(
             lambda p: len(p) == 1 and p[0].preview is not None,
         )
         assert approval.preview is not None and approval.preview.kind == "delete"
-        assert approval.preview.deleted == ["/docs/n.md"] and approval.preview.fingerprint
+        # Every entry that goes, the directory itself first.
+        assert approval.preview.deleted == ["/docs/", "/docs/n.md"]
+        assert approval.preview.fingerprint
         await handle.execute_update(
             AgentWorkflow.decide_update, Decision(id=approval.id, decision="approve")
         )

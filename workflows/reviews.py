@@ -206,6 +206,9 @@ class Reviews:
         request = self._request(
             tool, checked.prefix, local_args, call_id, virtual_path=checked.path
         )
+        # All the rules: an interrupt_on entry waives the call's own approvals,
+        # not the model's read rights, which decide what the preview may show.
+        request = request.model_copy(update={"permissions": self._input.permissions})
         ref = self._input.backend.backend_for(checked.prefix)
         options = preview_activity_options()
         try:

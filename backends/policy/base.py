@@ -86,5 +86,16 @@ class Policy:
         return None
 
 
+OPERATION_ALIASES: dict[str, str] = {"download": "read", "upload": "write"}
+"""The batch operations are the single ones in bulk: a policy naming ``read`` also
+judges ``download`` (a change preview reads through it), one naming ``write``
+also judges ``upload``, in every policy kind."""
+
+
+def names_operation(operations: frozenset[str], operation: str) -> bool:
+    """Whether ``operations`` (a policy's list) covers ``operation`` or its alias."""
+    return operation in operations or OPERATION_ALIASES.get(operation) in operations
+
+
 WRITE_OPERATIONS: tuple[WriteOperation, ...] = ("write", "edit", "delete", "upload")
 CONTENT_OPERATIONS: tuple[ContentOperation, ...] = ("write", "edit", "upload")

@@ -27,6 +27,7 @@ from filegate.kernel.protocol import (
     PROTOCOL_METHODS,
     BackendProtocol,
     DeleteResult,
+    DeleteTree,
     EditResult,
     ExecuteResult,
     FileDownloadResult,
@@ -297,6 +298,23 @@ class PolicyBackend(ReferenceNames):
         return self._one(
             call, "execute", None, ExecuteResult, lambda c: self.inner.execute(command, timeout)
         )
+
+    # -- optional operations, forwarded under the same policies --
+
+    def delete_tree(self, path: str) -> DeleteTree | None:
+        """The inner backend's delete listing (a reviewer's preview), admitted as ``ls``.
+
+        Raises ``PermissionError`` when a policy refuses it or the inner
+        backend has no such listing (the preview then falls back or says why).
+        """
+        lister = getattr(self.inner, "delete_tree", None)
+        refusal = self._admit("ls")
+        if refusal is not None:
+            raise PermissionError(refusal.message)
+        if lister is None:
+            raise NotImplementedError(f"{type(self.inner).__name__} has no delete listing")
+        result: DeleteTree | None = lister(path)
+        return result
 
     # -- the compiled view (kernel.execute_gate), forwarded under the same policies --
 

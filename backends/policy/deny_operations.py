@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from filegate.backends.policy.base import Policy, Refusal
+from filegate.backends.policy.base import Policy, Refusal, names_operation
 
 
 class DenyOperationsPolicy(Policy):
@@ -15,10 +15,10 @@ class DenyOperationsPolicy(Policy):
         self.operations = frozenset(operations)
 
     def permits(self, operation: str) -> bool:
-        return operation not in self.operations
+        return not names_operation(self.operations, operation)
 
     def admit(self, operation: str) -> Refusal | None:
-        if operation not in self.operations:
+        if not names_operation(self.operations, operation):
             return None
         return Refusal(
             policy=self.name,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from filegate.backends.policy.base import WRITE_OPERATIONS, Call, Policy, Refusal
+from filegate.backends.policy.base import WRITE_OPERATIONS, Call, Policy, Refusal, names_operation
 from filegate.kernel.paths import validate_path
 from filegate.kernel.permissions import FilesystemPermission, delete_blockers
 from filegate.kernel.protocol import (
@@ -45,7 +45,7 @@ class DenyWritePolicy(Policy):
             self._rules.append((f"glob:{pattern}", _deny_rule([pattern])))
 
     def check(self, call: Call, inner: BackendProtocol) -> Refusal | None:
-        if call.operation not in self.operations or call.path is None:
+        if not names_operation(self.operations, call.operation) or call.path is None:
             return None
         path = call.path
         if call.operation == "delete":

@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from filegate.backends.policy.base import Policy, Refusal
+from filegate.backends.policy.base import Policy, Refusal, names_operation
 from filegate.kernel.protocol import (
     PROTOCOL_METHODS,
 )
@@ -88,7 +88,9 @@ class RateLimitPolicy(Policy):
         self.operations = frozenset(operations if operations is not None else PROTOCOL_METHODS)
 
     def admit(self, operation: str) -> Refusal | None:
-        if operation not in self.operations or self.bucket.acquire(self.max_wait_seconds):
+        if not names_operation(self.operations, operation) or self.bucket.acquire(
+            self.max_wait_seconds
+        ):
             return None
         return Refusal(
             policy=self.name,

@@ -10,7 +10,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from filegate.backends.policy.base import CONTENT_OPERATIONS, Call, Policy, Refusal
+from filegate.backends.policy.base import CONTENT_OPERATIONS, Call, Policy, Refusal, names_operation
 from filegate.kernel.protocol import (
     BackendProtocol,
 )
@@ -85,7 +85,7 @@ class SecretScanPolicy(Policy):
         self.operations = frozenset(operations)
 
     def check(self, call: Call, inner: BackendProtocol) -> Refusal | None:
-        if call.operation not in self.operations or call.path is None:
+        if not names_operation(self.operations, call.operation) or call.path is None:
             return None
         if call.operation == "edit":
             rule = self._added_by_edit(call, inner)
