@@ -8,6 +8,7 @@ bad id is refused immediately (contract §5, §10).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import getpass
 import json
 import logging
@@ -19,6 +20,7 @@ from filegate.cli.connection import target_from
 from filegate.cli.contract import (
     DECIDE_TIMEOUT,
     DECIDE_UPDATE,
+    PENDING_QUERY,
     QUERY_TIMEOUT,
     STATUS_QUERY,
     WORKFLOW_TYPE,
@@ -32,6 +34,7 @@ from temporalio.client import (
     WorkflowExecutionDescription,
     WorkflowExecutionStatus,
     WorkflowFailureError,
+    WorkflowHandle,
     WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
     WorkflowUpdateRPCTimeoutOrCancelledError,
@@ -152,15 +155,62 @@ def decision_payload(args: argparse.Namespace) -> dict[str, Any]:
     return payload
 
 
+PREVIEW_WAIT_SECONDS = 30.0
+"""How long ``approve``/``edit`` wait for an approval's preview to be shown."""
+
+
+class _Unanswered(Exception):
+    """No worker answered the approvals query in time."""
+
+
+async def shown_fingerprint(
+    handle: WorkflowHandle[Any, Any],
+    approval_id: str,
+    wait: float = PREVIEW_WAIT_SECONDS,
+    *,
+    rpc_timeout: float = QUERY_TIMEOUT.total_seconds(),
+) -> str | None:
+    """The fingerprint of the preview an approval shows now (``""``: a preview without
+    one), waiting while it is computed; None when the approval has no preview.
+
+    An approve or edit names it, so the workflow takes the decision only for the
+    preview it was made on (contract §5).
+    """
+    deadline = asyncio.get_running_loop().time() + wait
+    while True:
+        try:
+            listed: list[dict[str, Any]] = await handle.query(
+                PENDING_QUERY,
+                result_type=list[dict[str, Any]],
+                rpc_timeout=timedelta(seconds=rpc_timeout),
+            )
+        except RPCError as exc:
+            if exc.status in (RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED):
+                raise _Unanswered from None
+            raise
+
+        approval = next((a for a in listed if a.get("id") == approval_id), None)
+        if approval is None or not approval.get("preview_pending"):
+            preview = (approval or {}).get("preview")
+            return None if preview is None else str(preview.get("fingerprint") or "")
+        if asyncio.get_running_loop().time() > deadline:
+            raise CliError(f"the preview of approval {approval_id} is not ready after {wait:g} s")
+        await asyncio.sleep(0.1)
+
+
 async def decide_command(args: argparse.Namespace) -> int:
     decision = decision_payload(args)
     client = await target_from(args).connect()
     handle = client.get_workflow_handle(args.workflow)
     try:
+        if decision["decision"] in ("approve", "edit"):
+            seen = await shown_fingerprint(handle, args.id, rpc_timeout=args.timeout)
+            if seen is not None:
+                decision["preview_fingerprint"] = seen
         ack: dict[str, Any] = await handle.execute_update(
             DECIDE_UPDATE, decision, rpc_timeout=timedelta(seconds=args.timeout)
         )
-    except WorkflowUpdateRPCTimeoutOrCancelledError:
+    except (WorkflowUpdateRPCTimeoutOrCancelledError, _Unanswered):
         raise CliError(
             f"no worker answered for {args.workflow} within {args.timeout:g} s: is the "
             "`filegate run` (or agent worker) serving it still running? Check "
@@ -168,6 +218,8 @@ async def decide_command(args: argparse.Namespace) -> int:
         ) from None
     except WorkflowUpdateFailedError as exc:
         raise CliError(f"{args.decision} refused by {args.workflow}: {failure_text(exc)}") from None
+    except WorkflowQueryFailedError as exc:
+        raise CliError(f"cannot read the approvals of {args.workflow}: {exc}") from None
     except RPCError as exc:
         raise CliError(f"cannot reach workflow {args.workflow}: {exc.message}") from None
     by = f"{ack.get('reviewer', decision['reviewer'])} via {ack.get('via', 'cli')}"

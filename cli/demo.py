@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from filegate.cli.approvals import shown_fingerprint
 from filegate.cli.connection import target_from
 from filegate.cli.errors import CliError, failure_text
 from filegate.cli.progress import Approval, Progress, args_text, content_text, follow, one_line, say
@@ -280,8 +281,10 @@ async def run_demo(
             approval_id = approval["id"]
             args = args_text(approval["args"])
             say(f"  ?? approval {approval_id} pending: {approval['tool']} {args}")
+            seen = await shown_fingerprint(handle, approval_id)
             await handle.signal(
-                AgentWorkflow.decide_signal, Decision(id=approval_id, decision="approve")
+                AgentWorkflow.decide_signal,
+                Decision(id=approval_id, decision="approve", preview_fingerprint=seen),
             )
             approved.append(approval_id)
             say(f"  !! approved {approval_id} by signal")

@@ -313,7 +313,7 @@ def test_bad_input_is_a_usage_error(cli_env: dict[str, str], tmp_path: Path) -> 
          "--permissions", perms, "--shell"],
     )  # fmt: skip
     assert bad_json[0] == 2 and "--args is not valid JSON" in bad_json[2]
-    assert shell[0] == 2 and "shell bypasses path rules" in shell[2]
+    assert shell[0] == 2 and "host shell" in shell[2] and "rule 1" in shell[2]
 
 
 # --------------------------------------------------------------------------- in-process parsing

@@ -119,8 +119,11 @@ async def eventually(
 
 
 async def pending(handle: WorkflowHandle[Any, Any], count: int) -> list[Any]:
+    """``count`` pending approvals, each showing its preview (an approve or edit
+    sent while a preview is computed is refused: contract §5)."""
     return await eventually(
-        lambda: handle.query(AgentWorkflow.pending_approvals), lambda p: len(p) == count
+        lambda: handle.query(AgentWorkflow.pending_approvals),
+        lambda p: len(p) == count and not any(a.preview_pending for a in p),
     )
 
 

@@ -129,6 +129,9 @@ class ApprovalBook:
         self.decided: list[DecidedApproval] = list(decided)[-DECIDED_KEPT:]
         """Who decided what, newest last (the ``status`` query)."""
         self._random_hex = random_hex
+        self.previewing: set[str] = set()
+        """Approvals whose preview is still being computed (never across
+        continue-as-new: a thread continues only with no approval open)."""
 
     def open(
         self,
@@ -166,10 +169,18 @@ class ApprovalBook:
         """The approvals still waiting for a decision (the ``pending_approvals`` query)."""
         return [a for a in self.pending.values() if a.id not in self.decisions]
 
+    def expect_preview(self, approval_id: str) -> None:
+        """A preview of ``approval_id`` is being computed: approvals wait for it."""
+        self.previewing.add(approval_id)
+        if approval_id in self.pending:
+            self.pending[approval_id].preview_pending = True
+
     def attach_preview(self, approval_id: str, preview: ChangePreview) -> None:
         """Show ``preview`` on the card of a still-open approval."""
+        self.previewing.discard(approval_id)
         if approval_id in self.pending:
             self.pending[approval_id].preview = preview
+            self.pending[approval_id].preview_pending = False
 
     def check(
         self, decision: Decision, check_edit: Callable[[str, dict[str, Any]], str | None]
@@ -193,6 +204,8 @@ class ApprovalBook:
                 raise ValueError(f"edited args refused: {error}")
         if decision.decision == "respond" and decision.message is None:
             raise ValueError("a respond decision needs a message")
+        if decision.decision in ("approve", "edit"):
+            _check_seen(decision, approval, decision.id in self.previewing)
 
     def record(self, decision: Decision, now: str) -> None:
         """Accept a checked decision (already :func:`stamped`) made at ``now``."""
@@ -253,3 +266,26 @@ class ApprovalBook:
     def previous_rejection(self, signature: str) -> str | None:
         """The reason of an earlier rejection of this exact call ('' = none), or None."""
         return self.rejected.get(signature)
+
+
+PREVIEW_NOT_READY = "the preview is not ready: look at it once it is shown, then decide"
+PREVIEW_CHANGED = "the preview changed since it was shown: look at it again, then decide"
+
+
+def _check_seen(decision: Decision, approval: PendingApproval, previewing: bool) -> None:
+    """An approve or edit must be about the preview the reviewer saw (contract §5).
+
+    Refused while the preview is still being computed (nobody can have seen
+    it), and when the decision names the fingerprint of another preview. A
+    decision that names none (an API caller that shows no preview) is taken
+    once the preview is there; the target is still checked against it.
+    """
+    if previewing:
+        raise ValueError(PREVIEW_NOT_READY)
+    seen = decision.preview_fingerprint
+    if seen is None:
+        return
+    if approval.preview is None:
+        raise ValueError(PREVIEW_NOT_READY)
+    if seen != (approval.preview.fingerprint or ""):
+        raise ValueError(PREVIEW_CHANGED)

@@ -12,8 +12,12 @@ from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 from filegate.kernel.execute_gate import check_execute_gate
-from filegate.kernel.limits import DEFAULT_MAX_EXECUTE_TIMEOUT
-from filegate.kernel.messages import Message, ModelSpec, Usage
+from filegate.kernel.limits import (
+    DEFAULT_MAX_EXECUTE_TIMEOUT,
+    DEFAULT_MAX_TOOL_ARGS_CHARS,
+    DEFAULT_MAX_TOOL_CALLS_PER_TURN,
+)
+from filegate.kernel.messages import Message, ModelSpec, ToolCallLimits, Usage
 from filegate.kernel.permissions import FilesystemPermission
 from filegate.kernel.previews import ChangePreview
 from filegate.kernel.tool_types import ToolName
@@ -125,8 +129,11 @@ class Limits(BaseModel):
     max_output_tokens: int | None = None
     """Passed to the model as its per-call output cap when the spec sets none."""
     max_execute_timeout: float = DEFAULT_MAX_EXECUTE_TIMEOUT
-    max_tool_args_chars: int = 1_000_000
-    """Serialized tool-call arguments above this size are refused (history stays small)."""
+    max_tool_args_chars: Annotated[int, Field(ge=1)] = DEFAULT_MAX_TOOL_ARGS_CHARS
+    """Serialized tool-call arguments above this size are refused with an error result,
+    in the model activity, so they never reach history."""
+    max_tool_calls_per_turn: Annotated[int, Field(ge=1)] = DEFAULT_MAX_TOOL_CALLS_PER_TURN
+    """Tool calls of one model turn that run; one error result answers the rest."""
     model_timeout_seconds: float = 600.0
     model_max_attempts: int = 5
     tool_heartbeat_timeout_seconds: Annotated[float, Field(gt=0)] = 2.5
@@ -134,6 +141,12 @@ class Limits(BaseModel):
     (``activities.contract.HEARTBEAT_TIMEOUT``): every call heartbeats each second
     while it runs, so long calls are not cut short. Raise it for tools workers whose
     event loop can stall for seconds (an overloaded host)."""
+
+    def tool_call_limits(self) -> ToolCallLimits:
+        """The caps the model activity applies to each turn it returns."""
+        return ToolCallLimits(
+            max_args_chars=self.max_tool_args_chars, max_calls=self.max_tool_calls_per_turn
+        )
 
 
 class RuleTimeout(BaseModel):
@@ -357,6 +370,10 @@ class Decision(BaseModel):
     """Who decided (a UI user, an OS user, a proxy-authenticated name)."""
     via: Via | None = None
     """The channel the decision came through."""
+    preview_fingerprint: str | None = None
+    """``approve``/``edit``: the fingerprint of the preview the reviewer decided on
+    (``PendingApproval.preview.fingerprint``; ``""`` for a preview without one).
+    A stale one is refused ("the preview changed"); the UI and the CLI send it."""
 
     def by(self) -> str:
         """``"ana via ui"``: the attribution the model and the logs see."""
@@ -387,6 +404,9 @@ class PendingApproval(BaseModel):
     on_timeout: Literal["reject", "escalate"] | None = None
     """What happens then: the call is rejected, or the approval escalates."""
     preview: ChangePreview | None = None
+    preview_pending: bool = False
+    """The preview is still being computed: an approve or edit is refused until
+    it is shown (``Decision.preview_fingerprint``)."""
     """What the call would change, computed on the route's tools worker."""
     changed_since_preview: bool = False
     """An approve/edit decision found the target changed since the preview it was

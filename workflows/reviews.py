@@ -112,10 +112,13 @@ class Reviews:
             cwd=self._execute_cwd() if checked.tool == "execute" else None,
             **self._card(call, trigger, requested_at, timeout, on_timeout),
         )
-        self._approvals.publish()
         opened = workflow.now()
         if checked.tool in PREVIEWED_TOOLS and self._previews:
+            self._book.expect_preview(approval.id)
+            self._approvals.publish()
             self._book.attach_preview(approval.id, await self._preview(checked, call_id))
+        else:
+            self._approvals.publish()
         decided = lambda: self._book.is_decided(approval.id)  # noqa: E731
         try:
             remaining = (
