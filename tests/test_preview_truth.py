@@ -16,6 +16,7 @@ Each case was found by trying to mislead a reviewer on real servers:
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,8 @@ from filegate.kernel.protocol import BackendProtocol
 from filegate.kernel.state import StateBackend
 from filegate.worker import file_tools
 from filegate.workflows import AgentInput, AgentWorkflow, BackendSpec, Decision
-from temporalio.client import Client
+from filegate.workflows.approvals import PREVIEW_CHANGED, PREVIEW_NOT_READY
+from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.testing import ActivityEnvironment
 
 from tests.test_previews import request
@@ -189,3 +191,65 @@ async def test_a_change_after_the_delete_preview_bounces_the_decision(
         result = await handle.result()
     assert results(result)["d"]["status"] == "success"
     assert not (root / "pub").exists() and (root / "outside.txt").exists()
+
+
+class SlowPreviews(FilesystemBackend):
+    """Its reads take a second: the window in which a preview is being computed."""
+
+    def download(self, paths: list[str]) -> list[Any]:
+        time.sleep(1.5)
+        return super().download(paths)
+
+
+@pytest.mark.services
+async def test_a_decision_must_name_the_preview_it_was_made_on(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    root = tmp_path / "ws"
+    (root / "docs").mkdir(parents=True)
+    (root / "docs" / "a.md").write_text("old\n")
+    write = {
+        "id": "w",
+        "name": "write_file",
+        "args": {"file_path": "/docs/a.md", "content": "new\n"},
+    }
+    model = scripted({"tool_calls": [write]}, final())
+    async with (
+        running_agent(temporal_client) as queue,
+        running_tools(temporal_client, {"fs": SlowPreviews(root)}, tmp_path / "j") as tq,
+    ):
+        input = AgentInput(
+            task="edit",
+            model=model,
+            backend=BackendSpec(default=remote("fs", tq)),
+            permissions=[rule("interrupt", ["write"], "/docs/**")],
+        )
+        handle = await temporal_client.start_workflow(
+            AgentWorkflow.run, input, id=uid("wf"), task_queue=queue
+        )
+        [early] = await eventually(
+            lambda: handle.query(AgentWorkflow.pending_approvals), lambda p: len(p) == 1
+        )
+        assert early.preview_pending and early.preview is None
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            await handle.execute_update(
+                AgentWorkflow.decide_update, Decision(id=early.id, decision="approve")
+            )
+        assert PREVIEW_NOT_READY in str(refused.value.cause)
+        [shown] = await eventually(
+            lambda: handle.query(AgentWorkflow.pending_approvals),
+            lambda p: len(p) == 1 and not p[0].preview_pending,
+        )
+        assert shown.preview is not None and shown.preview.fingerprint
+        stale = Decision(id=shown.id, decision="approve", preview_fingerprint="sha256:0")
+        with pytest.raises(WorkflowUpdateFailedError) as changed:
+            await handle.execute_update(AgentWorkflow.decide_update, stale)
+        assert PREVIEW_CHANGED in str(changed.value.cause)
+        assert (root / "docs" / "a.md").read_text() == "old\n"  # still open, nothing ran
+        assert [a.id for a in await handle.query(AgentWorkflow.pending_approvals)] == [shown.id]
+        seen = Decision(
+            id=shown.id, decision="approve", preview_fingerprint=shown.preview.fingerprint
+        )
+        await handle.execute_update(AgentWorkflow.decide_update, seen)
+        await handle.result()
+    assert (root / "docs" / "a.md").read_text() == "new\n"
