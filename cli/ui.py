@@ -12,7 +12,12 @@ recent decisions :mod:`filegate.cli.ui_decided`.
 
 Every request passes :class:`~filegate.cli.web_guard.GuardMiddleware` first
 (``Host`` allow-list, token login, CSRF, JSON only, CSP): an approval decides
-whether an agent's write runs, so no other web page may drive this one. Each
+whether an agent's write runs, so no other web page may drive this one. What
+the model wrote reaches the page with its hidden characters (controls, bidi
+overrides, zero-width ones) spelled out as ``⟨U+202E⟩``
+(:func:`~filegate.cli.ui_cards.visible`): the templates apply it to every
+value they print, and the JSON answers the page shows pass
+:func:`~filegate.cli.ui_cards.page_json`. Each
 decision carries the guard's :class:`~filegate.cli.web_guard.Reviewer` (who,
 and through what), which the workflow records in its state and history and
 tells the model.
@@ -41,11 +46,15 @@ from filegate.cli.contract import DECIDE_UPDATE
 from filegate.cli.errors import CliError, failure_text
 from filegate.cli.ui_cards import (
     PREVIEW_LIMIT,
+    Raw,
     describe_rule,
     edited_preview,
     enrich,
     enrich_decision,
+    oneline,
+    page_json,
     preview,
+    shown,
 )
 from filegate.cli.ui_decided import decided_listing
 from filegate.cli.ui_listing import LISTING_TIMEOUT, approval_listing
@@ -87,7 +96,13 @@ _TEMPLATES = Environment(
     autoescape=select_autoescape(["html"]),
     trim_blocks=True,
     lstrip_blocks=True,
+    finalize=shown,
 )
+"""Every ``{{ }}`` is :func:`~filegate.cli.ui_cards.shown` (hidden characters as
+``⟨U+XXXX⟩``) and escaped; ``|raw`` keeps a value exact (an edit field, a data
+attribute the script sends back), ``|oneline`` shows tab and newline too (paths, ids)."""
+_TEMPLATES.filters["raw"] = Raw
+_TEMPLATES.filters["oneline"] = oneline
 
 
 __all__ = ["PREVIEW_LIMIT", "create_app", "describe_rule", "preview", "serve", "ui_command"]
@@ -196,6 +211,11 @@ def _edit_request(body: Any) -> tuple[str, dict[str, Any], dict[str, Any]]:
     return body["tool"], original, args
 
 
+def _page_error(text: str, status: int) -> JSONResponse:
+    """A refusal the page shows on the card (validator text may quote the model's args)."""
+    return JSONResponse(page_json({"ok": False, "error": text}), status)
+
+
 def create_app(
     client_factory: ClientFactory, access: UiAccess, *, temporal_web_url: str | None = None
 ) -> GuardMiddleware:
@@ -246,30 +266,32 @@ def create_app(
         try:
             tool, original, args = _edit_request(await request.json())
         except json.JSONDecodeError:
-            return JSONResponse({"ok": False, "error": "the body is not valid JSON"}, 400)
+            return _page_error("the body is not valid JSON", 400)
         except ValueError as exc:
-            return JSONResponse({"ok": False, "error": str(exc)}, 400)
-        shown = edited_preview(tool, original, args)
-        return JSONResponse({"ok": True, "changed": shown["changed"], "html": diff.render(p=shown)})
+            return _page_error(str(exc), 400)
+        edited = edited_preview(tool, original, args)
+        html = diff.render(p=edited)
+        return JSONResponse(page_json({"ok": True, "changed": edited["changed"], "html": html}))
 
     async def api_decide(request: Request) -> Response:
         reviewer = reviewer_of(request.scope)
         try:
             workflow_id, decision = _parse_decision(await request.json(), reviewer)
         except json.JSONDecodeError:
-            return JSONResponse({"ok": False, "error": "the body is not valid JSON"}, 400)
+            return _page_error("the body is not valid JSON", 400)
         except ValueError as exc:
-            return JSONResponse({"ok": False, "error": str(exc)}, 400)
+            return _page_error(str(exc), 400)
         try:
             ack = await service.decide(workflow_id, decision)
         except ValueError as exc:
-            return JSONResponse({"ok": False, "error": f"refused: {exc}"}, 409)
+            return _page_error(f"refused: {exc}", 409)
         except LookupError as exc:
-            return JSONResponse({"ok": False, "error": str(exc)}, 404)
+            return _page_error(str(exc), 404)
         text = decision_text(ack, workflow_id, reviewer)
         log.info("%s", text)
         changed = bool(ack.get("changed_since_preview"))
-        return JSONResponse({"ok": True, "ack": ack, "message": text, "changed": changed})
+        answer = {"ok": True, "ack": ack, "message": text, "changed": changed}
+        return JSONResponse(page_json(answer))  # the page shows message and ack
 
     app = Starlette(
         routes=[
@@ -293,8 +315,16 @@ def login_url(host: str, port: int, access: UiAccess) -> str:
 
 
 def uvicorn_server(app: Any, host: str, port: int) -> uvicorn.Server:
-    """A uvicorn server for ``app`` (run it with ``serve()`` or ``run()`` in a thread)."""
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off")
+    """A uvicorn server for ``app`` (run it with ``serve()`` or ``run()`` in a thread).
+
+    ``proxy_headers`` is off: uvicorn would otherwise believe ``X-Forwarded-For``
+    from 127.0.0.1 and rewrite the client address, so any local process could
+    pose as a trusted proxy and name any reviewer. Which proxies are believed
+    is the guard's business (``FILEGATE_UI_TRUSTED_PROXIES``), by their own address.
+    """
+    config = uvicorn.Config(
+        app, host=host, port=port, log_level="warning", lifespan="off", proxy_headers=False
+    )
     return uvicorn.Server(config)
 
 

@@ -7,6 +7,18 @@ tools worker, with real line numbers); a workflow that sends none (older
 workers, other workflow types) gets the preview the arguments alone allow:
 ``old_string`` against ``new_string``, or the content to be written. The UI
 itself never reads the agent's workspace.
+
+What the model wrote reaches the reviewer through :func:`visible`: a control
+character or an invisible formatting one (a bidi override such as U+202E, a
+zero-width space, a BOM, a tag character) is shown as its code point,
+``⟨U+202E⟩``, instead of being rendered raw, so a diff, a path or an argument
+cannot read differently from its bytes. It is applied in one place per
+output: the templates' ``finalize`` (every ``{{ }}``; :class:`Raw` marks the
+few values that must stay bytes-exact, such as edit-form values and data
+attributes the script sends back) and :func:`page_json` for the JSON the
+page's script displays. Diff rows are split on ``\\n`` only: a U+2028 or a lone
+CR inside a line stays on that line's row, spelled out, instead of starting a
+row of its own (unnumbered, unmarked, and shifting the line numbers after it).
 """
 
 from __future__ import annotations
@@ -17,6 +29,8 @@ import json
 import re
 from typing import Any
 from urllib.parse import quote
+
+from markupsafe import Markup
 
 PREVIEW_LIMIT = 20_000
 """Characters of a write's content or an edit's diff shown; history may hold more."""
@@ -31,6 +45,86 @@ DIFF_KINDS = frozenset({"new_file", "overwrite", "edit"})
 
 _HUNK = re.compile(r"^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@")
 
+_HIDDEN = (
+    "\x00-\x08\x0b-\x1f\x7f-\x9f"  # C0 but tab and newline, DEL, C1
+    "\u00ad\u034f\u061c\u0600-\u0605\u06dd\u070f\u0890\u0891\u08e2"
+    "\u115f\u1160\u17b4\u17b5\u180b-\u180f"
+    "\u200b-\u200f\u2028-\u202e\u2060-\u206f\u3164"  # zero-width, bidi, invisible
+    "\ufe00-\ufe0f\ufeff\uffa0\ufff9-\ufffb\ufffe\uffff\ud800-\udfff"
+    "\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3"
+    "\U0001d173-\U0001d17a\U000e0000-\U000e0fff"  # tags, variation selectors
+)
+"""Characters that render as nothing, or as something else than they are:
+every control (Cc), format (Cf), separator (Zl, Zp) and surrogate (Cs)
+character, plus invisible fillers and variation selectors (tests/test_ui_cards.py
+checks this against ``unicodedata``)."""
+_HIDDEN_IN_TEXT = re.compile(f"[{_HIDDEN}]")
+_HIDDEN_IN_LINE = re.compile(f"[{_HIDDEN}\t\n]")
+
+
+def _mark(match: re.Match[str]) -> str:
+    return f"\u27e8U+{ord(match[0]):04X}\u27e9"
+
+
+def visible(text: str, *, layout: bool = True) -> str:
+    """``text`` with every hidden character shown as ``⟨U+XXXX⟩``.
+
+    ``layout`` keeps tab and newline (a diff line, a file's content, a
+    command); without it they are shown too (a path, an id on one line).
+    """
+    return (_HIDDEN_IN_TEXT if layout else _HIDDEN_IN_LINE).sub(_mark, text)
+
+
+def hidden_marks(text: str) -> list[str]:
+    """The hidden characters (but tab and newline) in ``text``, as ``U+XXXX``."""
+    return sorted({f"U+{ord(c):04X}" for c in _HIDDEN_IN_TEXT.findall(text)})
+
+
+class Raw(str):
+    """A template value that must reach the page byte for byte (the ``raw``
+    filter): an edit field's value or a data attribute the script sends back,
+    where ``⟨U+202E⟩`` would silently change the call."""
+
+
+def shown(value: Any) -> Any:
+    """The templates' ``finalize``: every printed string made :func:`visible`.
+
+    Markup is HTML a template already rendered (its values passed here), so
+    it is left alone, and so is :class:`Raw`.
+    """
+    if isinstance(value, str) and not isinstance(value, Markup | Raw):
+        return visible(value)
+    return value
+
+
+def oneline(value: Any) -> str:
+    """The ``oneline`` filter: a path or id, with tab and newline shown too."""
+    return visible(str(value), layout=False)
+
+
+def page_json(value: Any) -> Any:
+    """A JSON answer the page's script displays, every string :func:`visible`.
+
+    Only for the answers the page shows (a decision, an edit preview);
+    ``/api/approvals`` stays exact for scripts that need the bytes.
+    """
+    if isinstance(value, str):
+        return visible(value)
+    if isinstance(value, dict):
+        return {k: page_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [page_json(v) for v in value]
+    return value
+
+
+def _lines(text: str) -> list[str]:
+    """``text`` split after each ``\\n`` only, newlines kept (``str.splitlines``
+    also splits at U+2028, a lone CR, a form feed and more, which the page
+    would show as rows of their own)."""
+    parts = text.split("\n")
+    lines = [part + "\n" for part in parts[:-1]]
+    return [*lines, parts[-1]] if parts[-1] else lines
+
 
 def _clip(text: str) -> tuple[str, bool]:
     if len(text) <= PREVIEW_LIMIT:
@@ -39,9 +133,7 @@ def _clip(text: str) -> tuple[str, bool]:
 
 
 def _unified(old: str, new: str, before: str, after: str) -> str:
-    lines = difflib.unified_diff(
-        old.splitlines(keepends=True), new.splitlines(keepends=True), before, after, n=3
-    )
+    lines = difflib.unified_diff(_lines(old), _lines(new), before, after, n=3)
     # difflib leaves the last line of a text without a newline unterminated.
     return "".join(ln if ln.endswith("\n") else ln + "\n" for ln in lines)
 
@@ -78,7 +170,7 @@ def diff_rows(diff: str) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     old_no = new_no = 0
     in_hunk = False  # later "---"/"+++" lines are removed/added content, not headers
-    for line in diff.splitlines():
+    for line in (ln.removesuffix("\n") for ln in _lines(diff)):
         row: dict[str, Any] = {"text": line, "old": "", "new": ""}
         if line.startswith(("---", "+++")) and not in_hunk:
             row["cls"] = "meta"
@@ -200,7 +292,8 @@ def edit_fields(args: dict[str, Any]) -> list[dict[str, Any]]:
         else:
             kind, shown = "json", json.dumps(value, indent=2, ensure_ascii=False)
         rows = min(max(str(shown).count("\n") + 2, 3), 20) if kind in ("textarea", "json") else 1
-        fields.append({"name": name, "kind": kind, "value": shown, "rows": rows})
+        marks = hidden_marks(shown) if isinstance(shown, str) else []
+        fields.append({"name": name, "kind": kind, "value": shown, "rows": rows, "marks": marks})
     return fields
 
 

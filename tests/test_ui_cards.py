@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import html
 import re
+import sys
+import unicodedata
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -22,7 +24,9 @@ from filegate.cli.ui_cards import (
     edited_preview,
     enrich,
     enrich_decision,
+    page_json,
     version_of,
+    visible,
     web_link,
     why_text,
 )
@@ -281,3 +285,70 @@ def test_an_escalated_approval_says_so() -> None:
     page = render(approval("write_file", {"file_path": "/a", "content": "x"}, escalated=True))
     assert '<span class="badge escalated">escalated</span>' in page
     assert "escalated" not in render(approval("write_file", {"file_path": "/a", "content": "x"}))
+
+
+def test_every_control_format_and_separator_character_is_spelled_out() -> None:
+    """The hidden set, checked against this Python's Unicode database: every Cc,
+    Cf, Cs, Zl and Zp code point is shown (tab and newline only off layout)."""
+    hidden = [
+        chr(cp)
+        for cp in range(sys.maxunicode + 1)
+        if unicodedata.category(chr(cp)) in ("Cc", "Cf", "Cs", "Zl", "Zp")
+    ]
+    text = "".join(hidden)
+    laid_out = visible(text)
+    assert laid_out == "".join(c if c in "\t\n" else f"\u27e8U+{ord(c):04X}\u27e9" for c in hidden)
+    assert "\t" not in visible(text, layout=False) and "\n" not in visible(text, layout=False)
+    for extra in ("\u3164", "\ufe0f", "\U000e0041", "\u034f"):  # fillers, selectors, tags
+        assert visible(extra) == f"\u27e8U+{ord(extra):04X}\u27e9"
+    assert visible("plain text, ünïcödé, 日本語 and emoji \U0001f600") == (
+        "plain text, ünïcödé, 日本語 and emoji \U0001f600"
+    )
+
+
+RLO = "\u202e"
+
+
+def test_cards_spell_out_hidden_characters_but_the_form_keeps_the_bytes() -> None:
+    """Paths, diffs, arguments, commands and ids show U+202E as ``⟨U+202E⟩``;
+    the edit form and the data the script sends back are the call's own bytes."""
+    diff = f"@@ -1 +1 @@\n-a\n+b{RLO}c\u2028-d\rx\n"
+    edit = ChangePreview(kind="edit", path=f"/src/a{RLO}b.py", diff=diff, fingerprint="f")
+    run = ChangePreview(kind="execute", command=f"echo {RLO}x", cwd=f"/w{RLO}")
+    gone = ChangePreview(kind="delete", path="/b", deleted=[f"/b/x{RLO}\ny"])
+    args = {"file_path": f"/src/a{RLO}b.py", "old_string": "a", "new_string": f"b{RLO}c"}
+    page = render(
+        approval("edit_file", args, preview=edit),
+        approval("execute", {"command": f"echo {RLO}x"}, preview=run),
+        approval("delete", {"file_path": "/b"}, preview=gone),
+        approval("write_file", {"file_path": "/n\u200b.md", "content": f"{RLO}\x00"}),
+    )
+    shown = re.sub(r"<textarea[^>]*>.*?</textarea>|<[^>]*>", "", page, flags=re.S)
+    assert RLO not in html.unescape(shown) and "\x00" not in shown
+    assert "edit of <code>/src/a⟨U+202E⟩b.py</code>" in page
+    # One row: U+2028 and a lone CR inside a line do not start rows of their own.
+    assert '<td class="text">+b⟨U+202E⟩c⟨U+2028⟩-d⟨U+000D⟩x</td>' in page
+    assert [r["cls"] for r in diff_rows(diff)] == ["hunk", "del", "add"]
+    assert "echo ⟨U+202E⟩x" in page and "/w⟨U+202E⟩" in page
+    assert "<code>/b/x⟨U+202E⟩⟨U+000A⟩y</code>" in page  # a newline in a path is shown
+    assert "content to write:" in page and "⟨U+202E⟩⟨U+0000⟩" in page
+    assert "/n⟨U+200B⟩.md" in page
+    # What the script sends back stays exact.
+    form = re.search(r'<textarea data-arg="new_string"[^>]*>(.*?)</textarea>', page, re.S)
+    assert form and html.unescape(form.group(1)) == f"b{RLO}c"
+    field = re.search(r'data-arg="file_path" data-type="str" value="([^"]*)"', page)
+    assert field and html.unescape(field.group(1)) == f"/src/a{RLO}b.py"
+    assert "contains invisible or control characters: U+202E" in page
+
+
+def test_decided_rows_and_page_json_spell_hidden_characters_out() -> None:
+    row = enrich_decision(
+        {"workflow_id": f"wf{RLO}", "id": "1", "decision": "reject", "reviewer": f"bo{RLO}",
+         "via": "ui", "reason": f"no{RLO}", "tool": "write_file", "path": f"/x{RLO}"}
+    )  # fmt: skip
+    page = _TEMPLATES.get_template("decided.html").render(decisions=[row], unreachable=[])
+    shown = re.sub(r"<[^>]*>", "", page)
+    assert RLO not in shown and "bo⟨U+202E⟩" in shown and "no⟨U+202E⟩" in shown
+    assert f'data-workflow="wf{RLO}"' in page  # the row's key stays exact
+    answer = page_json({"ok": False, "error": f"x{RLO}", "ack": {"reviewer": [f"y{RLO}", 1]}})
+    assert answer == {"ok": False, "error": "x⟨U+202E⟩", "ack": {"reviewer": ["y⟨U+202E⟩", 1]}}

@@ -78,9 +78,9 @@ async def test_foreign_host_is_refused_even_with_a_valid_token(access: UiAccess)
 
 
 async def test_decisions_need_json_csrf_and_same_origin(access: UiAccess) -> None:
-    cookies = {SESSION_COOKIE: access.session_value}
     good = {"Content-Type": "application/json", CSRF_HEADER: access.csrf_token}
-    async with _client(access, cookies=cookies) as client:
+    async with _client(access) as client:
+        assert (await client.get("/", params={"token": TOKEN})).status_code == 303
         ok = await client.post("/api/decide", headers=good, content=b"{}")
         assert ok.status_code == 200
         simple = {"Content-Type": "text/plain", CSRF_HEADER: access.csrf_token}
