@@ -240,6 +240,9 @@ def card_preview(approval: dict[str, Any]) -> dict[str, Any] | None:
             "path": computed.get("path"),
             "rows": diff_rows(str(computed.get("diff") or "")),
             "deleted": list(computed.get("deleted") or []),
+            "deleted_links": list(computed.get("deleted_links") or []),
+            "deleted_more": int(computed.get("deleted_more") or 0),
+            "deleted_hidden": int(computed.get("deleted_hidden") or 0),
             "command": computed.get("command"),
             "cwd": computed.get("cwd") or approval.get("cwd"),
             "truncated": bool(computed.get("truncated")),
@@ -362,7 +365,18 @@ def enrich(
         "args_json": json.dumps(args, indent=2, ensure_ascii=False),
         "web_link": web_link(web_base, namespace, wf, run),
         "version": version_of(approval),
+        "fingerprint": shown_fingerprint(approval),
     }
+
+
+def shown_fingerprint(approval: dict[str, Any]) -> str | None:
+    """What an approve or edit from this card names (``Decision.preview_fingerprint``):
+    the fingerprint of the preview the card shows, ``""`` for one without; None
+    when the card shows no computed preview (the workflow then decides)."""
+    computed = approval.get("preview")
+    if not isinstance(computed, dict) or approval.get("preview_pending"):
+        return None
+    return str(computed.get("fingerprint") or "")
 
 
 def enrich_decision(

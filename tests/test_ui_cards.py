@@ -119,7 +119,7 @@ def test_delete_lists_what_goes_and_execute_shows_command_and_cwd() -> None:
         approval("delete", {"file_path": "/build"}, preview=gone),
         approval("execute", {"command": "make test"}, preview=run),
     )
-    assert "deletes 2 paths under <code>/build</code>" in page
+    assert "deletes 2 entries under <code>/build</code>" in page
     assert (
         '<ul class="deleted"><li><code>/build/a.o</code></li><li><code>/build/b.o</code></li></ul>'
         in page
@@ -352,3 +352,23 @@ def test_decided_rows_and_page_json_spell_hidden_characters_out() -> None:
     assert f'data-workflow="wf{RLO}"' in page  # the row's key stays exact
     answer = page_json({"ok": False, "error": f"x{RLO}", "ack": {"reviewer": [f"y{RLO}", 1]}})
     assert answer == {"ok": False, "error": "x⟨U+202E⟩", "ack": {"reviewer": ["y⟨U+202E⟩", 1]}}
+
+
+def test_a_delete_card_counts_what_it_cannot_list_and_names_the_preview_it_shows() -> None:
+    gone = ChangePreview(
+        kind="delete",
+        path="/pub",
+        deleted=["/pub/", "/pub/.env", "/pub/link"],
+        deleted_links=["/pub/link"],
+        deleted_more=7,
+        deleted_hidden=3,
+        fingerprint="sha256:abc",
+    )
+    page = render(approval("delete", {"file_path": "/pub"}, preview=gone))
+    assert "deletes 13 entries under <code>/pub</code>" in page
+    assert "<code>/pub/.env</code>" in page
+    assert "<code>/pub/link</code> (symlink: the link goes, not its target)" in page
+    assert "and 7 more" in page and "and 3 entries the rules hide" in page
+    assert 'data-fingerprint="sha256:abc"' in page  # what an approve from this card names
+    waiting = approval("write_file", {"file_path": "/a", "content": "x"}, preview=None)
+    assert "data-fingerprint" not in render(waiting)

@@ -180,6 +180,10 @@ async function editPreview(card) {
 
 async function decide(card, kind) {
   const body = { workflow_id: card.dataset.workflow, id: card.dataset.id, decision: kind };
+  // The preview this card shows: the workflow refuses an approve or edit made on another one.
+  if ((kind === "approve" || kind === "edit") && card.dataset.fingerprint !== undefined) {
+    body.preview_fingerprint = card.dataset.fingerprint;
+  }
   if (kind === "reject") body.reason = card.querySelector("input[name=reason]").value;
   if (kind === "respond") body.message = card.querySelector("input[name=message]").value;
   if (kind === "edit") {
