@@ -269,7 +269,7 @@ async def test_execute_cwd_defaults_to_root(temporal_client: Client, tmp_path: P
             Decision(id=approval.id, decision="respond", message="skipped"),
         )
         result = await handle.result()
-    assert results(result)["x"]["content"] == "skipped"
+    assert results(result)["x"]["content"].endswith("answered it instead]\nskipped")
 
 
 @pytest_services

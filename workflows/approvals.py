@@ -66,10 +66,28 @@ def new_approval_id(random_hex: str) -> str:
     return random_hex[:APPROVAL_ID_HEX]
 
 
+def _sentence(text: str) -> str:
+    """``text`` ending like a sentence, so the next one does not run into it."""
+    text = text.strip()
+    return text if text.endswith((".", "!", "?", "…")) else text + "."
+
+
 def rejection_text(reason: str | None, by: str | None = None) -> str:
     text = "A human reviewer" + (f" ({by})" if by else "") + " rejected this tool call"
-    text += f": {reason}" if reason else "."
+    text += f": {_sentence(reason)}" if reason and reason.strip() else "."
     return text + " Do not retry it unless the user asks you to."
+
+
+def response_text(message: str, by: str | None = None) -> str:
+    """What the model reads after ``respond``: the reviewer's answer, and that the
+    call itself did not run (the model would otherwise take it as the tool's output)."""
+    who = f" ({by})" if by else ""
+    return f"[This call was not run: a human reviewer{who} answered it instead]\n{message}"
+
+
+def edited_note(by: str, args: dict[str, Any]) -> str:
+    """The note before an edited call's result: the arguments it ran with, as JSON."""
+    return EDITED_NOTE.format(by=by, args=json.dumps(args, ensure_ascii=False))
 
 
 def repeated_rejection_text(reason: str | None) -> str:

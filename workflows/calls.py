@@ -38,7 +38,7 @@ from filegate.kernel.tool_types import (
 from filegate.workflows import fanout
 from filegate.workflows import tool_descriptions as descriptions
 from filegate.workflows.approval_handlers import ApprovalHandlers
-from filegate.workflows.approvals import APPROVED_NOTE, EDITED_NOTE, ApprovalBook
+from filegate.workflows.approvals import APPROVED_NOTE, ApprovalBook, edited_note
 from filegate.workflows.batching import LocalCalls, RemoteCalls
 from filegate.workflows.gate import (
     PATH_FIELDS,
@@ -150,6 +150,9 @@ class ToolCalls(Reviews):
         refused = self._gate(checked)
         if refused is not None:
             return _rendered(refused)
+        unread = self._unread_edit(checked)
+        if unread is not None:  # checked before asking: a reviewer never decides a no-op
+            return unread
         note = ""
         approved_by: str | None = None
         trigger = approval_trigger(self._input.permissions, self._input.interrupt_on, checked)
@@ -159,7 +162,7 @@ class ToolCalls(Reviews):
             if isinstance(decided, ToolOutcome):
                 return decided
             if decided is not checked:
-                note = EDITED_NOTE.format(by=by, args=decided.args)
+                note = edited_note(by, decided.args)
             else:
                 note = APPROVED_NOTE.format(by=by)
             checked = decided
@@ -192,8 +195,9 @@ class ToolCalls(Reviews):
         approved: bool = False,
         approved_by: str | None = None,
     ) -> ToolOutcome:
-        if call.tool == "edit_file" and call.path not in self._seen:
-            return _rendered(not_read_before_edit(call.path or ""))
+        unread = self._unread_edit(call)
+        if unread is not None:
+            return unread
         ref = self._input.backend.backend_for(call.prefix)
         if call.tool == "delete" and not ref.can_delete:
             return _rendered(format_error(f"delete is not supported for {call.path}"))
@@ -236,6 +240,12 @@ class ToolCalls(Reviews):
             elif call.tool == "delete":
                 self._seen = {p for p in self._seen if not is_within(p, call.path)}
         return outcome
+
+    def _unread_edit(self, call: CheckedCall) -> ToolOutcome | None:
+        """The refusal of an ``edit_file`` of a file this run has not read, or None."""
+        if call.tool == "edit_file" and call.path not in self._seen:
+            return _rendered(not_read_before_edit(call.path or ""))
+        return None
 
     def _request(
         self,

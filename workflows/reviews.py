@@ -32,6 +32,7 @@ from filegate.workflows.approvals import (
     clip,
     rejection_text,
     repeated_rejection_text,
+    response_text,
 )
 from filegate.workflows.batching import LocalCalls
 from filegate.workflows.gate import PATH_FIELDS, ApprovalTrigger, CheckedCall
@@ -147,7 +148,8 @@ class Reviews:
         if decision.decision == "approve":
             return checked, by
         if decision.decision == "respond":
-            return ToolOutcome(content=decision.message or "", status="success"), by
+            answer = response_text(decision.message or "", by)
+            return ToolOutcome(content=answer, status="success"), by
         if decision.decision == "reject":
             self._book.remember_rejection(signature, decision.reason)
             named = by if decision.via != "timeout" else None  # no human decided
