@@ -254,7 +254,10 @@ def make_backend(
         return StoreBackend.from_settings(settings or Settings.from_env(), parts)
     if root is None:
         raise ValueError(f"--root is required for the {kind} backend")
-    Path(root).mkdir(parents=True, exist_ok=True)
+    if not Path(root).is_dir():
+        # Never created here: a typo would serve an empty directory of that name.
+        what = "is not a directory" if Path(root).exists() else "does not exist"
+        raise ValueError(f"--root {root} {what}: create the workspace first, or fix the path")
     if kind == "filesystem":
         from filegate.backends.filesystem import FilesystemBackend
 

@@ -216,6 +216,7 @@ def test_worker_options() -> None:
 
 
 def test_sandbox_backend_kind(tmp_path: Path) -> None:
+    (tmp_path / "box").mkdir()
     backend = make_backend("sandbox", tmp_path / "box")
     assert isinstance(backend, BwrapSandboxBackend) and backend.can_execute
 
@@ -296,6 +297,7 @@ def test_default_state_dir_never_lands_inside_the_root(
 
 
 def test_execute_bounds_from_flags_and_settings(tmp_path: Path) -> None:
+    (tmp_path / "r").mkdir()
     argv = ["worker", "--role", "tools", "--backend", "local-shell", "--root", str(tmp_path / "r")]
     flags = [
         "--exec-memory", "512MiB", "--exec-max-processes", "16", "--exec-file-size", "1MiB",
