@@ -36,6 +36,7 @@ from filegate.activities.providers import (
     ScriptedProvider,
 )
 from filegate.activities.providers.common import request_error
+from filegate.activities.providers.model_output import limit_turn
 from filegate.activities.providers.profiles import ModelProfile, ModelProfiles
 from filegate.backends.settings import Settings
 from filegate.kernel.messages import Message, ModelRequest, ModelResponse, Usage
@@ -150,11 +151,26 @@ class ModelActivities:
         profile = self.profiles.resolve(request.model)
         if isinstance(request, ModelTurn):
             return await self._turn(request, profile)
-        return await complete(request, profile)
+        return self._recordable(await complete(request, profile), request)
+
+    def _recordable(self, response: ModelResponse, request: ModelRequest) -> ModelResponse:
+        """The answer capped as the workflow may record it (``model_output.limit_turn``):
+        through the S3 codec when this worker has a store, else inline in history."""
+        return limit_turn(
+            response,
+            request.tool_limits,
+            stored=self.transcripts is not None,
+            call_index=request.call_index,
+        )
 
     async def _turn(self, turn: ModelTurn, profile: ModelProfile) -> ModelTurnResult:
         result = await self._answer(turn, profile)
-        return result.model_copy(update={"completed_at": datetime.now(UTC).isoformat()})
+        return result.model_copy(
+            update={
+                "response": self._recordable(result.response, turn),
+                "completed_at": datetime.now(UTC).isoformat(),
+            }
+        )
 
     async def _answer(self, turn: ModelTurn, profile: ModelProfile) -> ModelTurnResult:
         transcripts = self.transcripts

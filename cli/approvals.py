@@ -73,15 +73,24 @@ def unreachable_lines(listing: Listing) -> list[str]:
     return [f"!! workflow {u['workflow_id']} {u['reason']}" for u in listing.unreachable]
 
 
-async def describe_agent(client: Client, workflow_id: str) -> WorkflowExecutionDescription:
-    """The workflow's description; an unknown id or another type is one line, exit 1."""
+def unknown_workflow(client: Client, workflow_id: str) -> CliError:
+    """The one message every command gives for a workflow id the server does not know."""
+    return CliError(f"no workflow {workflow_id} in namespace {client.namespace}")
+
+
+async def describe_agent(
+    client: Client, workflow_id: str, *, agents_only: bool = True
+) -> WorkflowExecutionDescription:
+    """The workflow's description; an unknown id (or, with ``agents_only``, another
+    type than ``AgentWorkflow``) is one line, exit 1. Approvals work for any workflow
+    that hosts Filegate's approval handlers (``FileTools`` in one's own workflow)."""
     try:
         found = await client.get_workflow_handle(workflow_id).describe()
     except RPCError as exc:
         if exc.status == RPCStatusCode.NOT_FOUND:
-            raise CliError(f"no workflow {workflow_id} in namespace {client.namespace}") from None
+            raise unknown_workflow(client, workflow_id) from None
         raise CliError(f"cannot reach workflow {workflow_id}: {exc.message}") from None
-    if found.workflow_type != WORKFLOW_TYPE:
+    if agents_only and found.workflow_type != WORKFLOW_TYPE:
         raise CliError(
             f"workflow {workflow_id} is a {found.workflow_type}, not a Filegate {WORKFLOW_TYPE}"
         )
@@ -95,7 +104,7 @@ def state_name(found: WorkflowExecutionDescription) -> str:
 async def approvals_command(args: argparse.Namespace) -> int:
     client = await target_from(args).connect()
     if args.workflow:
-        found = await describe_agent(client, args.workflow)
+        found = await describe_agent(client, args.workflow, agents_only=False)
         if found.status != WorkflowExecutionStatus.RUNNING:
             raise CliError(
                 f"workflow {args.workflow} is not running ({state_name(found)}): "
@@ -221,6 +230,12 @@ async def decide_command(args: argparse.Namespace) -> int:
     except WorkflowQueryFailedError as exc:
         raise CliError(f"cannot read the approvals of {args.workflow}: {exc}") from None
     except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:  # unknown, or no longer running
+            found = await describe_agent(client, args.workflow, agents_only=False)
+            raise CliError(
+                f"workflow {args.workflow} is not running ({state_name(found)}): "
+                "it has no pending approvals"
+            ) from None
         raise CliError(f"cannot reach workflow {args.workflow}: {exc.message}") from None
     by = f"{ack.get('reviewer', decision['reviewer'])} via {ack.get('via', 'cli')}"
     say(f"{ack['decision']}: approval {ack['id']} of {args.workflow} (by {by})")

@@ -127,6 +127,11 @@ def approval_context(approval: Approval) -> str:
     return f" in {cwd}" if cwd else ""
 
 
+def counted(n: int, noun: str) -> str:
+    """``1 tool call``, ``2 tool calls``: a count with its noun in the right number."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def rule_text(rule: dict[str, Any] | None) -> str:
     """The matched rule in one line (permission rule or interrupt_on entry)."""
     rule = rule or {}

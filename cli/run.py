@@ -23,6 +23,7 @@ from filegate.cli.progress import (
     activity_failures_as_lines,
     approval_context,
     args_text,
+    counted,
     follow,
     say,
 )
@@ -215,9 +216,9 @@ def report_result(args: argparse.Namespace, result: Any) -> int:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(result.transcript, indent=2, ensure_ascii=False) + "\n")
     say(
-        f"completed: {result.stop_reason} after {result.steps} model calls, "
-        f"{result.tool_calls} tool calls ({result.tool_errors} errors), "
-        f"{result.approvals} approvals"
+        f"completed: {result.stop_reason} after {counted(result.steps, 'model call')}, "
+        f"{counted(result.tool_calls, 'tool call')} ({counted(result.tool_errors, 'error')}), "
+        f"{counted(result.approvals, 'approval')}"
     )
     say(f"final answer: {result.final_answer}")
     return 0

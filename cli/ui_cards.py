@@ -197,7 +197,7 @@ def describe_rule(rule: dict[str, Any] | None) -> str:
         return "(no rule recorded)"
     ops = ", ".join(rule.get("operations", []))
     paths = ", ".join(rule.get("paths", []))
-    index = f"#{rule['index']} " if rule.get("index") is not None else ""
+    index = f"#{rule['index'] + 1} " if isinstance(rule.get("index"), int) else ""
     return f"{index}{rule.get('mode', '?')} {ops} on {paths}"
 
 

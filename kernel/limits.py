@@ -60,6 +60,32 @@ PREVIEW_LINE_CHARS = 1000
 """A preview line in an offload stub is cut to this many characters, so one huge
 line cannot make the stub itself large."""
 
+# -- model output (contract §2, §11): what one model turn may hand the workflow --
+
+DEFAULT_MAX_TOOL_ARGS_CHARS = 1_000_000
+"""Characters of one call's arguments (as ASCII JSON) above which the call is refused
+with an error result, in the model activity before the turn reaches history."""
+
+DEFAULT_MAX_TOOL_CALLS_PER_TURN = 64
+"""Tool calls of one model turn that run; the rest are answered by one error result."""
+
+MAX_TOOL_ARGS_DEPTH = 64
+"""Nesting levels of a call's arguments. No tool takes more than three; pydantic, which
+encodes and decodes every payload, stops near 200, and Python's parser near 1000."""
+
+MAX_TOOL_NAME_CHARS = 128
+"""A tool name or call id longer than this is cut (names) or replaced (ids): no tool
+name is that long, and both are quoted back to the model and recorded."""
+
+MODEL_TURN_INLINE_BYTES = 1 << 20
+"""Bytes a model turn may record when its result stays in workflow history (no S3
+store on the agent worker): under Temporal's 2 MiB payload limit, with room for the
+tool requests the same workflow task schedules."""
+
+MODEL_TURN_STORED_BYTES = 16 << 20
+"""Bytes a model turn may record when the payload codec moves it to S3: the workflow
+still holds the turn in memory and keeps it in the transcript."""
+
 # -- execute bounds (contract §11): per command, a worker may raise them ------
 
 DEFAULT_EXECUTE_MEMORY_BYTES = 1 << 30
@@ -67,7 +93,16 @@ DEFAULT_EXECUTE_MEMORY_BYTES = 1 << 30
 mappings), 1 GiB. Per process: the total is this times the process bound."""
 
 DEFAULT_EXECUTE_MAX_PROCESSES = 64
-"""Live processes a command may have at once (its whole tree, daemons included)."""
+"""Live processes a command may have at once (its whole tree, daemons included). With a
+per-command cgroup it is also the command's ``pids.max``, which counts threads too."""
+
+DEFAULT_EXECUTE_COMMAND_MEMORY_BYTES = 2 << 30
+"""Memory all processes of one command may use together (its cgroup's memory limit,
+page cache and tmpfs included), 2 GiB: one full-size process plus room for the rest."""
+
+DEFAULT_EXECUTE_WRITE_BYTES = 256 << 20
+"""Bytes one command may write to disk (its processes' ``write_bytes`` together),
+256 MiB; the command is killed above it."""
 
 DEFAULT_EXECUTE_FILE_BYTES = 64 << 20
 """Largest file a command may write (``RLIMIT_FSIZE``), 64 MiB: the file tools'

@@ -277,7 +277,7 @@ async def test_card_recheck_and_search_attributes(temporal_client: Client, tmp_p
         )
         assert approval.task == "Tidy the docs please"
         assert approval.assistant_text == "I will rename line 10."
-        assert approval.description and "permission rule #0" in approval.description
+        assert approval.description and "permission rule #1" in approval.description
         assert approval.on_timeout == "escalate" and approval.timeout_at is not None
         deadline = datetime.fromisoformat(approval.timeout_at)
         assert deadline - datetime.fromisoformat(approval.requested_at) == timedelta(hours=1)

@@ -108,7 +108,7 @@ def test_preview_write_shows_content_and_clips_huge_text() -> None:
 
 def test_describe_rule() -> None:
     rule = {"operations": ["write"], "paths": ["/docs/**"], "mode": "interrupt", "index": 0}
-    assert describe_rule(rule) == "#0 interrupt write on /docs/**"
+    assert describe_rule(rule) == "#1 interrupt write on /docs/**"
     assert describe_rule(None) == "(no rule recorded)"
 
 
@@ -134,7 +134,7 @@ async def test_lists_approvals_and_decides_through_the_update(
         items = {a["tool"]: a for a in await listed(ui, wf, 2)}
         write, edit = items["write_file"], items["edit_file"]
         assert write["rule"]["mode"] == "interrupt" and write["rule"]["paths"] == ["/docs/**"]
-        assert write["rule_text"] == "permission rule #0: write /docs/** -> interrupt"
+        assert write["rule_text"] == "permission rule #1: write /docs/** -> interrupt"
         shown = write["card_preview"]
         if shown["source"] == "args":  # a workflow without computed previews
             assert shown["text"] == "alpha\n<b>beta</b>\n"
@@ -152,7 +152,7 @@ async def test_lists_approvals_and_decides_through_the_update(
 
         page = (await get(ui, "/")).text
         assert f'data-key="{wf}/{write["id"]}"' in page and f'data-key="{wf}/{edit["id"]}"' in page
-        assert "permission rule #0: write /docs/** -&gt; interrupt" in page
+        assert "permission rule #1: write /docs/** -&gt; interrupt" in page
         assert '<td class="text">-y = 2</td>' in page and '<td class="text">+y = 3</td>' in page
         assert "&lt;b&gt;beta&lt;/b&gt;" in page and "<b>beta</b>" not in page  # escaped
         fragment = (await get(ui, "/fragment")).text

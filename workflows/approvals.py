@@ -209,9 +209,10 @@ class ApprovalBook:
         """
         approval = self.pending.get(decision.id)
         if approval is None:
-            raise ValueError(f"no pending approval with id {decision.id!r}")
+            raise ValueError(self._not_pending(decision.id))
         if decision.id in self.decisions:
-            raise ValueError(f"approval {decision.id!r} was already decided")
+            earlier = self.decisions[decision.id]
+            raise ValueError(f"approval {decision.id!r} was already decided by {earlier.by()}")
         if decision.via == "timeout":
             raise ValueError("via 'timeout' is reserved for the workflow's own approval timeout")
         if decision.decision == "edit":
@@ -224,6 +225,25 @@ class ApprovalBook:
             raise ValueError("a respond decision needs a message")
         if decision.decision in ("approve", "edit"):
             _check_seen(decision, approval, decision.id in self.previewing)
+
+    def _not_pending(self, approval_id: str) -> str:
+        """Why ``approval_id`` cannot be decided: decided already (by whom), or unknown."""
+        earlier = next(
+            (
+                d
+                for d in reversed(self.decided)
+                if d.id == approval_id and not d.changed_since_preview
+            ),
+            None,
+        )
+        if earlier is None:
+            return f"no pending approval with id {approval_id!r}"
+        done = {"approve": "approved", "edit": "edited", "reject": "rejected"}.get(
+            earlier.decision, "answered"
+        )
+        return (
+            f"approval {approval_id!r} was already {done} by {earlier.reviewer} via {earlier.via}"
+        )
 
     def record(self, decision: Decision, now: str) -> None:
         """Accept a checked decision (already :func:`stamped`) made at ``now``."""

@@ -28,8 +28,14 @@ from functools import lru_cache
 from typing import Any, Literal
 
 from filegate.kernel.formatting import Rendered, format_error, permission_denied
-from filegate.kernel.limits import execute_timeout_problem
-from filegate.kernel.messages import RAW_ARGS_KEY
+from filegate.kernel.limits import MAX_TOOL_ARGS_DEPTH, execute_timeout_problem
+from filegate.kernel.messages import (
+    RAW_ARGS_KEY,
+    RefusedArgs,
+    args_chars,
+    nesting_exceeds,
+    refused_args,
+)
 from filegate.kernel.paths import validate_path
 from filegate.kernel.permissions import (
     TOOL_OPERATIONS,
@@ -106,7 +112,18 @@ def check_call(
     max_args_chars: int,
     max_execute_timeout: float,
 ) -> CheckedCall | Rendered:
-    """Schema-validate, path-validate and route one call."""
+    """Schema-validate, path-validate and route one call.
+
+    A call the model activity refused (its arguments replaced by a
+    :class:`RefusedArgs` marker: too large, too deep, too many calls) gets that
+    refusal first, whatever the tool. The depth and size caps are checked here
+    again for calls that did not come through that activity (a host workflow's
+    own model, a reviewer's edit), depth first: ``json.dumps`` recurses, and a
+    ``RecursionError`` in workflow code would fail every workflow task.
+    """
+    refused = refused_args(raw_args)
+    if refused is not None:
+        return format_error(refused.message(tool))
     if tool not in allowed:
         names = ", ".join(allowed)
         return format_error(f"unknown tool {tool!r}; available tools: {names}")
@@ -120,11 +137,12 @@ def check_call(
             f"arguments for {tool} were not valid JSON: {_preview(unparsed)}. "
             "Send the arguments as one JSON object matching the tool's schema."
         )
-    size = len(json.dumps(raw_args, default=str))
+    if nesting_exceeds(raw_args, MAX_TOOL_ARGS_DEPTH):
+        return format_error(RefusedArgs(reason="too_deep", limit=MAX_TOOL_ARGS_DEPTH).message(tool))
+    size = args_chars(raw_args)
     if size > max_args_chars:
-        return format_error(
-            f"arguments for {tool} are too large ({size} characters, limit {max_args_chars})"
-        )
+        refusal = RefusedArgs(reason="too_large", chars=size, limit=max_args_chars)
+        return format_error(refusal.message(tool))
     name: ToolName = tool  # type: ignore[assignment]
     try:
         parsed = TOOL_ARGS[name].model_validate(raw_args)
@@ -378,7 +396,8 @@ class ApprovalTrigger:
 
 def _describe_permission(index: int, rule: FilesystemPermission) -> str:
     operations = "/".join(rule.operations)
-    return f"permission rule #{index}: {operations} {', '.join(rule.paths)} -> {rule.mode}"
+    # Numbered from 1 for people; ``rule_index`` (ApprovalConfig.per_rule) stays 0-based.
+    return f"permission rule #{index + 1}: {operations} {', '.join(rule.paths)} -> {rule.mode}"
 
 
 def approval_trigger(

@@ -79,6 +79,7 @@ class ModelTurns:
                 video=descriptions.any_can_read_video(self._input.backend),
             ),
             call_index=self._call_index,
+            tool_limits=self._input.limits.tool_call_limits(),
         )
         view = await self._maybe_summarize(request)
         response = (await self._model_turn(request, "respond", view)).response

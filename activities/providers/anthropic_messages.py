@@ -14,9 +14,9 @@ from filegate.activities.providers.common import (
     sdk_errors,
     sdk_timeout,
 )
+from filegate.activities.providers.model_output import parse_arguments
 from filegate.activities.providers.profiles import ModelProfile
 from filegate.kernel.messages import (
-    RAW_ARGS_KEY,
     MediaBlock,
     Message,
     ModelRequest,
@@ -108,16 +108,21 @@ def to_anthropic_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
 
 
 def from_anthropic_response(message: Any) -> ModelResponse:
-    """Text blocks joined, tool_use blocks as ToolCalls; thinking blocks are not kept."""
+    """Text blocks joined, tool_use blocks as ToolCalls; thinking blocks are not kept.
+
+    The SDK has parsed each ``input`` already (a body nested past Python's parser
+    fails in ``sdk_errors``); its depth, size and text are capped by the model
+    activity (``model_output.limit_turn``), like every provider's.
+    """
     texts: list[str] = []
     calls: list[ToolCall] = []
-    for block in message.content:
+    for n, block in enumerate(message.content):
         if block.type == "text":
-            texts.append(block.text)
+            texts.append(block.text if isinstance(block.text, str) else "")
         elif block.type == "tool_use":
-            raw = block.input
-            args = raw if isinstance(raw, dict) else {RAW_ARGS_KEY: str(raw)}
-            calls.append(ToolCall(id=block.id, name=block.name, args=args))
+            args = parse_arguments(block.input)
+            call_id = str(block.id or f"toolu_{n}")
+            calls.append(ToolCall(id=call_id, name=str(block.name or ""), args=args))
     usage = message.usage
     cached = (getattr(usage, "cache_creation_input_tokens", 0) or 0) + (
         getattr(usage, "cache_read_input_tokens", 0) or 0

@@ -245,7 +245,12 @@ def sdk_error(provider: str, exc: Exception, sdk: Any, secret: str | None) -> Ex
     """Translate an ``openai``/``anthropic`` SDK exception (same shape in both SDKs).
 
     Anything unrecognised is returned unchanged: Temporal's default policy retries it.
+    A body nested past Python's JSON parser (``RecursionError``) is not retried: the
+    same answer would fail the same way, and its calls cannot be told apart to
+    answer them one by one.
     """
+    if isinstance(exc, RecursionError):
+        return request_error(f"{provider} API response nests too deeply to parse")
     if isinstance(exc, sdk.APIStatusError):
         return status_error(
             provider, exc.status_code, exc.response.headers, error_detail(exc), secret=secret

@@ -15,7 +15,9 @@ from filegate.activities.providers.common import (
     sdk_errors,
     sdk_timeout,
 )
+from filegate.activities.providers.model_output import parse_arguments
 from filegate.activities.providers.profiles import ModelProfile
+from filegate.kernel.limits import DEFAULT_MAX_TOOL_ARGS_CHARS
 from filegate.kernel.messages import (
     RAW_ARGS_KEY,
     MediaBlock,
@@ -127,19 +129,17 @@ def to_openai_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
     return [t.openai() for t in tools]
 
 
-def parse_arguments(raw: str | None) -> dict[str, Any]:
-    """Tool arguments as a dict; anything else is kept raw for an error tool result."""
-    if raw is None or not raw.strip():
-        return {}
-    try:
-        value = json.loads(raw)
-    except json.JSONDecodeError:
-        return {RAW_ARGS_KEY: raw}
-    return value if isinstance(value, dict) else {RAW_ARGS_KEY: raw}
+def from_openai_response(
+    completion: Any, call_index: int, max_args_chars: int = DEFAULT_MAX_TOOL_ARGS_CHARS
+) -> ModelResponse:
+    """The first choice as our assistant message, with usage.
 
-
-def from_openai_response(completion: Any, call_index: int) -> ModelResponse:
-    """The first choice as our assistant message, with usage."""
+    Argument text is parsed by :func:`~.model_output.parse_arguments` (no parse of
+    text over ``max_args_chars``, none that recurses without bound). Fields a
+    compatible server got wrong (no name, a non-text content) become values the
+    workflow answers with an error result, never a failed activity: retrying
+    would only ask the model again.
+    """
     if not completion.choices:
         raise retryable_error(f"{PROVIDER} API returned no choices")
     choice = completion.choices[0]
@@ -152,19 +152,20 @@ def from_openai_response(completion: Any, call_index: int) -> ModelResponse:
         calls.append(
             ToolCall(
                 # Some local servers omit ids; they must still be unique in the thread.
-                id=tc.id or f"call_{call_index}_{n}",
-                name=fn.name,
-                args=parse_arguments(fn.arguments),
+                id=str(tc.id or f"call_{call_index}_{n}"),
+                name=str(fn.name or ""),
+                args=parse_arguments(fn.arguments, max_args_chars),
             )
         )
+    content = msg.content if isinstance(msg.content, str) else ""
     usage = completion.usage
     return ModelResponse(
-        message=Message(role="assistant", content=msg.content or "", tool_calls=calls or None),
+        message=Message(role="assistant", content=content, tool_calls=calls or None),
         usage=Usage(
             input_tokens=getattr(usage, "prompt_tokens", 0) or 0,
             output_tokens=getattr(usage, "completion_tokens", 0) or 0,
         ),
-        stop_reason=choice.finish_reason,
+        stop_reason=str(choice.finish_reason) if choice.finish_reason else None,
     )
 
 
@@ -205,4 +206,6 @@ class OpenAIChatProvider:
         with sdk_errors(PROVIDER, openai, call.api_key):
             async with client:
                 completion = await client.chat.completions.create(**kwargs)
-        return from_openai_response(completion, request.call_index)
+        return from_openai_response(
+            completion, request.call_index, request.tool_limits.max_args_chars
+        )

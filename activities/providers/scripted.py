@@ -11,7 +11,15 @@ from typing import Any
 
 from filegate.activities.providers.common import request_error
 from filegate.activities.providers.profiles import ModelProfile, script_path
-from filegate.kernel.messages import Message, ModelRequest, ModelResponse, ToolCall, Usage
+from filegate.kernel.limits import MAX_TOOL_ARGS_DEPTH
+from filegate.kernel.messages import (
+    Message,
+    ModelRequest,
+    ModelResponse,
+    ToolCall,
+    Usage,
+    nesting_exceeds,
+)
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 END_OF_SCRIPT_STOP = "end_of_script"
@@ -72,7 +80,10 @@ def load_script(source: Any, origin: str) -> Script:
     """Validate a script (dict or JSON text); errors name the origin and the bad field."""
     try:
         data = json.loads(source) if isinstance(source, str) else source
-    except json.JSONDecodeError as exc:
+    except RecursionError:
+        # Caught, not retried: the same script fails the same way every attempt.
+        raise request_error(f"scripted model {origin} nests too deeply to parse") from None
+    except ValueError as exc:  # JSONDecodeError, and integers of more than 4300 digits
         raise request_error(f"scripted model {origin} is not valid JSON: {exc}") from None
     try:
         return Script.model_validate(data)
@@ -137,7 +148,10 @@ class ScriptedProvider:
             for n, c in enumerate(turn.tool_calls or [])
         ]
         content = turn.content or ""
-        usage.output_tokens = (len(content) + len(json.dumps([c.args for c in calls]))) // 4
+        # Script arguments are capped like a model's (model_output.limit_turn), after
+        # this: measure only what json.dumps can walk without recursing too deep.
+        measurable = [c.args for c in calls if not nesting_exceeds(c.args, MAX_TOOL_ARGS_DEPTH)]
+        usage.output_tokens = (len(content) + len(json.dumps(measurable))) // 4
         return ModelResponse(
             message=Message(role="assistant", content=content, tool_calls=calls or None),
             usage=usage,
