@@ -886,6 +886,7 @@ async def test_worker_cli_processes(
 ) -> None:
     """Both CLI forms start real worker processes that stop cleanly on SIGTERM."""
     root = tmp_path / "cli-ws"
+    root.mkdir()
     agent_q, tools_q = uid("agent"), uid("tools")
     env = {
         **os.environ,
