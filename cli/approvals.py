@@ -26,7 +26,7 @@ from filegate.cli.contract import (
     WORKFLOW_TYPE,
 )
 from filegate.cli.errors import CliError, failure_text
-from filegate.cli.progress import approval_context, args_text, rule_text, say
+from filegate.cli.progress import approval_context, args_text, counted, rule_text, say
 from filegate.cli.ui_listing import LISTING_TIMEOUT, Listing, approval_listing
 from temporalio.client import (
     Client,
@@ -101,6 +101,10 @@ def state_name(found: WorkflowExecutionDescription) -> str:
     return found.status.name.lower() if found.status else "unknown"
 
 
+UNANSWERED_EXIT = 3
+"""``approvals`` exit code when some workflow did not answer (it may wait for a human)."""
+
+
 async def approvals_command(args: argparse.Namespace) -> int:
     client = await target_from(args).connect()
     if args.workflow:
@@ -112,14 +116,22 @@ async def approvals_command(args: argparse.Namespace) -> int:
             )
     listing = await approval_listing(client, args.workflow)
     items = [contract_shape(a) for a in listing.approvals]
+    # A workflow that did not answer may be waiting for a human (its worker is
+    # down): never "no pending approvals" and exit 0 then.
+    code = UNANSWERED_EXIT if listing.unreachable else 0
     if args.json:  # a JSON list, as before: unreachable workflows go to stderr
         for line in unreachable_lines(listing):
             print(line, file=sys.stderr, flush=True)
         say(json.dumps(items, indent=2, ensure_ascii=False))
-        return 0
+        return code
     for line in unreachable_lines(listing):
         say(line)
-    if not items:
+    if listing.unreachable:
+        say(
+            f"!! {counted(len(listing.unreachable), 'workflow')} did not answer: their "
+            "pending approvals are not listed (is their worker running?)"
+        )
+    elif not items:
         say("no pending approvals")
     for item in listing.approvals:
         why = item.get("description") or rule_text(item.get("rule"))
@@ -127,7 +139,7 @@ async def approvals_command(args: argparse.Namespace) -> int:
             f"{item['workflow_id']}  {item['id']}  {item['tool']} {args_text(item['args'])}"
             f"{approval_context(item)}  (rule: {why})"
         )
-    return 0
+    return code
 
 
 def os_user() -> str:

@@ -257,7 +257,11 @@ def create_app(
         return HTMLResponse(decided.render(decisions=rows, unreachable=unreachable))
 
     async def api_approvals(request: Request) -> Response:
-        return JSONResponse(await service.pending())
+        cards, unreachable = await service.listing()
+        # The list stays the body (scripts read it); a header says how many workflows
+        # did not answer, since one of them may be waiting for a human.
+        unanswered = {"X-Filegate-Unanswered": str(len(unreachable))}
+        return JSONResponse(cards, headers=unanswered)
 
     async def api_decided(request: Request) -> Response:
         return JSONResponse((await service.decided())[0])

@@ -30,7 +30,7 @@ import pytest
 import pytest_asyncio
 from filegate.backends.embedded import TemporalDevServer
 from filegate.cli import ui_decided, ui_listing
-from filegate.cli.approvals import LISTING_TIMEOUT, approval_listing
+from filegate.cli.approvals import LISTING_TIMEOUT, UNANSWERED_EXIT, approval_listing
 from filegate.cli.ui import create_app
 from filegate.cli.ui_decided import DecidedListing, decided_listing, from_history
 from filegate.cli.ui_listing import (
@@ -192,8 +192,11 @@ async def test_stuck_workflow_is_reported_not_waited_for(
         env.update(
             TEMPORAL_ADDRESS=temporal_server.address, TEMPORAL_NAMESPACE=temporal_server.namespace
         )
-        text, json_out, json_err = await cli(env, "approvals"), *await cli_both(env)
+        # The stuck workflow may be waiting for a human: exit 3, never "no pending".
+        text = await cli(env, "approvals", code=UNANSWERED_EXIT)
+        json_out, json_err = await cli_both(env, code=UNANSWERED_EXIT)
         assert f"!! workflow {stuck} did not answer in 1.5 s" in text
+        assert "1 workflow did not answer" in text and "no pending approvals" not in text
         assert f"{handle.id}  {approval.id}  write_file" in text and f"{other_type}  q1" in text
         assert f'"workflow_id": "{handle.id}"' in json_out and json_out.lstrip().startswith("[")
         assert stuck not in json_out and f"!! workflow {stuck} did not answer" in json_err
@@ -210,6 +213,9 @@ async def test_stuck_workflow_is_reported_not_waited_for(
             started = time.monotonic()
             page = await asyncio.to_thread(ui.get, "/fragment")
             took = time.monotonic() - started
+            api = await asyncio.to_thread(ui.get, "/api/approvals")
+        assert api.status_code == 200 and api.headers["X-Filegate-Unanswered"] == "1"
+        assert any(a["workflow_id"] == handle.id for a in api.json())
         assert first.status_code == 200 and took_page < PAGE, f"page took {took_page:.2f} s"
         assert f'data-key="{handle.id}/{approval.id}"' in first.text  # the healthy one is there
         assert (
@@ -371,16 +377,16 @@ async def test_candidates_detect_a_missing_attribute_by_name(temporal_client: Cl
     assert not attribute_missing(temporal_client, other)
 
 
-async def cli(env: dict[str, str], *args: str) -> str:
-    out, _ = await run(env, *args)
+async def cli(env: dict[str, str], *args: str, code: int = 0) -> str:
+    out, _ = await run(env, *args, code=code)
     return out
 
 
-async def cli_both(env: dict[str, str]) -> tuple[str, str]:
-    return await run(env, "approvals", "--json")
+async def cli_both(env: dict[str, str], code: int = 0) -> tuple[str, str]:
+    return await run(env, "approvals", "--json", code=code)
 
 
-async def run(env: dict[str, str], *args: str) -> tuple[str, str]:
+async def run(env: dict[str, str], *args: str, code: int = 0) -> tuple[str, str]:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -391,5 +397,5 @@ async def run(env: dict[str, str], *args: str) -> tuple[str, str]:
         stderr=asyncio.subprocess.PIPE,
     )
     out, err = await asyncio.wait_for(proc.communicate(), 60)
-    assert proc.returncode == 0, err.decode()
+    assert proc.returncode == code, err.decode()
     return out.decode(), err.decode()
