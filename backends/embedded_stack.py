@@ -232,6 +232,34 @@ def acquire(
         return Lease(stack, dict(entry), "embedded, started", server)
 
 
+def reap_orphans(state_dir: Path, services: tuple[str, ...] = ("temporal", "s3")) -> list[str]:
+    """Stop the stack's servers that no live command uses any more; a note per server.
+
+    A command killed with SIGKILL leaves its servers running with only dead
+    clients (nobody will release them): they hold their ports, so the same
+    command could not start again. Servers some live command still uses stay.
+    """
+    notes: list[str] = []
+    for service in services:
+        stack = StackFile(state_dir, service)
+        if not stack.path.exists():
+            continue
+        with stack.locked() as entry:
+            if not entry or any(client_alive(c) for c in entry.get("clients", [])):
+                continue
+            pid = int(entry.get("pid", 0))
+            if pid > 0 and pid_alive(pid):
+                stop_group(pid)
+                remove_weed_sockets(entry.get("ports", []))
+                notes.append(
+                    f"stopped an embedded {service} left by a killed command (pid {pid})"
+                )
+            else:
+                notes.append(_cleanup(entry, service))
+            entry.clear()
+    return notes
+
+
 def release(lease: Lease) -> bool:
     """Drop this process from the server's clients; stop it when none is left.
 

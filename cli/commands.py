@@ -13,6 +13,7 @@ import argparse
 import asyncio
 import logging
 import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -21,6 +22,7 @@ from filegate.backends.embedded import LOOPBACK
 from filegate.cli import approvals, demo, dev, run, submit, workers
 from filegate.cli.connection import connection_options
 from filegate.cli.errors import CliError
+from filegate.cli.services import STOPPED_BY
 from filegate.worker import ConfigError
 
 
@@ -88,6 +90,12 @@ def run_cli(argv: Sequence[str]) -> int:
     except KeyboardInterrupt:
         print("filegate: interrupted", file=sys.stderr)
         return 130
+    except asyncio.CancelledError:
+        if not STOPPED_BY:
+            raise
+        name = signal.Signals(STOPPED_BY[0]).name
+        print(f"filegate: stopped by {name}", file=sys.stderr)
+        return 128 + STOPPED_BY[0]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

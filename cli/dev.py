@@ -17,6 +17,7 @@ import contextlib
 from typing import Any
 
 from filegate.backends.embedded import LOOPBACK, is_listening
+from filegate.backends.embedded_stack import reap_orphans
 from filegate.cli.connection import target_from
 from filegate.cli.errors import CliError
 from filegate.cli.progress import say
@@ -30,6 +31,10 @@ DEFAULT_WEB_UI_PORT = 8233
 async def dev_command(args: argparse.Namespace) -> int:
     target = target_from(args)
     state_dir = target.settings.state_dir.resolve()
+    if not target.configured:
+        # A `dev` (or `run`) killed with -9 left its servers holding their ports.
+        for line in reap_orphans(state_dir):
+            say(line)
     for port, what in ((args.ui_port, "--ui-port"), (args.web_ui_port, "--web-ui-port")):
         if port and is_listening(LOOPBACK, port):
             raise CliError(f"{LOOPBACK}:{port} is already in use; pick another {what}", 2)

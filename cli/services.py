@@ -67,15 +67,32 @@ def _split_address(address: str) -> tuple[str, int]:
     return host or LOOPBACK, int(port)
 
 
+STOPPED_BY: list[int] = []
+"""The signal that stopped this command, if one did (``cli.commands`` exits 128 + it)."""
+
+
 @contextmanager
 def _signals_as_interrupt() -> Iterator[None]:
     """SIGTERM and SIGHUP (a closed terminal) end the command like Ctrl-C: the
-    run is interrupted and the stack released (stopped unless others use it)."""
+    run is interrupted and the stack released (stopped unless others use it).
+
+    The command's main task is cancelled directly. Re-sending SIGINT to
+    ourselves is not enough: a background job of a non-interactive shell
+    (``filegate dev &`` in a script) starts with SIGINT ignored, and the
+    signal would be lost, leaving only SIGKILL, which orphans the servers.
+    """
     loop = asyncio.get_running_loop()
+    main = asyncio.current_task()
     installed = []
+
+    def stop(sig: int) -> None:
+        STOPPED_BY.append(sig)
+        if main is not None:
+            main.cancel()
+
     for sig in (signal.SIGTERM, signal.SIGHUP):
         with suppress(NotImplementedError, RuntimeError, ValueError):
-            loop.add_signal_handler(sig, os.kill, os.getpid(), signal.SIGINT)
+            loop.add_signal_handler(sig, stop, sig)
             installed.append(sig)
     try:
         yield

@@ -7,6 +7,11 @@ Subprocess tests run the CLI as users do (``python -m filegate``).
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import shlex
+import signal
+import socket
 import subprocess
 import sys
 import uuid
@@ -98,3 +103,73 @@ async def test_approvals_of_a_file_tools_host_and_one_message_per_mistake(
     for answer in answers:
         assert answer.returncode == 1
         assert answer.stderr == f"filegate: no workflow {missing} in namespace default\n"
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _dev_in_background(tmp_path: Path, web_ui_port: int) -> tuple[subprocess.Popen[str], int]:
+    """``filegate dev &`` in a non-interactive shell (SIGINT ignored, as in a script):
+    the shell, and the pid of the dev command it started."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FILEGATE_", "TEMPORAL_"))}
+    env["FILEGATE_STATE_DIR"] = str(tmp_path / "state")
+    pidfile = tmp_path / "dev.pid"
+    pidfile.unlink(missing_ok=True)
+    command = " ".join(shlex.quote(a) for a in [*CLI, "dev", "--ui-port", "0",
+                                                 "--web-ui-port", str(web_ui_port)])  # fmt: skip
+    shell = subprocess.Popen(
+        ["bash", "-c", f"{command} & echo $! > {shlex.quote(str(pidfile))}; wait $!"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    assert shell.stdout is not None
+    for line in shell.stdout:
+        if "Ctrl-C stops the servers" in line:
+            return shell, int(pidfile.read_text())
+    raise AssertionError(f"dev never came up (exit {shell.wait()})")
+
+
+def _stack_pids(tmp_path: Path) -> list[int]:
+    pids = []
+    for name in ("stack-temporal.json", "stack-s3.json"):
+        path = tmp_path / "state" / name
+        if path.exists():
+            pids.append(int(json.loads(path.read_text())["pid"]))
+    return pids
+
+
+def _gone(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except OSError:
+        return True
+    return state == "Z"
+
+
+@pytest.mark.slow
+def test_sigterm_stops_a_background_dev_and_a_killed_one_can_start_again(tmp_path: Path) -> None:
+    web_ui = _free_port()
+    shell, dev = _dev_in_background(tmp_path, web_ui)
+    servers = _stack_pids(tmp_path)
+    assert len(servers) == 2
+    os.kill(dev, signal.SIGTERM)
+    out, _ = shell.communicate(timeout=60)
+    assert shell.returncode == 128 + signal.SIGTERM, out
+    assert "stopped by SIGTERM" in out
+    assert all(_gone(pid) for pid in servers) and not _stack_pids(tmp_path)
+
+    # SIGKILL orphans the servers; the same command then starts again.
+    shell, dev = _dev_in_background(tmp_path, web_ui)
+    orphans = _stack_pids(tmp_path)
+    os.kill(dev, signal.SIGKILL)
+    shell.communicate(timeout=30)
+    assert not any(_gone(pid) for pid in orphans)  # still holding their ports
+    shell, dev = _dev_in_background(tmp_path, web_ui)
+    try:
+        assert all(_gone(pid) for pid in orphans)
+    finally:
+        os.kill(dev, signal.SIGTERM)
+        out, _ = shell.communicate(timeout=60)
+    assert shell.returncode == 128 + signal.SIGTERM, out
