@@ -94,8 +94,8 @@ def run_cli(argv: Sequence[str]) -> int:
         if not STOPPED_BY:
             raise
         name = signal.Signals(STOPPED_BY[0]).name
-        print(f"filegate: stopped by {name}", file=sys.stderr)
-        return 128 + STOPPED_BY[0]
+        print(f"filegate: interrupted (stopped by {name})", file=sys.stderr)
+        return 130  # as Ctrl-C: the command was interrupted, and cleaned up
 
 
 def main(argv: Sequence[str] | None = None) -> int:

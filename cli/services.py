@@ -68,7 +68,7 @@ def _split_address(address: str) -> tuple[str, int]:
 
 
 STOPPED_BY: list[int] = []
-"""The signal that stopped this command, if one did (``cli.commands`` exits 128 + it)."""
+"""The signal that stopped this command, if one did (``cli.commands`` names it)."""
 
 
 @contextmanager
