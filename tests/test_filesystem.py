@@ -10,7 +10,10 @@ import stat
 import subprocess
 import sys
 import tempfile
+import traceback
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from filegate.backends.executables import find_executable
@@ -147,25 +150,35 @@ def _codes_as_nobody(base: Path) -> list[str | None]:
         status = 1
         try:
             os.close(read_fd)
+            fs = FilesystemBackend(base)
+            # Everything the operations import is imported now, as root: the
+            # checkout or its venv may sit where nobody cannot enter (a 0700 home).
+            ops: list[Callable[[], Any]] = [
+                lambda: fs.read("/locked.txt"),
+                lambda: fs.write("/ro/new.txt", "x"),
+                lambda: fs.ls("/ro/inner"),
+                lambda: fs.edit("/locked.txt", "n", "m"),
+            ]
+            (base / "warm").mkdir()  # removed with ``base``
+            warm = FilesystemBackend(base / "warm")
+            for op in (lambda: warm.read("/x"), lambda: warm.write("/x", "n"),
+                       lambda: warm.ls("/"), lambda: warm.edit("/x", "n", "m")):  # fmt: skip
+                op()
             os.setgid(65534)
             os.setuid(65534)
-            fs = FilesystemBackend(base)
-            codes = [
-                fs.read("/locked.txt").code,
-                fs.write("/ro/new.txt", "x").code,
-                fs.ls("/ro/inner").code,
-                fs.edit("/locked.txt", "n", "m").code,
-            ]
-            os.write(write_fd, json.dumps(codes).encode())
+            codes = [op().code for op in ops]
+            os.write(write_fd, json.dumps({"codes": codes}).encode())
             status = 0
+        except BaseException:  # reported to the parent: a silent exit 1 explains nothing
+            os.write(write_fd, json.dumps({"error": traceback.format_exc()}).encode())
         finally:
             os._exit(status)
     os.close(write_fd)
     with os.fdopen(read_fd, "rb") as fh:
-        payload = fh.read()
+        payload = json.loads(fh.read() or b"{}")
     _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
-    return list(json.loads(payload))
+    assert os.waitstatus_to_exitcode(status) == 0, payload.get("error", "no report")
+    return list(payload["codes"])
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to switch to an unprivileged user")

@@ -2,8 +2,9 @@
 
 A fresh machine has Python and pip and nothing else: no ``bwrap``, ``rg`` or
 ``fdfind``. This test clones the committed repository into a temp dir and runs
-the README's two quickstart commands as written there, with a PATH that holds
-none of those programs. The first (venv, install, demo) runs exactly. The
+the README's two quickstart commands as written there, with a PATH on which
+those programs are failing stubs (a shadowing directory first; a stub that runs
+fails the test). The first (venv, install, demo) runs exactly. The
 second is the whole suite, which CI already runs on such a machine; here it
 runs as written but narrowed through ``PYTEST_ADDOPTS`` to the tests that need
 the programs the wheels bring (the bubblewrap sandbox and ripgrep), so the
@@ -37,14 +38,22 @@ def quickstart_commands(readme: str) -> list[str]:
     return [line for line in block.group(1).splitlines() if line.strip()]
 
 
-def bare_path() -> str:
-    """This machine's PATH without any directory that holds a system tool we ship as a wheel."""
-    keep = [
-        d
-        for d in os.environ.get("PATH", "").split(os.pathsep)
-        if d and not any((Path(d) / tool).exists() for tool in SYSTEM_TOOLS) and ".venv" not in d
-    ]
-    return os.pathsep.join(keep)
+def shadowed_path(shadow: Path, used: Path) -> str:
+    """This machine's PATH (venvs left out) behind ``shadow``, a directory of stubs
+    named after every system tool we ship as a wheel.
+
+    Dropping the directories that hold the tools instead would drop ``/usr/bin``
+    on a machine with apt's ripgrep or fd-find, and ``bash`` with it. A stub
+    records that it ran in ``used`` and fails, so code that looked a tool up on
+    PATH instead of taking the wheel's shows up in the test.
+    """
+    shadow.mkdir(parents=True, exist_ok=True)
+    for tool in SYSTEM_TOOLS:
+        stub = shadow / tool
+        stub.write_text(f"#!/bin/sh\necho {tool} >> '{used}'\nexit 127\n")
+        stub.chmod(0o755)
+    keep = [d for d in os.environ.get("PATH", "").split(os.pathsep) if d and ".venv" not in d]
+    return os.pathsep.join([str(shadow), *keep])
 
 
 def test_readme_has_exactly_two_quickstart_commands() -> None:
@@ -82,9 +91,11 @@ def _quickstart(clone: Path, tmp_path: Path) -> None:
         for key, value in os.environ.items()
         if not key.startswith(("FILEGATE_", "TEMPORAL_", "VIRTUAL_ENV", "PYTEST_", "PYTHON"))
     }
-    env |= {"PATH": bare_path(), "HOME": str(home), INNER: "1"}
+    used = tmp_path / "system-tools-used.txt"
+    env |= {"PATH": shadowed_path(tmp_path / "shadow", used), "HOME": str(home), INNER: "1"}
     for tool in SYSTEM_TOOLS:
-        assert shutil.which(tool, path=env["PATH"]) is None, f"{tool} still on PATH"
+        found = shutil.which(tool, path=env["PATH"])
+        assert found == str(tmp_path / "shadow" / tool), f"{tool} is {found}, not the stub"
     first = subprocess.run(
         install_demo, shell=True, cwd=clone, env=env, capture_output=True, text=True,
         timeout=1200, check=False,
@@ -99,3 +110,4 @@ def _quickstart(clone: Path, tmp_path: Path) -> None:
     assert second.returncode == 0, second.stdout[-6000:] + second.stderr[-2000:]
     summary = second.stdout.strip().splitlines()[-1]
     assert " passed" in summary and "skipped" not in summary and "error" not in summary, summary
+    assert not used.exists(), f"a system tool was run instead of the wheel's: {used.read_text()}"
