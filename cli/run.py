@@ -73,16 +73,29 @@ def build_input(args: argparse.Namespace, root: Path, tools_queue: str, name: st
         kind="remote", name=name, task_queue=tools_queue,
         can_execute=args.shell or sandbox, sandboxed=sandbox, shell_path=shell_path,
     )  # fmt: skip
-    return agent_input(args, ref)
+    return agent_input(args, ref, local_profiles())
 
 
-def agent_input(args: argparse.Namespace, ref: Any) -> Any:
+def local_profiles() -> list[str]:
+    """The model profiles of this process's environment, which its in-process agent
+    worker uses (``FILEGATE_MODEL_PROFILES[_FILE]``); a bad definition exits 2."""
+    from filegate.activities.providers.profiles import ModelProfiles
+    from filegate.backends.settings import Settings
+
+    try:
+        return list(ModelProfiles.from_settings(Settings.from_env()).profiles)
+    except Exception as exc:  # a profile definition the worker would refuse too
+        raise CliError(f"model profiles: {failure_text(exc)}", 2) from None
+
+
+def agent_input(args: argparse.Namespace, ref: Any, profiles: Any = None) -> Any:
     """The AgentInput of the task flags (:func:`add_task_arguments`) on backend ``ref``
-    (a BackendRef); ``run`` and ``submit`` share it. Bad flags exit 2."""
+    (a BackendRef); ``run`` and ``submit`` share it. ``profiles``: the agent worker's
+    model profile names when this process hosts it (``run``). Bad flags exit 2."""
     from filegate.kernel.execute_gate import ExecuteGateError
     from filegate.workflows import AgentInput, BackendSpec, Limits
 
-    model = parse_model(args.model)
+    model = parse_model(args.model, profiles)
     rules = load_permissions(args.permissions)
     interrupt_on = load_interrupt_on(args.interrupt_on)
     if args.system_prompt is not None and args.extend_system_prompt is not None:

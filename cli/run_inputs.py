@@ -8,6 +8,8 @@ The model (``--model``), the rules (``--permissions``), the approvals
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Collection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -22,19 +24,32 @@ if TYPE_CHECKING:
     from filegate.workflows.gate import ToolInterrupt
 
 
-def parse_model(text: str) -> ModelSpec:
-    """``scripted:FILE`` | ``openai:NAME`` | ``anthropic:NAME`` -> a ModelSpec.
+PROFILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
-    ``openai`` / ``anthropic`` name the agent worker's model profiles of that name.
-    The script FILE is read here and sent inline: the agent worker never opens a
-    path that came from a workflow input (contract §11).
+
+def parse_model(text: str, known: Collection[str] | None = None) -> ModelSpec:
+    """``PROFILE:NAME`` -> a ModelSpec: ``scripted:FILE``, ``openai:NAME``,
+    ``anthropic:NAME`` or any profile of the agent worker's ``FILEGATE_MODEL_PROFILES``.
+
+    ``known``: the profile names the agent worker has, when this command knows
+    them (``run`` hosts the agent worker itself); None (``submit``) leaves the
+    check to the deployment's worker. The script FILE of ``scripted`` is read
+    here and sent inline: the agent worker never opens a path that came from a
+    workflow input (contract §11).
     """
     from filegate.activities.providers.scripted import load_script
     from filegate.kernel.messages import ModelSpec
 
     profile, sep, name = text.partition(":")
-    if not sep or not name or profile not in ("scripted", "openai", "anthropic"):
-        raise CliError(f"--model {text!r}: use scripted:FILE, openai:NAME or anthropic:NAME", 2)
+    if not sep or not name or not PROFILE_NAME.match(profile):
+        raise CliError(
+            f"--model {text!r}: use PROFILE:NAME (scripted:FILE, openai:NAME, anthropic:NAME "
+            "or a profile of FILEGATE_MODEL_PROFILES)",
+            2,
+        )
+    if known is not None and profile not in known:
+        names = ", ".join(sorted(known))
+        raise CliError(f"--model {text!r}: no model profile {profile!r} (profiles: {names})", 2)
     if profile != "scripted":
         return ModelSpec(provider=profile, name=name)
     path = Path(name).expanduser().resolve()

@@ -173,3 +173,29 @@ def test_sigterm_stops_a_background_dev_and_a_killed_one_can_start_again(tmp_pat
         os.kill(dev, signal.SIGTERM)
         out, _ = shell.communicate(timeout=60)
     assert shell.returncode == 130, out
+
+
+@pytest.mark.services
+def test_run_uses_a_model_profile_of_the_environment(
+    cli_env: dict[str, str], tmp_path: Path
+) -> None:
+    scripts = tmp_path / "scripts"
+    scripts.mkdir()
+    (scripts / "hello.json").write_text(json.dumps({"turns": [{"content": "hi from mine"}]}))
+    root = tmp_path / "ws"
+    root.mkdir()
+    env = {
+        **cli_env,
+        "FILEGATE_MODEL_PROFILES": json.dumps(
+            {"mine": {"kind": "scripted", "script_dir": str(scripts)}}
+        ),
+    }
+    ok = cli(env, "run", "t", "--model", "mine:hello.json", "--root", str(root), timeout=120)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "final answer: hi from mine" in ok.stdout
+    assert "after 1 model call, 0 tool calls (0 errors), 0 approvals" in ok.stdout
+    unknown = cli(env, "run", "t", "--model", "local:llama", "--root", str(root))
+    assert unknown.returncode == 2
+    assert unknown.stderr == (
+        "filegate: --model 'local:llama': no model profile 'local' (profiles: mine)\n"
+    )
