@@ -1,8 +1,9 @@
 """The bubblewrap sandbox: ``bwrap`` namespaces around every command.
 
 What a command sees: read-only ``/usr`` (with ``/bin``, ``/lib*``, ``/sbin``
-as symlinks into it, as on merged-/usr Debian), a handful of harmless ``/etc``
-files, a fresh ``/proc`` and minimal ``/dev``, a private ``/tmp`` tmpfs, and
+as symlinks into it, as on merged-/usr Debian; ``python`` as a link to
+``python3`` when the host has no ``python``, see :data:`SHIM_BIN`), a handful
+of harmless ``/etc`` files, a fresh ``/proc`` and minimal ``/dev``, a private ``/tmp`` tmpfs, and
 the backend's root directory read-write at ``/workspace`` (its cwd). No
 network (``--unshare-all``: net, ipc, pid, uts, cgroup, user where possible),
 every capability dropped (bwrap *keeps* them for a root caller otherwise),
@@ -19,7 +20,12 @@ bwrap runs under the command supervisor (host side), so the memory and
 file-size rlimits reach every sandboxed process and the process count covers
 the whole sandbox; ``/tmp`` and ``/dev/shm`` are tmpfs of ``tmp_bytes`` each,
 and the sandbox's own tmpfs root and ``/dev`` are remounted read-only, so no
-unbounded tmpfs is left to fill.
+unbounded tmpfs is left to fill. Where the worker can make cgroups the
+supervisor joins one per command, so memory and tasks are capped for the
+sandbox as a whole (:mod:`.cgroups`), and the supervisor kills the sandbox
+once it wrote more than ``write_bytes`` to the workspace; a seccomp filter
+(:mod:`.seccomp`, ``--seccomp``) refuses ``fallocate``, which would reserve
+disk space without writing it.
 
 Killing: bwrap runs in its own process group (:func:`run_command`) and
 ``--die-with-parent`` ties the sandbox's pid 1 to it; when pid 1 of a pid
@@ -48,6 +54,7 @@ from filegate.backends.sandbox import (
     BaseSandbox,
 )
 from filegate.backends.sandbox_view import view_mounts
+from filegate.backends.seccomp import filter_fd
 from filegate.kernel.execute_gate import SandboxView
 from filegate.kernel.limits import DEFAULT_EXECUTE_TIMEOUT, DEFAULT_MAX_OUTPUT_BYTES
 from filegate.kernel.paths import validate_path
@@ -72,6 +79,31 @@ uid 0 (capabilities dropped, but sysctl files only check the uid), so e.g.
 /proc: sysctls are global, and ``/proc/sys/net`` follows the reader's netns.
 """
 _USR_LINKS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
+SHIM_BIN = "/filegate/bin"
+"""Where the sandbox gets a ``python`` when the host has only ``python3`` (Debian).
+
+Not in ``/usr`` (a read-only bind of the host's, where no link can be made)
+and not at a name such as ``/opt`` that is a host directory elsewhere: it
+lives on the sandbox's own read-only root, which holds nothing of the host's
+here. It is last on the default ``PATH``, so a real ``python`` earlier wins."""
+_PYTHON3 = ("/usr/local/bin/python3", "/usr/bin/python3")
+_PYTHON = ("/usr/local/bin/python", "/usr/bin/python")
+
+
+def _python_shim() -> tuple[str, str] | None:
+    """``(target, link)`` making ``python`` run ``python3``, or None when not needed.
+
+    Scripts and agents call ``python`` (langchain-tests' sandbox suite does);
+    Debian ships ``python3`` only, so without this they fail with
+    ``python: not found``. Nothing is added when a ``python`` exists or no
+    ``python3`` does.
+    """
+    if any(os.path.exists(path) for path in _PYTHON):
+        return None
+    target = next((path for path in _PYTHON3 if os.path.exists(path)), None)
+    return None if target is None else (target, f"{SHIM_BIN}/python")
+
+
 _PROBE_TIMEOUT = 15.0
 
 
@@ -124,7 +156,9 @@ class BwrapSandboxBackend(BaseSandbox):
         Path(root_dir).mkdir(parents=True, exist_ok=True)
         self.root = os.path.realpath(root_dir)
         self.bwrap_path = bwrap_path
-        self.env = {"PATH": MINIMAL_PATH, "HOME": WORKSPACE, "LANG": "C.UTF-8", **(env or {})}
+        self.python_shim = _python_shim()
+        path = f"{MINIMAL_PATH}:{SHIM_BIN}" if self.python_shim else MINIMAL_PATH
+        self.env = {"PATH": path, "HOME": WORKSPACE, "LANG": "C.UTF-8", **(env or {})}
         for name in self.env:
             if not name or "=" in name or "\x00" in name:
                 raise ValueError(f"invalid environment variable name {name!r}")
@@ -142,10 +176,13 @@ class BwrapSandboxBackend(BaseSandbox):
             )
         return found
 
-    def bwrap_argv(self, extra_mounts: Sequence[str] = ()) -> list[str]:
+    def bwrap_argv(
+        self, extra_mounts: Sequence[str] = (), seccomp_fd: int | None = None
+    ) -> list[str]:
         """The bwrap invocation up to (not including) the command.
 
-        ``extra_mounts``: mounts over the workspace bind (a compiled view)."""
+        ``extra_mounts``: mounts over the workspace bind (a compiled view);
+        ``seccomp_fd``: the filter bwrap installs for the command (:mod:`.seccomp`)."""
         exe = self._executable()
         argv = [exe, "--unshare-all", "--cap-drop", "ALL"]
         if _supports_disable_userns(exe):
@@ -156,6 +193,8 @@ class BwrapSandboxBackend(BaseSandbox):
         for name in _USR_LINKS:
             if os.path.exists(f"/usr/{name}"):
                 argv += ["--symlink", f"usr/{name}", f"/{name}"]
+        if self.python_shim is not None:
+            argv += ["--symlink", *self.python_shim]
         for path in _ETC_FILES:
             argv += ["--ro-bind-try", path, path]
         for path in self.ro_binds:
@@ -170,6 +209,8 @@ class BwrapSandboxBackend(BaseSandbox):
         argv += ["--remount-ro", "/", "--clearenv"]
         for name, value in self.env.items():
             argv += ["--setenv", name, value]
+        if seccomp_fd is not None:
+            argv += ["--seccomp", str(seccomp_fd)]
         return [*argv, "--"]
 
     def run_in_sandbox(
@@ -184,19 +225,24 @@ class BwrapSandboxBackend(BaseSandbox):
         if refused:
             return ExecuteResult(error=refused, code="invalid_argument")
         with view_mounts(self.root, WORKSPACE, view or SandboxView()) as mounts:
+            seccomp = filter_fd()
             try:
-                argv = self.bwrap_argv(mounts)
+                argv = self.bwrap_argv(mounts, seccomp)
+                return run_command(
+                    [*argv, "/bin/sh", "-c", command],
+                    shell=False,
+                    cwd=self.root,
+                    env={"PATH": MINIMAL_PATH},
+                    timeout=timeout,
+                    max_output_bytes=max_output_bytes,
+                    bounds=self.bounds,
+                    pass_fds=() if seccomp is None else (seccomp,),
+                )
             except SandboxUnavailableError as exc:
                 return ExecuteResult(error=str(exc), code="unsupported")
-            return run_command(
-                [*argv, "/bin/sh", "-c", command],
-                shell=False,
-                cwd=self.root,
-                env={"PATH": MINIMAL_PATH},
-                timeout=timeout,
-                max_output_bytes=max_output_bytes,
-                bounds=self.bounds,
-            )
+            finally:
+                if seccomp is not None:
+                    os.close(seccomp)
 
     compiles_rules = True
     """Commands run in the view the permission rules compile to (kernel.execute_gate)."""

@@ -113,9 +113,7 @@ def clean_env(drop_prefixes: Iterable[str], extra: dict[str, str]) -> dict[str, 
     hold, it cannot leak.
     """
     prefixes = tuple(drop_prefixes)
-    env = {
-        k: v for k, v in os.environ.items() if not k.startswith(prefixes) and not _credential(k)
-    }
+    env = {k: v for k, v in os.environ.items() if not k.startswith(prefixes) and not _credential(k)}
     env.update(extra)
     return env
 

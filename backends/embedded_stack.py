@@ -251,9 +251,7 @@ def reap_orphans(state_dir: Path, services: tuple[str, ...] = ("temporal", "s3")
             if pid > 0 and pid_alive(pid):
                 stop_group(pid)
                 remove_weed_sockets(entry.get("ports", []))
-                notes.append(
-                    f"stopped an embedded {service} left by a killed command (pid {pid})"
-                )
+                notes.append(f"stopped an embedded {service} left by a killed command (pid {pid})")
             else:
                 notes.append(_cleanup(entry, service))
             entry.clear()

@@ -55,7 +55,7 @@ from filegate.kernel.globbing import (
     grep_scope,
     resolve_glob,
 )
-from filegate.kernel.limits import DEFAULT_READ_LIMIT, reads_nothing
+from filegate.kernel.limits import DEFAULT_READ_LIMIT
 from filegate.kernel.media_types import is_media_path
 from filegate.kernel.paths import join_path, validate_path
 from filegate.kernel.protocol import (
@@ -75,10 +75,7 @@ from filegate.kernel.protocol import (
     Visible,
     WriteResult,
 )
-from filegate.kernel.textops import (
-    bad_limit,
-    merge_grep_budget,
-)
+from filegate.kernel.textops import merge_grep_budget
 
 _resolve = resolve_host
 """Kept under its old name (tests and benchmarks import it from here)."""
@@ -106,6 +103,9 @@ class FilesystemBackend(ReferenceNames):
             self.root = os.path.realpath(root_dir)
         else:
             self.root = "/"
+        # Where a glob without a path searches: the root in virtual mode; with host
+        # paths, ``root_dir`` (as the reference's cwd), not the whole host from ``/``.
+        self.glob_home = "/" if virtual_mode else os.path.realpath(root_dir)
         self._root_prefix = self.root.rstrip("/") + "/"
         rg = find_executable("rg") if use_ripgrep is not False else None
         self._rg: str | None = rg
@@ -301,11 +301,12 @@ class FilesystemBackend(ReferenceNames):
         )
 
     def read(self, path: str, offset: int = 0, limit: int = DEFAULT_READ_LIMIT) -> ReadResult:
+        # limit is applied to text only: a binary file comes back whole and an
+        # empty one as empty whatever the limit, as in the reference (the text
+        # window decides, kernel.textops.nothing_requested).
         vpath = str(path)
         try:
             vpath = validate_path(path)
-            if reads_nothing(limit):
-                return bad_limit(vpath, limit)
             fd, st = self._open_file(vpath)
         except EXPECTED_ERRORS as exc:
             return error_value(ReadResult, vpath, exc)
@@ -380,7 +381,12 @@ class FilesystemBackend(ReferenceNames):
             os.close(dfd)
         return None if found is None else DeleteTree(entries=found[0], cut=found[1])
 
-    def glob(self, pattern: str, path: str = "/", visible: Visible | None = None) -> GlobResult:
+    def glob(
+        self, pattern: str, path: str | None = None, visible: Visible | None = None
+    ) -> GlobResult:
+        """``path=None`` searches :attr:`glob_home`; an explicit ``/`` is the root (host ``/``
+        without virtual mode, where the reference would search ``root_dir``)."""
+        path = self.glob_home if path is None else path
         vroot = str(path)
         try:
             vroot, rel_pattern = resolve_glob(pattern, path)

@@ -3,12 +3,16 @@
 Not a sandbox: the command can touch anything the worker user can. What it
 does guarantee (contract §1, §11): cwd is the root, the environment is
 explicit (nothing inherited unless asked), output is capped, memory, file size
-and process count are bounded (:class:`~filegate.backends.reaper.CommandBounds`),
+and process count are bounded (:class:`~filegate.backends.reaper.CommandBounds`;
+their sums per command where the worker can make cgroups, and what the command
+writes to disk; ``fallocate`` is not filtered here, unlike in the sandbox),
 and no process outlives the command: it runs under the supervisor of
 :mod:`filegate.backends.reaper`, which kills everything it started -- also
 processes that called ``setsid`` or double-forked -- when it returns, times out
 or is cancelled. A hostile command can still kill its supervisor (it runs as
-the worker's user); use the sandbox for untrusted code.
+the worker's user; what it started then dies with the command's cgroup, where
+there is one) or, as root, change its own cgroup; use the sandbox for
+untrusted code.
 
 Credentials: a command cannot read the worker's environment or memory through
 ``/proc``: building a backend makes the worker non-dumpable, and a root
@@ -38,9 +42,9 @@ from filegate.backends.process_guard import (
     needs_capability_drop,
     parse_refusal,
 )
-from filegate.backends.reaper import CommandBounds, supervised
+from filegate.backends.reaper import CommandBounds, Supervision, bound_error
 from filegate.kernel.limits import DEFAULT_EXECUTE_TIMEOUT, DEFAULT_MAX_OUTPUT_BYTES
-from filegate.kernel.protocol import ExecuteResult
+from filegate.kernel.protocol import ExecuteResult, refuse_empty_command
 
 MINIMAL_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 STDERR_PREFIX = "[stderr] "
@@ -93,6 +97,9 @@ class LocalShellBackend(FilesystemBackend):
         return base
 
     def execute(self, command: str, timeout: float | None = None) -> ExecuteResult:
+        empty = refuse_empty_command(command)  # exit code 1, not the shell's 0
+        if empty is not None:
+            return empty
         limit = self.bounds.timeout_for(timeout, self.default_timeout)
         refused = self.bounds.check_timeout(limit)
         if refused:
@@ -123,6 +130,7 @@ def run_command(
     max_output_bytes: int,
     bounds: CommandBounds | None = None,
     drop_capabilities: bool = False,
+    pass_fds: Sequence[int] = (),
 ) -> ExecuteResult:
     """Run one command in its own session: capped output, ``[stderr] `` prefix, no leftovers.
 
@@ -131,7 +139,11 @@ def run_command(
     With ``bounds`` (a sequence ``args`` only) the command runs under the
     supervisor (:mod:`filegate.backends.reaper`); it is stopped with SIGTERM,
     so it kills the whole tree, then the session's process group is killed.
-    A timed-out command reports :data:`TIMEOUT_EXIT_CODE` (contract §1).
+    A timed-out command reports :data:`TIMEOUT_EXIT_CODE` (contract §1). The
+    supervisor also joins the command's cgroup, if the worker can make one, and
+    reports which bound stopped it: the result's error names it
+    (:class:`~filegate.backends.reaper.Supervision`). ``pass_fds``: descriptors
+    the command inherits (the sandbox's seccomp filter).
 
     ``drop_capabilities`` (the host shell): when the worker is root, the
     supervisor and the command start through the guard of
@@ -142,8 +154,9 @@ def run_command(
     """
     if (bounds is not None or drop_capabilities) and (isinstance(args, str) or shell):
         raise ValueError("bounds and drop_capabilities need an argument list, not a shell string")
-    if bounds is not None:
-        args = supervised(list(args), bounds)
+    supervision = Supervision(bounds) if bounds is not None else None
+    if supervision is not None:
+        args = supervision.command(list(args))
     status_read = status_write = -1
     if drop_capabilities and needs_capability_drop():
         status_read, status_write = os.pipe()
@@ -158,24 +171,31 @@ def run_command(
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
-            pass_fds=(status_write,) if status_write >= 0 else (),
+            pass_fds=_inherited(status_write, supervision, pass_fds),
         )
     except OSError as exc:
         if status_read >= 0:
             os.close(status_read)
+        if supervision is not None:
+            supervision.finish()
         return ExecuteResult(error=f"could not start the shell: {exc}", code="io_error")
     finally:
         if status_write >= 0:
             os.close(status_write)  # the guard holds the only copy: EOF once it execs or exits
     capture = _Capture(max_output_bytes)
     timed_out = False
+    bound: str | None = None
     try:
+        if supervision is not None:
+            supervision.started(proc.pid)  # into the cgroup, then the command may start
         timed_out = not _pump(proc, capture, time.monotonic() + timeout, status_read)
     finally:
         _stop(proc, supervised=bounds is not None)
         capture.close()
         if status_read >= 0:
             os.close(status_read)
+        if supervision is not None:
+            bound = supervision.finish()
     refusal = parse_refusal(bytes(capture.buffers[_GUARD]))
     if refusal is not None:  # the guard reported instead of exec'ing: nothing ran
         kind, reason = refusal
@@ -195,7 +215,20 @@ def run_command(
     code = proc.returncode
     if code is not None and code < 0:
         code = 128 - code  # killed by signal N: report like a shell (128 + N)
+    if bound is not None and bounds is not None:  # a bound stopped it: say which (§11)
+        error, kind = bound_error(bound, bounds)
+        return ExecuteResult(
+            output=output, exit_code=code, truncated=truncated, error=error, code=kind
+        )
     return ExecuteResult(output=output, exit_code=code, truncated=truncated)
+
+
+def _inherited(
+    status_write: int, supervision: Supervision | None, extra: Sequence[int]
+) -> tuple[int, ...]:
+    """The descriptors the guard, the supervisor and the command start with."""
+    fds = [status_write, *(supervision.child_fds if supervision else ()), *extra]
+    return tuple(fd for fd in fds if fd >= 0)
 
 
 _GUARD = "guard"

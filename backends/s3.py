@@ -17,12 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 import urllib3
 from filegate.backends.streams import stream_text_window
-from filegate.kernel.limits import reads_nothing
 from filegate.kernel.media_types import is_media_path
 from filegate.kernel.protocol import (
     ReadResult,
 )
-from filegate.kernel.textops import bad_limit
 from minio import Minio
 from minio.deleteobjects import DeleteObject
 from minio.error import InvalidResponseError, MinioException, S3Error, ServerError
@@ -174,8 +172,8 @@ def object_window(
     response stream (the artifact store hashes what passes). S3 failures
     propagate; the caller turns them into values.
     """
-    if reads_nothing(limit):
-        return bad_limit(path, limit)
+    # No limit check here: bytes come back whatever the limit, and the text
+    # window decides for text (kernel.textops.nothing_requested).
     with open_object(client, bucket, key) as response:
         size = int(response.headers.get("content-length") or 0)
         if not is_media_path(path):

@@ -60,7 +60,6 @@ from filegate.kernel.limits import (
     DEFAULT_EXECUTE_TIMEOUT,
     DEFAULT_MAX_OUTPUT_BYTES,
     DEFAULT_READ_LIMIT,
-    reads_nothing,
 )
 from filegate.kernel.media_types import is_media_path
 from filegate.kernel.paths import join_path, validate_path
@@ -81,9 +80,9 @@ from filegate.kernel.protocol import (
     Visible,
     WriteResult,
     _Result,
+    refuse_empty_command,
 )
 from filegate.kernel.textops import (
-    bad_limit,
     decode_text,
     merge_grep_budget,
     read_window,
@@ -178,6 +177,9 @@ class BaseSandbox(ReferenceNames, ABC):
         return True
 
     def execute(self, command: str, timeout: float | None = None) -> ExecuteResult:
+        empty = refuse_empty_command(command)  # exit code 1, not the shell's 0
+        if empty is not None:
+            return empty
         # run_in_sandbox refuses a bad timeout (the kernel's execute_timeout_problem).
         limit = self.default_timeout if timeout is None else timeout
         return self.run_in_sandbox(command, limit, self.max_output_bytes)
@@ -276,8 +278,8 @@ class BaseSandbox(ReferenceNames, ABC):
         vpath = str(path)
         try:
             vpath = validate_path(path)
-            if reads_nothing(limit):
-                return bad_limit(vpath, limit)
+            # No limit check here: binary bytes come back whatever the limit,
+            # and read_window decides for text (kernel.textops.nothing_requested).
             data = self._get(vpath)
         except _EXPECTED as exc:
             result = _fail(ReadResult, vpath, exc)

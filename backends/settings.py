@@ -14,9 +14,11 @@ from pathlib import Path
 from typing import ClassVar
 
 from filegate.kernel.limits import (
+    DEFAULT_EXECUTE_COMMAND_MEMORY_BYTES,
     DEFAULT_EXECUTE_FILE_BYTES,
     DEFAULT_EXECUTE_MAX_PROCESSES,
     DEFAULT_EXECUTE_MEMORY_BYTES,
+    DEFAULT_EXECUTE_WRITE_BYTES,
     DEFAULT_MAX_EXECUTE_TIMEOUT,
     DEFAULT_SANDBOX_TMP_BYTES,
 )
@@ -54,6 +56,10 @@ class Settings(BaseModel):
     exec_memory: ByteSize = ByteSize(DEFAULT_EXECUTE_MEMORY_BYTES)
     exec_max_processes: int = Field(default=DEFAULT_EXECUTE_MAX_PROCESSES, ge=0)
     exec_file_size: ByteSize = ByteSize(DEFAULT_EXECUTE_FILE_BYTES)
+    exec_command_memory: ByteSize = ByteSize(DEFAULT_EXECUTE_COMMAND_MEMORY_BYTES)
+    """All processes of one command together (a cgroup per command, where there is one)."""
+    exec_write_size: ByteSize = ByteSize(DEFAULT_EXECUTE_WRITE_BYTES)
+    """Bytes one command may write to disk (``--max-command-write-bytes``)."""
     sandbox_tmp_size: ByteSize = ByteSize(DEFAULT_SANDBOX_TMP_BYTES)
     exec_max_seconds: float = Field(default=DEFAULT_MAX_EXECUTE_TIMEOUT, gt=0)
     allow_execute_with_policies: bool = False

@@ -10,11 +10,13 @@ from __future__ import annotations
 import codecs
 from typing import BinaryIO
 
+from filegate.kernel.limits import reads_nothing
 from filegate.kernel.protocol import GrepMatch, ReadResult
 from filegate.kernel.textops import (
     decode_text,
     display_line,
     grep_text,
+    nothing_requested,
     offset_past_end,
     window_result,
 )
@@ -30,6 +32,9 @@ def stream_text_window(fh: BinaryIO, path: str, offset: int, limit: int) -> Read
 
     Memory is one chunk plus the window, whatever the file size. ``offset``
     is clamped at 0. Returns None when the stream turns out to be binary.
+    ``limit <= 0`` still scans the stream, so a binary file is returned as
+    bytes and an empty one as empty whatever the limit
+    (:func:`~filegate.kernel.textops.nothing_requested`).
     """
     offset = max(offset, 0)
     decoder = codecs.getincrementaldecoder("utf-8")()
@@ -79,9 +84,12 @@ def stream_text_window(fh: BinaryIO, path: str, offset: int, limit: int) -> Read
         total += 1  # final line without a terminator
         if offset <= line_no < stop:
             window.append(b"".join(current))
+    if reads_nothing(limit):
+        return nothing_requested(path, limit, total)
     if offset > 0 and offset >= total:
         return offset_past_end(path, offset, total)
-    return window_result(path, [w.decode("utf-8") for w in window], offset, total)
+    lines = [w.decode("utf-8") for w in window]
+    return window_result(path, lines, offset, total, ends_with_newline=last == b"\n")
 
 
 def scan_stream(fh: BinaryIO, literal: str, path: str, limit: int | None) -> list[GrepMatch] | None:

@@ -16,11 +16,14 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from filegate.backends.cgroups import aggregate_bounds_in_place, aggregate_bounds_status
 from filegate.backends.policy import PolicyConfig
-from filegate.backends.reaper import parse_size
+from filegate.backends.reaper import CommandBounds, parse_size, size_text
+from filegate.backends.seccomp import filter_problem
 from filegate.backends.settings import Settings
 from filegate.backends.startup import (
     ALLOW_EXECUTE_ENV,
@@ -100,6 +103,19 @@ def add_bound_flags(parser: argparse.ArgumentParser) -> None:
         "--exec-file-size", type=_size, help="largest file a command writes (default 64MiB)"
     )
     bounds.add_argument(
+        "--exec-command-memory",
+        type=_size,
+        help="memory of all processes of one command together, where the worker can make "
+        "cgroups (default 2GiB)",
+    )
+    bounds.add_argument(
+        "--max-command-write-bytes",
+        "--exec-write-size",
+        dest="exec_write_size",
+        type=_size,
+        help="bytes one command may write to disk; killed above (default 256MiB)",
+    )
+    bounds.add_argument(
         "--sandbox-tmp-size", type=_size, help="sandbox /tmp and /dev/shm size (default 64MiB)"
     )
     bounds.add_argument(
@@ -117,7 +133,8 @@ def add_bound_flags(parser: argparse.ArgumentParser) -> None:
 def settings_with_flags(args: argparse.Namespace, settings: Settings) -> Settings:
     """``settings`` with the bound flags given on the command line."""
     update: dict[str, Any] = {}
-    for flag in ("exec_memory", "exec_file_size", "sandbox_tmp_size"):
+    sizes = ("exec_memory", "exec_file_size", "exec_command_memory", "exec_write_size")
+    for flag in (*sizes, "sandbox_tmp_size"):
         if getattr(args, flag, None) is not None:
             update[flag] = ByteSize(getattr(args, flag))
     for flag in ("exec_max_processes", "exec_max_seconds"):
@@ -139,12 +156,12 @@ async def worker_command(args: argparse.Namespace) -> int:
     if args.role == "tools" or args.local_backend:
         served = backend_from_args(args, settings)  # refuse a bad configuration before connecting
     allow = settings.allow_execute_with_policies
+    queue = args.task_queue or os.environ.get("FILEGATE_TASK_QUEUE") or settings.task_queue
     client = await target.connect(artifacts=None)
     # One store for the codec and the activities: transcripts / large results.
     artifacts = await configured_store(settings)
     client = with_payload_codec(client, artifacts)
     if args.role == "agent":
-        queue = args.task_queue or os.environ.get("FILEGATE_TASK_QUEUE") or settings.task_queue
         hosted: dict[str, Any] = {}
         if served is not None:
             name, backend, journal = served
@@ -162,8 +179,38 @@ async def worker_command(args: argparse.Namespace) -> int:
             client, args.task_queue, {name: backend}, journal, artifacts=artifacts,
             allow_execute_with_policies=allow, serve_agents=args.serve_agents, **options,
         )  # fmt: skip
+    print(serving_line(args.role, queue, served), file=sys.stderr, flush=True)
     await run_until_stopped(worker)
     return 0
+
+
+def serving_line(role: str, queue: str, served: tuple[str, BackendProtocol, Path] | None) -> str:
+    """The worker's startup line: what it serves and, for a shell, which per-command sums
+    hold and which are missing and why (contract §11; one line, for logs)."""
+    line = f"filegate worker: {role} on task queue {queue}"
+    if served is None:
+        return line
+    name, backend, _ = served
+    line += f", backend {name} ({type(backend).__name__})"
+    bounds = getattr(backend, "bounds", None)
+    if not isinstance(bounds, CommandBounds):
+        return line
+    values = {
+        "memory": size_text(bounds.command_memory_bytes) if bounds.command_memory_bytes else "",
+        "processes": str(bounds.max_processes) if bounds.max_processes else "",
+        "writes": size_text(bounds.write_bytes) if bounds.write_bytes else "",
+    }
+    held = [
+        f"{what} {values[what]} ({how})" if values[what] else f"{what} off (0)"
+        for what, how in aggregate_bounds_in_place().items()
+    ]
+    line += f"; per-command sums bounded: {', '.join(held) or 'none'}"
+    missing = aggregate_bounds_status()
+    if getattr(backend, "compiles_rules", False) and filter_problem():
+        missing.append(f"sandbox {filter_problem()}")
+    if missing:
+        line += f"; not bounded: {'; '.join(missing)} (per-process bounds still apply)"
+    return line
 
 
 def backend_from_args(

@@ -67,6 +67,7 @@ from filegate.kernel.protocol import (
     ReadResult,
     WriteResult,
     _Result,
+    refuse_empty_command,
 )
 from filegate.kernel.read_format import format_read, plan_read
 from filegate.kernel.tool_types import (
@@ -371,6 +372,9 @@ def _execute(backend: BackendProtocol, request: ToolRequest, args: ExecuteArgs) 
     """
     if not backend.can_execute:
         return outcome(format_error("execute is not supported by this backend."))
+    empty = refuse_empty_command(args.command)  # here too: the rule view skips execute()
+    if empty is not None:
+        return render_mutation(request, empty)
     problem = execute_timeout_problem(args.timeout, request.max_execute_timeout)
     if problem:
         return outcome(format_error(problem))

@@ -39,6 +39,7 @@ from filegate.kernel.protocol import (
     WriteResult,
     _Result,
 )
+from filegate.kernel.textops import eof_newline_hint
 
 NO_FILES_FOUND = "No files found"
 NO_MATCHES_FOUND = "No matches found"
@@ -271,11 +272,9 @@ def edit_not_found_message(path: str, old: str, content: str) -> str:
         f"old_string was not found in {path}. It must match exactly, including "
         "whitespace and indentation; read the file again and copy the text."
     )
-    if old.endswith("\n") and not content.endswith("\n"):
-        message += (
-            " Hint: old_string ends with a newline but the file does not; "
-            "drop the trailing newline from old_string."
-        )
+    hint = eof_newline_hint(old, content)  # the backends' own rule (kernel.textops)
+    if hint:
+        message += f" Hint: {hint}."
     return message
 
 

@@ -10,6 +10,8 @@
 - ``*`` and ``**`` neither enter dot-directories nor match dotfiles unless the
   pattern spells the dot (``.env``, ``.github/**``).
 - ``{a,b}`` braces expand.
+- A trailing ``/`` (``*.py/``, ``sub/``) asks for directories: it matches
+  nothing, since only regular files are answers.
 
 Matching itself is wcmatch (``GLOBSTAR | BRACE``, no ``DOTGLOB``) so that
 permissions and globs agree on syntax. Walkers additionally ask
@@ -67,18 +69,24 @@ class GlobMatcher:
     instead, which grep's file filter needs (ripgrep's hidden-file rule).
     """
 
-    __slots__ = ("_alternatives", "_anywhere", "_regex", "_walk_names", "pattern")
+    __slots__ = ("_alternatives", "_anywhere", "_nothing", "_regex", "_walk_names", "pattern")
 
     def __init__(self, pattern: str, *, dot_dirs: bool = True) -> None:
         if not pattern:
             raise ValueError("glob pattern is empty")
         self.pattern = pattern
-        expanded = _expand(pattern)
+        every = _expand(pattern)
+        # A trailing ``/`` asks for directories, and only regular files are
+        # ever answers (contract §1), so such an alternative matches nothing,
+        # as in the reference. Stripping the slash instead would make ``*.py/``
+        # find ``a.py``.
+        expanded = [alt for alt in every if not alt.endswith("/")]
+        self._nothing = not expanded
         names = [alt for alt in expanded if dot_dirs and _is_name(alt)]
         self._alternatives = [
             segs for segs in (_path_form(alt) for alt in expanded if alt not in names) if segs
         ]
-        if not self._alternatives and not names:
+        if not self._alternatives and not names and not self._nothing:
             raise ValueError(f"glob pattern {pattern!r} matches nothing")
         try:
             # wcmatch's own translation, compiled once: the same semantics as
@@ -122,6 +130,8 @@ class GlobMatcher:
 
     def may_enter(self, rel_dir: str) -> bool:
         """False when no file below ``rel_dir`` can match (safe to prune)."""
+        if self._nothing:
+            return False
         comps = [c for c in rel_dir.split("/") if c]
         if not comps or self._anywhere is not None:
             return True

@@ -90,11 +90,12 @@ still holds the turn in memory and keeps it in the transcript."""
 
 DEFAULT_EXECUTE_MEMORY_BYTES = 1 << 30
 """Memory one process of a command may allocate (``RLIMIT_DATA``: heap and private
-mappings), 1 GiB. Per process: the total is this times the process bound."""
+mappings), 1 GiB. Per process: all processes together are bounded by
+:data:`DEFAULT_EXECUTE_COMMAND_MEMORY_BYTES` where the worker can make cgroups."""
 
 DEFAULT_EXECUTE_MAX_PROCESSES = 64
 """Live processes a command may have at once (its whole tree, daemons included). With a
-per-command cgroup it is also the command's ``pids.max``, which counts threads too."""
+per-command cgroup the kernel enforces it too (``pids.max``, which counts threads)."""
 
 DEFAULT_EXECUTE_COMMAND_MEMORY_BYTES = 2 << 30
 """Memory all processes of one command may use together (its cgroup's memory limit,
@@ -137,6 +138,8 @@ def reads_nothing(limit: int) -> bool:
 
     Below 1 asks for nothing: read_file answers without calling the backend
     (:func:`~filegate.kernel.read_format.plan_read`), and every backend's
-    ``read`` refuses it the same way (:func:`~filegate.kernel.textops.bad_limit`).
+    ``read`` answers it the same way (:func:`~filegate.kernel.textops.nothing_requested`:
+    a binary file's bytes and an empty file whatever the limit, as the reference;
+    other text refused with :func:`~filegate.kernel.textops.bad_limit`).
     """
     return limit < 1

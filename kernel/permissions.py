@@ -300,9 +300,69 @@ def matching_interrupt_rule(
     return None
 
 
-def interrupt_fires(rules: Rules, tool_name: str, args: Mapping[str, Any]) -> bool:
-    """True when this tool call must wait for a human decision (contract §5)."""
-    return matching_interrupt_rule(rules, tool_name, args) is not None
+_SEARCH_TOOLS = frozenset({"ls", "glob", "grep"})
+
+
+def interrupt_fires(
+    rules: Rules, tool_name: str, args: Mapping[str, Any], *, has_descendants: bool = True
+) -> bool:
+    """True when the workflow's gate makes this call wait for a human (contract §5).
+
+    The same answer as the workflow (``filegate.workflows.gate``: path checks,
+    deny gate, then ``approval_trigger`` without ``interrupt_on`` entries), so
+    a caller that asks this predicate learns what the agent will do, not a
+    wider guess. Hence False for a call the gate refuses before anyone is
+    asked: an exact tool or ``delete`` without a path (``file_path`` missing,
+    empty, blank or ``.``), a path the validator refuses (glob's ``path`` too,
+    even under an absolute pattern), a call a deny decides (an earlier deny on
+    the path, a deny covering the search root, a delete blocked by
+    write-deny patterns), and a search whose every answer would be denied
+    (``deny /secrets/**`` before ``interrupt /secrets/**``: ``ls /secrets``
+    runs unasked and the result filter leaves nothing). Each tool's path is
+    read from its own argument (``file_path``; ``path`` for ls, glob and
+    grep); a path or glob pattern of the wrong type is refused as the schema
+    would. Other arguments are not checked: a call the schema refuses for
+    them never runs at all. ``has_descendants=False`` is for a delete target
+    known to be a leaf, as the workflow knows for the State backend.
+    :func:`matching_interrupt_rule` is the rule step alone (which rule asks).
+    """
+    # Imported here: kernel.visibility builds on this module (a top-level
+    # import would be circular); the gate's search rules live there.
+    from filegate.kernel.visibility import answers_unasked, search_root_denied, search_roots
+
+    op = TOOL_OPERATIONS.get(tool_name)
+    if op is None or not any(rule.mode == "interrupt" and rule.governs(op) for rule in rules):
+        return False
+    search = tool_name in _SEARCH_TOOLS
+    field = "path" if search else "file_path"
+    raw = args.get(field)
+    if raw is None and search:
+        raw = "/"  # ls, glob and grep default to the root
+    if not isinstance(raw, str):
+        return False  # the tool's schema refuses it
+    if not search and raw.strip() in ("", "."):
+        return False
+    if tool_name == "glob" and not isinstance(args.get("pattern"), str):
+        return False
+    try:
+        path = validate_path(raw)
+    except ValueError:
+        return False
+    given = args.get("pattern" if tool_name == "glob" else "glob")
+    pattern = given if isinstance(given, str) and tool_name != "ls" else None
+    if tool_name == "delete":
+        if delete_blockers(rules, path, has_descendants=has_descendants):
+            return False
+    elif search:
+        if search_root_denied(rules, op, path):
+            return False
+        grep_root = path if tool_name == "grep" else None
+        if answers_unasked(rules, op, search_roots(path, pattern), result_root=grep_root):
+            return False
+    elif check_permission(rules, op, path) == "deny":
+        return False
+    checked = {field: path, "pattern": pattern} if tool_name == "glob" else {field: path}
+    return matching_interrupt_rule(rules, tool_name, checked) is not None
 
 
 # --------------------------------------------------------------------------- #

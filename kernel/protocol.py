@@ -50,6 +50,10 @@ DIR_NOT_FOUND = "directory not found"
 PATH_NOT_FOUND = "path not found"
 BINARY_EDIT = "is a binary file: cannot edit"
 BINARY_GREP = "is a binary file: cannot grep"
+EMPTY_COMMAND = "command must not be empty"
+EMPTY_COMMAND_EXIT_CODE = 1
+"""``execute("")``: refused with this exit code, as the reference's shells do; a shell
+would run nothing and report 0, which reads as success to a model that sent no command."""
 
 
 def error_message(reason: str | None, path: str | None) -> str | None:
@@ -131,7 +135,12 @@ class ReadResult(_Result):
     ``lines`` hold the window without line terminators. ``start_line`` and
     ``end_line`` are 1-based and inclusive (0 when the window is empty);
     ``next_offset`` is the offset to pass for the following window, or None
-    when the window reached the end of the file.
+    when the window reached the end of the file. ``ends_with_newline`` says
+    whether the file's last line has a terminator: the lines alone cannot
+    tell ``"a\\n"`` from ``"a"``, and a caller that rebuilds the raw text (the
+    Deep Agents adapter) needs it so an ``old_string`` copied from the read
+    matches the file's end. False when unknown (binary data, a backend that
+    does not say).
     """
 
     path: str = ""
@@ -140,6 +149,7 @@ class ReadResult(_Result):
     start_line: int = 0
     end_line: int = 0
     next_offset: int | None = None
+    ends_with_newline: bool = False
     data: bytes | None = None
     encoding: Literal["utf-8", "base64"] = "utf-8"
     size: int | None = None
@@ -191,6 +201,20 @@ class ExecuteResult(_Result):
     output: str = ""
     exit_code: int | None = None
     truncated: bool = False
+
+
+def refuse_empty_command(command: str) -> ExecuteResult | None:
+    """The one answer to an empty command, or None when there is a command to run.
+
+    Asked by every shell backend and by the dispatcher (which also serves the
+    sandbox's rule view), so ``execute("")`` fails the same way everywhere:
+    an ``invalid_argument`` error with exit code 1, as in the reference.
+    """
+    if command:
+        return None
+    return ExecuteResult(
+        error=EMPTY_COMMAND, code="invalid_argument", exit_code=EMPTY_COMMAND_EXIT_CODE
+    )
 
 
 Visible = Callable[[str], bool]

@@ -5,7 +5,9 @@ One definition of "a line", "binary", "a read window", "an exact edit" and
 
 Lines are separated by ``\\n`` only (like ``grep``/``rg``, unlike
 ``str.splitlines``); a trailing newline adds no line; one trailing ``\\r`` is
-dropped from what is *shown* (CRLF files read cleanly) but edits see raw text.
+dropped from what is *shown* (CRLF files read cleanly). Edits work on the raw
+text but follow the file's line endings (:func:`apply_edit`), because a model
+copies ``old_string`` from what it was shown, or from bytes that carry CRLF.
 """
 
 from __future__ import annotations
@@ -63,6 +65,20 @@ def bad_limit(path: str, limit: int) -> ReadResult:
     )
 
 
+def nothing_requested(path: str, limit: int, total_lines: int) -> ReadResult:
+    """A text read with ``limit <= 0``, once the file is known to be text.
+
+    An empty file is still reported as an (empty) read, whatever the limit, as
+    the reference does: "it exists and is empty" is true and useful. Any other
+    text file gets :func:`bad_limit`: our results have no "nothing was asked"
+    flag, so an empty window would be mistaken for an empty file. Binary files
+    never get here (their bytes are returned whatever the limit).
+    """
+    if total_lines == 0:
+        return ReadResult(path=path, total_lines=0)
+    return bad_limit(path, limit)
+
+
 def bad_max_count(max_count: int | None) -> GrepResult | None:
     """The error value for a grep ``max_count`` below 1; None when it is acceptable."""
     if max_count is not None and max_count < 1:
@@ -72,10 +88,20 @@ def bad_max_count(max_count: int | None) -> GrepResult | None:
     return None
 
 
-def window_result(path: str, window: list[str], offset: int, total_lines: int) -> ReadResult:
-    """Build the ReadResult for lines ``window`` starting at 0-based ``offset``."""
+def window_result(
+    path: str,
+    window: list[str],
+    offset: int,
+    total_lines: int,
+    ends_with_newline: bool = False,
+) -> ReadResult:
+    """Build the ReadResult for lines ``window`` starting at 0-based ``offset``.
+
+    ``ends_with_newline``: whether the file's last line is terminated (see
+    :class:`~filegate.kernel.protocol.ReadResult`).
+    """
     if not window:
-        return ReadResult(path=path, total_lines=total_lines)
+        return ReadResult(path=path, total_lines=total_lines, ends_with_newline=ends_with_newline)
     end_line = offset + len(window)
     return ReadResult(
         path=path,
@@ -84,6 +110,7 @@ def window_result(path: str, window: list[str], offset: int, total_lines: int) -
         start_line=offset + 1,
         end_line=end_line,
         next_offset=end_line if end_line < total_lines else None,
+        ends_with_newline=ends_with_newline,
     )
 
 
@@ -91,44 +118,111 @@ def read_window(path: str, text: str, offset: int, limit: int) -> ReadResult:
     """Lines ``offset .. offset+limit`` of ``text`` (offset is 0-based, clamped at 0).
 
     Offset at or past the end of a non-empty file (or >0 on an empty one) is an
-    ``invalid_argument`` error naming the line count; ``limit <= 0`` likewise.
+    ``invalid_argument`` error naming the line count; ``limit <= 0`` is
+    :func:`nothing_requested`.
     """
-    if reads_nothing(limit):
-        return bad_limit(path, limit)
     offset = max(offset, 0)
     lines = split_lines(text)
     total = len(lines)
+    if reads_nothing(limit):
+        return nothing_requested(path, limit, total)
     if offset > 0 and offset >= total:
         return offset_past_end(path, offset, total)
-    return window_result(path, lines[offset : offset + limit], offset, total)
+    return window_result(path, lines[offset : offset + limit], offset, total, text.endswith("\n"))
+
+
+EOF_NEWLINE_HINT = "old_string ends with a newline but the file does not"
+"""The start of the reason :func:`eof_newline_hint` gives (adapters look for it)."""
+
+
+def eof_newline_hint(old: str, content: str) -> str | None:
+    """Why ``old`` missed when only its trailing newline is wrong; None otherwise.
+
+    As in the reference: the hint is given only when ``old`` without its
+    newline is how the file ends, so it never sends the model after a newline
+    when the text itself is wrong. When the shortened text occurs more than
+    once, dropping the newline alone would fail again ("occurs N times"), so
+    the hint says both. Line endings are compared as LF (CRLF files too).
+    """
+    old, content = _to_lf(old), _to_lf(content)
+    stripped = old.removesuffix("\n")
+    if stripped == old or not stripped or not content.endswith(stripped):
+        return None
+    return eof_newline_reason(content.count(stripped))
+
+
+def eof_newline_reason(count: int) -> str:
+    """The hint's text when old_string without its newline occurs ``count`` times."""
+    if count == 1:
+        return (
+            f"{EOF_NEWLINE_HINT}: drop the trailing newline from old_string "
+            "(and from new_string if it ends with one)"
+        )
+    return (
+        f"{EOF_NEWLINE_HINT}; without it, old_string occurs {count} times: drop the "
+        "trailing newline and add surrounding context to make it unique"
+    )
+
+
+def _to_lf(text: str) -> str:
+    return text.replace("\r\n", "\n")
+
+
+def _to_crlf(text: str) -> str:
+    return _to_lf(text).replace("\n", "\r\n")
+
+
+def _edit_variants(content: str, old: str, new: str) -> list[tuple[str, str]]:
+    """``(old, new)`` pairs to look for, in order; the first that occurs is applied.
+
+    The file's line endings win. A file with CRLF tries the strings in CRLF
+    first (a model copies LF text from a read, which drops the ``\\r``), then
+    as given, then in LF (a mixed file's LF part). Any other file tries LF
+    first (CRLF strings from ``download`` bytes or a Windows client), then as
+    given. ``new`` always takes the form of the ``old`` it goes with, so an
+    edit never mixes endings into a file nor rewrites the endings of lines it
+    did not touch. A lone ``\\r`` is content, never a line ending.
+    """
+    if "\r\n" in content:
+        pairs = [(_to_crlf(old), _to_crlf(new)), (old, new), (_to_lf(old), _to_lf(new))]
+    else:
+        pairs = [(_to_lf(old), _to_lf(new)), (old, new)]
+    unique: list[tuple[str, str]] = []
+    for pair in pairs:
+        if all(pair[0] != seen for seen, _ in unique):
+            unique.append(pair)
+    return unique
 
 
 def apply_edit(
     path: str, content: str, old: str, new: str, replace_all: bool
 ) -> tuple[str | None, EditResult]:
-    """Exact string replacement; returns ``(new_content, result)``.
+    """Exact string replacement, up to line endings; returns ``(new_content, result)``.
 
     ``new_content`` is None whenever ``result`` is an error (nothing to write).
+    The match is exact except for CRLF vs LF (:func:`_edit_variants`), the
+    reference's normalisation without its side effect (it rewrites a whole
+    CRLF file with LF endings).
     """
     if old == "":
         return None, EditResult(
             path=path, error="old_string must not be empty", code="invalid_argument"
         )
-    if new == old:
+    found = next(
+        ((o, n, content.count(o)) for o, n in _edit_variants(content, old, new) if o in content),
+        None,
+    )
+    if new == old or (found is not None and found[0] == found[1]):
         return None, EditResult(
             path=path,
             error="new_string is identical to old_string: nothing to change",
             code="unchanged",
         )
-    count = content.count(old)
-    if count == 0:
-        message = "old_string not found"
-        if old.endswith("\n") and not content.endswith("\n"):
-            message += (
-                "; old_string ends with a newline but the file does not: "
-                "drop the trailing newline from old_string"
-            )
+    if found is None:
+        hint = eof_newline_hint(old, content)
+        message = "old_string not found" + (f"; {hint}" if hint else "")
         return None, EditResult(path=path, error=message, code="no_match", error_path=path)
+    old, new, count = found
     if count > 1 and not replace_all:
         return None, EditResult(
             path=path,

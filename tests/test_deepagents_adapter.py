@@ -34,7 +34,7 @@ with workflow.unsafe.imports_passed_through():
     from filegate.integrations.deepagents import FilegateBackend, convert, tools_worker
     from filegate.integrations.deepagents.worker import sandbox_runner
     from filegate.kernel import protocol as fg
-    from filegate.kernel.formatting import format_edit, format_execute
+    from filegate.kernel.formatting import format_edit, format_execute, permission_denied
     from filegate.kernel.permissions import FilesystemPermission
     from filegate.kernel.tool_types import ToolOutcome
 
@@ -177,14 +177,16 @@ async def test_outside_a_workflow_errors_read_as_deepagents_writes_them(
         assert (await backend.adelete("/b.txt")).error == "Error: '/b.txt' not found"
         denied = await backend.adownload_files(["/secret/key", "relative.txt"])
         assert [d.error for d in denied] == ["permission_denied", "invalid_path"]
-        refused = await backend.aread("/secret/key")
-        assert refused.error is not None and "Permission denied" in refused.error
+        refused = await backend.aread("/secret/key")  # no "Error: ": read_file adds it
+        assert refused.error == permission_denied("read", "/secret/key").text.removeprefix(
+            "Error: "
+        )
         listing = await backend.als("/missing-dir")
         assert listing.error == "Path '/missing-dir': path_not_found"
         # The sync methods run on the adapter's own loop, so they work from any thread
         # (here not this loop's own: it also runs the worker the call waits for).
         whole = await asyncio.to_thread(backend.read, "/a.txt")
-        assert whole.file_data == {"content": "apple\napple", "encoding": "utf-8"}
+        assert whole.file_data == {"content": "apple\napple\n", "encoding": "utf-8"}
     finally:
         backend.close()
 

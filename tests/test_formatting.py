@@ -643,7 +643,10 @@ def test_edit_errors_pass_through(error: str, code: ErrorCode) -> None:
         ("last line\n", "first\nlast line", True),
         ("last line\n", "first\nlast line\n", False),
         ("last line", "first\nlast", False),
-        ("x\n", "", True),
+        # As the reference: only when old_string minus its newline ends the file.
+        ("x\n", "", False),
+        ("typo\n", "first\nlast line", False),
+        ("last line\r\n", "first\r\nlast line", True),
     ],
 )
 def test_edit_not_found_trailing_newline_hint(old: str, content: str, hint: bool) -> None:

@@ -11,7 +11,7 @@ matcher the permission module uses.
    whose deciding write rule is a deny (run on the real FilesystemBackend,
    trees compared before/after).
 3. The interrupt predicate fires for every call that could touch a path whose
-   deciding rule is an interrupt.
+   deciding rule is an interrupt (a call the gate refuses touches nothing).
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from filegate.backends import (
 )
 from filegate.backends.filesystem import FilesystemBackend
 from filegate.kernel.paths import is_within
+from filegate.workflows.gate import CheckedCall, deny_gate
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from wcmatch import glob as wc_glob
@@ -332,6 +333,8 @@ def tool_calls(draw: st.DrawFn, tree: Tree) -> tuple[str, dict[str, Any]]:
 def could_touch(tree: Tree, tool: str, args: dict[str, Any]) -> set[str]:
     """Every existing path (or the named path) a call could read or change."""
     raw = args.get("file_path", args.get("path"))
+    if "file_path" in args and (raw is None or raw.strip() in ("", ".")):
+        return set()  # the gate refuses a file tool without a path: nothing is touched
     if tool in ("read_file", "write_file", "edit_file"):
         return {validate_path(raw)}
     root = validate_path(raw)
@@ -343,6 +346,17 @@ def could_touch(tree: Tree, tool: str, args: dict[str, Any]) -> set[str]:
         if ".." in pattern.split("/"):
             touched |= tree.subtree("/")  # a climbing pattern could land anywhere
     return touched
+
+
+def deny_gate_refuses(rules: list[FilesystemPermission], tool: str, args: dict[str, Any]) -> bool:
+    """The workflow's deny gate refuses the call: it touches nothing, so no one is asked."""
+    field = "file_path" if "file_path" in args else "path"
+    try:
+        path = validate_path(args.get(field))
+    except ValueError:
+        return True  # the path check refuses it before the deny gate
+    call = CheckedCall(tool, {**args, field: path}, path, None, path)  # type: ignore[arg-type]
+    return deny_gate(rules, call) is not None
 
 
 @PROPERTY_SETTINGS
@@ -357,7 +371,7 @@ def test_interrupt_fires_for_every_call_that_could_touch_an_interrupt_path(
         modes = oracle_modes(tree, rules, op)
         fires = interrupt_fires(rules, tool, args)
         event(f"{tool} fires={fires}")
-        touched = could_touch(tree, tool, args)
+        touched = set() if deny_gate_refuses(rules, tool, args) else could_touch(tree, tool, args)
         for path in touched:
             mode = modes.get(path)
             if path not in tree.paths:  # a new path (write_file): ask the matcher itself

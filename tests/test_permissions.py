@@ -432,8 +432,10 @@ INTERRUPT_CASES: list[tuple[str, list[FilesystemPermission], str, dict[str, Any]
         False,
     ),
     ("exact invalid path", [interrupt("/**")], "read_file", {"file_path": "/../etc"}, False),
-    ("exact missing path", [interrupt("/s/**")], "write_file", {}, True),
-    ("exact path key", [interrupt("/s/**")], "read_file", {"path": "/s/a"}, True),
+    # the gate refuses these before anyone is asked (contract §5), so they never wait
+    ("exact missing path", [interrupt("/s/**")], "write_file", {}, False),
+    ("exact blank path", [interrupt("/**")], "write_file", {"file_path": " "}, False),
+    ("exact wrong key", [interrupt("/s/**")], "read_file", {"path": "/s/a"}, False),
     # bulk: root overlaps anchor
     ("ls root above", [interrupt("/s/**", ops=R)], "ls", {"path": "/"}, True),
     ("ls the anchor", [interrupt("/s/**", ops=R)], "ls", {"path": "/s"}, True),
@@ -491,11 +493,11 @@ INTERRUPT_CASES: list[tuple[str, list[FilesystemPermission], str, dict[str, Any]
         False,
     ),
     (
-        "glob absolute invalid path",
+        "glob absolute invalid path",  # the gate validates path even then: refused
         [interrupt("/s/**", ops=R)],
         "glob",
         {"pattern": "/s/*", "path": "~"},
-        True,
+        False,
     ),
     ("glob climbs", [interrupt("/s/**", ops=R)], "glob", {"pattern": "../s/*", "path": "/w"}, True),
     (
@@ -549,11 +551,11 @@ INTERRUPT_CASES: list[tuple[str, list[FilesystemPermission], str, dict[str, Any]
         True,
     ),
     (
-        "bulk deny not covering root",
+        "bulk deny covers every answer",  # ls /s runs unasked; the filter leaves nothing
         [deny("/s/**", ops=R), interrupt("/s/**", ops=R)],
         "ls",
         {"path": "/s"},
-        True,
+        False,
     ),
     (
         "bulk earlier allow covers",

@@ -193,18 +193,20 @@ class FilegateFileBackend(BackendProtocol):
         try:
             local = self.mount.inward(file_path)
         except ValueError as exc:
-            return ReadResult(error=f"Error: Invalid path '{file_path}': {exc}")
+            # No "Error: " here: deepagents' read_file adds it to a read's error.
+            return ReadResult(error=f"Invalid path '{file_path}': {exc}")
+        # limit <= 0 reads one line from the top: a binary file still comes back
+        # whole and an empty one as empty, as on deepagents' own backends, and
+        # any offset is fine because no line is shown (convert.read_result).
         if limit <= 0:
-            return ReadResult(
-                file_data={"content": "", "encoding": "utf-8"}, no_lines_requested=True
-            )
-        request = ReadWindowRequest(
-            file_path=local, offset=max(offset, 0), limit=limit, **self._scope()
-        )
+            offset, window = 0, 1
+        else:
+            offset, window = max(offset, 0), limit
+        request = ReadWindowRequest(file_path=local, offset=offset, limit=window, **self._scope())
         result = await self._run(Operation(task_queue=self.task_queue, read=request))
         if result.read is None:
             raise RuntimeError("the read operation returned no window")
-        return convert.read_result(file_path, result.read)
+        return convert.read_result(self.mount, file_path, result.read, limit=limit)
 
     async def awrite(self, file_path: str, content: str) -> WriteResult:
         try:

@@ -31,20 +31,32 @@ from deepagents.backends.protocol import (
     LsResult,
     ReadResult,
 )
+from deepagents.backends.utils import EMPTY_CONTENT_WARNING
 from filegate.kernel import protocol as fg
 from filegate.kernel.formatting import (
     EXECUTE_TRUNCATED_NOTE,
     edit_multiple_message,
     format_edit,
     format_execute,
+    permission_denied,
 )
+from filegate.kernel.gates import approval_missing
 from filegate.kernel.paths import validate_path
+from filegate.kernel.textops import EOF_NEWLINE_HINT, eof_newline_reason
 from filegate.kernel.tool_types import ToolOutcome
 
 from .operations import ReadWindow, TransferAnswer
 
 _PATH = "\x00path\x00"
 """A sentinel no real path contains, for turning kernel messages into patterns."""
+
+
+def _pattern(message: str, **groups: str) -> re.Pattern[str]:
+    """A kernel message with its sentinel parts turned into named groups."""
+    pattern = re.escape(message)
+    for name, sentinel in groups.items():
+        pattern = pattern.replace(re.escape(sentinel), f"(?P<{name}>.+?)", 1)
+    return re.compile(pattern)
 
 
 @dataclass(frozen=True)
@@ -61,15 +73,16 @@ class Mount:
 
     def inward(self, path: str) -> str:
         """deepagents' path -> Filegate's virtual path (raises ValueError)."""
+        # Reasons do not repeat the path: every caller's message names it already.
         if not path.startswith("/"):
-            raise ValueError(f"path must be absolute: {path!r}")
+            raise ValueError("path must be absolute")
         virtual = str(validate_path(path))
         if self.at == "/":
             return virtual
         if virtual == self.at:
             return "/"
         if not virtual.startswith(self.at + "/"):
-            raise ValueError(f"{path} is outside {self.at}")
+            raise ValueError(f"outside the mount {self.at}")
         return virtual[len(self.at) :]
 
     def outward(self, virtual: str) -> str:
@@ -152,15 +165,34 @@ def _why(listing: fg._Result | None, outcome: ToolOutcome, local: str) -> str:
     return _reason(_text(outcome), local)
 
 
-def read_result(path: str, window: ReadWindow) -> ReadResult:
+def read_result(mount: Mount, path: str, window: ReadWindow, *, limit: int) -> ReadResult:
+    """deepagents' raw read window: its lines joined with LF, and the file's final newline.
+
+    Joined with ``\\n`` as deepagents' sandbox backends answer (langchain-tests'
+    sandbox suite checks that a page is exactly that, so pages joined with
+    ``\\n`` give the file back). A window that reaches the end of a file ending
+    in a newline keeps that newline, as deepagents' Filesystem and State
+    backends do: an ``old_string`` copied from the read then matches the end of
+    the file, or gets the trailing-newline hint (the sandbox backend drops it).
+    An empty file answers the reference's reminder; ``limit <= 0`` (the
+    caller read one line to learn what the file is) answers a binary file's
+    bytes, an empty file's reminder, and otherwise an empty window flagged
+    ``no_lines_requested``.
+    """
     if window.error is not None:
-        return ReadResult(error=_read_error(path, window))
+        return ReadResult(error=read_error(mount, path, window))
     if window.binary:
         encoded = base64.b64encode(window.data or b"").decode("ascii")
         return ReadResult(file_data={"content": encoded, "encoding": "base64"})
+    if not window.lines and window.total_lines == 0:
+        return ReadResult(file_data={"content": EMPTY_CONTENT_WARNING, "encoding": "utf-8"})
+    if limit <= 0 or not window.lines:
+        return ReadResult(
+            file_data={"content": "", "encoding": "utf-8"}, no_lines_requested=limit <= 0
+        )
     content = "\n".join(window.lines)
-    if not window.lines:
-        return ReadResult(file_data={"content": content, "encoding": "utf-8"})
+    if window.end_line >= window.total_lines and window.ends_with_newline:
+        content += "\n"
     return ReadResult(
         file_data={"content": content, "encoding": "utf-8"},
         total_lines=window.total_lines,
@@ -170,17 +202,57 @@ def read_result(path: str, window: ReadWindow) -> ReadResult:
     )
 
 
-def _read_error(path: str, window: ReadWindow) -> str:
-    reason = window.error or "unknown error"
+def read_error(mount: Mount, path: str, window: ReadWindow) -> str:
+    """A failed read in deepagents' words, naming ``path`` once and nothing Filegate-side.
+
+    Never starts with ``Error:``: deepagents' ``read_file`` puts that in front
+    of a backend's read error itself. The forms are the reference backends':
+    ``File '<path>' not found``, ``File '<path>': <reason>`` (its sandbox's, for
+    a bad request: a directory, an offset past the end, a binary file too big),
+    and ``Error reading file '<path>': <reason>`` (its filesystem's, for an
+    I/O failure); a permission rule's refusal is the gate's own sentence.
+    """
+    reason = _read_reason(mount, window)
     if window.code == "file_not_found":
         return f"File '{path}' not found"
-    if window.binary and window.code == "too_large":
-        return f"File '{path}': {reason}"
-    if window.code == "is_directory":
-        return f"Error: '{path}' is a directory, not a file"
     if window.code == "permission_denied":
-        return f"Error: Permission denied reading file '{path}': {reason}"
+        refusal = _gate_refusal(mount, window)
+        if refusal is not None:
+            return refusal
+        return f"Permission denied reading file '{path}': {reason}"
+    if window.code == "is_directory":
+        return f"File '{path}': is a directory, not a file"
+    if window.code in {"invalid_argument", "invalid_path", "too_large", "binary_file"}:
+        return f"File '{path}': {reason}"
     return f"Error reading file '{path}': {reason}"
+
+
+def _read_reason(mount: Mount, window: ReadWindow) -> str:
+    """The backend's reason; the path it is about only when that is another path
+    (a parent, a link's target), mapped out of the mount."""
+    reason = window.error or "unknown error"
+    if window.error_path is None:  # a worker from before error_path: "<path>: <reason>"
+        return reason.removeprefix(f"{window.path}: ")
+    if window.error_path != window.path:
+        return f"{mount.outward(window.error_path)}: {reason}"
+    return reason
+
+
+_GATE_REFUSALS = tuple(
+    _pattern(render("read", _PATH).text.removeprefix("Error: "), path=_PATH)
+    for render in (permission_denied, approval_missing)
+)
+"""The entry gate's refusals (the transfer sends their text), with the path as a group."""
+
+
+def _gate_refusal(mount: Mount, window: ReadWindow) -> str | None:
+    """An entry-gate refusal said again about the path in deepagents' space (or None)."""
+    text = window.error or ""
+    for render, pattern in zip((permission_denied, approval_missing), _GATE_REFUSALS, strict=True):
+        found = pattern.fullmatch(text)
+        if found is not None and found["path"] == window.path:
+            return render("read", mount.outward(window.path)).text.removeprefix("Error: ")
+    return None
 
 
 def upload_responses(mount: Mount, answers: list[TransferAnswer]) -> list[FileUploadResponse]:
@@ -206,15 +278,9 @@ def download_responses(mount: Mount, answers: list[TransferAnswer]) -> list[File
 # --------------------------------------------------------------------------- model-text answers
 
 
-def _pattern(message: str, **groups: str) -> re.Pattern[str]:
-    """A kernel message with its sentinel parts turned into named groups."""
-    pattern = re.escape(message)
-    for name, sentinel in groups.items():
-        pattern = pattern.replace(re.escape(sentinel), f"(?P<{name}>.+?)", 1)
-    return re.compile(pattern)
-
-
 _MULTIPLE = _pattern(edit_multiple_message(_PATH, 987654), count="987654", path=_PATH)
+_EOF_AMBIGUOUS = _pattern(eof_newline_reason(987654), count="987654")
+"""The trailing-newline hint when the shortened old_string occurs several times."""
 _STRING_MISSING = re.compile(r"\bold_string\b[^.]*\bnot found", re.IGNORECASE)
 """An edit whose old_string is absent: the kernel's wording ("old_string was not found
 in ...") and the backends' reason ("old_string not found") alike."""
@@ -270,6 +336,8 @@ def edit_result(path: str, local: str, old: str, outcome: ToolOutcome) -> EditRe
                 f"({multiple['count']} occurrences). Use replace_all=True to replace all "
                 "occurrences, or include more context to make it unique."
             )
+        if EOF_NEWLINE_HINT in text:
+            return EditResult(error=_eof_newline_error(text))
         if _STRING_MISSING.search(text):
             return EditResult(error=f"Error: String not found in file: '{old}'")
         if _missing(text):
@@ -279,6 +347,22 @@ def edit_result(path: str, local: str, old: str, outcome: ToolOutcome) -> EditRe
     if replaced is not None:
         return EditResult(path=path, occurrences=int(replaced["count"]))
     return EditResult(path=path, occurrences=1 if _REPLACED_ONE.fullmatch(text) else None)
+
+
+def _eof_newline_error(text: str) -> str:
+    """The kernel's trailing-newline hint in deepagents' words (``perform_string_replacement``)."""
+    head = "Error: old_string ends with a newline, but the file does not end with a newline."
+    ambiguous = _EOF_AMBIGUOUS.search(text)
+    if ambiguous is None:
+        return (
+            f"{head} Retry with the trailing newline removed from old_string (and from "
+            "new_string if it also ends with a newline)."
+        )
+    return (
+        f"{head} With the trailing newline removed, old_string would appear "
+        f"{ambiguous['count']} times in the file. Retry with the trailing newline removed "
+        "and add surrounding context so the match is unique."
+    )
 
 
 def delete_error(path: str, local: str, outcome: ToolOutcome) -> str | None:
@@ -301,14 +385,20 @@ def execute_response(outcome: ToolOutcome) -> ExecuteResponse:
 
     An output that was offloaded to S3 stays the stub the model would see (a
     preview and the path to page it from), as deepagents' own large-output
-    offload does. A tool error (a timeout, an unsupported backend) is output
-    with no exit code.
+    offload does. A tool error keeps its error text in the output; its exit
+    code is the footer's when it has one (a timeout: 124, an empty command:
+    1, as deepagents' shell reports them), else None (an unsupported backend,
+    a refused command).
     """
     text = _text(outcome)
     truncated = text.endswith(EXECUTE_TRUNCATED_NOTE)
     if truncated:
         text = text[: -len(EXECUTE_TRUNCATED_NOTE)].removesuffix("\n")
     if outcome.status == "error":
+        head, _, footer = text.rpartition("\n")
+        failed = _EXIT_FAILED.fullmatch(footer)
+        if failed is not None:
+            return ExecuteResponse(output=head, exit_code=int(failed["code"]), truncated=truncated)
         return ExecuteResponse(output=text, exit_code=None, truncated=truncated)
     output, _, footer = text.rpartition("\n")
     if footer == _EXIT_OK:

@@ -73,17 +73,23 @@ class ReadWindow(_Wire):
     """A read as data: the window's lines (no terminators), or a binary file's bytes.
 
     ``binary`` with an error means a binary file over ``max_binary_bytes`` (its
-    bytes were not sent).
+    bytes were not sent). ``error`` is the backend's reason and ``error_path``
+    the (Filegate-side) path it is about, kept apart as in the kernel's results
+    so the adapter names the path once, in deepagents' path space.
+    ``ends_with_newline``: the file's last line is terminated (the raw window
+    deepagents expects keeps that newline).
     """
 
     path: str
     error: str | None = None
     code: ErrorCode | None = None
+    error_path: str | None = None
     lines: list[str] = Field(default_factory=list)
     total_lines: int = 0
     start_line: int = 0
     end_line: int = 0
     next_offset: int | None = None
+    ends_with_newline: bool = False
     binary: bool = False
     data: bytes | None = None
     size: int | None = None

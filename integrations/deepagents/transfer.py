@@ -77,7 +77,12 @@ class TransferActivities:
                 return ReadWindow(path=request.file_path, error=refused[0], code=refused[1])
             result = backend.read(request.file_path, request.offset, request.limit)
             if result.error is not None:
-                return ReadWindow(path=request.file_path, error=result.error_text, code=result.code)
+                return ReadWindow(
+                    path=request.file_path,
+                    error=result.error,
+                    code=result.code,
+                    error_path=result.error_path,
+                )
             if result.data is not None:
                 size = len(result.data)
                 if size > request.max_binary_bytes:
@@ -97,6 +102,7 @@ class TransferActivities:
                 start_line=result.start_line,
                 end_line=result.end_line,
                 next_offset=result.next_offset,
+                ends_with_newline=result.ends_with_newline,
             )
 
         window: ReadWindow = await self._run(request, read, interruptible=True)
