@@ -9,7 +9,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
 WORKDIR /src
-COPY pyproject.toml README.md __init__.py __main__.py _lazy.py py.typed worker.py ./
+COPY pyproject.toml README.md __init__.py __main__.py _lazy.py py.typed worker.py plugin.py ./
 COPY kernel ./kernel
 COPY backends ./backends
 COPY activities ./activities

@@ -6,7 +6,8 @@ The facade names what most users need; everything else lives in the layers
 - :mod:`filegate.backends` — plain Python backends (no Temporal);
 - :mod:`filegate.activities` — the ``filegate.<tool>`` and ``filegate.model`` activities;
 - :mod:`filegate.workflows` — :class:`FileTools` for any workflow, :class:`AgentWorkflow`, inputs;
-- :mod:`filegate.worker` — workers per role and backend type.
+- :mod:`filegate.worker` — workers per role and backend type;
+- :mod:`filegate.plugin` — :class:`FilegatePlugin`, all of it as one Temporal plugin.
 
 Names load lazily, so ``import filegate`` is cheap (the workflow sandbox
 re-imports it on every run).
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
     from filegate.kernel.messages import ModelSpec
     from filegate.kernel.permissions import FilesystemPermission
     from filegate.kernel.state import StateBackend
+    from filegate.plugin import FilegatePlugin
     from filegate.worker import agent_worker, connect, tools_worker
     from filegate.workflows import (
         AgentInput,
@@ -47,6 +49,7 @@ __getattr__, __dir__, __all__ = attach(
         ".backends.filesystem": ["FilesystemBackend"],
         ".kernel.permissions": ["FilesystemPermission"],
         ".kernel.state": ["StateBackend"],
+        ".plugin": ["FilegatePlugin"],
         ".worker": ["agent_worker", "connect", "tools_worker"],
         ".workflows": [
             "AgentInput",

@@ -104,8 +104,14 @@ async def configured_store(settings: Settings) -> ArtifactStore | None:
 
     A half configuration (endpoint without credentials) or an unreachable S3
     is a clear error: processes disagreeing about the codec cannot read each
-    other's large payloads.
+    other's large payloads. :func:`settings_store`, off the event loop.
     """
+    return await asyncio.to_thread(settings_store, settings)
+
+
+def settings_store(settings: Settings) -> ArtifactStore | None:
+    """:func:`configured_store`, blocking: for callers with no event loop to spare
+    (a plugin configuring a client or worker synchronously)."""
     if not settings.s3_endpoint:
         return None
     access = S3Access.from_settings(settings)
@@ -114,15 +120,19 @@ async def configured_store(settings: Settings) -> ArtifactStore | None:
             f"{ENV_PREFIX}S3_ENDPOINT is set but {ENV_PREFIX}S3_ACCESS_KEY / "
             f"{ENV_PREFIX}S3_SECRET_KEY are not", 2,
         )  # fmt: skip
-    return await open_store(access)
+    return _artifact_store(access)
 
 
 async def open_store(access: S3Access) -> ArtifactStore | None:
     """``access.artifact_store()`` off the event loop; S3 failures become a ConfigError."""
+    return await asyncio.to_thread(_artifact_store, access)
+
+
+def _artifact_store(access: S3Access) -> ArtifactStore | None:
     from filegate.backends.artifacts import ArtifactError
 
     try:
-        return await asyncio.to_thread(access.artifact_store)
+        return access.artifact_store()
     except (ArtifactError, ValueError) as exc:
         raise ConfigError(f"S3 at {access.endpoint}: {exc}") from None
 
@@ -163,22 +173,13 @@ def agent_worker(
     / ``FILEGATE_MODEL_PROFILES_FILE``, else the defaults. A bad configuration is
     a :class:`ConfigError` here, not at the first model call.
     """
-    from filegate.activities.model import ModelActivities
     from filegate.workflows import AgentWorkflow
     from filegate.workflows.runner import agent_runner
     from temporalio.worker import Worker
 
     options.setdefault("workflow_runner", agent_runner())
     options.setdefault("max_concurrent_workflow_task_polls", WORKFLOW_TASK_POLLERS)
-    from filegate.activities.providers.profiles import ModelProfiles
-
-    if model_profiles is None:
-        try:
-            model_profiles = ModelProfiles.from_settings(Settings.from_env())
-        except ValueError as exc:
-            raise ConfigError(str(exc), 2) from None
-    model = ModelActivities(artifacts, profiles=model_profiles)
-    activities: list[Callable[..., Any]] = [model.call_model]
+    activities = model_activities(artifacts, model_profiles)
     if backends:
         if journal_dir is None:
             raise ValueError("local backends need a journal_dir for their idempotency journal")
@@ -190,6 +191,28 @@ def agent_worker(
     return Worker(
         client, task_queue=task_queue, workflows=[AgentWorkflow], activities=activities, **options
     )
+
+
+def model_activities(
+    artifacts: ArtifactStore | None,
+    model_profiles: ModelProfiles | None = None,
+    settings: Settings | None = None,
+) -> list[Callable[..., Any]]:
+    """The ``filegate.model`` activity, as :func:`agent_worker` registers it.
+
+    ``model_profiles`` None: read from ``settings`` (default: the environment),
+    so a bad profile configuration is a :class:`ConfigError` when the worker is
+    built, not at the first model call.
+    """
+    from filegate.activities.model import ModelActivities
+    from filegate.activities.providers.profiles import ModelProfiles
+
+    if model_profiles is None:
+        try:
+            model_profiles = ModelProfiles.from_settings(settings or Settings.from_env())
+        except ValueError as exc:
+            raise ConfigError(str(exc), 2) from None
+    return [ModelActivities(artifacts, profiles=model_profiles).call_model]
 
 
 def file_tools(

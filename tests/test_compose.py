@@ -30,7 +30,10 @@ ROOT = Path(__file__).resolve().parent.parent
 COMPOSE_FILE = ROOT / "docker-compose.yml"
 DOCKERFILE = ROOT / "Dockerfile"
 DOCKERIGNORE = ROOT / ".dockerignore"
-README = ROOT / "README.md"
+DEPLOYMENT_DOC = ROOT / "docs" / "production.md"
+"""The compose deployment's page: its variables, its `docker compose run` lines."""
+CONFIG_DOC = ROOT / "docs" / "configuration.md"
+"""The environment variables of Filegate's processes."""
 SCHEMA_FILE = ROOT.parent / "shared" / "data" / "compose-spec.schema.json"
 
 FILEGATE_IMAGE = "filegate:"
@@ -72,10 +75,15 @@ def environment(service: dict[str, Any]) -> dict[str, str]:
     return {str(key): "" if value is None else str(value) for key, value in env.items()}
 
 
-def known_env_var(name: str, readme: str) -> bool:
-    """A Settings field's variable, or one the README documents."""
+def documented_variables() -> str:
+    """The text of the pages that document environment variables."""
+    return "\n".join(doc.read_text(encoding="utf-8") for doc in (CONFIG_DOC, DEPLOYMENT_DOC))
+
+
+def known_env_var(name: str, docs: str) -> bool:
+    """A Settings field's variable, or one the docs document."""
     fields = {ENV_PREFIX + field.upper() for field in Settings.model_fields}
-    return name in fields or f"`{name}`" in readme
+    return name in fields or f"`{name}`" in docs
 
 
 # =========================================================================== schema
@@ -199,7 +207,7 @@ def test_tools_workers_share_one_workspace() -> None:
     default = source.split(":-", 1)[1].rstrip("}")
     assert default in COMPOSE["volumes"], f"default workspace volume {default} is not declared"
     assert "sandbox-workspace" not in COMPOSE["volumes"]
-    assert "`FILEGATE_WORKSPACE`" in README.read_text(encoding="utf-8")
+    assert "`FILEGATE_WORKSPACE`" in DEPLOYMENT_DOC.read_text(encoding="utf-8")
     # The cli service sees the same workspace (files in and out as the filegate user).
     assert mounts(SERVICES["cli"]).get(source) == "/workspace"
 
@@ -234,11 +242,11 @@ def test_cli_service_runs_on_demand_only() -> None:
     assert not {"OPENAI_API_KEY", "ANTHROPIC_API_KEY"} & environment(cli).keys()
 
 
-def test_readme_compose_commands_parse() -> None:
-    """Every `docker compose run --rm cli filegate ...` line of the README is a valid
-    command, and the README shows how to submit a task that way."""
-    readme = README.read_text(encoding="utf-8").replace("\\\n", " ")
-    blocks = re.findall(r"^```bash\n(.*?)^```", readme, re.M | re.S)
+def test_deployment_doc_compose_commands_parse() -> None:
+    """Every `docker compose run --rm cli filegate ...` line of the deployment page is a
+    valid command, and the page shows how to submit a task that way."""
+    page = DEPLOYMENT_DOC.read_text(encoding="utf-8").replace("\\\n", " ")
+    blocks = re.findall(r"^```bash\n(.*?)^```", page, re.M | re.S)
     prefix = "docker compose run --rm cli filegate "
     lines = [
         line.split(prefix, 1)[1]
@@ -247,7 +255,7 @@ def test_readme_compose_commands_parse() -> None:
         if line.startswith(prefix)
     ]
     commands = [shlex.split(line.split("#", 1)[0]) for line in lines]
-    assert any(argv[0] == "submit" for argv in commands), "README must show `submit` via compose"
+    assert any(argv[0] == "submit" for argv in commands), "docs must show `submit` via compose"
     for argv in commands:
         parse_cli(argv)
 
@@ -256,20 +264,20 @@ def test_readme_compose_commands_parse() -> None:
 
 
 def test_filegate_env_vars_are_known_settings_or_documented() -> None:
-    readme = README.read_text(encoding="utf-8")
+    docs = documented_variables()
     unknown = sorted(
         f"{name}: {var}"
         for name, svc in SERVICES.items()
         for var in environment(svc)
-        if var.startswith(ENV_PREFIX) and not known_env_var(var, readme)
+        if var.startswith(ENV_PREFIX) and not known_env_var(var, docs)
     )
-    assert not unknown, f"FILEGATE_* variables neither in Settings nor README: {unknown}"
+    assert not unknown, f"FILEGATE_* variables neither in Settings nor the docs: {unknown}"
 
 
 def test_env_var_check_rejects_unknown_names() -> None:
-    readme = README.read_text(encoding="utf-8")
-    assert known_env_var("FILEGATE_S3_ENDPOINT", readme)
-    assert not known_env_var("FILEGATE_S3_ENDPOINT_URL", readme)
+    docs = documented_variables()
+    assert known_env_var("FILEGATE_S3_ENDPOINT", docs)
+    assert not known_env_var("FILEGATE_S3_ENDPOINT_URL", docs)
 
 
 def test_compose_settings_validate() -> None:
@@ -294,10 +302,10 @@ def test_secrets_come_from_the_environment_only() -> None:
 def test_required_variables_are_documented() -> None:
     text = COMPOSE_FILE.read_text(encoding="utf-8")
     required = {m.group(1) for m in INTERPOLATION.finditer(text) if m.group(2) == ":?"}
-    readme = README.read_text(encoding="utf-8")
+    page = DEPLOYMENT_DOC.read_text(encoding="utf-8")
     assert required >= {"POSTGRES_PASSWORD", "MINIO_ROOT_PASSWORD", "FILEGATE_S3_SECRET_KEY"}
-    missing = sorted(var for var in required if f"`{var}`" not in readme)
-    assert not missing, f"required .env variables missing from README: {missing}"
+    missing = sorted(var for var in required if f"`{var}`" not in page)
+    assert not missing, f"required .env variables missing from docs/production.md: {missing}"
 
 
 def test_model_keys_only_reach_the_agent_worker() -> None:

@@ -9,18 +9,25 @@ backend's task queue. A real host would put its model loop where the list is:
 offer ``tools.openai_tools()``, run what the model asks for with
 ``tools.run_turn(calls)``.
 
-``tests/test_file_tools.py`` runs it on the embedded servers.
+:func:`main` shows the workers: ``FilegatePlugin`` on each client, the file
+tools on one (as ``filegate worker --role tools`` would serve them), your
+workflow on the other. ``tests/test_file_tools.py`` runs the workflow on the
+embedded servers, ``tests/test_plugin.py`` runs :func:`main`.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import uuid
+from typing import TYPE_CHECKING, Any
 
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from filegate.kernel.messages import ToolCall
     from filegate.workflows import FileTools, FileToolsConfig, FileToolsState
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 @workflow.defn
@@ -65,3 +72,54 @@ class ContinuingWorkflow:
         if len(calls) > 1:
             workflow.continue_as_new(args=[config, calls[1:], self.tools.state()])
         return [result.text, str(self.tools.counts["tool_calls"])]
+
+
+async def main(
+    temporal_address: str,
+    workspace: Path,
+    calls: list[dict[str, Any]],
+    *,
+    namespace: str = "default",
+    workflow_id: str | None = None,
+) -> dict[str, Any]:
+    """Serve ``workspace`` on a tools worker, run ``calls`` in :class:`ToolListWorkflow`.
+
+    Each client gets ``FilegatePlugin``: its converter (with the S3 payload
+    codec when ``FILEGATE_S3_*`` configure one) and, on every worker built from
+    it, the sandbox Filegate's modules need. The tools client's plugin also
+    serves the backends; the host worker only lists your workflows.
+    """
+    import tempfile
+
+    from filegate import FilegatePlugin
+    from filegate.backends import FilesystemBackend
+    from filegate.workflows import BackendRef, BackendSpec
+    from temporalio.client import Client
+    from temporalio.worker import Worker
+
+    run = uuid.uuid4().hex[:8]
+    tools_queue, host_queue = f"tools-{run}", f"host-{run}"
+    config = FileToolsConfig(
+        backend=BackendSpec(
+            default=BackendRef(kind="remote", name="workspace", task_queue=tools_queue)
+        )
+    )
+    with tempfile.TemporaryDirectory(prefix="filegate-journal-") as journal:
+        tools = FilegatePlugin(
+            backends={"workspace": FilesystemBackend(workspace)}, journal_dir=journal
+        )
+        tools_client = await Client.connect(temporal_address, namespace=namespace, plugins=[tools])
+        client = await Client.connect(
+            temporal_address, namespace=namespace, plugins=[FilegatePlugin()]
+        )
+        async with (
+            Worker(tools_client, task_queue=tools_queue),
+            Worker(client, task_queue=host_queue, workflows=[ToolListWorkflow]),
+        ):
+            result: dict[str, Any] = await client.execute_workflow(
+                ToolListWorkflow.run,
+                args=[config, calls],
+                id=workflow_id or f"tool-list-{run}",
+                task_queue=host_queue,
+            )
+            return result

@@ -30,8 +30,8 @@ from temporalio import workflow
 
 # Workflow code: the agent SDK and Filegate's workflow-side modules are pure,
 # so share them with the sandbox rather than re-import them for every run.
-# FileTools comes from its module: the sandbox would load the lazy
-# ``filegate.workflows`` export again, for every run.
+# ``filegate.workflows``'s lazy exports import through ``__import__``, so inside
+# this block FileTools resolves to the worker's own module (docs/own-workflow.md).
 with workflow.unsafe.imports_passed_through():
     from agents import Agent, RunConfig, Runner
     from filegate.integrations.openai_agents import (
@@ -40,7 +40,7 @@ with workflow.unsafe.imports_passed_through():
         filegate_tools,
     )
     from filegate.kernel.messages import Message
-    from filegate.workflows.file_tools import FileTools, FileToolsConfig
+    from filegate.workflows import FileTools, FileToolsConfig
 
 
 class FileAgentInput(BaseModel):
@@ -91,20 +91,20 @@ async def run_example(
 ) -> str:
     """Start an agent worker and a tools worker on ``root``, run one task, return the answer.
 
-    Two clients on purpose: the agent side carries the plugin (its payload
-    converter, model activity and sandbox settings), the tools side is a plain
-    Filegate client, as it would be in its own process (``filegate worker
-    --role tools``).
+    Two clients on purpose: the agent side carries the OpenAI plugin (its
+    payload converter, model activity and sandbox settings) and, after it,
+    ``FilegatePlugin`` (Filegate's modules passed through the sandbox, the S3
+    payload codec when one is configured); the tools side carries only
+    ``FilegatePlugin`` serving the workspace, as it would in its own process
+    (``filegate worker --role tools``).
     """
     from agents import OpenAIProvider
+    from filegate import FilegatePlugin
     from filegate.backends.filesystem import FilesystemBackend
-    from filegate.integrations.openai_agents import agents_data_converter
     from filegate.kernel.protocol import BackendProtocol
-    from filegate.worker import tools_worker
     from filegate.workflows.inputs import BackendRef, BackendSpec
     from openai import AsyncOpenAI
     from temporalio.client import Client
-    from temporalio.contrib.pydantic import pydantic_data_converter
     from temporalio.openai_agents import ModelActivityParameters, OpenAIAgentsPlugin
     from temporalio.worker import Worker
 
@@ -114,14 +114,9 @@ async def run_example(
         model_params=ModelActivityParameters(start_to_close_timeout=timedelta(seconds=120)),
         model_provider=OpenAIProvider(openai_client=openai_client),
     )
+    # FilegatePlugin after the OpenAI plugin: it keeps that plugin's converter.
     agent_client = await Client.connect(
-        temporal_address,
-        namespace=namespace,
-        data_converter=agents_data_converter(pydantic_data_converter),
-        plugins=[plugin],
-    )
-    tools_client = await Client.connect(
-        temporal_address, namespace=namespace, data_converter=pydantic_data_converter
+        temporal_address, namespace=namespace, plugins=[plugin, FilegatePlugin()]
     )
     run_id = uuid.uuid4().hex[:8]
     agent_queue, tools_queue = f"agent-{run_id}", f"tools-{run_id}"
@@ -134,9 +129,14 @@ async def run_example(
         )
     )
     with tempfile.TemporaryDirectory(prefix="filegate-journal-") as journal:
+        tools_client = await Client.connect(
+            temporal_address,
+            namespace=namespace,
+            plugins=[FilegatePlugin(backends=backends, journal_dir=journal)],
+        )
         async with (
             Worker(agent_client, task_queue=agent_queue, workflows=[FileAgentWorkflow]),
-            tools_worker(tools_client, tools_queue, backends, journal),
+            Worker(tools_client, task_queue=tools_queue),  # the filegate.<tool> activities
         ):
             return await agent_client.execute_workflow(
                 FileAgentWorkflow.run,

@@ -64,23 +64,26 @@ class ChangelogWorkflow:
 
 
 async def main(client: Client, workspace: Path) -> str:
-    """Serve ``workspace`` on a tools worker, run the workflow once, return its answer."""
+    """Serve ``workspace`` and run the workflow once on one worker; return its answer.
+
+    ``FilegatePlugin`` gives the worker the ``filegate.<tool>`` activities over
+    ``backends`` next to your workflow, and the sandbox settings Filegate's
+    modules need. ``client`` carries Filegate's converter: the pydantic one
+    here, ``filegate.worker.connect``'s when S3 is configured.
+    """
+    from filegate import FilegatePlugin
     from filegate.backends import FilesystemBackend
-    from filegate.worker import tools_worker
     from temporalio.worker import Worker
 
     queue = f"own-workflow-{uuid.uuid4().hex[:8]}"
     journal = Path(tempfile.mkdtemp(prefix="filegate-journal-"))
-    backends = {BACKEND: FilesystemBackend(workspace)}
-    async with (
-        tools_worker(client, queue, backends, journal),  # the filegate.<tool> activities
-        Worker(client, task_queue=f"{queue}-wf", workflows=[ChangelogWorkflow]),
-    ):
+    tools = FilegatePlugin(backends={BACKEND: FilesystemBackend(workspace)}, journal_dir=journal)
+    async with Worker(client, task_queue=queue, workflows=[ChangelogWorkflow], plugins=[tools]):
         result: str = await client.execute_workflow(
             ChangelogWorkflow.run,
-            queue,
+            queue,  # the tools run on the workflow's own queue
             id=f"changelog-{uuid.uuid4().hex[:8]}",
-            task_queue=f"{queue}-wf",
+            task_queue=queue,
             execution_timeout=timedelta(minutes=1),
         )
         return result

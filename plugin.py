@@ -1,0 +1,298 @@
+"""One Temporal plugin for Filegate: ``Client.connect(..., plugins=[FilegatePlugin(...)])``.
+
+A program that builds its own ``Client`` and ``Worker`` (instead of
+:func:`filegate.worker.connect`, :func:`~filegate.worker.agent_worker` and
+:func:`~filegate.worker.tools_worker`) gets everything Filegate needs from one
+object, the way Temporal's own integrations (``OpenAIAgentsPlugin``) do:
+
+- on the client: the data converter every Filegate process must share (the
+  pydantic converter, plus the S3 payload codec when there is an artifact
+  store, :func:`~filegate.activities.history.filegate_data_converter`);
+- on every worker built from that client (or given the plugin): the workflow
+  runner (the sandbox with Filegate's pure modules passed through, context-free
+  when the converter is), and the workflows and activities of the roles asked
+  for, *added* to the worker's own: ``agent=True`` serves ``AgentWorkflow`` and
+  the model activity; ``backends`` serve the ``filegate.<tool>`` activities,
+  ``filegate.preview`` and batching over them. Neither: a worker for workflows
+  of your own that host ``FileTools`` over remote backends.
+
+The store comes from typed settings (``FILEGATE_S3_*``) or the ``artifacts``
+argument; it never travels in a workflow input. The manual wiring stays: the
+plugin is built from the same functions (:mod:`filegate.worker`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from filegate.activities.history import (
+    ArtifactPayloadCodec,
+    InlineMarkingPayloadConverter,
+    filegate_data_converter,
+)
+from filegate.backends.settings import Settings
+from filegate.worker import (
+    ACTIVITY_TASK_POLLERS,
+    FROM_SETTINGS,
+    WORKFLOW_TASK_POLLERS,
+    ConfigError,
+    configured_store,
+    file_tools,
+    model_activities,
+    settings_store,
+    with_preview,
+)
+from filegate.workflows.runner import (
+    SANDBOX_PASSTHROUGH,
+    ContextFreeSandboxRunner,
+    compile_workflows_once,
+)
+from temporalio.contrib.pydantic import PydanticPayloadConverter
+from temporalio.converter import (
+    DataConverter,
+    DefaultPayloadConverter,
+    WorkflowSerializationContext,
+)
+from temporalio.plugin import SimplePlugin
+from temporalio.service import ConnectConfig, ServiceClient
+from temporalio.worker import (
+    PollerBehaviorSimpleMaximum,
+    ReplayerConfig,
+    WorkerConfig,
+    WorkflowRunner,
+)
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
+
+if TYPE_CHECKING:
+    from filegate.activities.providers.profiles import ModelProfiles
+    from filegate.backends.artifacts import ArtifactStore
+    from filegate.backends.policy import PolicyConfig
+    from filegate.kernel.protocol import BackendProtocol
+
+_UNRESOLVED: Any = object()
+"""The store has not been opened yet (it is opened once, on first need)."""
+
+_SDK_POLLS = PollerBehaviorSimpleMaximum(maximum=5)
+_SDK_HEARTBEAT_THROTTLE = timedelta(seconds=60)
+"""The SDK's defaults: only values left at them are tuned (a user's own setting wins)."""
+
+_OURS = (DefaultPayloadConverter, PydanticPayloadConverter, InlineMarkingPayloadConverter)
+"""Payload converters the plugin replaces by Filegate's; any other one (another
+plugin's, such as ``OpenAIAgentsPlugin``'s) is kept and only gets the codec."""
+
+
+class FilegatePlugin(SimplePlugin):
+    """Filegate's converter, runner, workflows and activities for a client and its workers.
+
+    ``agent``: serve ``AgentWorkflow`` and the ``filegate.model`` activity
+    (models from ``model_profiles``, default the settings' profiles).
+    ``backends`` (with ``journal_dir``, their idempotency journal): serve their
+    file tools; to ``kind="remote"`` refs on this worker's task queue and, with
+    ``agent`` or a workflow of your own, to ``kind="local"`` refs as local
+    activities. ``policies`` and ``allow_execute_with_policies`` are as for
+    :func:`~filegate.worker.file_tools`.
+
+    ``artifacts``: the S3 artifact store (payload codec, transcripts by
+    reference, large-result offload); ``"settings"`` (default) opens the one
+    ``settings`` configure (``FILEGATE_S3_*``; none without an endpoint), None
+    keeps everything inline. ``settings`` default to the environment.
+
+    Every worker built from a client carrying the plugin gets its roles. For
+    workers of different roles in one process, give each its own client, or
+    give each worker its own plugin (``Worker(..., plugins=[...])``) on a client
+    that already carries Filegate's converter (:func:`filegate.worker.connect`).
+    Next to ``OpenAIAgentsPlugin``, list this plugin after it: that plugin
+    refuses any converter but its own, and this one keeps it and adds the codec.
+    """
+
+    def __init__(
+        self,
+        *,
+        agent: bool = False,
+        backends: dict[str, BackendProtocol] | None = None,
+        journal_dir: str | Path | None = None,
+        artifacts: ArtifactStore | Literal["settings"] | None = FROM_SETTINGS,
+        settings: Settings | None = None,
+        model_profiles: ModelProfiles | None = None,
+        policies: PolicyConfig | None = None,
+        allow_execute_with_policies: bool | None = None,
+    ) -> None:
+        if backends and journal_dir is None:
+            raise ValueError("backends need a journal_dir for their idempotency journal")
+        self.agent = agent
+        self.backends = dict(backends or {})
+        self.journal_dir = journal_dir
+        self.settings = settings or Settings.from_env()
+        self.model_profiles = model_profiles
+        self.policies = policies
+        self.allow_execute_with_policies = allow_execute_with_policies
+        self._store: ArtifactStore | None = _UNRESOLVED if isinstance(artifacts, str) else artifacts
+        self._model: list[Callable[..., Any]] | None = None
+        self._tools: dict[bool, list[Callable[..., Any]]] = {}
+        super().__init__(
+            "filegate.FilegatePlugin",
+            data_converter=self._converter,
+            workflows=self._workflows,
+        )
+
+    def store(self) -> ArtifactStore | None:
+        """The artifact store, opened on first need (blocking when no connect did it)."""
+        if self._store is _UNRESOLVED:
+            self._store = settings_store(self.settings)
+        return self._store
+
+    async def connect_service_client(
+        self, config: ConnectConfig, next: Callable[[ConnectConfig], Awaitable[ServiceClient]]
+    ) -> ServiceClient:
+        """Connect, then open the settings' store off the event loop.
+
+        ``Client.connect`` configures the client (and so asks for the store)
+        right after this; opening it here keeps S3's round trips out of the
+        loop. Temporal is reached first, so its failure is the one reported.
+        """
+        service = await next(config)
+        if self._store is _UNRESOLVED:
+            self._store = await configured_store(self.settings)
+        return service
+
+    def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
+        """Add the roles' workflows and activities, the runner and the tuning."""
+        config = super().configure_worker(config)
+        converter = config["client"].data_converter
+        store = self.store()
+        if store is not None and not isinstance(converter.payload_codec, ArtifactPayloadCodec):
+            # This worker would write large payloads inline and fail to read the
+            # references every other process writes.
+            raise ConfigError(
+                "FilegatePlugin has an artifact store but the worker's client has no Filegate "
+                "payload codec: give the plugin to Client.connect, or build the client with "
+                "filegate.worker.connect"
+            )
+        batch = config.get("max_task_queue_activities_per_second") is None
+        config["activities"] = [*config.get("activities", []), *self._activities(batch)]
+        config["workflow_runner"] = filegate_runner(config.get("workflow_runner"), converter)
+        # As many long polls as Filegate's own workers keep, unless the user chose.
+        if self.agent and _sdk_polls(config, "workflow"):
+            config["workflow_task_poller_behavior"] = _polls(WORKFLOW_TASK_POLLERS)
+        if self.backends:
+            from filegate.activities.contract import HEARTBEAT_THROTTLE
+
+            if _sdk_polls(config, "activity"):
+                config["activity_task_poller_behavior"] = _polls(ACTIVITY_TASK_POLLERS)
+            # Heartbeats reach the server each second (a dead worker is noticed fast).
+            if config.get("max_heartbeat_throttle_interval") == _SDK_HEARTBEAT_THROTTLE:
+                config["max_heartbeat_throttle_interval"] = HEARTBEAT_THROTTLE
+        return config
+
+    def configure_replayer(self, config: ReplayerConfig) -> ReplayerConfig:
+        """The converter and workflows (``SimplePlugin``), and the runner the workers use."""
+        config = super().configure_replayer(config)
+        converter = config.get("data_converter") or DataConverter.default
+        config["workflow_runner"] = filegate_runner(config.get("workflow_runner"), converter)
+        return config
+
+    def _converter(self, existing: DataConverter | None) -> DataConverter:
+        return with_filegate_codec(existing, self.store())
+
+    def _workflows(self, existing: Sequence[type] | None) -> Sequence[type]:
+        workflows = list(existing or [])
+        if self.agent:
+            from filegate.workflows import AgentWorkflow
+
+            if AgentWorkflow not in workflows:
+                workflows.append(AgentWorkflow)
+        return workflows
+
+    def _activities(self, batch_calls: bool) -> list[Callable[..., Any]]:
+        """The roles' activities, built once per plugin and shared by its workers
+        (one journal per backend set, not one per worker)."""
+        activities: list[Callable[..., Any]] = []
+        if self.agent:
+            if self._model is None:
+                self._model = model_activities(self.store(), self.model_profiles, self.settings)
+            activities += self._model
+        if self.backends:
+            if batch_calls not in self._tools:
+                allow = self.allow_execute_with_policies
+                if allow is None:
+                    allow = self.settings.allow_execute_with_policies
+                assert self.journal_dir is not None  # checked in __init__
+                tools = file_tools(
+                    self.backends, self.journal_dir, self.store(), self.policies,
+                    allow_execute_with_policies=allow, batch_calls=batch_calls,
+                )  # fmt: skip
+                self._tools[batch_calls] = with_preview(tools)
+            activities += self._tools[batch_calls]
+        return activities
+
+
+def with_filegate_codec(
+    existing: DataConverter | None, store: ArtifactStore | None
+) -> DataConverter:
+    """``existing`` with Filegate's payload converter and, with ``store``, its S3 codec.
+
+    The SDK's default and the pydantic converter become Filegate's (the one
+    :func:`~filegate.activities.history.filegate_data_converter` builds);
+    another payload converter is kept, since another plugin put it there, and
+    gets the codec only. A payload codec of someone else's is refused rather
+    than silently replaced: the payloads it encoded would no longer decode.
+    """
+    base = existing or DataConverter.default
+    ours = filegate_data_converter(store)
+    payload_class = base.payload_converter_class
+    if payload_class in _OURS:
+        payload_class = ours.payload_converter_class
+    codec = base.payload_codec
+    if store is not None:
+        if codec is not None and not isinstance(codec, ArtifactPayloadCodec):
+            raise ConfigError(
+                f"the client already has a payload codec ({type(codec).__name__}); "
+                "FilegatePlugin's S3 codec cannot be combined with it"
+            )
+        codec = ours.payload_codec
+    return dataclasses.replace(base, payload_converter_class=payload_class, payload_codec=codec)
+
+
+def filegate_runner(existing: WorkflowRunner | None, converter: DataConverter) -> WorkflowRunner:
+    """``existing`` (default: the SDK sandbox) with Filegate's pure modules passed through.
+
+    The stock sandbox becomes :class:`~filegate.workflows.runner.ContextFreeSandboxRunner`
+    when ``converter`` never reads the serialization context (Filegate's, the
+    SDK's and the OpenAI plugin's do not), which saves a fifth of an agent
+    worker's event loop; a runner class of your own keeps its class, and an
+    unsandboxed runner is left as it is.
+    """
+    runner = existing or SandboxedWorkflowRunner()
+    if not isinstance(runner, SandboxedWorkflowRunner):
+        return runner
+    compile_workflows_once()
+    restrictions = runner.restrictions.with_passthrough_modules(*SANDBOX_PASSTHROUGH)
+    if type(runner) not in (SandboxedWorkflowRunner, ContextFreeSandboxRunner):
+        return dataclasses.replace(runner, restrictions=restrictions)
+    probe = WorkflowSerializationContext(namespace="filegate", workflow_id="probe")
+    free = converter.with_context(probe) is converter
+    cls = ContextFreeSandboxRunner if free else SandboxedWorkflowRunner
+    return cls(restrictions=restrictions, runner_class=runner.runner_class)
+
+
+def _sdk_polls(config: WorkerConfig, kind: Literal["workflow", "activity"]) -> bool:
+    """Whether ``kind`` task polls are left at the SDK's default."""
+    if kind == "workflow":
+        count, behavior = (
+            config.get("max_concurrent_workflow_task_polls"),
+            config.get("workflow_task_poller_behavior"),
+        )
+    else:
+        count, behavior = (
+            config.get("max_concurrent_activity_task_polls"),
+            config.get("activity_task_poller_behavior"),
+        )
+    return count is None and behavior == _SDK_POLLS
+
+
+def _polls(maximum: int) -> PollerBehaviorSimpleMaximum:
+    return PollerBehaviorSimpleMaximum(maximum=maximum)

@@ -1,0 +1,368 @@
+"""``FilegatePlugin``: clients and workers configured through the plugin alone.
+
+On the session's Temporal dev server (and S3 for the codec): ``AgentWorkflow``
+on a worker that lists nothing itself, with a local backend and a remote one;
+the docs' own-workflow host (``docs/examples/file_tools_host.py``); large
+payloads leaving history as S3 references when the settings configure a store;
+a worker's own workflows and activities kept next to Filegate's. The pieces
+(converter, runner, refusals) are checked without a server.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+from temporalio import activity, workflow
+
+# The sandbox re-imports this module for EchoWorkflow: share the rest with it.
+with workflow.unsafe.imports_passed_through():
+    from filegate import FilegatePlugin
+    from filegate.activities.history import (
+        CODEC_ENCODING,
+        CODEC_THREAD,
+        ArtifactPayloadCodec,
+        InlineMarkingPayloadConverter,
+    )
+    from filegate.backends.artifacts import ArtifactStore
+    from filegate.backends.embedded import TemporalDevServer
+    from filegate.backends.embedded_s3 import S3DevServer
+    from filegate.backends.filesystem import FilesystemBackend
+    from filegate.backends.settings import Settings
+    from filegate.kernel.messages import ModelSpec
+    from filegate.plugin import filegate_runner, with_filegate_codec
+    from filegate.worker import ConfigError
+    from filegate.workflows import AgentInput, AgentResult, AgentWorkflow, BackendRef, BackendSpec
+    from filegate.workflows.inputs import RouteSpec
+    from filegate.workflows.runner import ContextFreeSandboxRunner
+    from minio import Minio
+    from temporalio.api.common.v1 import Payload
+    from temporalio.client import Client
+    from temporalio.contrib.pydantic import PydanticPayloadConverter, pydantic_data_converter
+    from temporalio.converter import (
+        DataConverter,
+        DefaultPayloadConverter,
+        PayloadCodec,
+        SerializationContext,
+        WithSerializationContext,
+    )
+    from temporalio.worker import Replayer, UnsandboxedWorkflowRunner, Worker
+    from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
+
+    from tests.scripting import calls
+    from tests.test_stubs import _load_example
+
+LOCAL = BackendRef(kind="local", name="ws")
+
+QUIET = Settings()
+"""No S3 and the default model profiles, whatever the test process's environment says."""
+
+
+def uid(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def scripted(*turns: dict[str, Any]) -> ModelSpec:
+    return ModelSpec(provider="scripted", options={"script": {"turns": list(turns)}})
+
+
+def tool_results(result: AgentResult) -> dict[str, str]:
+    return {m["tool_call_id"]: m["content"] for m in result.transcript if m["role"] == "tool"}
+
+
+async def plugin_client(server: TemporalDevServer, plugin: FilegatePlugin) -> Client:
+    return await Client.connect(server.address, namespace=server.namespace, plugins=[plugin])
+
+
+# -- the pieces, without a server ------------------------------------------------------
+
+
+class _OtherPayloadConverter(DefaultPayloadConverter):
+    """Stands for another plugin's converter (``OpenAIAgentsPlugin``'s)."""
+
+
+class _ForeignCodec(PayloadCodec):
+    async def encode(self, payloads: Any) -> list[Payload]:
+        return list(payloads)
+
+    async def decode(self, payloads: Any) -> list[Payload]:
+        return list(payloads)
+
+
+class _ContextCodec(_ForeignCodec, WithSerializationContext):
+    """A codec that reads the serialization context (keyed by workflow, say)."""
+
+    def with_context(self, context: SerializationContext) -> _ContextCodec:
+        return _ContextCodec()
+
+
+STORE = cast(ArtifactStore, object())
+"""The codec only keeps its store; nothing here reaches S3."""
+
+
+def test_the_converter_is_filegates_and_another_plugins_is_kept() -> None:
+    plain = with_filegate_codec(None, None)
+    assert plain.payload_converter_class is PydanticPayloadConverter
+    assert plain.payload_codec is None
+    coded = with_filegate_codec(pydantic_data_converter, STORE)
+    assert coded.payload_converter_class is InlineMarkingPayloadConverter
+    assert isinstance(coded.payload_codec, ArtifactPayloadCodec)
+    assert coded.payload_codec.store is STORE
+    other = DataConverter(payload_converter_class=_OtherPayloadConverter)
+    kept = with_filegate_codec(other, STORE)
+    assert kept.payload_converter_class is _OtherPayloadConverter
+    assert isinstance(kept.payload_codec, ArtifactPayloadCodec)
+    with pytest.raises(ConfigError, match="already has a payload codec"):
+        with_filegate_codec(DataConverter(payload_codec=_ForeignCodec()), STORE)
+    # Without a store, someone else's codec stays as it is.
+    assert isinstance(
+        with_filegate_codec(DataConverter(payload_codec=_ForeignCodec()), None).payload_codec,
+        _ForeignCodec,
+    )
+
+
+def test_the_runner_passes_filegate_through_and_reads_the_converter() -> None:
+    converter = with_filegate_codec(None, STORE)
+    runner = filegate_runner(SandboxedWorkflowRunner(), converter)
+    assert type(runner) is ContextFreeSandboxRunner
+    assert isinstance(runner, SandboxedWorkflowRunner)
+    passed = runner.restrictions.passthrough_modules
+    assert {"filegate.kernel", "filegate.workflows.file_tools", "wcmatch"} <= passed
+    # A converter that reads the context keeps the stock sandbox (with the modules).
+    aware = filegate_runner(None, DataConverter(payload_codec=_ContextCodec()))
+    assert type(aware) is SandboxedWorkflowRunner
+    assert "filegate.kernel" in aware.restrictions.passthrough_modules
+    unsandboxed = UnsandboxedWorkflowRunner()
+    assert filegate_runner(unsandboxed, converter) is unsandboxed
+
+
+def test_backends_need_a_journal() -> None:
+    with pytest.raises(ValueError, match="journal_dir"):
+        FilegatePlugin(backends={"ws": FilesystemBackend("/tmp")}, settings=QUIET)
+
+
+@pytest.mark.services
+async def test_a_worker_whose_client_lacks_the_codec_is_refused(temporal_client: Client) -> None:
+    """The plugin on a worker only, with a store, on a client without the codec: this
+    worker could not read the references the other processes write."""
+    plugin = FilegatePlugin(artifacts=STORE, settings=QUIET)
+    with pytest.raises(ConfigError, match="no Filegate payload codec"):
+        Worker(temporal_client, task_queue=uid("q"), workflows=[EchoWorkflow], plugins=[plugin])
+
+
+# -- on the server -----------------------------------------------------------------------
+
+
+@pytest.mark.services
+async def test_agent_workflow_runs_on_a_worker_configured_by_the_plugin(
+    temporal_server: TemporalDevServer, tmp_path: Path
+) -> None:
+    """(a) The agent worker lists nothing: AgentWorkflow, the model activity and the
+    local backend's tools come from the plugin; ``/shared/`` is a tools worker's."""
+    local, shared = tmp_path / "local", tmp_path / "shared"
+    local.mkdir()
+    shared.mkdir()
+    (shared / "readme.md").write_text("shared notes\n")
+    agent = FilegatePlugin(
+        agent=True,
+        backends={"ws": FilesystemBackend(local)},
+        journal_dir=tmp_path / "j-agent",
+        settings=QUIET,
+    )
+    tools = FilegatePlugin(
+        backends={"shared": FilesystemBackend(shared)},
+        journal_dir=tmp_path / "j-tools",
+        settings=QUIET,
+    )
+    agent_client = await plugin_client(temporal_server, agent)
+    tools_client = await plugin_client(temporal_server, tools)
+    agent_q, tools_q = uid("agent"), uid("tools")
+    model = scripted(
+        calls(("w", "write_file", {"file_path": "/a.txt", "content": "alpha\n"})),
+        calls(("r", "read_file", {"file_path": "/shared/readme.md"})),
+        {"content": "done"},
+    )
+    backend = BackendSpec(
+        default=BackendRef(kind="local", name="ws"),
+        routes=[
+            RouteSpec(
+                prefix="/shared/",
+                backend=BackendRef(kind="remote", name="shared", task_queue=tools_q),
+            )
+        ],
+    )
+    workflow_id = uid("wf")
+    agent_worker = Worker(agent_client, task_queue=agent_q)
+    registered = agent_worker.config(active_config=True)
+    assert AgentWorkflow in registered["workflows"]
+    assert isinstance(registered.get("workflow_runner"), ContextFreeSandboxRunner)
+    async with agent_worker, Worker(tools_client, task_queue=tools_q):
+        result = await agent_client.execute_workflow(
+            AgentWorkflow.run,
+            AgentInput(task="write, then read", model=model, backend=backend),
+            id=workflow_id,
+            task_queue=agent_q,
+            execution_timeout=timedelta(minutes=1),
+        )
+    assert result.final_answer == "done"
+    assert (local / "a.txt").read_text() == "alpha\n"
+    assert "shared notes" in tool_results(result)["r"]
+    history = await agent_client.get_workflow_handle(workflow_id).fetch_history()
+    replayer = Replayer(workflows=[], plugins=[FilegatePlugin(agent=True, settings=QUIET)])
+    await replayer.replay_workflow(history)
+
+
+@pytest.mark.services
+async def test_the_own_workflow_host_runs_on_plugin_workers(
+    temporal_server: TemporalDevServer, tmp_path: Path
+) -> None:
+    """(b) docs/examples/file_tools_host.py's ``main``: ToolListWorkflow on a worker
+    that lists only it, its tools on a worker that lists nothing."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "notes.md").write_text("remember\n")
+    steps = [
+        {"id": "w", "name": "write_file", "args": {"file_path": "/a.txt", "content": "alpha\n"}},
+        {"id": "r", "name": "read_file", "args": {"file_path": "/notes.md"}},
+        {"id": "l", "name": "ls", "args": {"path": "/"}},
+    ]
+    host = _load_example("file_tools_host")
+    workflow_id = uid("host")
+    result = await host.main(
+        temporal_server.address, root, steps, namespace=temporal_server.namespace,
+        workflow_id=workflow_id,
+    )  # fmt: skip
+    answers = result["answers"]
+    assert not any(a["error"] for a in answers.values()), answers
+    assert (root / "a.txt").read_text() == "alpha\n"
+    assert "remember" in answers["r"]["text"]
+    assert {"/a.txt", "/notes.md"} <= set(answers["l"]["text"].splitlines())
+    assert "write_file" in result["offered"]
+    client = await plugin_client(temporal_server, FilegatePlugin(settings=QUIET))
+    history = await client.get_workflow_handle(workflow_id).fetch_history()
+    replayer = Replayer(workflows=[host.ToolListWorkflow], plugins=[FilegatePlugin(settings=QUIET)])
+    await replayer.replay_workflow(history)
+
+
+@pytest.mark.services
+async def test_an_own_workflow_hosts_a_local_backend_through_the_plugin(
+    temporal_server: TemporalDevServer, tmp_path: Path
+) -> None:
+    """ToolListWorkflow with a ``kind="local"`` backend: its tools run as local
+    activities on the workflow's own worker, which the plugin gave them to."""
+    from filegate.workflows import FileToolsConfig
+
+    host = _load_example("file_tools_host")
+    root = tmp_path / "ws"
+    root.mkdir()
+    plugin = FilegatePlugin(
+        backends={"ws": FilesystemBackend(root)}, journal_dir=tmp_path / "j", settings=QUIET
+    )
+    client = await plugin_client(temporal_server, plugin)
+    steps = [
+        {"id": "w", "name": "write_file", "args": {"file_path": "/b.txt", "content": "beta\n"}},
+        {"id": "r", "name": "read_file", "args": {"file_path": "/b.txt"}},
+    ]
+    queue = uid("host")
+    async with Worker(client, task_queue=queue, workflows=[host.ToolListWorkflow]):
+        result = await client.execute_workflow(
+            host.ToolListWorkflow.run,
+            args=[FileToolsConfig(backend=BackendSpec(default=LOCAL)), steps],
+            id=uid("local-host"),
+            task_queue=queue,
+            execution_timeout=timedelta(minutes=1),
+        )
+    assert not result["answers"]["w"]["error"] and "beta" in result["answers"]["r"]["text"]
+    assert (root / "b.txt").read_text() == "beta\n"
+
+
+@pytest.mark.services
+async def test_large_payloads_travel_as_s3_references(
+    temporal_server: TemporalDevServer, s3_server: S3DevServer, minio_client: Minio, tmp_path: Path
+) -> None:
+    """(c) The store comes from typed settings (``FILEGATE_S3_*``): payloads over the
+    codec threshold leave history as references to objects in its bucket."""
+    settings = Settings.model_validate({
+        "s3_endpoint": s3_server.endpoint, "s3_access_key": s3_server.access_key,
+        "s3_secret_key": s3_server.secret_key, "s3_bucket": uid("plugin"),
+    })  # fmt: skip
+    root = tmp_path / "ws"
+    root.mkdir()
+    plugin = FilegatePlugin(
+        agent=True,
+        backends={"ws": FilesystemBackend(root)},
+        journal_dir=tmp_path / "j",
+        settings=settings,
+    )
+    client = await plugin_client(temporal_server, plugin)
+    codec = client.data_converter.payload_codec
+    assert isinstance(codec, ArtifactPayloadCodec)
+    assert codec.store is plugin.store() and codec.store.bucket == f"{settings.s3_bucket}-artifacts"
+    big = "".join(f"line {i:05d} of a large file\n" for i in range(2000))  # ~50 KB
+    model = scripted(
+        calls(("w", "write_file", {"file_path": "/big.txt", "content": big})),
+        {"content": "stored"},
+    )
+    queue, workflow_id = uid("agent"), uid("wf")
+    async with Worker(client, task_queue=queue):
+        result = await client.execute_workflow(
+            AgentWorkflow.run,
+            AgentInput(task="store it", model=model, backend=BackendSpec(default=LOCAL)),
+            id=workflow_id,
+            task_queue=queue,
+            execution_timeout=timedelta(minutes=1),
+        )
+    assert result.final_answer == "stored"
+    assert (root / "big.txt").read_text() == big
+    events = [e async for e in client.get_workflow_handle(workflow_id).fetch_history_events()]
+    raw = b"".join(e.SerializeToString() for e in events)
+    assert CODEC_ENCODING in raw and big.encode() not in raw
+    assert max(e.ByteSize() for e in events) < len(big)
+    store = codec.store
+    prefix = store.thread_prefix(CODEC_THREAD)
+    stored = list(minio_client.list_objects(store.bucket, prefix=prefix, recursive=True))
+    assert stored  # the references' objects, in the settings' bucket
+
+
+@activity.defn
+async def shout(text: str) -> str:
+    return text.upper()
+
+
+@workflow.defn
+class EchoWorkflow:
+    @workflow.run
+    async def run(self, text: str) -> str:
+        loud: str = await workflow.execute_activity(
+            shout, text, start_to_close_timeout=timedelta(seconds=10)
+        )
+        return loud
+
+
+@pytest.mark.services
+async def test_the_workers_own_workflows_and_activities_are_kept(
+    temporal_server: TemporalDevServer, tmp_path: Path
+) -> None:
+    """The plugin adds to what a worker lists, it never replaces it."""
+    plugin = FilegatePlugin(
+        agent=True,
+        backends={"ws": FilesystemBackend(tmp_path)},
+        journal_dir=tmp_path.parent / f"{tmp_path.name}-journal",
+        settings=QUIET,
+    )
+    client = await plugin_client(temporal_server, plugin)
+    queue = uid("own")
+    worker = Worker(client, task_queue=queue, workflows=[EchoWorkflow], activities=[shout])
+    config = worker.config(active_config=True)
+    assert config["workflows"] == [EchoWorkflow, AgentWorkflow]
+    names = [activity._Definition.must_from_callable(a).name for a in config["activities"]]
+    assert names[0] == "shout"
+    assert {"filegate.model", "filegate.read_file", "filegate.preview"} <= set(names)
+    async with worker:
+        loud = await client.execute_workflow(
+            EchoWorkflow.run, "hello", id=uid("echo"), task_queue=queue
+        )
+    assert loud == "HELLO"
