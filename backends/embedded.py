@@ -324,7 +324,7 @@ the default 20/s and a burst of 20, a loop ran on the burst for a few steps and
 then waited for a token on every hop, about 45 ms each, two per step
 (``bench/hop_probe.py``: 100 ms per remote step at 20/s, 10-11 ms at 200/s and
 above). The dev server has one shard, so every workflow shares those 20 reads.
-Production clusters set the same keys in their dynamic config (README)."""
+Production clusters set the same keys in their dynamic config (docs/production.md)."""
 
 
 SEARCH_ATTRIBUTES = ("FilegatePendingApprovals=Int", "FilegateDecidedApprovals=Int")

@@ -72,7 +72,7 @@ async def _approval_ui(target: Any, services: Any, port: int, web_url: str | Non
     from filegate.cli.web_guard import UiAccess
 
     try:
-        access = UiAccess.for_address(LOOPBACK)  # FILEGATE_UI_* (README)
+        access = UiAccess.for_address(LOOPBACK)  # FILEGATE_UI_* (docs/configuration.md)
     except ValueError as exc:
         raise CliError(str(exc), 2) from None
     client, _ = await services_client(target, services)

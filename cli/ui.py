@@ -353,7 +353,7 @@ async def ui_command(args: argparse.Namespace) -> int:
     """
     try:
         try:
-            access = UiAccess.for_address(args.host)  # FILEGATE_UI_* (README)
+            access = UiAccess.for_address(args.host)  # FILEGATE_UI_* (docs/configuration.md)
         except ValueError as exc:
             raise CliError(str(exc), 2) from None
         if is_listening(args.host, args.port):

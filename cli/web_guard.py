@@ -109,7 +109,7 @@ class Reviewer:
 
 @dataclass(frozen=True)
 class UiAccess:
-    """The UI's access settings (env ``FILEGATE_UI_*``, see the README).
+    """The UI's access settings (env ``FILEGATE_UI_*``, see docs/configuration.md).
 
     ``token`` authenticates everyone who is not behind a trusted proxy; the
     CSRF token is derived from it. Sessions are not: each login gets a random

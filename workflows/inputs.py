@@ -53,7 +53,7 @@ class BackendRef(BaseModel):
     sandboxed: bool = False
     """Whether this backend's ``execute`` runs in Filegate's bubblewrap sandbox
     (``filegate worker --backend sandbox``), which compiles the permission rules
-    into each command's view of the files (contract §5). Declared, like
+    into each command's view of the files (contract §4). Declared, like
     ``can_execute``, because the workflow cannot probe a remote worker; the
     worker checks it anyway: a host shell refuses a command that protecting
     rules reach unless a human approved it."""
@@ -278,7 +278,7 @@ class FileToolsConfig(BaseModel):
 
 def execute_gated(interrupt_on: Mapping[Any, Any]) -> bool:
     """Whether every ``execute`` call waits for a human (``always: true``), which
-    lets path rules stand next to any shell (contract §5)."""
+    lets path rules stand next to any shell (contract §4)."""
     rule = interrupt_on.get("execute")
     return rule is not None and getattr(rule, "always", None) is True
 
