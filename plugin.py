@@ -38,6 +38,7 @@ from filegate.backends.settings import Settings
 from filegate.worker import (
     ACTIVITY_TASK_POLLERS,
     FROM_SETTINGS,
+    STICKY_SCHEDULE_TO_START,
     WORKFLOW_TASK_POLLERS,
     ConfigError,
     configured_store,
@@ -78,6 +79,7 @@ _UNRESOLVED: Any = object()
 
 _SDK_POLLS = PollerBehaviorSimpleMaximum(maximum=5)
 _SDK_HEARTBEAT_THROTTLE = timedelta(seconds=60)
+_SDK_STICKY_SCHEDULE_TO_START = timedelta(seconds=10)
 """The SDK's defaults: only values left at them are tuned (a user's own setting wins)."""
 
 _OURS = (DefaultPayloadConverter, PydanticPayloadConverter, InlineMarkingPayloadConverter)
@@ -178,6 +180,10 @@ class FilegatePlugin(SimplePlugin):
         # As many long polls as Filegate's own workers keep, unless the user chose.
         if self.agent and _sdk_polls(config, "workflow"):
             config["workflow_task_poller_behavior"] = _polls(WORKFLOW_TASK_POLLERS)
+        # A dead agent worker's runs move again after this (worker.STICKY_SCHEDULE_TO_START).
+        sticky = config.get("sticky_queue_schedule_to_start_timeout")
+        if self.agent and sticky == _SDK_STICKY_SCHEDULE_TO_START:
+            config["sticky_queue_schedule_to_start_timeout"] = STICKY_SCHEDULE_TO_START
         if self.backends:
             from filegate.activities.contract import HEARTBEAT_THROTTLE
 

@@ -15,6 +15,7 @@ import signal
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -137,6 +138,26 @@ def _artifact_store(access: S3Access) -> ArtifactStore | None:
         raise ConfigError(f"S3 at {access.endpoint}: {exc}") from None
 
 
+STICKY_SCHEDULE_TO_START = timedelta(seconds=2)
+"""How long a workflow task waits on a run's sticky queue (the worker that ran it
+last) before the server hands it to any worker of the task queue (SDK default:
+10 s). After an agent worker dies, its runs move again once this passes, so it
+is most of the time an agent worker's death costs (``bench/agent_recovery.py``).
+The trade-off under load: a live worker that cannot take its sticky task within
+2 s loses the cached run, and whichever worker takes the task replays the run's
+history first (a cost that grows with the history, bounded by continue-as-new)."""
+
+WORKFLOW_TASK_TIMEOUT = timedelta(seconds=3)
+"""The workflow task timeout Filegate's CLI starts agent runs with (``task_timeout``;
+Temporal's default is 10 s). A workflow task the server handed to an agent worker
+that then died (its long poll was already matched) is retried only when this
+passes, so with :data:`STICKY_SCHEDULE_TO_START` it bounds what an agent worker's
+death costs: about 3.6 s from the SIGKILL to the run moving again
+(``bench/agent_recovery.py``). A model call longer than this is no problem: the SDK
+keeps the task alive while a local activity runs. Under load, a task that needs
+more than 3 s (a long replay on a starved worker) times out and is retried; start
+runs with a longer ``task_timeout`` where workers are that slow."""
+
 WORKFLOW_TASK_POLLERS = 20
 ACTIVITY_TASK_POLLERS = 50
 """Long polls each worker keeps open (the SDK default is 5). With many agents
@@ -179,6 +200,7 @@ def agent_worker(
 
     options.setdefault("workflow_runner", agent_runner())
     options.setdefault("max_concurrent_workflow_task_polls", WORKFLOW_TASK_POLLERS)
+    options.setdefault("sticky_queue_schedule_to_start_timeout", STICKY_SCHEDULE_TO_START)
     activities = model_activities(artifacts, model_profiles)
     if backends:
         if journal_dir is None:

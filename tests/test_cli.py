@@ -342,9 +342,12 @@ def test_parse_model(tmp_path: Path) -> None:
     assert spec.options == {"script": {"turns": [{"content": "x"}]}}
     assert parse_model("openai:gpt-4o-mini").name == "gpt-4o-mini"
     assert parse_model("anthropic:claude-x").provider == "anthropic"
-    for bad in ("gpt-4o", "mystery:x", "openai:"):
+    for bad in ("gpt-4o", "openai:", ":x", "a b:x"):
         with pytest.raises(CliError, match="--model"):
             parse_model(bad)
+    with pytest.raises(CliError, match="no model profile 'mystery'"):
+        parse_model("mystery:x", known=["openai", "anthropic", "scripted"])
+    assert parse_model("mystery:x").provider == "mystery"  # submit: the deployment decides
     script.write_text(json.dumps({"turns": [{}]}))
     with pytest.raises(CliError, match=r"turns\.0"):
         parse_model(f"scripted:{script}")
