@@ -50,6 +50,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from filegate.backends.embedded_stack import pid_alive
+
 if TYPE_CHECKING:
     from filegate.backends.reaper import CommandBounds
 
@@ -276,18 +278,8 @@ def _sweep(hierarchy: Hierarchy) -> None:
     with contextlib.suppress(OSError):
         for child in hierarchy.parent.iterdir():
             match = _COMMAND_NAME.match(child.name)
-            if match and int(match.group(1)) != os.getpid() and not _alive(int(match.group(1))):
+            if match and int(match.group(1)) != os.getpid() and not pid_alive(int(match.group(1))):
                 _remove(child, version=hierarchy.version)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _members(path: Path) -> list[int]:
