@@ -73,13 +73,19 @@ async def test_approve_and_reject_in_a_real_browser(
     ui_url: str, temporal_client: Client, tmp_path: Path
 ) -> None:
     root = tmp_path / "ws"
+    (root / "docs").mkdir(parents=True)
+    (root / "docs" / "setup.py").write_text('version = "1.0"\n')
+    read_first = {
+        "tool_calls": [{"id": "r0", "name": "read_file", "args": {"file_path": "/docs/setup.py"}}]
+    }
     async with (
         agent_stack(temporal_client, root, tmp_path / "journal") as agents,
         async_playwright() as pw,
     ):
         approved = await agents.start(write_call("w1", "/docs/report.md", "# Report\n\nall good\n"))
         rejected = await agents.start(
-            edit_call("e1", "/docs/setup.py", 'version = "1.0"\n', 'version = "2.0"\n')
+            edit_call("e1", "/docs/setup.py", 'version = "1.0"\n', 'version = "2.0"\n'),
+            before=(read_first,),  # an edit of an unread file is refused before anyone is asked
         )
         [write_approval] = await pending(approved, 1)
         [edit_approval] = await pending(rejected, 1)
@@ -154,4 +160,4 @@ async def test_approve_and_reject_in_a_real_browser(
     assert outcome["status"] == "error"
     assert "rejected" in outcome["content"] and "keep version 1" in outcome["content"]
     assert f"({REVIEWER} via ui)" in outcome["content"]
-    assert not (root / "docs" / "setup.py").exists()
+    assert (root / "docs" / "setup.py").read_text() == 'version = "1.0"\n'  # not edited

@@ -123,8 +123,11 @@ async def test_each_card_kind(ui_url: str, temporal_client: Client, tmp_path: Pa
         await expect(edit.locator("tr.ctx td.text")).to_have_count(6)
         await expect(edit.locator("tr.ctx").first).to_have_text(re.compile(r"^\s*3\s*3\s*line 3"))
         gone = cards["d1"]
-        await expect(gone.locator(".kind-delete")).to_contain_text("deletes 2 paths")
-        await expect(gone.locator("ul.deleted li")).to_have_text(["/build/a.o", "/build/b.o"])
+        # Every entry that goes, the directory itself first (issue 26).
+        await expect(gone.locator(".kind-delete")).to_contain_text("deletes 3 entries")
+        await expect(gone.locator("ul.deleted li")).to_have_text(
+            ["/build/", "/build/a.o", "/build/b.o"]
+        )
         run = cards["x1"]
         await expect(run.locator("pre.command")).to_have_text("ls docs")
         await expect(run.locator("code.cwd")).to_have_text(str(root))
@@ -162,7 +165,7 @@ async def test_each_card_kind(ui_url: str, temporal_client: Client, tmp_path: Pa
     assert (root / "docs" / "new.md").read_text() == "hello\nworld\n"
     assert (root / "src" / "app.py").read_text() == APP.replace("line 6\n", "line six\n")
     assert (root / "build" / "a.o").exists() and "keep the build" in out["d1"]["content"]
-    assert out["x1"]["content"] == "no need, the docs are listed above"
+    assert out["x1"]["content"].endswith("answered it instead]\nno need, the docs are listed above")
 
 
 async def test_edit_through_the_form_with_keyboard_and_recent_decisions(
