@@ -156,6 +156,16 @@ def protecting_rules(rules: Rules, skip_prefixes: Sequence[str] = ()) -> list[Fi
     return [rule_of[n].model_copy(update={"paths": paths}) for n, paths in kept.items()]
 
 
+def _refusal(item: _Protection, backend: str, why: str, remedies: str) -> ExecuteGateError:
+    """The gate's error for ``item``: the rule, its pattern and the backend, why, what to do."""
+    return ExecuteGateError(
+        f"{_describe(item)} cannot hold for execute on backend {backend!r}: {why}; {remedies}.",
+        rule_number=item.rule_number,
+        pattern=item.pattern,
+        backend=backend,
+    )
+
+
 def _describe(item: _Protection) -> str:
     rule = item.rule
     what = f"{rule.mode} {'/'.join(rule.operations)} {item.pattern}"
@@ -199,13 +209,7 @@ def compile_view(
         if reason is not None:
             if lenient:
                 continue
-            raise ExecuteGateError(
-                f"{_describe(item)} cannot hold for execute on backend {backend!r}: "
-                f"{reason}; {SANDBOX_REMEDIES}.",
-                rule_number=item.rule_number,
-                pattern=item.pattern,
-                backend=backend,
-            )
+            raise _refusal(item, backend, reason, SANDBOX_REMEDIES)
         subtrees = _subtrees(item.pattern)
         if "read" in item.rule.operations:
             read.update(subtrees)
@@ -271,29 +275,17 @@ def check_execute_gate(
     if not protections:
         return
     if not sandboxed:
-        first = protections[0]
-        raise ExecuteGateError(
-            f"{_describe(first)} cannot hold for execute on backend {backend!r}: it is "
-            f"{HOST_SHELL}; {REMEDIES}.",
-            rule_number=first.rule_number,
-            pattern=first.pattern,
-            backend=backend,
-        )
+        raise _refusal(protections[0], backend, f"it is {HOST_SHELL}", REMEDIES)
     roots = [validate_path(prefix) for prefix in reachable_prefixes]
     for item in protections:
         for alt in pattern_alternatives(item.pattern):
-            route = next(
-                (r for r in roots if is_within(alt.anchor, r) or is_within(r, alt.anchor)), None
-            )
+            route = next((r for r in roots if _overlaps(alt.anchor, r)), None)
             if route is not None:
-                raise ExecuteGateError(
-                    f"{_describe(item)} cannot hold for execute on backend {backend!r}: "
-                    f"the sandbox sees route {route} at another path, so its view cannot "
-                    f"hide or freeze it; {SANDBOX_REMEDIES}.",
-                    rule_number=item.rule_number,
-                    pattern=item.pattern,
-                    backend=backend,
+                why = (
+                    f"the sandbox sees route {route} at another path, "
+                    "so its view cannot hide or freeze it"
                 )
+                raise _refusal(item, backend, why, SANDBOX_REMEDIES)
     compile_view(rules, skip_prefixes=unreachable_prefixes, backend=backend)
 
 
