@@ -15,6 +15,8 @@ import asyncio
 import json
 import subprocess
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +82,16 @@ def plant(root: Path) -> Path:
 
 def uid() -> str:
     return f"gate-{uuid.uuid4().hex[:8]}"
+
+
+@asynccontextmanager
+async def running_host(client: Client) -> AsyncIterator[str]:
+    """A worker hosting the docs' own-workflow example (``ToolListWorkflow``); its queue."""
+    queue = uid()
+    async with Worker(
+        client, task_queue=queue, workflows=[ToolListWorkflow], workflow_runner=agent_runner()
+    ):
+        yield queue
 
 
 def execute_request(command: str, rules: list[FilesystemPermission], **fields: Any) -> ToolRequest:
@@ -257,7 +269,6 @@ async def test_own_workflow_on_a_host_shell_is_refused_before_any_tool_runs(
     temporal_client: Client, tmp_path: Path
 ) -> None:
     workspace = plant(tmp_path / "ws")
-    host = ToolListWorkflow
     calls = [
         {"id": "w", "name": "write_file", "args": {"file_path": "/src/w.txt", "content": "w"}},
         {"id": "x", "name": "execute", "args": {"command": "cat secrets/key.txt"}},
@@ -271,14 +282,11 @@ async def test_own_workflow_on_a_host_shell_is_refused_before_any_tool_runs(
             ),
             permissions=[DENY_SECRETS],
         )
-        host_queue = f"gate-{uuid.uuid4().hex[:8]}"
-        async with Worker(
-            temporal_client, task_queue=host_queue, workflows=[host], workflow_runner=agent_runner()
-        ):
+        async with running_host(temporal_client) as host_queue:
             handle = await temporal_client.start_workflow(
-                host.run,
+                ToolListWorkflow.run,
                 args=[config, calls],
-                id=f"gate-{uuid.uuid4().hex[:8]}",
+                id=uid(),
                 task_queue=host_queue,
             )
             with pytest.raises(WorkflowFailureError) as failed:
@@ -298,7 +306,6 @@ async def test_own_workflow_on_the_sandbox_runs_with_the_rules_compiled(
     _bwrap_ok: None,
 ) -> None:
     workspace = plant(tmp_path / "ws")
-    host = ToolListWorkflow
     calls = [
         {"id": "r", "name": "execute", "args": {"command": "cat /workspace/secrets/key.txt"}},
         {"id": "d", "name": "execute", "args": {"command": "echo x > docs/a.md"}},
@@ -314,14 +321,11 @@ async def test_own_workflow_on_the_sandbox_runs_with_the_rules_compiled(
             ),
             permissions=[DENY_SECRETS, DENY_DOCS],
         )
-        host_queue = f"gate-{uuid.uuid4().hex[:8]}"
-        async with Worker(
-            temporal_client, task_queue=host_queue, workflows=[host], workflow_runner=agent_runner()
-        ):
+        async with running_host(temporal_client) as host_queue:
             result = await temporal_client.execute_workflow(
-                host.run,
+                ToolListWorkflow.run,
                 args=[config, calls],
-                id=f"gate-{uuid.uuid4().hex[:8]}",
+                id=uid(),
                 task_queue=host_queue,
             )
     answers = result["answers"]

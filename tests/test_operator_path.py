@@ -22,18 +22,11 @@ import pytest
 from filegate.backends.filesystem import FilesystemBackend
 from filegate.workflows import BackendRef, BackendSpec, FileToolsConfig
 from filegate.workflows.gate import ToolInterrupt
-from temporalio import workflow
 from temporalio.client import Client
-from temporalio.worker import Worker
 
 from tests.test_cli import cli, cli_env  # noqa: F401  (cli_env: a fixture)
-from tests.test_stubs import _load_example
+from tests.test_execute_gate import ToolListWorkflow, running_host
 from tests.test_workflow_e2e import eventually, running_tools
-
-with workflow.unsafe.imports_passed_through():
-    from filegate.workflows.runner import agent_runner
-
-ToolListWorkflow = _load_example("file_tools_host").ToolListWorkflow
 
 CLI = [sys.executable, "-m", "filegate"]
 
@@ -65,13 +58,7 @@ async def test_approvals_of_a_file_tools_host_and_one_message_per_mistake(
             backend=BackendSpec(default=BackendRef(kind="remote", name="fs", task_queue=q)),
             interrupt_on={"write_file": ToolInterrupt(always=True)},
         )
-        host_queue = f"host-{uuid.uuid4().hex[:8]}"
-        async with Worker(
-            temporal_client,
-            task_queue=host_queue,
-            workflows=[ToolListWorkflow],
-            workflow_runner=agent_runner(),
-        ):
+        async with running_host(temporal_client) as host_queue:
             wf = f"host-{uuid.uuid4().hex[:8]}"
             handle = await temporal_client.start_workflow(
                 ToolListWorkflow.run, args=[config, calls], id=wf, task_queue=host_queue
