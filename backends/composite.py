@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from filegate.kernel.execute_gate import SandboxView, view_executor
+from filegate.kernel.execute_gate import SandboxView, forwarded_view_executor, view_executor
 from filegate.kernel.limits import DEFAULT_READ_LIMIT
 from filegate.kernel.paths import validate_path
 from filegate.kernel.protocol import (
@@ -272,7 +272,4 @@ class CompositeBackend(ReferenceNames):
     def execute_in_view(
         self, command: str, timeout: float | None, view: SandboxView
     ) -> ExecuteResult:
-        run = view_executor(self.default)
-        if run is None:
-            raise TypeError(f"{type(self.default).__name__} does not compile rules")
-        return run(command, timeout, view)
+        return forwarded_view_executor(self.default)(command, timeout, view)

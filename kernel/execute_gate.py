@@ -248,6 +248,18 @@ def view_executor(backend: Any) -> ViewExecutor | None:
     return None
 
 
+def forwarded_view_executor(inner: Any) -> ViewExecutor:
+    """``inner``'s ``execute_in_view``, for a wrapper that forwards it (composite, policies).
+
+    A wrapper says ``compiles_rules`` only when ``inner`` does, so the dispatcher
+    never calls it otherwise; a direct call on one that does not is a bug.
+    """
+    run = view_executor(inner)
+    if run is None:
+        raise TypeError(f"{type(inner).__name__} does not compile rules")
+    return run
+
+
 def _overlaps(path: str, root: str) -> bool:
     return is_within(path, root) or is_within(root, path)
 
@@ -296,6 +308,7 @@ __all__ = [
     "SandboxView",
     "check_execute_gate",
     "compile_view",
+    "forwarded_view_executor",
     "protecting_rules",
     "view_executor",
 ]

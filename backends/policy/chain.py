@@ -20,7 +20,7 @@ from filegate.backends.audit import (
 )
 from filegate.backends.policy.base import Call, Policy, Refusal
 from filegate.backends.policy.recording import record_call
-from filegate.kernel.execute_gate import SandboxView, view_executor
+from filegate.kernel.execute_gate import SandboxView, forwarded_view_executor, view_executor
 from filegate.kernel.limits import DEFAULT_READ_LIMIT
 from filegate.kernel.paths import validate_path
 from filegate.kernel.protocol import (
@@ -326,9 +326,7 @@ class PolicyBackend(ReferenceNames):
         self, command: str, timeout: float | None, view: SandboxView
     ) -> ExecuteResult:
         """``execute`` in the inner backend's compiled view, judged as ``execute`` is."""
-        run = view_executor(self.inner)
-        if run is None:
-            raise TypeError(f"{type(self.inner).__name__} does not compile rules")
+        run = forwarded_view_executor(self.inner)
         call = Call("execute", None, command=command)
         return self._one(
             call, "execute", None, ExecuteResult, lambda c: run(command, timeout, view)
