@@ -231,7 +231,8 @@ async def test_run_waits_for_decisions_from_other_processes(
             ["edit", ids["/docs/d.txt"], "--workflow", workflow_id,
              "--args", json.dumps({"file_path": "/../x", "content": "y"})],
         )  # fmt: skip
-        assert listing[0] == 0, listing[2]
+        # 3: another test's workflow in the shared namespace did not answer (it may wait)
+        assert listing[0] in (0, 3), listing[2]
         approvals = [a for a in json.loads(listing[1]) if a["workflow_id"] == workflow_id]
         for item in approvals:
             assert set(item) == {"workflow_id", "id", "tool", "args", "rule"}

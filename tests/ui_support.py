@@ -78,11 +78,12 @@ def free_port() -> int:
 
 
 async def pending(handle: WorkflowHandle[Any, Any], count: int) -> list[PendingApproval]:
-    """Poll the workflow's own query until it holds ``count`` pending approvals."""
+    """Poll the workflow's own query until it holds ``count`` pending approvals, each
+    showing its preview (an approve sent while one is computed is refused)."""
     deadline = time.monotonic() + 30
     while True:
         found: list[PendingApproval] = await handle.query(AgentWorkflow.pending_approvals)
-        if len(found) == count:
+        if len(found) == count and not any(a.preview_pending for a in found):
             return found
         assert time.monotonic() < deadline, f"expected {count} approvals, last saw {found}"
         await asyncio.sleep(0.2)
