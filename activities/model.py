@@ -30,6 +30,7 @@ from filegate.activities.history import (
     transcript_key,
 )
 from filegate.activities.identity import run_scope
+from filegate.activities.pages import ForeignPage, store_page
 from filegate.activities.providers import (
     AnthropicMessagesProvider,
     OpenAIChatProvider,
@@ -38,13 +39,16 @@ from filegate.activities.providers import (
 from filegate.activities.providers.common import request_error
 from filegate.activities.providers.model_output import limit_turn
 from filegate.activities.providers.profiles import ModelProfile, ModelProfiles
+from filegate.activities.script_refs import ScriptShelf
 from filegate.backends.settings import Settings
 from filegate.kernel.messages import Message, ModelRequest, ModelResponse, Usage
+from filegate.kernel.scripts import ScriptRef
 from filegate.kernel.transcripts import (
     TRANSCRIPT_UNAVAILABLE,
     MemoryRef,
     ModelTurn,
     ModelTurnResult,
+    TranscriptPage,
 )
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -142,6 +146,8 @@ class ModelActivities:
         self.transcripts = TranscriptStore(store) if store is not None else None
         self.in_memory: RecentTranscripts[MemoryRef] = RecentTranscripts()
         """Transcripts of local calls without a store (see :class:`MemoryRef`)."""
+        self.scripts = ScriptShelf(store)
+        """Scripted runs' scripts by reference (:mod:`filegate.kernel.scripts`)."""
 
     @activity.defn(name="filegate.model")
     async def call_model(
@@ -205,9 +211,12 @@ class ModelActivities:
                     transcripts.archive, workflow_id, name, messages_markdown(full)
                 )
             )
-            return ModelTurnResult(response=await summarize(request, profile), archived=archived)
+            page = await self._page(turn, workflow_id)
+            response = await summarize(request, profile)
+            return ModelTurnResult(response=response, archived=archived, page=page)
+        script = await self._script(request, profile, workflow_id, local=False)
         response = await complete(request, profile)
-        return ModelTurnResult(response=response, transcript=ref, archived=archived)
+        return ModelTurnResult(response=response, transcript=ref, archived=archived, script=script)
 
     async def _answer_in_memory(self, turn: ModelTurn, profile: ModelProfile) -> ModelTurnResult:
         """No store: the conversation comes by value, or as a delta on one kept here."""
@@ -226,12 +235,31 @@ class ModelActivities:
             messages = kept + messages
         if turn.purpose == "summarize":
             return ModelTurnResult(response=await summarize(turn.plain(messages), profile))
-        response = await complete(turn.plain(messages), profile)
-        if not info.is_local:
-            return ModelTurnResult(response=response)  # the next call may run anywhere
+        request = turn.plain(messages)
+        script = await self._script(request, profile, workflow_id, local=info.is_local)
+        response = await complete(request, profile)
+        if not info.is_local:  # the next call may run anywhere
+            return ModelTurnResult(response=response, script=script)
         memory = MemoryRef(call_index=turn.call_index, count=len(messages))
         self.in_memory.keep(workflow_id, memory, messages)
-        return ModelTurnResult(response=response, memory=memory)
+        return ModelTurnResult(response=response, memory=memory, script=script)
+
+    async def _page(self, turn: ModelTurn, scope: str) -> TranscriptPage | None:
+        """Store the messages a summary call brings as the next transcript page."""
+        if turn.page_out is None or self.transcripts is None:
+            return None
+        try:
+            return await asyncio.to_thread(store_page, self.transcripts.store, scope, turn.page_out)
+        except ForeignPage as exc:
+            raise ApplicationError(str(exc), type=FOREIGN_TRANSCRIPT, non_retryable=True) from None
+
+    async def _script(
+        self, request: ModelRequest, profile: ModelProfile, scope: str, *, local: bool
+    ) -> ScriptRef | None:
+        """A scripted call's script made ready (:class:`ScriptShelf`); the ref to hand back."""
+        if profile.kind != "scripted":
+            return None
+        return await self.scripts.prepare(request, scope, local=local)
 
 
 call_model = ModelActivities(profiles=ModelProfiles.defaults()).call_model

@@ -51,8 +51,9 @@ from filegate.activities.tool_threads import Job, ToolThreads
 from filegate.backends.audit import audit_context
 from filegate.backends.media import media_blocks
 from filegate.backends.policy import PolicyConfig, build_policy_chain
+from filegate.backends.search_clock import search_time_limit
 from filegate.kernel.dispatch import InvalidToolRequest, parse_args, run_tool
-from filegate.kernel.limits import DEFAULT_SEARCH_TIMEOUT
+from filegate.kernel.limits import DEFAULT_SEARCH_TIMEOUT, partial_search_seconds
 from filegate.kernel.protocol import BackendProtocol
 from filegate.kernel.tool_types import (
     BATCH_RESULT_CHARS,
@@ -349,6 +350,11 @@ class FileToolActivities:
                 type=INVALID_REQUEST_ERROR,
                 non_retryable=True,
             )
+        if request.approved and not activity.info().in_workflow:
+            # A standalone activity has no workflow history that could hold a
+            # reviewer's decision: a claimed approval is not on record, so an
+            # interrupt rule refuses the call as it would any unapproved one.
+            request = request.model_copy(update={"approved": False, "approved_by": None})
         backend = self._backend(request)
         scope = run_scope(request.first_run_id)
         try:
@@ -360,10 +366,18 @@ class FileToolActivities:
         guarded = self._guarded(backend, request)
 
         store = self.artifacts
+        budget = self._search_budget(batched=batched) if tool in SEARCH_TOOLS else 0.0
+        # A backend that watches it answers with partial results before the hard
+        # stop (contract §1); both limits count from this instant.
+        soft = partial_search_seconds(budget) if tool in SEARCH_TOOLS else None
+        started = time.monotonic()
 
         def call() -> ToolOutcome:
             # Set in the tool thread: contextvars do not follow a new thread.
-            with audit_context(scope, request.tool_call_id, request.approved_by):
+            with (
+                audit_context(scope, request.tool_call_id, request.approved_by),
+                search_time_limit(soft, since=started),
+            ):
                 return run_tool(guarded, request, media=media_blocks, args=args)
 
         fn = call
@@ -383,11 +397,7 @@ class FileToolActivities:
                 def fn() -> ToolOutcome:
                     return offload_large(store, scope, request, journaled())
 
-        deadline = None
-        budget = 0.0
-        if tool in SEARCH_TOOLS:
-            budget = self._search_budget(batched=batched)
-            deadline = time.monotonic() + budget
+        deadline = started + budget if tool in SEARCH_TOOLS else None
         try:
             return await run_blocking(
                 fn,

@@ -7,12 +7,15 @@ size, sha256, content type -- which is all history ever holds. Keys are
 artifacts can be removed with one prefix delete, and a store only serves refs
 from its own namespace.
 
-Retention: with ``retention_days`` the store installs a bucket lifecycle rule
-(id ``filegate-artifacts-<namespace>``, expiring objects under the namespace
-prefix), merged with the rules already on the bucket. Servers may accept a
-rule without enforcing it promptly (SeaweedFS applies it as a TTL to newly
-written objects only), so :meth:`ArtifactStore.purge_older_than` does the same
-job by listing and deleting; run it from a periodic job where that matters.
+Retention: :meth:`ArtifactStore.set_expiry` (and ``retention_days`` at
+construction) installs a bucket lifecycle rule (id
+``filegate-artifacts-<namespace>``, expiring objects under the namespace
+prefix), merged with the rules already on the bucket; workers install it at
+start (``filegate.cli.artifacts.install_artifact_expiry``). Servers may refuse
+lifecycle configuration, or accept a rule without enforcing it promptly
+(SeaweedFS applies it as a TTL to newly written objects only), so
+:meth:`ArtifactStore.purge` does the same job by listing and deleting
+(``filegate artifacts gc``); run it from a periodic job where that matters.
 
 Give the artifact store its own bucket (``from_settings`` uses
 ``<s3_bucket>-artifacts``): Store backend namespaces live in the main bucket
@@ -23,6 +26,8 @@ from __future__ import annotations
 
 import hashlib
 import io
+import math
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -55,6 +60,46 @@ MAX_NAME_COMPONENTS = 2  # <tool_call_id>[/<name>]
 
 
 _ARTIFACT_MISMATCH = "stored artifact does not match its reference (sha256)"
+NO_EXPIRY = 0
+"""``set_expiry(NO_EXPIRY)`` / ``FILEGATE_ARTIFACT_EXPIRE_DAYS=0``: no lifecycle rule."""
+_NO_LIFECYCLE = "NoSuchLifecycleConfiguration"
+
+
+def days_covering(period: timedelta) -> int:
+    """Whole days, rounded up, at least 1: a lifecycle rule counts in days, and
+    expiring sooner than ``period`` (a namespace's retention) would be wrong."""
+    return max(1, math.ceil(period.total_seconds() / 86400))
+
+
+OPEN_RUN_MARGIN_DAYS = 30
+"""Days added to the namespace's retention for the default expiry. A rule counts
+from an object's write, retention from a run's close: a run still open (waiting
+for a reviewer, or long) needs its artifacts for replay past the retention."""
+
+
+def default_expiry_days(retention: timedelta) -> int:
+    """The default lifecycle length: the retention in whole days plus
+    :data:`OPEN_RUN_MARGIN_DAYS`, so a run open up to that margin keeps replaying."""
+    return days_covering(retention) + OPEN_RUN_MARGIN_DAYS
+
+
+@dataclass(frozen=True)
+class StoredArtifact:
+    """One object of the store as a listing reports it."""
+
+    key: str
+    size: int
+    last_modified: datetime
+
+
+@dataclass(frozen=True)
+class Purge:
+    """What :meth:`ArtifactStore.purge` removed (or, dry, would remove)."""
+
+    objects: int
+    bytes: int
+    cutoff: datetime
+    dry_run: bool = False
 
 
 class ArtifactError(RuntimeError):
@@ -75,6 +120,10 @@ class ArtifactIntegrityError(ArtifactError):
 
 class ArtifactAccessError(ArtifactError):
     """The reference belongs to another bucket or namespace than this store."""
+
+
+class LifecycleError(ArtifactError):
+    """The S3 server refused to read or change the bucket's lifecycle configuration."""
 
 
 class _HashingReader:
@@ -116,7 +165,7 @@ class ArtifactStore:
         try:
             ensure_bucket(client, bucket)
             if retention_days is not None:
-                self._install_lifecycle(retention_days)
+                self._apply_lifecycle(retention_days)
         except S3_FAILURES as exc:
             raise ArtifactStoreUnavailable(
                 f"artifact store unavailable (bucket {bucket!r}): {s3_message(exc)}"
@@ -310,57 +359,123 @@ class ArtifactStore:
             ) from exc
         return len(keys)
 
-    def purge_older_than(self, days: float, now: datetime | None = None) -> int:
-        """Delete this namespace's artifacts last modified more than ``days`` ago.
+    def objects(
+        self, older_than: timedelta | None = None, now: datetime | None = None
+    ) -> list[StoredArtifact]:
+        """This namespace's objects (all threads), sorted by key; with ``older_than``
+        only those last modified before ``now - older_than``. Only keys under the
+        namespace prefix are ever returned, so nothing else can be deleted."""
+        prefix = self.namespace + "/"
+        cutoff = None if older_than is None else (now or datetime.now(UTC)) - older_than
+        try:
+            listing = self.client.list_objects(self.bucket, prefix=prefix, recursive=True)
+            found = [
+                StoredArtifact(o.object_name, o.size or 0, o.last_modified)
+                for o in listing
+                if o.object_name and o.object_name.startswith(prefix) and not o.is_dir
+                and o.last_modified is not None
+                and (cutoff is None or o.last_modified < cutoff)
+            ]  # fmt: skip
+        except S3_FAILURES as exc:
+            raise ArtifactError(f"could not list artifacts: {s3_message(exc)}") from exc
+        return sorted(found, key=lambda o: o.key)
+
+    def purge(
+        self, older_than: timedelta, now: datetime | None = None, dry_run: bool = False
+    ) -> Purge:
+        """Delete this namespace's objects last modified more than ``older_than`` ago.
 
         The portable twin of the lifecycle rule, for servers that do not
-        enforce one. ``now`` is injectable for tests. Returns the count removed.
+        enforce one. ``now`` is injectable for tests; ``dry_run`` only counts.
         """
-        cutoff = (now or datetime.now(UTC)) - timedelta(days=days)
-        try:
-            objects = self.client.list_objects(
-                self.bucket, prefix=self.namespace + "/", recursive=True
-            )
-            doomed = [
-                o.object_name
-                for o in objects
-                if o.object_name and not o.is_dir and o.last_modified and o.last_modified < cutoff
-            ]
-            remove_keys(self.client, self.bucket, doomed)
-        except S3_FAILURES as exc:
-            raise ArtifactError(f"could not purge artifacts: {s3_message(exc)}") from exc
-        return len(doomed)
+        now = now or datetime.now(UTC)
+        doomed = self.objects(older_than, now)
+        if not dry_run:
+            try:
+                remove_keys(self.client, self.bucket, [o.key for o in doomed])
+            except S3_FAILURES as exc:
+                raise ArtifactError(f"could not purge artifacts: {s3_message(exc)}") from exc
+        return Purge(len(doomed), sum(o.size for o in doomed), now - older_than, dry_run)
+
+    def purge_older_than(self, days: float, now: datetime | None = None) -> int:
+        """:meth:`purge` of what is older than ``days``; returns the count removed."""
+        return self.purge(timedelta(days=days), now).objects
 
     # -- retention ----------------------------------------------------------
 
-    def _install_lifecycle(self, days: int) -> None:
-        """Add (or replace) this namespace's expiry rule, keeping other rules."""
+    def set_expiry(self, days: int) -> bool:
+        """Expire this namespace's objects ``days`` after they are written; ``NO_EXPIRY``
+        removes the rule. Other rules on the bucket are kept. Idempotent: returns
+        False (and writes nothing) when the server already has exactly that.
+        Raises :class:`LifecycleError` when the server refuses."""
+        if days < 0:
+            raise ValueError(f"expiry days must be 0 (none) or more, got {days}")
+        try:
+            return self._apply_lifecycle(days)
+        except S3_FAILURES as exc:
+            raise LifecycleError(
+                f"lifecycle rule on bucket {self.bucket!r}: {s3_message(exc)}"
+            ) from exc
+
+    def _current_rules(self) -> list[Rule]:
         try:
             current = self.client.get_bucket_lifecycle(self.bucket)
         except S3Error as exc:
-            if exc.code != "NoSuchLifecycleConfiguration":
+            if exc.code != _NO_LIFECYCLE:
                 raise
             current = None
-        rules = [r for r in (current.rules if current else []) if r.rule_id != self.rule_id]
-        rules.append(
-            Rule(
-                ENABLED,
-                rule_filter=Filter(prefix=self.namespace + "/"),
-                rule_id=self.rule_id,
-                expiration=Expiration(days=days),
-            )
+        return list(current.rules) if current else []
+
+    def _apply_lifecycle(self, days: int) -> bool:
+        """:meth:`set_expiry` with S3's own exceptions (the constructor maps them)."""
+        rules = self._current_rules()
+        others = [r for r in rules if r.rule_id != self.rule_id]
+        if days == NO_EXPIRY:
+            if len(others) == len(rules):
+                return False
+            if others:
+                self.client.set_bucket_lifecycle(self.bucket, LifecycleConfig(others))
+            else:
+                self.client.delete_bucket_lifecycle(self.bucket)
+            return True
+        ours = Rule(
+            ENABLED,
+            rule_filter=Filter(prefix=self.namespace + "/"),
+            rule_id=self.rule_id,
+            expiration=Expiration(days=days),
         )
-        self.client.set_bucket_lifecycle(self.bucket, LifecycleConfig(rules))
+        mine = [r for r in rules if r.rule_id == self.rule_id]
+        if len(mine) == 1 and _same_rule(mine[0], ours):
+            return False
+        self.client.set_bucket_lifecycle(self.bucket, LifecycleConfig([*others, ours]))
+        return True
 
     def lifecycle_days(self) -> int | None:
         """Expiry days of this namespace's lifecycle rule as the server reports it."""
         try:
-            config = self.client.get_bucket_lifecycle(self.bucket)
-        except S3Error as exc:
-            if exc.code == "NoSuchLifecycleConfiguration":
-                return None
-            raise
-        for rule in config.rules if config else []:
+            rules = self._current_rules()
+        except S3_FAILURES as exc:
+            raise LifecycleError(
+                f"lifecycle rule on bucket {self.bucket!r}: {s3_message(exc)}"
+            ) from exc
+        for rule in rules:
             if rule.rule_id == self.rule_id and rule.expiration is not None:
                 return rule.expiration.days
         return None
+
+
+def _same_rule(rule: Rule, wanted: Rule) -> bool:
+    """Whether the server's ``rule`` is ``wanted`` (id, status, prefix, days)."""
+
+    def days(r: Rule) -> int | None:
+        return r.expiration.days if r.expiration is not None else None
+
+    def prefix(r: Rule) -> str | None:
+        return r.rule_filter.prefix if r.rule_filter is not None else None
+
+    return (
+        rule.rule_id == wanted.rule_id
+        and rule.status == wanted.status
+        and prefix(rule) == prefix(wanted)
+        and days(rule) == days(wanted)
+    )

@@ -16,10 +16,12 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import pwd
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
@@ -27,6 +29,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Self
 
+from filegate.backends.embedded_failures import startup_cause
 from filegate.backends.executables import find_executable
 
 if TYPE_CHECKING:
@@ -43,7 +46,31 @@ class ServiceError(RuntimeError):
     """An embedded service could not be found, started or reached."""
 
 
-class PortClash(ServiceError):
+class StartupFailed(ServiceError):
+    """The service did not come up: one line with its cause and its log's path.
+
+    The cause is the last error line of this start's log, cut down to what went
+    wrong (:func:`~filegate.backends.embedded_failures.startup_cause`); the full
+    log stays in ``log_path``.
+    """
+
+    def __init__(self, service: str, what: str, cause: str | None, log_path: Path) -> None:
+        self.service, self.what, self.cause, self.log_path = service, what, cause, log_path
+        because = f": {cause}" if cause else ""
+        super().__init__(f"{service} {what}{because} (full log: {log_path})")
+
+    def with_log_in(self, directory: Path | str) -> StartupFailed:
+        """The same failure, its log copied to ``directory`` (for a scratch state dir
+        that is about to be removed)."""
+        fd, kept = tempfile.mkstemp(
+            prefix=f"filegate-{self.service}-", suffix=".log", dir=directory
+        )
+        with os.fdopen(fd, "wb") as out, contextlib.suppress(OSError):
+            out.write(self.log_path.read_bytes())
+        return type(self)(self.service, self.what, self.cause, Path(kept))
+
+
+class PortClash(StartupFailed):
     """The service exited at start-up because one of its ports was taken meanwhile.
 
     Ports are picked free, but another process (or the service itself, picking
@@ -52,6 +79,8 @@ class PortClash(ServiceError):
 
 PORT_CLASH = "address already in use"
 START_ATTEMPTS = 3
+LOG_LINES_READ = 400
+"""Lines of a server's log read back for the cause of a failed start (the last ones)."""
 
 
 def is_listening(host: str, port: int, timeout: float = 0.25) -> bool:
@@ -116,6 +145,32 @@ def clean_env(drop_prefixes: Iterable[str], extra: dict[str, str]) -> dict[str, 
     env = {k: v for k, v in os.environ.items() if not k.startswith(prefixes) and not _credential(k)}
     env.update(extra)
     return env
+
+
+def login_name() -> str:
+    """``$USER``, else this uid's passwd name, else ``uid<N>`` (a uid without an entry)."""
+    name = os.environ.get("USER", "").strip()
+    if name:
+        return name
+    try:
+        return pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:
+        return f"uid{os.getuid()}"
+
+
+def go_user_env(home: Path) -> dict[str, str]:
+    """What a Go server needs to know who it runs as: ``USER`` and ``HOME``.
+
+    The Temporal dev server calls Go's ``user.Current()``, which in a binary
+    built without cgo reads ``/etc/passwd`` and, for a uid without an entry (a
+    container run as ``--user 12345``), falls back to ``$USER`` and ``$HOME``:
+    with either unset it refuses to start ("user: Current requires cgo or $USER
+    set in environment"). ``HOME`` is the server's own state directory, always:
+    the ``temporal`` CLI also reads its config (``~/.config/temporalio``) from
+    there, which a dev server of ours must not take from the user, and an
+    unreadable home (another user's, kept by ``sudo``) stopped it as well.
+    """
+    return {"USER": login_name(), "HOME": str(home)}
 
 
 class _LiveServers:
@@ -233,23 +288,28 @@ class ManagedServer(ABC):
             if code is not None:
                 self._proc = None
                 _live.discard(self)
-                tail = _tail(self.log_path)
-                this_start = tail.rpartition(f"=== {self.name} start")[2]
-                error = PortClash if PORT_CLASH in this_start else ServiceError
+                this_start = self._this_start()
+                error = PortClash if PORT_CLASH in this_start else StartupFailed
+                cause = startup_cause(this_start) or "no error in its log"
                 raise error(
-                    f"{self.name} exited with code {code} during startup; "
-                    f"log {self.log_path}:\n{tail}"
+                    self.name, f"exited with code {code} during startup", cause, self.log_path
                 )
             if self._probe():
                 return
             if time.monotonic() > deadline:
                 self.stop()
-                raise ServiceError(
-                    f"{self.name} not ready after {timeout:.0f}s; "
-                    f"log {self.log_path}:\n{_tail(self.log_path)}"
+                raise StartupFailed(
+                    self.name,
+                    f"not ready after {timeout:.0f} s",
+                    startup_cause(self._this_start()),
+                    self.log_path,
                 )
             time.sleep(delay)
             delay = min(delay * 1.5, 0.5)
+
+    def _this_start(self) -> str:
+        """The log of the latest start (after its ``=== <name> start`` line)."""
+        return _tail(self.log_path, LOG_LINES_READ).rpartition(f"=== {self.name} start")[2]
 
     def stop(self, grace: float = 15.0) -> None:
         """SIGTERM the process group, wait, SIGKILL after ``grace`` seconds."""
@@ -314,6 +374,10 @@ DYNAMIC_CONFIG = (
     "history.timerProcessorMaxPollRPS=1000",
     "history.visibilityProcessorMaxPollRPS=1000",
     "history.outboundProcessorMaxPollRPS=1000",
+    # Standalone activities (on by default in Server 1.32; said here so a newer
+    # binary's default cannot change it): `filegate call` and the Deep Agents
+    # adapter outside a workflow start tool activities directly.
+    "activity.enableStandalone=true",
 )
 """History's queue readers may poll this often per shard (the server's default is 20).
 
@@ -395,7 +459,7 @@ class TemporalDevServer(ManagedServer):
 
     def _env(self) -> dict[str, str]:
         # TEMPORAL_* (address, TLS, profile...) would retarget the CLI calls.
-        return clean_env(["TEMPORAL_"], {})
+        return clean_env(["TEMPORAL_"], go_user_env(self.state_dir))
 
     def _probe(self) -> bool:
         if not is_listening(self.host, self.port):

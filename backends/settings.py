@@ -42,6 +42,9 @@ class Settings(BaseModel):
     s3_secret_key: SecretStr | None = None
     s3_bucket: str = "filegate"
     s3_secure: bool = False
+    artifact_expire_days: int | None = Field(default=None, ge=0)
+    """Days after which artifacts expire (the lifecycle rule workers install);
+    unset: the Temporal namespace's retention, rounded up; 0: no rule."""
 
     state_dir: Path = Path(".filegate")
     journal_fsync: bool = False

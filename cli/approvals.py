@@ -26,6 +26,7 @@ from filegate.cli.contract import (
     WORKFLOW_TYPE,
 )
 from filegate.cli.errors import CliError, failure_text
+from filegate.cli.grant_options import add_remember_options, grant_line, remember_payload
 from filegate.cli.progress import approval_context, args_text, counted, rule_text, say
 from filegate.cli.ui_listing import LISTING_TIMEOUT, Listing, approval_listing
 from temporalio.client import (
@@ -150,6 +151,17 @@ def os_user() -> str:
         return "unknown"
 
 
+def check_target(args: argparse.Namespace) -> None:
+    """One approval id, or ``--all`` (every pending call of a turn), never both."""
+    every = getattr(args, "all", False)
+    if every and args.id:
+        raise CliError("give an approval ID or --all, not both", 2)
+    if not every and not args.id:
+        raise CliError("give an approval ID, or --all for every pending call of a turn", 2)
+    if not every and getattr(args, "turn", None) is not None:
+        raise CliError("--turn goes with --all", 2)
+
+
 def decision_payload(args: argparse.Namespace) -> dict[str, Any]:
     """The ``decide`` payload (the workflow's Decision model: id, decision,
     args/reason/message, and who decided: ``--reviewer`` or the OS user, via ``cli``)."""
@@ -173,6 +185,9 @@ def decision_payload(args: argparse.Namespace) -> dict[str, Any]:
         if not isinstance(edited, dict):
             raise CliError("--args must be a JSON object of tool arguments", 2)
         payload["args"] = edited
+    remember = remember_payload(args)  # approve --remember [PATTERN] [--for DURATION]
+    if remember is not None:
+        payload["remember"] = remember
     return payload
 
 
@@ -182,6 +197,28 @@ PREVIEW_WAIT_SECONDS = 30.0
 
 class _Unanswered(Exception):
     """No worker answered the approvals query in time."""
+
+
+async def listed_now(handle: WorkflowHandle[Any, Any], rpc_timeout: float) -> list[dict[str, Any]]:
+    """The workflow's pending approvals as its query answers them now."""
+    try:
+        listed: list[dict[str, Any]] = await handle.query(
+            PENDING_QUERY,
+            result_type=list[dict[str, Any]],
+            rpc_timeout=timedelta(seconds=rpc_timeout),
+        )
+    except RPCError as exc:
+        if exc.status in (RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED):
+            raise _Unanswered from None
+        raise
+    return listed
+
+
+def fingerprint_shown(approval: dict[str, Any]) -> str | None:
+    """The fingerprint a decision on ``approval`` names: its preview's (``""`` for one
+    without), None when it shows no preview."""
+    preview = approval.get("preview")
+    return None if preview is None else str(preview.get("fingerprint") or "")
 
 
 async def shown_fingerprint(
@@ -199,31 +236,26 @@ async def shown_fingerprint(
     """
     deadline = asyncio.get_running_loop().time() + wait
     while True:
-        try:
-            listed: list[dict[str, Any]] = await handle.query(
-                PENDING_QUERY,
-                result_type=list[dict[str, Any]],
-                rpc_timeout=timedelta(seconds=rpc_timeout),
-            )
-        except RPCError as exc:
-            if exc.status in (RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED):
-                raise _Unanswered from None
-            raise
-
+        listed = await listed_now(handle, rpc_timeout)
         approval = next((a for a in listed if a.get("id") == approval_id), None)
         if approval is None or not approval.get("preview_pending"):
-            preview = (approval or {}).get("preview")
-            return None if preview is None else str(preview.get("fingerprint") or "")
+            return fingerprint_shown(approval or {})
         if asyncio.get_running_loop().time() > deadline:
             raise CliError(f"the preview of approval {approval_id} is not ready after {wait:g} s")
         await asyncio.sleep(0.1)
 
 
 async def decide_command(args: argparse.Namespace) -> int:
+    check_target(args)
     decision = decision_payload(args)
     client = await target_from(args).connect()
     handle = client.get_workflow_handle(args.workflow)
     try:
+        if getattr(args, "all", False):
+            from filegate.cli.turn_approvals import decide_turn  # it builds on this module
+
+            say(await decide_turn(handle, decision, args))
+            return 0
         if decision["decision"] in ("approve", "edit"):
             seen = await shown_fingerprint(handle, args.id, rpc_timeout=args.timeout)
             if seen is not None:
@@ -251,6 +283,8 @@ async def decide_command(args: argparse.Namespace) -> int:
         raise CliError(f"cannot reach workflow {args.workflow}: {exc.message}") from None
     by = f"{ack.get('reviewer', decision['reviewer'])} via {ack.get('via', 'cli')}"
     say(f"{ack['decision']}: approval {ack['id']} of {args.workflow} (by {by})")
+    if ack.get("grant"):
+        say(f"remembered as {grant_line(ack['grant'])}")
     return 0
 
 
@@ -312,8 +346,17 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     }
     for kind, text in helps.items():
         parser = sub.add_parser(kind, parents=[common], help=text)
-        parser.add_argument("id", help="approval id (see `filegate approvals`)")
+        every = kind in ("approve", "reject")  # also per turn: cli/turn_approvals.py
+        parser.add_argument(
+            "id", nargs="?" if every else None, help="approval id (see `filegate approvals`)"
+        )
         parser.add_argument("--workflow", required=True, help="workflow id")
+        if every:
+            parser.add_argument(
+                "--all", action="store_true",
+                help=f"{kind} every pending call of one model turn, in one update",
+            )  # fmt: skip
+            parser.add_argument("--turn", help="with --all: the turn (when several are pending)")
         parser.add_argument(
             "--timeout", type=float, default=DECIDE_TIMEOUT,
             help=f"seconds to wait for a worker to accept (default {DECIDE_TIMEOUT:g})",
@@ -327,6 +370,8 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
             parser.add_argument("--message", required=True, help="text of the tool result")
         elif kind == "edit":
             parser.add_argument("--args", required=True, help="replacement tool arguments (JSON)")
+        if kind == "approve":
+            add_remember_options(parser)
         parser.set_defaults(handler=decide_command, decision=kind)
 
     status = sub.add_parser(

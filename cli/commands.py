@@ -2,6 +2,7 @@
 
 The parser and the dispatch: each command group lives in its own module
 (:mod:`~filegate.cli.workers`, :mod:`~filegate.cli.run`, :mod:`~filegate.cli.submit`,
+:mod:`~filegate.cli.artifacts`,
 :mod:`~filegate.cli.demo`,
 :mod:`~filegate.cli.approvals`, :mod:`~filegate.cli.ui`) and adds its parsers
 through :data:`COMMANDS`. The web UI's stack is imported only for ``filegate ui``.
@@ -19,7 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from filegate.backends.embedded import LOOPBACK
-from filegate.cli import approvals, demo, dev, run, submit, workers
+from filegate.cli import approvals, artifacts, call, demo, dev, grants, run, submit, workers
 from filegate.cli.connection import connection_options
 from filegate.cli.errors import CliError
 from filegate.cli.services import STOPPED_BY
@@ -45,10 +46,13 @@ COMMANDS: dict[str, Callable[[Any, argparse.ArgumentParser], None]] = {
     "worker": workers.add_parser,
     "run": run.add_parser,
     "submit": submit.add_parser,
+    "call": call.add_parser,
     "demo": demo.add_parser,
     "dev": dev.add_parser,
     "approvals": approvals.add_parsers,
+    "grants": grants.add_parsers,
     "ui": _add_ui_parser,
+    "artifacts": artifacts.add_parsers,
 }
 """Command group -> function adding its parser(s); extend to add commands."""
 

@@ -13,6 +13,9 @@ PENDING_QUERY = "pending_approvals"
 STATUS_QUERY = "status"
 TRANSCRIPT_QUERY = "transcript"
 DECIDE_UPDATE = "decide"  # also the signal's name
+GRANTS_QUERY = "grants"  # remembered approvals (workflows.grants)
+REVOKE_UPDATE = "revoke"
+DECIDE_TURN_UPDATE = "decide_turn"  # every pending call of one turn (update only)
 
 RUNNING_AGENTS = f"WorkflowType = '{WORKFLOW_TYPE}' AND ExecutionStatus = 'Running'"
 """Visibility query of the agents that may have pending approvals."""

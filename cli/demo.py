@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from filegate.cli.approvals import shown_fingerprint
 from filegate.cli.connection import target_from
-from filegate.cli.errors import CliError, failure_text
+from filegate.cli.errors import CliError, failure_text, logs_kept
 from filegate.cli.progress import Approval, Progress, args_text, content_text, follow, one_line, say
 from filegate.cli.run import approval_counters
 from filegate.cli.services import local_services, services_client, state_dir_for
@@ -304,7 +304,11 @@ async def demo_command(args: argparse.Namespace) -> int:
         dirs = DemoDirs.create(base)
         state_dir = state_dir_for(target.settings, base / "state")
         say("[demo] starting services (what is not already configured)...")
-        async with local_services(target, state_dir, reuse_default=False) as services:
+        # A server's log in the scratch dir would go with it: a failed start keeps it.
+        async with (
+            logs_kept(base),
+            local_services(target, state_dir, reuse_default=False) as services,
+        ):
             for line in services.notes:
                 say(f"[demo] {line}")
             client, artifacts = await services_client(target, services)

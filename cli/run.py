@@ -307,7 +307,8 @@ def add_task_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--interrupt-on",
         metavar="FILE",
-        help='JSON file: {tool: true | {"always": true} | {"when": ...}} approvals per tool',
+        help='JSON file: {tool: true | {"always": true} | {"when": ...}} approvals per tool '
+        '(execute also {"allow_prefixes": ["git status", ...]})',
     )
     parser.add_argument(
         "--system-prompt", metavar="TEXT|@FILE", help="replace the default system prompt"

@@ -117,9 +117,13 @@ def load_interrupt_on(path: str | None) -> dict[ToolName, ToolInterrupt]:
             known = ", ".join(TOOL_ORDER)
             raise CliError(f"interrupt-on file {path}: unknown tool {tool!r} ({known})", 2)
         try:
-            out[cast("ToolName", tool)] = ToolInterrupt.model_validate(rule)
+            entry = ToolInterrupt.model_validate(rule)
         except ValidationError as exc:
             raise CliError(f"interrupt-on file {path}, {tool}: {first_error(exc)}", 2) from None
+        problem = entry.tool_problem(tool)
+        if problem is not None:
+            raise CliError(f"interrupt-on file {path}, {tool}: {problem}", 2)
+        out[cast("ToolName", tool)] = entry
     return out
 
 

@@ -24,7 +24,7 @@ from filegate.backends.embedded_stack import Lease, acquire, release, s3_entry, 
 from filegate.backends.settings import ENV_PREFIX, Settings
 from filegate.backends.startup import inside
 from filegate.cli.connection import Target, with_address
-from filegate.cli.errors import CliError
+from filegate.cli.errors import CliError, service_failure
 from filegate.worker import S3Access, open_store, with_payload_codec
 from temporalio.client import Client
 
@@ -154,7 +154,7 @@ def _lease_all(
     failure = next((f for f in failures if f is not None), None)
     if failure is not None:
         _release_all(leases)
-        raise CliError(f"could not start a local service: {failure}")
+        raise service_failure(failure) from failure
     (address, t_how), (access, s_how) = t_future.result(), s_future.result()
     notes += [f"Temporal at {address} ({t_how})", f"S3 at {access.endpoint} ({s_how})"]
     return address, access, leases

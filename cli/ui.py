@@ -36,14 +36,15 @@ import os
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlencode
 
 import uvicorn
 from filegate.backends.embedded import is_listening
 from filegate.cli.connection import target_from
-from filegate.cli.contract import DECIDE_UPDATE
+from filegate.cli.contract import DECIDE_TURN_UPDATE, DECIDE_UPDATE
 from filegate.cli.errors import CliError, failure_text
+from filegate.cli.grant_options import grant_line
 from filegate.cli.ui_cards import (
     PREVIEW_LIMIT,
     Raw,
@@ -57,10 +58,13 @@ from filegate.cli.ui_cards import (
     shown,
 )
 from filegate.cli.ui_decided import decided_listing
+from filegate.cli.ui_grants import grant_routes, mark_scopes
 from filegate.cli.ui_listing import LISTING_TIMEOUT, approval_listing
+from filegate.cli.ui_turns import mark_turns, turn_decision_text
 from filegate.cli.web_guard import TOKEN_QUERY, GuardMiddleware, Reviewer, UiAccess, reviewer_of
 from filegate.worker import ConfigError
 from filegate.workflows.inputs import Decision
+from filegate.workflows.turn_decisions import TurnDecision
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from pydantic import ValidationError
 from starlette.applications import Starlette
@@ -133,6 +137,8 @@ class ApprovalService:
         client = await self.client()
         found = await approval_listing(client, soft_deadline=soft_deadline)
         cards = [enrich(a, self.web_url, client.namespace) for a in found.approvals]
+        mark_turns(cards)  # "Approve all N" per turn (cli/ui_turns.py)
+        mark_scopes(cards)  # what "remember" would grant (cli/ui_grants.py)
         return cards, found.unreachable
 
     async def decided(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -157,6 +163,23 @@ class ApprovalService:
             ) from None
         return ack
 
+    async def decide_turn(self, workflow_id: str, decision: TurnDecision) -> dict[str, Any]:
+        """Send ``decision`` as the ``decide_turn`` update; raise ``ValueError`` on refusal."""
+        handle = (await self.client()).get_workflow_handle(workflow_id)
+        try:
+            ack: dict[str, Any] = await handle.execute_update(
+                DECIDE_TURN_UPDATE, decision.model_dump(mode="json", exclude_none=True)
+            )
+        except WorkflowUpdateFailedError as exc:
+            raise ValueError(failure_text(exc)) from None
+        except RPCError as exc:
+            raise LookupError(
+                f"turn {decision.turn}: cannot reach workflow {workflow_id}: {exc.message}"
+            ) from None
+        return ack
+
+
+_Model = TypeVar("_Model", Decision, TurnDecision)
 
 IDENTITY_FIELDS = ("reviewer", "via")
 """Set from the authenticated caller, never from the request body."""
@@ -168,6 +191,19 @@ def _parse_decision(body: Any, reviewer: Reviewer) -> tuple[str, Decision]:
     Who decided comes from the guard's ``reviewer``; a body that names a
     reviewer or channel itself is refused rather than silently corrected.
     """
+    workflow_id, fields = _decision_fields(body, reviewer)
+    return workflow_id, _validated(Decision, fields)
+
+
+def _parse_turn_decision(body: Any, reviewer: Reviewer) -> tuple[str, TurnDecision]:
+    """``{"workflow_id", "turn", "decision", "fingerprints", "reason"?}`` -> TurnDecision,
+    checked as :func:`_parse_decision` checks a single one."""
+    workflow_id, fields = _decision_fields(body, reviewer)
+    return workflow_id, _validated(TurnDecision, fields)
+
+
+def _decision_fields(body: Any, reviewer: Reviewer) -> tuple[str, dict[str, Any]]:
+    """The workflow id and the decision's fields, stamped with ``reviewer``."""
     if not isinstance(body, dict):
         raise ValueError("the body must be a JSON object")
     workflow_id = body.get("workflow_id")
@@ -180,8 +216,13 @@ def _parse_decision(body: Any, reviewer: Reviewer) -> tuple[str, Decision]:
     if isinstance(fields.get("reason"), str) and not fields["reason"].strip():
         fields["reason"] = None  # an empty reason box means "no reason"
     fields.update(reviewer=reviewer.who, via=reviewer.via)
+    return workflow_id, fields
+
+
+def _validated(model: type[_Model], fields: dict[str, Any]) -> _Model:
+    """``fields`` as ``model``; what is wrong with them as one ValueError line."""
     try:
-        return workflow_id, Decision.model_validate(fields)
+        return model.model_validate(fields)
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors()
@@ -198,6 +239,8 @@ def decision_text(ack: dict[str, Any], workflow_id: str, reviewer: Reviewer) -> 
             " - but the file changed since the preview you saw: nothing ran, the approval"
             " is still open with a fresh preview"
         )
+    elif ack.get("grant"):
+        text += f"; remembered as {grant_line(ack['grant'])}"
     return text
 
 
@@ -297,6 +340,27 @@ def create_app(
         answer = {"ok": True, "ack": ack, "message": text, "changed": changed}
         return JSONResponse(page_json(answer))  # the page shows message and ack
 
+    async def api_decide_turn(request: Request) -> Response:
+        reviewer = reviewer_of(request.scope)
+        try:
+            workflow_id, decision = _parse_turn_decision(await request.json(), reviewer)
+        except json.JSONDecodeError:
+            return _page_error("the body is not valid JSON", 400)
+        except ValueError as exc:
+            return _page_error(str(exc), 400)
+        try:
+            ack = await service.decide_turn(workflow_id, decision)
+        except ValueError as exc:
+            return _page_error(f"refused: {exc}", 409)
+        except LookupError as exc:
+            return _page_error(str(exc), 404)
+        text = turn_decision_text(ack, workflow_id)
+        log.info("%s", text)
+        changed = bool(ack.get("changed_since_preview"))
+        return JSONResponse(
+            page_json({"ok": True, "ack": ack, "message": text, "changed": changed})
+        )
+
     app = Starlette(
         routes=[
             Route("/", index),
@@ -307,6 +371,8 @@ def create_app(
             Route("/api/decided", api_decided),
             Route("/api/edit-preview", api_edit_preview, methods=["POST"]),
             Route("/api/decide", api_decide, methods=["POST"]),
+            Route("/api/decide-turn", api_decide_turn, methods=["POST"]),
+            *grant_routes(service.client, _TEMPLATES),  # the Grants tab, revoke
         ]
     )
     return GuardMiddleware(app, access)

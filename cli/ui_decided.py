@@ -3,8 +3,9 @@
 The same visibility-then-parallel-queries scheme as pending approvals
 (:mod:`filegate.cli.ui_listing`): workflows with ``FilegateDecidedApprovals > 0``
 that are running or closed within :data:`RECENT_WINDOW` (plus running ones
-that publish no counter), each asked for ``decided_approvals`` within
-:data:`LISTING_TIMEOUT`.
+that publish no counter, and the recently closed runs of the types known to
+host approvals without it: :func:`closed_hosts`), each asked for
+``decided_approvals`` within :data:`LISTING_TIMEOUT`.
 
 A closed run is usually one whose workers are gone (a finished ``filegate
 run`` takes its in-process workers with it), so nothing can answer a query
@@ -37,7 +38,9 @@ from filegate.cli.ui_listing import (
     ask,
     ask_all,
     candidates,
+    host_types,
     late_entry,
+    learn_host,
     log,
     quoted,
 )
@@ -155,15 +158,41 @@ async def _status_of(client: Client, wf: Candidate) -> dict[str, Any] | str:
     return found if isinstance(found, dict) else NOT_OURS
 
 
+CLOSED = "ExecutionStatus IN ('Completed', 'Failed', 'Canceled', 'Terminated', 'TimedOut')"
+"""A run that ended (not one that continued as new: its decisions went on with it)."""
+
+
+async def closed_hosts(client: Client, since: str, known: set[str]) -> list[Candidate]:
+    """Runs closed since ``since`` that kept no counters, of the types known to host
+    approvals (:func:`~filegate.cli.ui_listing.learn_host`), minus the ``known`` ids.
+
+    Visibility cannot tell such a run from any other once it closed; its type
+    can. A type this process never saw running (a UI started after the run
+    ended) is not known, and the tab says so.
+    """
+    types = host_types(client)
+    if not types:
+        return []
+    recent = (
+        f"{CLOSED} AND CloseTime > {quoted(since)}"
+        f" AND WorkflowType IN ({', '.join(quoted(t) for t in types)})"
+    )
+    narrowed = f"{DECIDED_ATTRIBUTE} IS NULL AND {recent}"
+    found = await candidates(client, DECIDED_ATTRIBUTE, narrowed, recent, RECENT_WORKFLOWS)
+    return [wf for wf in found if wf.workflow_id not in known]
+
+
 async def decided_listing(client: Client, now: datetime | None = None) -> DecidedListing:
     """The last :data:`RECENT_DECISIONS` decisions of workflows that decided any,
-    running or closed within :data:`RECENT_WINDOW` (fallback: running ones)."""
+    running or closed within :data:`RECENT_WINDOW` (fallback: running ones), and
+    of the recently closed runs that kept no counters (:func:`closed_hosts`)."""
     since = ((now or datetime.now(UTC)) - RECENT_WINDOW).strftime("%Y-%m-%dT%H:%M:%SZ")
     narrowed = (
         f"({DECIDED_ATTRIBUTE} > 0 AND ({RUNNING} OR CloseTime > {quoted(since)}))"
         f" OR ({DECIDED_ATTRIBUTE} IS NULL AND {RUNNING})"
     )
     found = await candidates(client, DECIDED_ATTRIBUTE, narrowed, RUNNING, RECENT_WORKFLOWS)
+    found += await closed_hosts(client, since, {wf.workflow_id for wf in found})
     answers = await ask_all(found, lambda wf: _decided_of(client, wf))
     listing = DecidedListing()
     for wf, answer in zip(found, answers, strict=True):
@@ -173,6 +202,7 @@ async def decided_listing(client: Client, now: datetime | None = None) -> Decide
                     answer = f"is closed and no worker replays it for queries ({answer})"
                 listing.unreachable.append(late_entry(wf, answer))
             continue
+        learn_host(client, wf)
         listing.decisions.extend(
             {**d, "workflow_id": wf.workflow_id, "run_id": wf.run_id, "running": wf.running}
             for d in answer

@@ -7,7 +7,9 @@ approvals decided so far), so one visibility query names the workflows worth
 asking, whatever their type: with thousands of running agents the listing asks
 the few that wait on a human, not all of them. A running workflow without the
 attribute at all (started without the counters, or another type) is asked
-too, since nothing says it has no approvals (:func:`waiting_or_unknown`).
+too, since nothing says it has no approvals (:func:`waiting_or_unknown`); the
+types of such runs that answer are remembered (:func:`learn_host`), so their
+decisions stay listed once they close (:mod:`filegate.cli.ui_decided`).
 
 A server without those attributes (an older ``filegate dev``, a cluster where
 nobody registered them) refuses the query with ``invalid search attribute``.
@@ -32,6 +34,7 @@ from typing import Any
 
 from filegate.cli.contract import PENDING_QUERY
 from temporalio.client import Client, WorkflowQueryFailedError
+from temporalio.common import SearchAttributeKey
 from temporalio.service import RPCError, RPCStatusCode
 
 log = logging.getLogger("filegate.approvals")
@@ -86,8 +89,12 @@ _missing: dict[tuple[str, str, str], float] = {}
 """(server, namespace, attribute) -> when the server said it lacks the attribute."""
 
 
+def _namespace_key(client: Client) -> tuple[str, str]:
+    return (client.service_client.config.target_host, client.namespace)
+
+
 def _server_key(client: Client, attribute: str) -> tuple[str, str, str]:
-    return (client.service_client.config.target_host, client.namespace, attribute)
+    return (*_namespace_key(client), attribute)
 
 
 def attribute_missing(client: Client, attribute: str) -> bool:
@@ -108,6 +115,39 @@ class Candidate:
     run_id: str
     workflow_type: str
     running: bool = True
+    counted: bool = False
+    """It carries the listing's search attribute (keeps its approval counters)."""
+
+
+HOST_TYPES_KEPT = 50
+"""Workflow types remembered per server and namespace as hosting approvals without
+the counters (:func:`learn_host`); the oldest is forgotten first."""
+
+_host_types: dict[tuple[str, str], dict[str, None]] = {}
+"""(server, namespace) -> types (insertion-ordered) whose runs answered the approval
+queries without carrying the counters."""
+
+
+def learn_host(client: Client, wf: Candidate) -> None:
+    """Remember ``wf``'s type: it answered the approval queries without the counters.
+
+    A run started without them is found only while it runs (``IS NULL`` matches
+    running workflows only); once closed, nothing in visibility tells it from
+    any other workflow but its type. The recent-decisions tab asks the recently
+    closed runs of the types learnt here (:func:`host_types`).
+    """
+    if wf.counted:
+        return
+    types = _host_types.setdefault(_namespace_key(client), {})
+    types.pop(wf.workflow_type, None)
+    types[wf.workflow_type] = None
+    while len(types) > HOST_TYPES_KEPT:
+        del types[next(iter(types))]
+
+
+def host_types(client: Client) -> list[str]:
+    """The types :func:`learn_host` remembered for this server and namespace."""
+    return list(_host_types.get(_namespace_key(client), {}))
 
 
 async def candidates(
@@ -117,12 +157,15 @@ async def candidates(
     when the server lacks the attribute; the refusal is remembered."""
     query = fallback if attribute_missing(client, attribute) else narrowed
 
+    key = SearchAttributeKey.for_int(attribute)
+
     async def listed(text: str) -> list[Candidate]:
         found: dict[str, Candidate] = {}
         async for wf in client.list_workflows(text, limit=limit):
             if wf.id not in found:  # newest run first: keep it
                 running = wf.status is None or wf.status.name == "RUNNING"
-                found[wf.id] = Candidate(wf.id, wf.run_id, wf.workflow_type, running)
+                counted = wf.typed_search_attributes.get(key) is not None
+                found[wf.id] = Candidate(wf.id, wf.run_id, wf.workflow_type, running, counted)
         return sorted(found.values(), key=lambda c: c.workflow_id)
 
     try:
@@ -252,6 +295,7 @@ async def approval_listing(
             if answer != NOT_OURS:
                 listing.unreachable.append(late_entry(wf, answer))
             continue
+        learn_host(client, wf)
         listing.approvals.extend(
             {
                 **a,

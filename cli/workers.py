@@ -32,6 +32,7 @@ from filegate.backends.startup import (
     check_journal_outside,
     served_roots,
 )
+from filegate.cli.artifacts import install_artifact_expiry
 from filegate.cli.connection import target_from
 from filegate.cli.errors import CliError
 from filegate.cli.services import state_dir_outside
@@ -161,6 +162,7 @@ async def worker_command(args: argparse.Namespace) -> int:
     # One store for the codec and the activities: transcripts / large results.
     artifacts = await configured_store(settings)
     client = with_payload_codec(client, artifacts)
+    await install_artifact_expiry(client, artifacts, settings)  # one log line
     if args.role == "agent":
         hosted: dict[str, Any] = {}
         if served is not None:

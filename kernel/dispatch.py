@@ -317,9 +317,14 @@ def _glob(backend: BackendProtocol, request: ToolRequest, args: GlobArgs) -> Too
     if request.want_raw:
         allowed = set(kept)
         local = [p for p, v in zip(result.matches, virtual, strict=True) if v in allowed]
-        raw = RawListing(glob=GlobResult(matches=local, truncated=result.truncated))
+        raw = RawListing(glob=GlobResult(matches=local, **_cut(result)))
         return _raw_outcome(raw, len(local), "paths")
-    return outcome(format_glob(GlobResult(matches=kept, truncated=result.truncated)))
+    return outcome(format_glob(GlobResult(matches=kept, **_cut(result))))
+
+
+def _cut(result: GlobResult | GrepResult) -> dict[str, Any]:
+    """Whether and why a search result is partial, for its filtered copy (contract §1)."""
+    return {"truncated": result.truncated, "stopped_after": result.stopped_after}
 
 
 def _grep(backend: BackendProtocol, request: ToolRequest, args: GrepArgs) -> ToolOutcome:
@@ -357,9 +362,9 @@ def _grep(backend: BackendProtocol, request: ToolRequest, args: GrepArgs) -> Too
         local = [
             m for m, v in zip(result.matches, virtual, strict=True) if (v.path, v.line) in allowed
         ]
-        raw = RawListing(grep=GrepResult(matches=local, truncated=result.truncated))
+        raw = RawListing(grep=GrepResult(matches=local, **_cut(result)))
         return _raw_outcome(raw, len(local), "matches")
-    shown = GrepResult(matches=kept, truncated=result.truncated)
+    shown = GrepResult(matches=kept, **_cut(result))
     return outcome(format_grep(shown, pattern=args.pattern, output_mode=args.output_mode))
 
 

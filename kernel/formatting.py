@@ -154,6 +154,20 @@ GLOB_TRUNCATED_NOTE = (
     "[The search stopped early: the paths above are valid but incomplete. "
     "Use a narrower pattern or path to see the rest.]"
 )
+GLOB_NARROW = "Use a narrower pattern or path to see the rest."
+GREP_NARROW = "Narrow path or glob to see more."
+
+
+def search_stopped_note(seconds: float, narrow: str) -> str:
+    """A glob/grep cut by its time limit (``stopped_after``): say so, and for how long it ran.
+
+    Why the time is named: "incomplete" alone reads like a result cap, which a
+    narrower pattern may not fix; a time limit tells the model the tree is big.
+    """
+    return (
+        f"[Search stopped after {seconds:g} s (its time limit); results are partial: "
+        f"those above are valid but incomplete. {narrow}]"
+    )
 
 
 def format_ls(result: LsResult) -> Rendered:
@@ -170,6 +184,8 @@ def format_glob(result: GlobResult) -> Rendered:
     if result.error is not None:
         return result_error(result)
     extra = [GLOB_TRUNCATED_NOTE] if result.truncated else []
+    if result.stopped_after is not None:
+        extra = [search_stopped_note(result.stopped_after, GLOB_NARROW)]
     if not result.matches:
         return Rendered("\n\n".join([NO_FILES_FOUND, *extra]))
     return Rendered(_list_cut(list(result.matches), "paths", extra))
@@ -248,6 +264,8 @@ def format_grep(
     if result.error is not None:
         return result_error(result)
     extra = [grep_truncated_note()] if result.truncated else []
+    if result.stopped_after is not None:
+        extra = [search_stopped_note(result.stopped_after, GREP_NARROW)]
     if not result.matches:
         parts = [NO_MATCHES_FOUND]
         if looks_like_regex(pattern):

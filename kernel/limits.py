@@ -52,6 +52,27 @@ DEFAULT_MAX_OUTPUT_BYTES = 100_000
 DEFAULT_SEARCH_TIMEOUT = 20.0
 """Seconds a glob/grep may search before it is stopped and the model told to narrow it."""
 
+DEFAULT_TOOL_WORKER_WAIT = 60.0
+"""Seconds a call on a remote backend waits for a tools worker to take it from the
+backend's task queue (the activity's schedule-to-start timeout, per attempt) before
+it ends with an error result saying no worker polls that queue
+(``Limits.tool_worker_wait_seconds``; ``workflows/unserved.py``). Long enough for a
+tools worker to restart, short enough that a queue nobody serves is reported."""
+
+PARTIAL_SEARCH_SHARE = 0.75
+"""Share of a glob/grep's time budget after which a backend that can stop itself
+(Filesystem, LocalShell) ends its walk and answers with what it found so far,
+``truncated`` and with a note naming the time (contract §1). The rest of the
+budget is for sorting, rendering and the trip back, so the partial answer
+arrives before the activity's hard stop at the full budget, which would only
+say "narrow it"."""
+
+
+def partial_search_seconds(budget: float) -> float:
+    """The soft time limit of a search whose hard budget is ``budget`` seconds: the one rule."""
+    return budget * PARTIAL_SEARCH_SHARE
+
+
 OFFLOAD_HEAD_LINES = 5
 OFFLOAD_TAIL_LINES = 5
 """Lines of an offloaded result shown in its stub, from the start and the end."""

@@ -15,6 +15,7 @@ from filegate.kernel.limits import (
     DEFAULT_MAX_TOOL_CALLS_PER_TURN,
     MAX_TOOL_NAME_CHARS,
 )
+from filegate.kernel.scripts import ScriptRef
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 
@@ -324,6 +325,9 @@ class ModelRequest(BaseModel):
     call_index: int = 0
     """How many model calls this thread made before this one (the scripted model answers turn k)."""
     tool_limits: ToolCallLimits = Field(default_factory=ToolCallLimits)
+    script: ScriptRef | None = None
+    """The scripted model's script by reference (:mod:`filegate.kernel.scripts`), in place
+    of ``model.options["script"]``."""
 
 
 class ModelResponse(BaseModel):

@@ -18,10 +18,10 @@ is shown as is (it may then name a backend-local path under a route).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Literal, Protocol, runtime_checkable
+from typing import Literal, Protocol, Self, runtime_checkable
 
 from filegate.kernel.limits import DEFAULT_READ_LIMIT
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 ErrorCode = Literal[
     "file_not_found",
@@ -172,9 +172,28 @@ class DeleteResult(_Result):
     path: str = ""
 
 
-class GlobResult(_Result):
-    matches: list[str] = Field(default_factory=list)
+class _Search(_Result):
+    """What glob and grep share: ``truncated`` and why, when it was the clock.
+
+    ``stopped_after``: the search hit its time limit (that many seconds) and
+    answers with what it had found so far (contract §1); ``truncated`` is then
+    always set too (the validator makes it so), so a reader that only knows
+    ``truncated`` still sees a partial answer. None: not cut by time
+    (``truncated`` alone: a result cap or ``max_count``).
+    """
+
     truncated: bool = False
+    stopped_after: float | None = None
+
+    @model_validator(mode="after")
+    def _partial_is_truncated(self) -> Self:
+        if self.stopped_after is not None:
+            self.truncated = True
+        return self
+
+
+class GlobResult(_Search):
+    matches: list[str] = Field(default_factory=list)
 
 
 class GrepMatch(BaseModel):
@@ -183,9 +202,8 @@ class GrepMatch(BaseModel):
     text: str
 
 
-class GrepResult(_Result):
+class GrepResult(_Search):
     matches: list[GrepMatch] = Field(default_factory=list)
-    truncated: bool = False
 
 
 class FileUploadResult(_Result):

@@ -246,7 +246,8 @@ class Router:
     def merge_glob(
         self, plan: SearchPlan, parts: Iterable[tuple[SearchTarget, GlobResult]]
     ) -> GlobResult:
-        """Union of per-target glob results: virtual paths, sorted, ``truncated`` OR-ed."""
+        """Union of per-target glob results: virtual paths, sorted, ``truncated`` OR-ed
+        (``stopped_after``: the longest time limit that cut a target)."""
         parts = list(parts)
         failed = self._fatal_error(plan, parts)
         if failed is not None:
@@ -260,7 +261,8 @@ class Router:
                 virtual = self.to_virtual(target.prefix, local)
                 if checker.keep(target.prefix, virtual):
                     found.add(virtual)
-        return GlobResult(matches=sorted(found), truncated=truncated)
+        stopped = _stopped_after(result for _, result in parts)
+        return GlobResult(matches=sorted(found), truncated=truncated, stopped_after=stopped)
 
     def merge_grep(
         self,
@@ -289,7 +291,8 @@ class Router:
                 if (virtual, match.line) not in seen and checker.keep(target.prefix, virtual):
                     seen[(virtual, match.line)] = match.model_copy(update={"path": virtual})
         kept, cut = merge_grep_budget(list(seen.values()), max_count)
-        return GrepResult(matches=kept, truncated=truncated or cut)
+        stopped = _stopped_after(result for _, result in parts)
+        return GrepResult(matches=kept, truncated=truncated or cut, stopped_after=stopped)
 
     def _fatal_error(self, plan: SearchPlan, parts: list[tuple[SearchTarget, _R]]) -> _R | None:
         """The error that fails a whole fan-out, if any.
@@ -352,6 +355,11 @@ class _PlanChecker:
             return True
         rel = relative_to(virtual, self._pattern_root)
         return rel is not None and self._matcher.match(rel)
+
+
+def _stopped_after(results: Iterable[GlobResult | GrepResult]) -> float | None:
+    """The longest time limit that cut one of ``results``, None when none was cut."""
+    return max((r.stopped_after for r in results if r.stopped_after is not None), default=None)
 
 
 def _components(path: str, root: str) -> tuple[str, ...]:

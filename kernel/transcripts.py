@@ -14,6 +14,7 @@ from typing import Literal
 from filegate.kernel.artifacts import ArtifactRef
 from filegate.kernel.compact import DefaultsOmitted
 from filegate.kernel.messages import Message, ModelRequest, ModelResponse
+from filegate.kernel.scripts import ScriptRef
 from pydantic import BaseModel, ConfigDict, Field
 
 CONVERSATION_DIR = "/conversation_history/"
@@ -54,6 +55,38 @@ class MemoryRef(BaseModel):
     count: int = Field(ge=0)
 
 
+class TranscriptPage(BaseModel):
+    """Messages ``[start, start + count)`` of a thread's transcript in the artifact store.
+
+    A long thread's workflow keeps in memory, carries over continue-as-new and
+    returns only the messages after its newest page; the object holds
+    ``{"base": <the page before> | null, "start", "messages"}``, so the pages
+    form a chain back to message 0 (``activities.pages.load_transcript``).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    artifact: ArtifactRef
+    start: int = Field(ge=0)
+    count: int = Field(ge=1)
+
+    @property
+    def end(self) -> int:
+        """Transcript index of the first message after this page."""
+        return self.start + self.count
+
+
+class PageOut(BaseModel):
+    """Transcript messages from ``start`` for a summary call to store as the next page."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    start: int = Field(ge=0)
+    messages: list[Message]
+    base: TranscriptPage | None = None
+    """The newest page so far (it ends at ``start``); None for the first."""
+
+
 class ModelTurn(ModelRequest):
     """Input of the model activity when the workflow can send deltas.
 
@@ -74,6 +107,8 @@ class ModelTurn(ModelRequest):
     first_run_id: str = ""
     """The run chain's first run id (``workflow.info().first_execution_run_id``): with
     the workflow id from the activity's info it scopes the stored transcripts."""
+    page_out: PageOut | None = None
+    """Summary calls only: messages the workflow lets go once stored as a page."""
 
     def plain(self, messages: Sequence[Message]) -> ModelRequest:
         """The provider-facing request with the full ``messages``."""
@@ -104,6 +139,11 @@ class ModelTurnResult(DefaultsOmitted):
     """Virtual paths written under ``/conversation_history/`` by this call."""
     memory: MemoryRef | None = None
     """Set by a local call without a store: the transcript is kept in memory."""
+    page: TranscriptPage | None = None
+    """The page a summary call stored from ``ModelTurn.page_out`` (None: no store)."""
+    script: ScriptRef | None = None
+    """Set when this call got a large script inline: later calls name it by this ref
+    (:mod:`filegate.kernel.scripts`). Absent from runs recorded before refs existed."""
     completed_at: str | None = None
     """When the activity got the answer (ISO 8601, UTC). Recorded with the result,
     so it is the same on replay; ``workflow.now()`` right after a local activity

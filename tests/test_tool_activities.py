@@ -559,10 +559,14 @@ async def test_search_timeout_really_stops_the_search(
     out = await run(tools, req(tool, **args))
     elapsed = time.monotonic() - start
     print(f"stopped after {elapsed:.3f}s")
-    assert out.status == "error" and "narrow" in str(out.content)
+    # The backend stops itself before the hard stop and answers with partial
+    # results (contract §1); the hard stop's "narrow" error is the fallback.
+    assert "Search stopped after" in str(out.content) or (
+        out.status == "error" and "narrow" in str(out.content)
+    ), out
     # Stopped well before the search could have finished on its own, and nothing is
     # left. A fast walk (tens of ms) is dominated by scheduling jitter, so the
-    # bound never drops below 0.1 s; the "narrow" error already proves the cut.
+    # bound never drops below 0.1 s; the note or error already proves the cut.
     assert elapsed < budget + max(natural / 2, 0.1), (elapsed, natural)
     assert tool_threads() == []
     assert set(child_pids()) <= before
@@ -644,7 +648,10 @@ async def test_real_worker_search_timeout_and_responsiveness(
         out = await temporal_client.execute_workflow(
             ToolCallWorkflow.run, slow, id=f"wf-{uuid.uuid4()}", task_queue=queue
         )
-        assert out.status == "error" and "narrow" in str(out.content)
+        # Partial results at 3/4 of the budget, or the hard stop's error.
+        assert "Search stopped after" in str(out.content) or (
+            out.status == "error" and "narrow" in str(out.content)
+        ), out
         assert time.monotonic() - start < 5
         assert tool_threads() == []
 

@@ -13,6 +13,8 @@ if TYPE_CHECKING:
     )
     from .approval_handlers import ApprovalHandlers, initial_search_attributes
     from .file_tools import FileTools, ToolResult, tool_messages
+    from .grant_models import Grant, GrantRequest
+    from .grants import GrantRevocation
     from .inputs import (
         AgentInput,
         AgentResult,
@@ -30,6 +32,7 @@ if TYPE_CHECKING:
         RouteSpec,
         UserMessage,
     )
+    from .turn_decisions import TurnDecision, TurnDecisionAck
 
 __getattr__, __dir__, __all__ = attach(
     __name__,
@@ -39,6 +42,8 @@ __getattr__, __dir__, __all__ = attach(
         ],
         ".approval_handlers": ["ApprovalHandlers", "initial_search_attributes"],
         ".file_tools": ["FileTools", "ToolResult", "tool_messages"],
+        ".grant_models": ["Grant", "GrantRequest"],
+        ".grants": ["GrantRevocation"],
         ".inputs": [
             "AgentInput",
             "AgentResult",
@@ -56,5 +61,6 @@ __getattr__, __dir__, __all__ = attach(
             "RouteSpec",
             "UserMessage",
         ],
+        ".turn_decisions": ["TurnDecision", "TurnDecisionAck"],
     },
 )

@@ -44,6 +44,7 @@ with workflow.unsafe.imports_passed_through():
     from filegate.workflows import runner
     from filegate.workflows.context import TokenTally
     from filegate.workflows.file_tools import FileTools, tool_messages
+    from filegate.workflows.grants import GRANTS_QUERY, REVOKE_UPDATE, Grant, GrantRevocation
     from filegate.workflows.inputs import (
         AgentInput,
         AgentResult,
@@ -57,6 +58,7 @@ with workflow.unsafe.imports_passed_through():
         StopReason,
         UserMessage,
     )
+    from filegate.workflows.turn_decisions import DECIDE_TURN, TurnDecision, TurnDecisionAck
     from filegate.workflows.turns import ModelTurns
 
 SANDBOX_PASSTHROUGH = runner.SANDBOX_PASSTHROUGH
@@ -103,6 +105,7 @@ class AgentWorkflow(ModelTurns):
         self._awaiting_model = carry.awaiting_model
         self._model_time: str | None = None
         self._memory: MemoryRef | None = None
+        self._script = carry.script
         if input.carry is None:
             self._messages.extend(input.messages)
             if input.task:
@@ -197,6 +200,7 @@ class AgentWorkflow(ModelTurns):
             approvals=self._tools.counts["approvals"],
             usage=self._usage,
             transcript=transcript_json(self._messages),
+            earlier_transcript=self._context.page,
         )
 
     def _continued_input(self) -> AgentInput:
@@ -211,6 +215,7 @@ class AgentWorkflow(ModelTurns):
             end_requested=self._end_requested,
             transcript=self._transcript,
             context=self._context,
+            script=self._script,
         )
         carry.counters["steps"] = self._steps
         return self._input.model_copy(update={"carry": carry, "messages": [], "task": None})
@@ -269,6 +274,34 @@ class AgentWorkflow(ModelTurns):
     @decide_update.validator
     def _validate_decide(self, decision: Decision) -> None:
         self._tools.approvals.validate(decision)
+
+    async def _decide_turn(self, decision: TurnDecision) -> TurnDecisionAck:
+        return await self._tools.approvals.update_turn(decision)
+
+    # Every pending call of one model turn, decided in one update (turn_decisions.py).
+    decide_turn_update = cast(
+        "workflow.UpdateMethodMultiParam[[AgentWorkflow, TurnDecision], TurnDecisionAck]",
+        workflow.update(name=DECIDE_TURN)(_decide_turn),
+    )
+    del _decide_turn
+
+    @decide_turn_update.validator
+    def _validate_decide_turn(self, decision: TurnDecision) -> None:
+        self._tools.approvals.validate_turn(decision)
+
+    # Remembered approvals (workflows/grants.py): FileTools' handlers, declared here typed.
+
+    @workflow.query(name=GRANTS_QUERY)
+    def grants(self) -> list[Grant]:
+        return self._tools.grants.listing()
+
+    @workflow.update(name=REVOKE_UPDATE)
+    def revoke_update(self, revocation: GrantRevocation) -> Grant:
+        return self._tools.grants.revoke(revocation)
+
+    @revoke_update.validator
+    def _validate_revoke(self, revocation: GrantRevocation) -> None:
+        self._tools.grants.validate_revoke(revocation)
 
     @workflow.signal(name="add_message")
     def add_message_signal(self, message: UserMessage) -> None:

@@ -2,9 +2,11 @@
 
 One object serves an :class:`~filegate.workflows.approvals.ApprovalBook` to
 reviewers under the names every Filegate client uses: the ``pending_approvals``
-and ``decided_approvals`` queries, the ``decide`` signal, and the ``decide``
-update with its validator. A host that declares nothing calls
-:meth:`ApprovalHandlers.register` in its ``@workflow.init`` and is found and
+and ``decided_approvals`` queries, the ``decide`` signal, the ``decide``
+update with its validator, and the ``decide_turn`` update (every pending call
+of one model turn at once, :mod:`~filegate.workflows.turn_decisions`). A host
+that declares nothing calls :meth:`ApprovalHandlers.register` in its
+``@workflow.init`` and is found and
 decided by the CLI and UI like an ``AgentWorkflow``; ``AgentWorkflow`` declares
 the same names with decorators (typed references for Python clients, e.g.
 ``AgentWorkflow.decide_update``) and delegates to the same object.
@@ -25,17 +27,27 @@ server accepts only when they are registered.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from filegate.kernel.previews import ChangePreview
 from filegate.workflows.approvals import DECIDED_KEPT, ApprovalBook, stamped
+from filegate.workflows.grant_models import Grant
+from filegate.workflows.grants import GrantBook, check_remember
 from filegate.workflows.inputs import (
     DecidedApproval,
     Decision,
     DecisionAck,
     PendingApproval,
     Via,
+)
+from filegate.workflows.turn_decisions import (
+    DECIDE_TURN,
+    TurnDecision,
+    TurnDecisionAck,
+    check_turn,
+    turn_pending,
 )
 from temporalio import workflow
 from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
@@ -83,8 +95,11 @@ class ApprovalHandlers:
         check_edit: CheckEdit,
         recheck: Recheck | None = None,
         search_attributes: bool | None = None,
+        grants: GrantBook | None = None,
     ) -> None:
         self.book = book
+        self.grants = grants
+        """Where an approve with ``remember`` records its grant (None: refused)."""
         self._check_edit = check_edit
         self._recheck = recheck
         if search_attributes is None:
@@ -101,6 +116,7 @@ class ApprovalHandlers:
         workflow.set_query_handler("decided_approvals", self.decided)
         workflow.set_signal_handler("decide", self.signal)
         workflow.set_update_handler("decide", self.update, validator=self.validate)
+        workflow.set_update_handler(DECIDE_TURN, self.update_turn, validator=self.validate_turn)
 
     # ------------------------------------------------------------------ queries
 
@@ -117,6 +133,7 @@ class ApprovalHandlers:
     def validate(self, decision: Decision) -> None:
         """Update validator: refuse what cannot be accepted, before it enters history."""
         self.book.check(decision, self._check_edit)
+        check_remember(decision, self.book.pending[decision.id], self.grants)
         if decision.id in self._checking:
             raise ValueError(
                 f"a decision on approval {decision.id!r} is being checked against the file"
@@ -160,9 +177,82 @@ class ApprovalHandlers:
                 return _ack(decision, changed=True)
         self._still_open(decision.id)
         self.book.record(decision, workflow.now().isoformat())
+        grant = None
+        if decision.remember is not None and self.grants is not None:
+            grant = self.grants.remember(decision, self.book.pending[decision.id], workflow.now())
+            workflow.logger.info("decision %s remembered as grant %s", decision.id, grant.id)
         self.publish()
         workflow.logger.info("decision %s %s by %s", decision.id, decision.decision, decision.by())
-        return _ack(decision, changed=False)
+        return _ack(decision, changed=False, grant=grant)
+
+    # ------------------------------------------------------------------ turn decisions
+
+    def validate_turn(self, decision: TurnDecision) -> None:
+        """``decide_turn`` validator: all of the turn's approvals can take it, or none."""
+        check_turn(self.book, decision, self._check_edit, self._checking)
+
+    async def update_turn(self, decision: TurnDecision) -> TurnDecisionAck:
+        """Decide every pending approval of a turn at once (workflows/turn_decisions.py).
+
+        An approve re-checks every target first (side by side); when any changed,
+        nothing is applied: those approvals get their fresh preview and the ack
+        names them. Otherwise every decision is recorded in one synchronous step,
+        so no call of the turn resumes before all of them are decided.
+        """
+        decision = decision.stamped("api")
+        # The validator checked that the names are exactly the turn's pending set.
+        ids = [
+            a.id for a in turn_pending(self.book, decision.turn) if a.id in decision.fingerprints
+        ]
+        singles = decision.decisions(ids)
+        changed: list[tuple[Decision, ChangePreview]] = []
+        if decision.decision == "approve" and self._recheck is not None:
+            changed = await self._changed_targets(singles, self._recheck)
+        # Another decision validated in the same activation may have come first.
+        for single in singles:
+            self._still_open(single.id)
+        now = workflow.now().isoformat()
+        for single, fresh in changed:
+            self.book.bounce(single, now, fresh)
+        if not changed:
+            for single in singles:  # no await in between: all of the turn, or nothing
+                self.book.record(single, now)
+            self.publish()
+        workflow.logger.info(
+            "turn %s: %d approvals %s by %s%s",
+            decision.turn,
+            len(singles),
+            decision.decision,
+            decision.reviewer,
+            " not applied: targets changed since preview" if changed else "",
+        )
+        return TurnDecisionAck(
+            turn=decision.turn,
+            decision=decision.decision,
+            ids=ids,
+            reviewer=decision.reviewer or "unknown",
+            via=decision.via or "api",
+            changed_since_preview=[single.id for single, _ in changed],
+        )
+
+    async def _changed_targets(
+        self, singles: list[Decision], recheck: Recheck
+    ) -> list[tuple[Decision, ChangePreview]]:
+        """The approvals among ``singles`` whose target changed since the preview
+        shown, with the fresh preview; all targets are read again side by side."""
+        targets = [(d, self.book.pending[d.id]) for d in singles]
+        targets = [(d, a) for d, a in targets if _rechecked(a.preview)]
+        self._checking.update(d.id for d, _ in targets)
+        try:
+            fresh = await asyncio.gather(*(recheck(a) for _, a in targets))
+        finally:
+            self._checking.difference_update(d.id for d, _ in targets)
+        changed = []
+        for (single, approval), preview in zip(targets, fresh, strict=True):
+            seen = approval.preview
+            if seen is not None and preview is not None and _changed(seen, preview):
+                changed.append((single, preview))
+        return changed
 
     def _still_open(self, approval_id: str) -> None:
         """Fail the update when the approval was decided while its preview was checked."""
@@ -188,6 +278,11 @@ class ApprovalHandlers:
         )
 
 
+def _rechecked(preview: ChangePreview | None) -> bool:
+    """Whether a decision on this preview compares the target's fingerprint again."""
+    return preview is not None and preview.kind in RECHECKED
+
+
 def _changed(seen: ChangePreview, fresh: ChangePreview | None) -> bool:
     """The target differs from what the reviewer saw; an unknown state is no evidence."""
     if fresh is None or fresh.kind == "unavailable":
@@ -195,11 +290,12 @@ def _changed(seen: ChangePreview, fresh: ChangePreview | None) -> bool:
     return fresh.fingerprint != seen.fingerprint
 
 
-def _ack(decision: Decision, *, changed: bool) -> DecisionAck:
+def _ack(decision: Decision, *, changed: bool, grant: Grant | None = None) -> DecisionAck:
     return DecisionAck(
         id=decision.id,
         decision=decision.decision,
         reviewer=decision.reviewer or "unknown",
         via=decision.via or "api",
         changed_since_preview=changed,
+        grant=grant,
     )

@@ -43,6 +43,7 @@ from filegate.kernel.tool_types import (
     ToolOutcome,
     ToolRequest,
 )
+from filegate.workflows.unserved import WAIT_OPTION, not_picked_up
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import FailureError
@@ -74,6 +75,9 @@ class _Waiting:
     orphaned: bool = False
     """Its batch's leader was cancelled before running it: it runs alone."""
     result: Any = None
+    failure: FailureError | None = None
+    """Its batch waited for a worker in vain (a schedule-to-start timeout): the call
+    fails with it too, rather than waiting in the same queue again alone."""
 
 
 class LocalCalls:
@@ -203,6 +207,8 @@ class RemoteCalls:
             await workflow.wait_condition(lambda: me.done or me.orphaned)
             if not me.done:  # its batch's leader was cancelled
                 await _run_alone(me)
+            if me.failure is not None:
+                raise me.failure
             result: ToolOutcome = me.result
             return result
         group = self._open[task_queue] = [me]
@@ -216,18 +222,22 @@ class RemoteCalls:
             if len(group) == 1:
                 await _run_alone(me)
             else:
-                await self._run_batch(group, task_queue, options["heartbeat_timeout"])
+                await self._run_batch(group, task_queue, options)
         finally:
             for waiting in group[1:]:  # a cancelled leader: its followers run alone
                 waiting.orphaned = not waiting.done
+        if me.failure is not None:
+            raise me.failure
         result = me.result
         return result
 
     async def _run_batch(
-        self, batch: list[_Waiting], task_queue: str | None, heartbeat_timeout: timedelta
+        self, batch: list[_Waiting], task_queue: str | None, options: dict[str, Any]
     ) -> None:
         """One ``filegate.tool_batch`` activity on ``task_queue``; what it leaves
-        unfinished runs alone, concurrently, as separate calls would."""
+        unfinished runs alone, concurrently, as separate calls would. It waits for a
+        worker as long as one call would (``schedule_to_start_timeout``, if any)."""
+        wait = {k: v for k, v in options.items() if k == WAIT_OPTION}
         unfinished = await _settle(
             lambda batch_input: workflow.execute_activity(
                 TOOL_BATCH_ACTIVITY,
@@ -235,8 +245,9 @@ class RemoteCalls:
                 result_type=ToolBatchResult,
                 task_queue=task_queue,
                 start_to_close_timeout=max(w.timeout for w in batch),
-                heartbeat_timeout=heartbeat_timeout,
+                heartbeat_timeout=options["heartbeat_timeout"],
                 retry_policy=BATCH_RETRY,
+                **wait,
             ),
             batch,
             concurrent=True,
@@ -253,12 +264,17 @@ async def _settle(
     """Run the batch activity, settle the calls it finished; the others, in order.
 
     All of them when the activity failed as a whole (or answered for a different
-    number of calls)."""
+    number of calls); none when no worker took it in time (each call fails with
+    that: alone, it would only wait in the same queue again)."""
     requests = [w.request for w in batch if w.request is not None]
     try:
         result = await start(ToolBatch(requests=requests, concurrent=concurrent))
-    except FailureError:
-        return batch
+    except FailureError as error:
+        if not not_picked_up(error):
+            return batch
+        for waiting in batch:
+            waiting.failure, waiting.done = error, True
+        return []
     if len(result.outcomes) != len(batch):
         return batch
     for waiting, outcome in zip(batch, result.outcomes, strict=True):

@@ -49,6 +49,7 @@ from filegate.workflows.gate import (
 )
 from filegate.workflows.inputs import BackendRef, FileToolsConfig
 from filegate.workflows.reviews import Reviews, rendered_outcome
+from filegate.workflows.unserved import not_picked_up, unserved_outcome, worker_wait_options
 from temporalio import workflow
 from temporalio.exceptions import FailureError
 
@@ -156,7 +157,10 @@ class ToolCalls(Reviews):
         note = ""
         approved_by: str | None = None
         trigger = approval_trigger(self._input.permissions, self._input.interrupt_on, checked)
-        if trigger is not None:
+        granted = self._granted(checked, trigger)  # a remembered approval: nobody is asked
+        if granted is not None:
+            note, approved_by = granted.note, granted.approved_by
+        elif trigger is not None:
             decided, by = await self._ask_human(call, checked, trigger, call_id)
             approved_by = by
             if isinstance(decided, ToolOutcome):
@@ -166,10 +170,9 @@ class ToolCalls(Reviews):
             else:
                 note = APPROVED_NOTE.format(by=by)
             checked = decided
-        # Only a call a human approved (as asked, or edited) carries the approval.
-        outcome = await self._execute(
-            checked, call_id, approved=trigger is not None, approved_by=approved_by
-        )
+        # Only a call a human approved (as asked, edited, or by a grant) carries the approval.
+        approved = trigger is not None and (granted is None or granted.approves)
+        outcome = await self._execute(checked, call_id, approved=approved, approved_by=approved_by)
         if note:
             outcome = _with_note(outcome, note)
         return outcome
@@ -309,8 +312,12 @@ class ToolCalls(Reviews):
                 # bounds them, and a dead agent worker loses the whole task anyway.
                 del options["heartbeat_timeout"]
                 return await self._local.call(name, request, options)
+            # Bounded: a queue nobody polls is reported, not waited on (workflows.unserved).
+            options.update(worker_wait_options(self._input.limits))
             return await self._remote.call(name, request, options, ref.task_queue)
         except FailureError as error:
+            if not_picked_up(error):
+                return unserved_outcome(request.tool, ref, self._input.limits)
             return outcome_for_activity_error(request.tool, error)
 
 

@@ -9,7 +9,15 @@ replay. The stored transcript (the workflow's message list, the result's
   model activity stores the original there);
 * once the view reaches :data:`SUMMARIZE_FRACTION` of the context window, the
   workflow asks the model activity for a summary, and the view becomes that
-  summary followed by the most recent messages (:func:`cut_for_summary`).
+  summary followed by the most recent messages (:func:`cut_for_summary`);
+* once the summarized messages the workflow still holds reach
+  :data:`PAGE_OUT_CHARS`, the next summary call stores them as a transcript
+  page (:class:`~filegate.kernel.transcripts.TranscriptPage`) and the workflow
+  lets them go: its list then starts at ``ContextState.offset``. Indices here
+  (``start``, ``archived_upto``, evicted names) stay transcript indices.
+
+Each step's work here is proportional to the view (bounded by the context
+window), never to the whole transcript.
 """
 
 from __future__ import annotations
@@ -20,7 +28,7 @@ from collections.abc import Sequence
 from filegate.kernel.formatting import offload_stub
 from filegate.kernel.limits import CHARS_PER_TOKEN, DEFAULT_CONTEXT_TOKENS, HUMAN_TOKEN_LIMIT
 from filegate.kernel.messages import MediaBlock, Message, ModelSpec
-from filegate.kernel.transcripts import CONVERSATION_DIR
+from filegate.kernel.transcripts import CONVERSATION_DIR, TranscriptPage
 from pydantic import BaseModel
 
 EVICT_CHARS = CHARS_PER_TOKEN * HUMAN_TOKEN_LIMIT
@@ -31,6 +39,10 @@ KEEP_FRACTION = 0.3
 """After summarizing, recent messages up to this share of the threshold stay verbatim."""
 MEDIA_BLOCK_TOKENS = 1_000
 """Rough cost of one image/audio/video block (base64 length says nothing about tokens)."""
+PAGE_OUT_CHARS = 8 * 1024 * 1024
+"""Characters of summarized messages the workflow holds before a summary call stores them
+as a transcript page: below it a thread's result and continue-as-new carry hold the
+whole transcript, as before pages; above it they stay a few MB whatever its length."""
 
 
 def message_tokens(message: Message) -> int:
@@ -42,6 +54,16 @@ def message_tokens(message: Message) -> int:
     if not isinstance(message.content, str):
         media = sum(1 for b in message.content if isinstance(b, MediaBlock))
     return chars // CHARS_PER_TOKEN + media * MEDIA_BLOCK_TOKENS
+
+
+def message_chars(message: Message) -> int:
+    """Characters one message adds to a payload: text, tool-call arguments, media."""
+    chars = len(message.text())
+    for call in message.tool_calls or []:
+        chars += len(call.name) + len(json.dumps(call.args))
+    if not isinstance(message.content, str):
+        chars += sum(len(b.base64) for b in message.content if isinstance(b, MediaBlock))
+    return chars
 
 
 def view_tokens(messages: Sequence[Message], system: str = "") -> int:
@@ -113,20 +135,34 @@ class ContextState(BaseModel):
     summary: Message | None = None
     archived_upto: int = 0
     """Evicted messages below this index were already sent for archiving."""
+    offset: int = 0
+    """Transcript index of the workflow's first message in memory: the ones before it
+    are in transcript pages (``page``), neither held nor carried."""
+    page: TranscriptPage | None = None
+    """The newest transcript page; it ends at ``offset``."""
+    summarized_chars: int = 0
+    """:func:`message_chars` of the messages in ``[offset, start)``."""
+    paging: bool = True
+    """False once a summary call stored no page (an agent worker without a store)."""
 
 
 def model_view(messages: Sequence[Message], state: ContextState) -> list[Message]:
-    """Summary (if any) plus the messages from ``state.start``, evicted ones as stubs."""
+    """Summary (if any) plus the messages from ``state.start``, evicted ones as stubs.
+
+    ``messages`` is the workflow's list: transcript messages from ``state.offset``.
+    """
     head = [state.summary] if state.summary is not None else []
-    return head + [shown(m, i) for i, m in enumerate(messages) if i >= state.start]
+    first = max(state.start - state.offset, 0)
+    return head + [shown(m, state.start + i) for i, m in enumerate(messages[first:])]
 
 
 def to_archive(messages: Sequence[Message], state: ContextState) -> dict[str, str]:
     """Originals of evicted messages not yet sent for archiving: name -> text."""
+    first = max(state.archived_upto - state.offset, 0)
     return {
-        evicted_name(i): m.text()
-        for i, m in enumerate(messages)
-        if i >= state.archived_upto and is_evicted(m)
+        evicted_name(state.archived_upto + i): m.text()
+        for i, m in enumerate(messages[first:])
+        if is_evicted(m)
     }
 
 
@@ -135,22 +171,23 @@ def cut_for_summary(messages: Sequence[Message], state: ContextState, threshold:
 
     Keeps the newest messages worth up to ``KEEP_FRACTION`` of the threshold,
     never starting on a tool result (it would lose its tool call) and always
-    summarizing at least one message.
+    summarizing at least one message. A transcript index, as ``state.start``.
     """
     budget = int(threshold * KEEP_FRACTION)
+    start, offset = state.start - state.offset, state.offset
     cut = len(messages)
     used = 0
-    while cut > state.start + 1:
-        cost = message_tokens(shown(messages[cut - 1], cut - 1))
+    while cut > start + 1:
+        cost = message_tokens(shown(messages[cut - 1], offset + cut - 1))
         if used + cost > budget:
             break
         used += cost
         cut -= 1
     back = cut
-    while back > state.start and back < len(messages) and messages[back].role == "tool":
+    while back > start and back < len(messages) and messages[back].role == "tool":
         back -= 1  # keep the assistant message that made these tool calls
-    if back > state.start:
-        return back
+    if back > start:
+        return offset + back
     while cut < len(messages) and messages[cut].role == "tool":
         cut += 1
-    return cut
+    return offset + cut

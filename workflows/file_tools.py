@@ -12,11 +12,12 @@ and returns the model's text together with the structured outcome.
 
 Construct it inside the workflow (``@workflow.init`` or ``run``): it reads the
 run's info and, with ``register_handlers=True`` (the default), registers the
-approval handlers (``pending_approvals``, ``decided_approvals``, ``decide``)
-on the host through Temporal's dynamic handler registration, so ``filegate
-approvals``, ``approve``/``reject`` and the approval UI work for the host like
-for an ``AgentWorkflow``. Its state (:meth:`FileTools.state`) goes into the
-host's continue-as-new input and comes back through ``state=``.
+approval handlers (``pending_approvals``, ``decided_approvals``, ``decide``,
+and the grants' ``grants`` and ``revoke``) on the host through Temporal's
+dynamic handler registration, so ``filegate approvals``, ``approve``/``reject``
+and the approval UI work for the host like for an ``AgentWorkflow``. Its state
+(:meth:`FileTools.state`) goes into the host's continue-as-new input and comes
+back through ``state=``.
 
 Example (a host workflow with its own loop)::
 
@@ -49,6 +50,7 @@ from filegate.workflows.approval_handlers import ApprovalHandlers
 from filegate.workflows.approvals import ApprovalBook
 from filegate.workflows.batching import LocalCalls, RemoteCalls
 from filegate.workflows.calls import PathOrder, ToolCalls, start_local
+from filegate.workflows.grants import GrantBook, GrantHandlers
 from filegate.workflows.inputs import (
     DecidedApproval,
     FileToolsConfig,
@@ -133,11 +135,14 @@ class FileTools(ToolCalls):
         )
         self._book.total = counters.get("approvals", 0)
         self._book.decided_total = counters.get("decided_approvals", 0)
+        self._grants = GrantBook(state.grants, random_hex=lambda: workflow.uuid4().hex)
+        self._grant_handlers = GrantHandlers(self._grants)
         self._approvals = ApprovalHandlers(
             self._book,
             check_edit=self.check_edit,
             recheck=self._recheck,
             search_attributes=config.approval_search_attributes,
+            grants=self._grants,
         )
         self._model_time: str | None = None
         self._local = LocalCalls(start_local)
@@ -162,6 +167,7 @@ class FileTools(ToolCalls):
         self._config_error = _config_error(config)
         if register_handlers:
             self._approvals.register()
+            self._grant_handlers.register()
 
     def check_config(self) -> None:
         """Fail the host workflow if the rules cannot hold on these backends.
@@ -271,6 +277,11 @@ class FileTools(ToolCalls):
         """The approval handlers (for hosts that declare them with decorators)."""
         return self._approvals
 
+    @property
+    def grants(self) -> GrantHandlers:
+        """The ``grants`` query and ``revoke`` update (hosts that declare them delegate here)."""
+        return self._grant_handlers
+
     def pending_approvals(self) -> list[PendingApproval]:
         return self._approvals.pending()
 
@@ -297,6 +308,7 @@ class FileTools(ToolCalls):
             approval_seq=self._book.seq,
             decided=list(self._book.decided),
             counters=self.counts,
+            grants=self._grants.carried(workflow.now() if workflow.in_workflow() else None),
         )
 
 

@@ -16,6 +16,11 @@ Approvals come from two sources, merged per tool by :func:`approval_trigger`:
   (deny rules still do; the gate runs first). ``{"read_file": false}`` thus
   switches approvals off for ``read_file`` while an interrupt rule keeps
   asking for ``write_file``.
+
+``execute`` entries may also name ``allow_prefixes``: commands whose argv
+starts with one of them run unasked (``kernel.command_rules``, strict and
+fail-closed). That waives the human question only; the execute gate, deny
+rules and the sandbox's view still apply to the command.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Literal
 
+from filegate.kernel.command_rules import allowing_prefix, check_prefixes, describe_prefixes
 from filegate.kernel.formatting import Rendered, format_error, permission_denied
 from filegate.kernel.limits import MAX_TOOL_ARGS_DEPTH, execute_timeout_problem
 from filegate.kernel.messages import (
@@ -55,6 +61,7 @@ from pydantic import (
     Field,
     SerializerFunctionWrapHandler,
     ValidationError,
+    field_validator,
     model_serializer,
     model_validator,
 )
@@ -316,6 +323,12 @@ class ArgPredicate(_GivenFieldsOnly):
         return f"{self.arg} {kind} {json.dumps(getattr(self, kind), default=str)}"
 
 
+COMMAND_ARG = "command"
+"""The ``execute`` argument ``allow_prefixes`` judges."""
+PREFIX_TOOL: ToolName = "execute"
+"""The one tool whose entries may name ``allow_prefixes``."""
+
+
 class ToolInterrupt(_GivenFieldsOnly):
     """When calls of one tool wait for a human (``AgentInput.interrupt_on[tool]``).
 
@@ -324,6 +337,12 @@ class ToolInterrupt(_GivenFieldsOnly):
     ``always: false`` (or the bare value ``false``) never asks, which also
     switches off approvals generated from interrupt rules for that tool. The
     bare value ``true`` is short for ``{"always": true}``.
+
+    ``allow_prefixes`` (``execute`` only): a command that
+    :func:`~filegate.kernel.command_rules.allowing_prefix` allows runs
+    unasked. Alone it asks for every other command; with ``when``, a call
+    waits when ``when`` matches and no prefix allows it. With ``always`` it is
+    refused (``always: true`` is what it already means without the list).
 
     ``timeout_seconds`` / ``on_timeout``, when given, override
     ``AgentInput.approvals`` for this tool's approvals (``timeout_seconds:
@@ -334,6 +353,10 @@ class ToolInterrupt(_GivenFieldsOnly):
 
     always: bool | None = None
     when: list[ArgPredicate] = Field(default_factory=list)
+    allow_prefixes: list[str] | None = Field(
+        default=None,
+        description="execute only: commands starting with one of these argvs run unasked.",
+    )
     description: str | None = Field(
         default=None, description="Shown to reviewers instead of the generated description."
     )
@@ -349,17 +372,41 @@ class ToolInterrupt(_GivenFieldsOnly):
             return {**data, "when": [data["when"]]}
         return data
 
+    @field_validator("allow_prefixes")
+    @classmethod
+    def _valid_prefixes(cls, prefixes: list[str] | None) -> list[str] | None:
+        return None if prefixes is None else check_prefixes(prefixes)
+
     @model_validator(mode="after")
     def _one_trigger(self) -> ToolInterrupt:
-        if self.always is None and not self.when:
-            raise ValueError("an interrupt_on entry needs 'always' or 'when'")
+        if self.always is None and not self.when and self.allow_prefixes is None:
+            raise ValueError("an interrupt_on entry needs 'always', 'when' or 'allow_prefixes'")
         if self.always is not None and self.when:
             raise ValueError("give either 'always' or 'when', not both")
+        if self.always is not None and self.allow_prefixes is not None:
+            raise ValueError(
+                "give either 'always' or 'allow_prefixes', not both "
+                "(allow_prefixes alone asks for every other command)"
+            )
         return self
+
+    def tool_problem(self, tool: str) -> str | None:
+        """Why this entry cannot stand for ``tool`` (``allow_prefixes`` off execute), or None."""
+        if self.allow_prefixes is not None and tool != PREFIX_TOOL:
+            return f"allow_prefixes applies to {PREFIX_TOOL} only, not {tool}"
+        return None
+
+    def allowed_by(self, tool: str, args: dict[str, Any]) -> str | None:
+        """The ``allow_prefixes`` entry that lets this call run unasked, or None."""
+        if self.allow_prefixes is None or tool != PREFIX_TOOL:
+            return None
+        return allowing_prefix(self.allow_prefixes, args.get(COMMAND_ARG))
 
     def fires(self, tool: str, args: dict[str, Any]) -> bool:
         if self.always is not None:
             return self.always
+        if self.allowed_by(tool, args) is not None:
+            return False
         return all(predicate.matches(tool, args) for predicate in self.when)
 
     def describe(self, tool: str) -> str:
@@ -367,7 +414,10 @@ class ToolInterrupt(_GivenFieldsOnly):
             return self.description
         if self.always is not None:
             return f"interrupt_on[{tool}]: always"
-        return f"interrupt_on[{tool}]: when " + " and ".join(p.describe() for p in self.when)
+        parts = [p.describe() for p in self.when]
+        if self.allow_prefixes is not None:
+            parts.append(f"{COMMAND_ARG} not allowed by {describe_prefixes(self.allow_prefixes)}")
+        return f"interrupt_on[{tool}]: when " + " and ".join(parts)
 
     def deadline_overrides(self) -> dict[str, Any]:
         """The timeout settings this entry gives explicitly (the rest come from defaults)."""

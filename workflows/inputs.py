@@ -16,14 +16,17 @@ from filegate.kernel.limits import (
     DEFAULT_MAX_EXECUTE_TIMEOUT,
     DEFAULT_MAX_TOOL_ARGS_CHARS,
     DEFAULT_MAX_TOOL_CALLS_PER_TURN,
+    DEFAULT_TOOL_WORKER_WAIT,
 )
 from filegate.kernel.messages import Message, ModelSpec, ToolCallLimits, Usage
 from filegate.kernel.permissions import FilesystemPermission
 from filegate.kernel.previews import ChangePreview
 from filegate.kernel.tool_types import ToolName
-from filegate.kernel.transcripts import TranscriptRef
+from filegate.kernel.scripts import ScriptRef
+from filegate.kernel.transcripts import TranscriptPage, TranscriptRef
 from filegate.workflows.context import ContextState
 from filegate.workflows.gate import ToolInterrupt
+from filegate.workflows.grant_models import Grant, GrantRequest
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
@@ -141,6 +144,11 @@ class Limits(BaseModel):
     (``activities.contract.HEARTBEAT_TIMEOUT``): every call heartbeats each second
     while it runs, so long calls are not cut short. Raise it for tools workers whose
     event loop can stall for seconds (an overloaded host)."""
+    tool_worker_wait_seconds: Annotated[float, Field(gt=0)] | None = DEFAULT_TOOL_WORKER_WAIT
+    """How long a call on a remote backend waits for a tools worker to take it from the
+    backend's task queue (Temporal's schedule-to-start timeout, per attempt). Then it
+    ends with an error result naming the queue: no worker polls it, or every one is
+    busy (``workflows/unserved.py``). None: wait for a worker indefinitely."""
 
     def tool_call_limits(self) -> ToolCallLimits:
         """The caps the model activity applies to each turn it returns."""
@@ -207,6 +215,9 @@ class CarryOver(BaseModel):
     """The model-facing transcript in the artifact store (None = sent by value)."""
     context: ContextState = Field(default_factory=ContextState)
     """Summary and eviction bookkeeping of what the model is shown (workflows.context)."""
+    script: ScriptRef | None = None
+    """The scripted model's script by reference, once a call handed one out (kernel.scripts)."""
+    grants: list[Grant] = Field(default_factory=list)  # remembered approvals (workflows.grants)
 
 
 class FileToolsConfig(BaseModel):
@@ -241,6 +252,15 @@ class FileToolsConfig(BaseModel):
     was started with them set, which proves the server has them registered (an
     upsert of an unregistered attribute would stall the workflow); True: always
     (the server must have them registered); False: never."""
+
+    @model_validator(mode="after")
+    def _interrupt_on_fits_its_tools(self) -> FileToolsConfig:
+        """An entry's fields must make sense for its tool (``allow_prefixes``: execute only)."""
+        for tool, entry in self.interrupt_on.items():
+            problem = entry.tool_problem(tool)
+            if problem is not None:
+                raise ValueError(f"interrupt_on[{tool}]: {problem}")
+        return self
 
     def may_ask(self) -> bool:
         """Whether any call can wait for a human (interrupt rules or interrupt_on)."""
@@ -333,6 +353,11 @@ class AgentResult(BaseModel):
     approvals: int = 0
     usage: Usage = Field(default_factory=Usage)
     transcript: list[dict[str, Any]] = Field(default_factory=list)
+    """The transcript (contract §10); after ``earlier_transcript``'s messages when set."""
+    earlier_transcript: TranscriptPage | None = None
+    """A very long thread's first messages, stored as transcript pages in the artifact
+    store (``workflows.context.PAGE_OUT_CHARS``); ``activities.pages.full_transcript``
+    joins them and ``transcript``. None: ``transcript`` is the whole transcript."""
 
 
 DecisionKind = Literal["approve", "edit", "reject", "respond"]
@@ -374,6 +399,8 @@ class Decision(BaseModel):
     """``approve``/``edit``: the fingerprint of the preview the reviewer decided on
     (``PendingApproval.preview.fingerprint``; ``""`` for a preview without one).
     A stale one is refused ("the preview changed"); the UI and the CLI send it."""
+    remember: GrantRequest | None = None
+    """``approve``: also approve later calls like this one (a grant, workflows.grants)."""
 
     def by(self) -> str:
         """``"ana via ui"``: the attribution the model and the logs see."""
@@ -388,6 +415,9 @@ class PendingApproval(BaseModel):
     rule: dict[str, Any] | None
     requested_at: str
     tool_call_id: str
+    turn: str | None = None
+    """The model turn the call belongs to (its step); ``decide_turn`` decides a
+    turn's approvals together (workflows/turn_decisions.py)."""
     escalated: bool = False
     cwd: str | None = None
     """``execute``: the directory the command runs in (the default backend's
@@ -443,6 +473,7 @@ class DecisionAck(BaseModel):
     changed_since_preview: bool = False
     """The target changed since the preview the reviewer saw: the call was not
     run on that decision; the approval stays open with a fresh preview."""
+    grant: Grant | None = None  # recorded by an approve with ``remember``
 
 
 class UserMessage(BaseModel):
@@ -477,3 +508,4 @@ class FileToolsState(BaseModel):
     decided: list[DecidedApproval] = Field(default_factory=list)
     counters: dict[str, int] = Field(default_factory=dict)
     """``tool_calls``, ``tool_errors``, ``approvals``, ``decided_approvals``, ``turns``."""
+    grants: list[Grant] = Field(default_factory=list)  # remembered approvals (workflows.grants)

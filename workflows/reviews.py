@@ -36,7 +36,9 @@ from filegate.workflows.approvals import (
 )
 from filegate.workflows.batching import LocalCalls
 from filegate.workflows.gate import PATH_FIELDS, ApprovalTrigger, CheckedCall
+from filegate.workflows.grants import GrantBook, GrantUse
 from filegate.workflows.inputs import BackendRef, Decision, FileToolsConfig, PendingApproval
+from filegate.workflows.turn_decisions import turn_of
 from temporalio import workflow
 from temporalio.exceptions import FailureError
 
@@ -65,6 +67,7 @@ class Reviews:
     _messages: list[Message]
     _states: dict[str, StateBackend]
     _book: ApprovalBook
+    _grants: GrantBook
     _approvals: ApprovalHandlers
     _previews: bool
     _co_hosted_queue: str | None
@@ -92,6 +95,21 @@ class Reviews:
             ref.kind == "remote" and ref.task_queue == self._co_hosted_queue and tool != "execute"
         )
 
+    def _granted(self, checked: CheckedCall, trigger: ApprovalTrigger | None) -> GrantUse | None:
+        """The grant that answers this call's question (its use counted), or None: ask.
+
+        Consulted only for a call that would wait for a human, so after the deny
+        gate; a rejection of this very call still stands against any grant.
+        """
+        if trigger is None or not self._grants.live():
+            return None
+        if self._book.previous_rejection(call_signature(checked.tool, checked.args)) is not None:
+            return None
+        used = self._grants.use(checked.tool, checked.args, trigger.rule, workflow.now())
+        if used is not None:
+            workflow.logger.info("call %s allowed by grant %s", checked.tool, used.grant.id)
+        return used
+
     async def _ask_human(
         self, call: ToolCall, checked: CheckedCall, trigger: ApprovalTrigger, call_id: str
     ) -> tuple[CheckedCall | ToolOutcome, str]:
@@ -109,6 +127,7 @@ class Reviews:
             args=checked.args,
             rule=trigger.rule,
             tool_call_id=call.id,
+            turn=turn_of(call_id),
             now=requested_at,
             cwd=self._execute_cwd() if checked.tool == "execute" else None,
             **self._card(call, trigger, requested_at, timeout, on_timeout),

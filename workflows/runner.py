@@ -49,6 +49,7 @@ SANDBOX_PASSTHROUGH: tuple[str, ...] = (
     "filegate.workflows.runner",
     "filegate.workflows.tool_descriptions",
     "filegate.workflows.turns",
+    "filegate.workflows.unserved",
     "wcmatch",
 )
 """Modules the agent workflow may share with the host: pure and deterministic.

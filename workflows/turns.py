@@ -14,7 +14,8 @@ from datetime import timedelta
 from typing import Any
 
 from filegate.activities.contract import failure_cause
-from filegate.kernel.messages import Message, ModelRequest, ModelResponse, Usage
+from filegate.kernel.messages import Message, ModelRequest, ModelResponse, ModelSpec, Usage
+from filegate.kernel.scripts import SCRIPT_UNAVAILABLE, ScriptRef
 from filegate.kernel.tool_types import ToolName
 from filegate.kernel.transcripts import (
     TRANSCRIPT_UNAVAILABLE,
@@ -22,14 +23,17 @@ from filegate.kernel.transcripts import (
     MemoryRef,
     ModelTurn,
     ModelTurnResult,
+    PageOut,
     Purpose,
     TranscriptRef,
 )
 from filegate.workflows import tool_descriptions as descriptions
 from filegate.workflows.context import (
+    PAGE_OUT_CHARS,
     ContextState,
     TokenTally,
     cut_for_summary,
+    message_chars,
     model_view,
     summarize_threshold,
     summary_message,
@@ -51,6 +55,7 @@ class ModelTurns:
     _context: ContextState
     _transcript: TranscriptRef | None
     _memory: MemoryRef | None
+    _script: ScriptRef | None
     _model_time: str | None
     _usage: Usage
     _call_index: int
@@ -59,13 +64,8 @@ class ModelTurns:
 
     async def _call_model(self, visible: list[ToolName]) -> ModelResponse:
         """One step's model call, offering the ``visible`` tools."""
-        spec = self._input.model
-        if spec.max_output_tokens is None and self._input.limits.max_output_tokens is not None:
-            spec = spec.model_copy(
-                update={"max_output_tokens": self._input.limits.max_output_tokens}
-            )
         request = ModelRequest(
-            model=spec,
+            model=self._model_spec(by_reference=self._script is not None),
             system=descriptions.system_prompt(
                 self._input.system_prompt,
                 visible,
@@ -80,12 +80,24 @@ class ModelTurns:
             ),
             call_index=self._call_index,
             tool_limits=self._input.limits.tool_call_limits(),
+            script=self._script,
         )
         view = await self._maybe_summarize(request)
         response = (await self._model_turn(request, "respond", view)).response
         self._call_index += 1
         self._steps += 1
         return response
+
+    def _model_spec(self, *, by_reference: bool) -> ModelSpec:
+        """The input's model spec with the run's output cap; without its inline script
+        when the request names the script by reference (:mod:`filegate.kernel.scripts`)."""
+        spec = self._input.model
+        update: dict[str, Any] = {}
+        if spec.max_output_tokens is None and self._input.limits.max_output_tokens is not None:
+            update["max_output_tokens"] = self._input.limits.max_output_tokens
+        if by_reference:
+            update["options"] = {k: v for k, v in spec.options.items() if k != "script"}
+        return spec.model_copy(update=update) if update else spec
 
     async def _maybe_summarize(self, request: ModelRequest) -> list[Message]:
         """contract §7: at 85 % of the context window, a summary replaces older messages.
@@ -102,15 +114,40 @@ class ModelTurns:
         if cut <= self._context.start:
             return view
         summarize = request.model_copy(update={"tools": []})
-        result = await self._model_turn(summarize, "summarize", view)
+        page_out, summarized = self._page_out(cut)
+        result = await self._model_turn(summarize, "summarize", view, page_out)
         summary = summary_message(result.response.message.text(), result.archived[-1:])
-        self._context = self._context.model_copy(update={"start": cut, "summary": summary})
+        update: dict[str, Any] = {"start": cut, "summary": summary, "summarized_chars": summarized}
+        if result.page is not None:
+            del self._messages[: result.page.count]  # in place: FileTools shares the list
+            update.update(offset=result.page.end, page=result.page, summarized_chars=0)
+        elif page_out is not None:
+            update["paging"] = False  # this agent worker stores no pages: keep them all
+        self._context = self._context.model_copy(update=update)
         self._transcript = None  # the view changed wholesale: send it afresh next time
         self._memory = None
         return model_view(self._messages, self._context)
 
+    def _page_out(self, cut: int) -> tuple[PageOut | None, int]:
+        """The summarized messages to store as a page once there are enough of them
+        (:data:`~filegate.workflows.context.PAGE_OUT_CHARS`), and how many characters
+        the messages before ``cut`` hold (each message is measured once)."""
+        context = self._context
+        offset = context.offset
+        summarized = context.summarized_chars + sum(
+            message_chars(m) for m in self._messages[context.start - offset : cut - offset]
+        )
+        if not context.paging or summarized < PAGE_OUT_CHARS:
+            return None, summarized
+        page = PageOut(start=offset, messages=self._messages[: cut - offset], base=context.page)
+        return page, summarized
+
     async def _model_turn(
-        self, request: ModelRequest, purpose: Purpose, view: list[Message]
+        self,
+        request: ModelRequest,
+        purpose: Purpose,
+        view: list[Message],
+        page_out: PageOut | None = None,
     ) -> ModelTurnResult:
         """One model activity: the transcript by reference plus new messages when possible.
 
@@ -137,6 +174,7 @@ class ModelTurns:
             purpose=purpose,
             archive=to_archive(self._messages, self._context),
             first_run_id=workflow.info().first_execution_run_id,
+            page_out=page_out,
         )
         limits = self._input.limits
         options: dict[str, Any] = {
@@ -156,15 +194,23 @@ class ModelTurns:
             else:
                 result = await workflow.execute_activity(MODEL_ACTIVITY, turn, **options)
         except FailureError as error:
+            if request.script is not None and _failed_with(error, SCRIPT_UNAVAILABLE):
+                self._script = None  # no worker holds it: send it inline once more
+                inline = self._model_spec(by_reference=False)
+                request = request.model_copy(update={"model": inline, "script": None})
+                return await self._model_turn(request, purpose, view, page_out)
             if memory is None or not _failed_with(error, TRANSCRIPT_UNAVAILABLE):
                 raise
             self._memory = None  # that worker restarted or another one ran the call
-            return await self._model_turn(request, purpose, view)
-        self._context = self._context.model_copy(update={"archived_upto": len(self._messages)})
+            return await self._model_turn(request, purpose, view, page_out)
+        upto = self._context.offset + len(self._messages)
+        self._context = self._context.model_copy(update={"archived_upto": upto})
         if purpose == "respond":
             self._transcript = result.transcript
             self._memory = result.memory
             self._model_time = result.completed_at
+        if result.script is not None:
+            self._script = result.script  # later calls name the script by this
         response = result.response
         self._usage = Usage(
             input_tokens=self._usage.input_tokens + response.usage.input_tokens,

@@ -2,11 +2,18 @@
 
 The answer depends only on the script and ``request.call_index``, never on
 in-process state, so a retried activity or a restarted worker gives the same turn.
+The worker keeps parsed scripts (:data:`SCRIPTS`, by content hash), so a call
+does not validate its script again; that is a cache, not state: a miss parses
+the same script into the same turns.
 """
 
 from __future__ import annotations
 
 import json
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from filegate.activities.providers.common import request_error
@@ -20,9 +27,13 @@ from filegate.kernel.messages import (
     Usage,
     nesting_exceeds,
 )
+from filegate.kernel.scripts import SCRIPT_UNAVAILABLE, canonical_script, script_digest
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from temporalio.exceptions import ApplicationError
 
 END_OF_SCRIPT_STOP = "end_of_script"
+SCRIPT_CACHE_SIZE = 32
+"""Distinct parsed scripts a worker process keeps (least recently used go first)."""
 
 
 class ScriptToolCall(BaseModel):
@@ -94,26 +105,128 @@ def load_script(source: Any, origin: str) -> Script:
         raise request_error(f"invalid scripted model {origin}: {problems}") from None
 
 
+@dataclass(frozen=True)
+class Parsed:
+    """A validated script and its identity: sha256 and size of its canonical JSON
+    (``""`` and 0 for a script canonical JSON cannot write: never kept or referenced)."""
+
+    sha256: str
+    size: int
+    script: Script
+
+
+class ScriptCache:
+    """Parsed scripts of this worker process by sha256 of their canonical JSON (LRU).
+
+    A long scripted run used to validate its whole script on every model call
+    (``load_script`` was a quarter of a 2 000-step run's time). Hashing the
+    canonical JSON is a fraction of validating it, and a call naming its
+    script by reference (:class:`~filegate.kernel.scripts.ScriptRef`) does not
+    even hash. Invalid scripts are never kept: each call fails the same way.
+    Thread-safe.
+    """
+
+    def __init__(self, size: int = SCRIPT_CACHE_SIZE) -> None:
+        self.size = size
+        self._parsed: OrderedDict[str, Parsed] = OrderedDict()
+        self._files: OrderedDict[tuple[str, int, int], str] = OrderedDict()
+        """(path, mtime_ns, size) -> sha256 of a script file's content."""
+        self._lock = threading.Lock()
+
+    def get(self, sha256: str) -> Parsed | None:
+        with self._lock:
+            found = self._parsed.get(sha256)
+            if found is not None:
+                self._parsed.move_to_end(sha256)
+            return found
+
+    def keep(self, parsed: Parsed) -> None:
+        with self._lock:
+            self._parsed[parsed.sha256] = parsed
+            self._parsed.move_to_end(parsed.sha256)
+            while len(self._parsed) > self.size:
+                self._parsed.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._parsed.clear()
+            self._files.clear()
+
+    def parse(self, source: Any, origin: str) -> Parsed:
+        """``source`` (dict or JSON text) parsed once per distinct script; errors as
+        :func:`load_script`'s."""
+        data = source
+        try:
+            if isinstance(source, str):
+                data = json.loads(source)
+            canonical = canonical_script(data)
+        except (ValueError, TypeError, RecursionError):
+            # Not JSON, or nothing canonical JSON can write (too deep, NaN): load_script
+            # names the problem, or answers a valid oddity uncached (no identity).
+            return Parsed("", 0, load_script(source, origin))
+        sha256 = script_digest(canonical)
+        found = self.get(sha256)
+        if found is None:
+            found = Parsed(sha256, len(canonical), load_script(data, origin))
+            self.keep(found)
+        return found
+
+    def parse_file(self, path: Path, name: str) -> Parsed:
+        """The script file at ``path``, read and parsed again only when it changed."""
+        try:
+            stat = path.stat()
+            key = (str(path), stat.st_mtime_ns, stat.st_size)
+            with self._lock:
+                sha256 = self._files.get(key)
+            found = self.get(sha256) if sha256 is not None else None
+            if found is not None:
+                return found
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise request_error(f"scripted model file {name!r} not found") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise request_error(f"cannot read scripted model file {name!r}: {exc}") from None
+        found = self.parse(text, f"file {name!r}")
+        with self._lock:
+            self._files[key] = found.sha256
+            while len(self._files) > self.size:
+                self._files.popitem(last=False)
+        return found
+
+
+SCRIPTS = ScriptCache()
+"""This worker process's parsed scripts."""
+
+
+def script_unavailable(sha256: str) -> ApplicationError:
+    """A script reference this worker cannot resolve: the workflow sends the script again."""
+    return ApplicationError(
+        f"this agent worker does not hold script {sha256[:12]}; send it inline",
+        type=SCRIPT_UNAVAILABLE,
+        non_retryable=True,
+    )
+
+
 def script_for(request: ModelRequest, profile: ModelProfile | None = None) -> Script:
-    """The script inline in ``options["script"]`` or in the file ``model.name`` names
-    inside the profile's script directory (never any other path on the worker)."""
+    """The script ``request.script`` names (parsed on this worker before), inline in
+    ``options["script"]``, or in the file ``model.name`` names inside the profile's
+    script directory (never any other path on the worker)."""
     spec = request.model
     profile = profile or ModelProfile(kind="scripted")
     path = script_path(profile, spec.name) if spec.name else None
+    if request.script is not None:
+        found = SCRIPTS.get(request.script.sha256)
+        if found is None:
+            raise script_unavailable(request.script.sha256)
+        return found.script
     if "script" in spec.options:
-        return load_script(spec.options["script"], "inline script")
+        return SCRIPTS.parse(spec.options["script"], "inline script").script
     if path is None:
         raise request_error(
             "scripted model needs a script: options['script'] or a file name in the "
             "profile's script directory as the name"
         )
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise request_error(f"scripted model file {spec.name!r} not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise request_error(f"cannot read scripted model file {spec.name!r}: {exc}") from None
-    return load_script(text, f"file {spec.name!r}")
+    return SCRIPTS.parse_file(path, spec.name).script
 
 
 def _rough_tokens(request: ModelRequest) -> int:

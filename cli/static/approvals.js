@@ -99,7 +99,9 @@ function showTab(name) {
   }
   document.getElementById("pending-tab").hidden = name !== "pending";
   document.getElementById("decided-tab").hidden = name !== "decided";
+  document.getElementById("grants-tab").hidden = name !== "grants";
   if (name === "decided") refreshDecided();
+  if (name === "grants") refreshGrants();
 }
 
 // ------------------------------------------------------------------ time
@@ -186,6 +188,15 @@ async function decide(card, kind) {
   }
   if (kind === "reject") body.reason = card.querySelector("input[name=reason]").value;
   if (kind === "respond") body.message = card.querySelector("input[name=message]").value;
+  if (kind === "approve") {
+    try {
+      const remember = rememberOf(card);
+      if (remember) body.remember = remember;
+    } catch (error) {
+      answer(card, error.message, false);
+      return;
+    }
+  }
   if (kind === "edit") {
     try {
       body.args = editedArgs(card);
@@ -213,13 +224,7 @@ async function decide(card, kind) {
     card.querySelector(".changed-note").hidden = false;
     refresh();
   } else if (result.ok) {
-    const ack = result.ack;
-    const line = card.querySelector(".decision");
-    line.textContent = (VERBS[ack.decision] || ack.decision) + " by " + ack.reviewer + " via " +
-      ack.via + " at " + new Date().toLocaleTimeString();
-    line.hidden = false;
-    card.dataset.decided = ack.decision;
-    card.classList.add("decided");
+    markDecided(card, result.ack);
     refresh();
   }
   if (!(result.ok && !result.changed)) {
@@ -227,12 +232,127 @@ async function decide(card, kind) {
   }
 }
 
+// ------------------------------------------------------------------ grants
+
+const grantsBox = document.getElementById("grants");
+const UNITS = { s: 1, m: 60, h: 3600, d: 86400 };
+
+// "90s", "30m", "1h30m", "2d" or bare seconds, as `filegate approve --for` takes them.
+function durationSeconds(text) {
+  const spelled = text.trim().toLowerCase();
+  if (/^\d+(\.\d+)?$/.test(spelled)) return Number(spelled);
+  if (!/^(\d+(\.\d+)?[smhd])+$/.test(spelled)) throw new Error("for: give a duration such as 30m or 2h");
+  let total = 0;
+  for (const [, n, unit] of spelled.matchAll(/(\d+(?:\.\d+)?)([smhd])/g)) total += Number(n) * UNITS[unit];
+  return total;
+}
+
+// The card's "remember" choice as Decision.remember, or null when not ticked.
+function rememberOf(card) {
+  const box = card.querySelector("input[name=remember]");
+  if (!box || !box.checked) return null;
+  const remember = {};
+  const pattern = card.querySelector("input[name=remember-pattern]").value.trim();
+  const lasting = card.querySelector("input[name=remember-for]").value;
+  if (pattern) remember.pattern = pattern;
+  if (lasting.trim()) {
+    const seconds = durationSeconds(lasting);
+    if (!(seconds > 0)) throw new Error("for: a duration must be longer than 0");
+    remember.duration_seconds = seconds;
+  }
+  return remember;
+}
+
+async function refreshGrants() {
+  try {
+    const response = await fetch("grants", { cache: "no-store" });
+    if (!response.ok) throw new Error("HTTP " + response.status);
+    const fresh = document.createElement("template");
+    fresh.innerHTML = await response.text();
+    grantsBox.replaceChildren(fresh.content);
+    localTimes(grantsBox);
+  } catch (error) {
+    document.getElementById("conn").textContent = "grants failed: " + error.message;
+  }
+}
+
+grantsBox.addEventListener("click", async (event) => {
+  const button = event.target.closest("button[data-revoke]");
+  if (!button) return;
+  const row = button.closest("tr");
+  button.disabled = true;
+  let result;
+  try {
+    result = await post("api/revoke", { workflow_id: row.dataset.workflow, id: button.dataset.revoke });
+  } catch (error) {
+    result = { ok: false, error: "request failed: " + error.message };
+  }
+  note(result.ok ? result.message : row.dataset.workflow + " " + button.dataset.revoke + ": " + result.error, result.ok);
+  refreshGrants();
+});
+
+// A decided card stays until the page is reloaded, saying who decided.
+function markDecided(card, ack) {
+  const line = card.querySelector(".decision");
+  line.textContent = (VERBS[ack.decision] || ack.decision) + " by " + ack.reviewer + " via " +
+    ack.via + " at " + new Date().toLocaleTimeString();
+  line.hidden = false;
+  card.dataset.decided = ack.decision;
+  card.classList.add("decided");
+}
+
+// The cards of one turn still open on the page: what "Approve all N" decides.
+function turnCards(bar) {
+  return [...list.querySelectorAll(".card:not(.turn):not(.unreachable):not(.decided)")].filter(
+    (c) => c.dataset.workflow === bar.dataset.workflow && c.dataset.turn === bar.dataset.turn);
+}
+
+// Every pending call of a turn in one decision (the workflow's decide_turn update),
+// naming the preview each of the turn's cards shows: all of them are decided, or none.
+async function decideTurn(bar, kind) {
+  const cards = turnCards(bar);
+  const fingerprints = {};
+  for (const c of cards) {
+    fingerprints[c.dataset.id] = c.dataset.fingerprint === undefined ? null : c.dataset.fingerprint;
+  }
+  const body = { workflow_id: bar.dataset.workflow, turn: bar.dataset.turn, decision: kind, fingerprints };
+  if (kind === "reject") body.reason = bar.querySelector("input[name=turn-reason]").value;
+  const buttons = [...bar.querySelectorAll("button")];
+  for (const b of buttons) b.disabled = true;
+  answer(bar, "sending " + kind + " for " + cards.length + " calls...");
+  let result;
+  try {
+    result = await post("api/decide-turn", body);
+  } catch (error) {
+    result = { ok: false, error: "request failed: " + error.message };
+  }
+  const text = result.ok ? result.message : result.error;
+  answer(bar, text, result.ok && !result.changed);
+  note((result.ok ? "" : bar.dataset.workflow + " turn " + bar.dataset.turn + ": ") + text, result.ok);
+  if (result.ok && result.changed) {
+    // Nothing ran: the changed cards come back with fresh previews (and say why).
+    for (const c of cards) {
+      if (!result.ack.changed_since_preview.includes(c.dataset.id)) continue;
+      c.dataset.awaitFresh = "1";
+      c.querySelector(".changed-note").hidden = false;
+    }
+    refresh();
+  } else if (result.ok) {
+    for (const c of cards) markDecided(c, result.ack);
+    markDecided(bar, result.ack);
+    refresh();
+  }
+  if (!(result.ok && !result.changed)) for (const b of buttons) b.disabled = false;
+}
+
 list.addEventListener("click", (event) => {
   const card = event.target.closest(".card");
-  if (card && !card.classList.contains("unreachable")) select(card, false);
+  const plain = card && !card.classList.contains("unreachable") && !card.classList.contains("turn");
+  if (plain) select(card, false);
   const button = event.target.closest("button");
   if (!button || !card) return;
   if (button.dataset.action === "edit-preview") editPreview(card);
+  else if (button.dataset.turnDecision) decideTurn(card, button.dataset.turnDecision);
   else if (button.dataset.decision) decide(card, button.dataset.decision);
 });
 
@@ -248,7 +368,7 @@ list.addEventListener("input", (event) => {
 // ------------------------------------------------------------------ keyboard
 
 function cards() {
-  return [...list.querySelectorAll(".card:not(.unreachable):not(.decided)")];
+  return [...list.querySelectorAll(".card:not(.unreachable):not(.decided):not(.turn)")];
 }
 
 function selected() {
@@ -278,6 +398,7 @@ document.addEventListener("keydown", (event) => {
     if (event.key === "Escape") event.target.blur();
     else if (event.key === "Enter" && card && !event.shiftKey) {
       if (event.target.name === "reason") decide(card, "reject");
+      else if (event.target.name === "turn-reason") decideTurn(card, "reject");
       else if (event.target.name === "message") decide(card, "respond");
       else if (event.target.dataset.arg && event.ctrlKey) {
         const send = card.querySelector("button[data-decision=edit]");
@@ -328,4 +449,5 @@ setInterval(refresh, refreshMs);
 setInterval(tick, 1000);
 setInterval(() => {
   if (!document.getElementById("decided-tab").hidden) refreshDecided();
+  if (!document.getElementById("grants-tab").hidden) refreshGrants();
 }, refreshMs * 2);

@@ -4,9 +4,10 @@
 (with ``can_execute=False`` it is a :class:`FilegateFileBackend`, a plain
 ``BackendProtocol`` without ``execute``, which deepagents' own permission
 rules accept). Every operation is a Filegate activity on a tools worker,
-scheduled from the calling workflow or, outside one, through a
-one-operation workflow (:class:`OperationWorkflow`). :func:`tools_worker` serves both. See
-``docs/deepagents.md``.
+scheduled from the calling workflow or, outside one, started by the client
+as a standalone activity (else through a one-operation workflow,
+:class:`OperationWorkflow`; :mod:`.direct`). :func:`tools_worker` serves all of
+them. See ``docs/deepagents.md``.
 
 Lazy (:mod:`filegate._lazy`): the workflow-side modules (``operations``) load
 without deepagents, so a workflow sandbox never imports LangChain.
@@ -18,6 +19,7 @@ from filegate._lazy import attach
 
 if TYPE_CHECKING:
     from .backend import FilegateBackend, FilegateFileBackend
+    from .commands import execute_interrupt_on
     from .convert import Mount
     from .gate import ExecuteGateFailure
     from .operations import (
@@ -33,6 +35,7 @@ __getattr__, __dir__, __all__ = attach(
     __name__,
     {
         ".backend": ["FilegateBackend", "FilegateFileBackend"],
+        ".commands": ["execute_interrupt_on"],
         ".convert": ["Mount"],
         ".gate": ["ExecuteGateFailure"],
         ".operations": ["Operation", "OperationResult", "OperationWorkflow", "run_operation"],

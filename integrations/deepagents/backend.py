@@ -9,9 +9,10 @@ Inside a workflow (a Deep Agents graph run by a Temporal workflow), each call
 schedules the activity from that workflow, so it gets Filegate's per-tool
 timeouts and retries, the idempotency journal for mutations and the S3
 payload codec, and is recorded in that workflow's history. Outside a
-workflow (a script, a notebook, the langchain-tests suite) each call runs one
-short :class:`~.operations.OperationWorkflow` through a Temporal client,
-which schedules the very same activities; see that class for why.
+workflow (a script, a notebook, the langchain-tests suite) each call is the
+very same activity, started through a Temporal client: a standalone activity
+where the server runs those, else one short
+:class:`~.operations.OperationWorkflow` (:mod:`.direct`, ``operation_path``).
 
 Only the async methods (``aread``, ``awrite``, ...) work inside a workflow: a
 workflow must never block its thread. The sync methods are for callers
@@ -22,7 +23,6 @@ from plain code and from inside another running event loop alike.
 from __future__ import annotations
 
 import threading
-import uuid
 from collections.abc import Coroutine, Sequence
 from datetime import timedelta
 from typing import Any, Literal, TypedDict, TypeVar, Unpack, overload
@@ -49,12 +49,18 @@ from temporalio.client import Client
 
 from . import convert
 from .convert import Mount
+from .direct import (
+    DEFAULT_OPERATION_TIMEOUT,
+    OperationPath,
+    checked_path,
+    operation_path_from_env,
+    run_outside,
+)
 from .gate import check_gate
 from .operations import (
     DownloadRequest,
     Operation,
     OperationResult,
-    OperationWorkflow,
     ReadWindowRequest,
     UploadFile,
     UploadRequest,
@@ -70,9 +76,13 @@ class FilegateFileBackend(BackendProtocol):
 
     ``backend`` and ``task_queue`` name the backend and the tools worker's
     queue (as ``BackendRef(kind="remote")`` does). ``client`` is needed only
-    outside a workflow; the :class:`OperationWorkflow` then runs on
-    ``operation_task_queue`` (default: ``task_queue``; the worker from
+    outside a workflow: each call is then a standalone activity on
+    ``task_queue`` where the server runs those, else an
+    :class:`~.operations.OperationWorkflow` on ``operation_task_queue``
+    (default: ``task_queue``; the worker from
     :func:`~filegate.integrations.deepagents.tools_worker` serves both).
+    ``operation_path`` forces one of the two (``"standalone"``, ``"workflow"``;
+    default ``"auto"``, or ``FILEGATE_OPERATION_PATH``); see :mod:`.direct`.
     ``mount`` is where Filegate's ``/`` appears in deepagents' paths
     (``"/workspace"`` for the bwrap sandbox, whose commands see the files
     there). ``permissions`` and ``policies`` travel with every call as they
@@ -102,9 +112,10 @@ class FilegateFileBackend(BackendProtocol):
         mount: str = "/",
         permissions: Sequence[FilesystemPermission] = (),
         policies: Sequence[str] | None = None,
-        operation_timeout: timedelta = timedelta(minutes=70),
+        operation_timeout: timedelta = DEFAULT_OPERATION_TIMEOUT,
         search_timeout: float | None = None,
         sandbox_id: str | None = None,
+        operation_path: OperationPath | None = None,
     ) -> None:
         self.backend = backend
         self.task_queue = task_queue
@@ -115,6 +126,8 @@ class FilegateFileBackend(BackendProtocol):
         self.policies = None if policies is None else list(policies)
         self.operation_timeout = operation_timeout
         self.search_timeout = search_timeout
+        # None: FILEGATE_OPERATION_PATH, read when a call is made outside a workflow.
+        self.operation_path = None if operation_path is None else checked_path(operation_path)
         self._id = sandbox_id or f"filegate:{backend}@{task_queue}"
         self._portal: Portal | None = None
         self._portal_lock = threading.Lock()
@@ -137,17 +150,17 @@ class FilegateFileBackend(BackendProtocol):
             return await run_operation(op)
         if self.client is None:
             raise RuntimeError(
-                "FilegateBackend outside a workflow needs client=...: it runs each "
-                "operation as a short workflow on the operation task queue"
+                "FilegateBackend outside a workflow needs client=...: it starts each "
+                "operation's activity (or a short workflow) through it"
             )
-        result: OperationResult = await self.client.execute_workflow(
-            OperationWorkflow.run,
+        ran = await run_outside(
+            self.client,
             op,
-            id=f"filegate-op-{_kind(op)}-{uuid.uuid4().hex}",  # readable in the Web UI
-            task_queue=self.operation_task_queue,
-            execution_timeout=self.operation_timeout,
+            operation_task_queue=self.operation_task_queue,
+            operation_timeout=self.operation_timeout,
+            path=self.operation_path or operation_path_from_env(),
         )
-        return result
+        return ran.result
 
     def _sync(self, coro: Coroutine[Any, Any, T]) -> T:
         if workflow.in_workflow():
@@ -378,6 +391,7 @@ class BackendOptions(_Where, total=False):
     operation_timeout: timedelta
     search_timeout: float | None
     sandbox_id: str | None
+    operation_path: OperationPath | None
 
 
 class FilegateBackend(FilegateFileBackend, SandboxBackendProtocol):
@@ -459,12 +473,6 @@ class FilegateBackend(FilegateFileBackend, SandboxBackendProtocol):
 
     def execute(self, command: str, *, timeout: int | None = None) -> ExecuteResponse:
         return self._sync(self.aexecute(command, timeout=timeout))
-
-
-def _kind(op: Operation) -> str:
-    if op.tool is not None:
-        return op.tool.tool
-    return next(name for name in ("read", "upload", "download") if getattr(op, name) is not None)
 
 
 def _need(outcome: Any) -> Any:

@@ -3,8 +3,9 @@
 Workflow-safe on purpose (kernel, the activity stubs and Temporal only; no
 deepagents, no backends): the adapter runs :func:`run_operation` inside the
 caller's workflow, and :class:`OperationWorkflow` runs the same function for a
-caller outside any workflow, so both paths schedule exactly the same
-activities with the same options.
+caller outside any workflow (where the server has no standalone activities:
+:mod:`.direct` starts the activity itself otherwise, with the same options
+from :func:`tool_options` / :func:`transfer_activity_options`).
 
 Most operations are the ``filegate.<tool>`` activities themselves. Three
 things the model-facing tools do not answer in structured form get activities
@@ -180,6 +181,25 @@ def transfer_activity_options() -> dict[str, Any]:
     }
 
 
+def tool_options(op: Operation) -> dict[str, Any]:
+    """Options of the tool activity of ``op``: the tool's own, as an agent's call gets.
+
+    One place for both ways of running an operation (the workflow here and a
+    standalone activity, :mod:`.direct`), so they cannot drift apart.
+    """
+    if op.tool is None:
+        raise ValueError("tool_options needs an Operation with a tool request")
+    request = op.tool
+    if op.search_timeout is not None and request.tool in ("glob", "grep"):
+        return tool_activity_options(request.tool, search_timeout=op.search_timeout)
+    timeout = request.args.get("timeout") if request.tool == "execute" else None
+    return tool_activity_options(request.tool, execute_timeout=timeout)
+
+
+TRANSFER_STUBS = {"read": read_window, "upload": upload_files, "download": download_files}
+"""Stub per transfer kind (the :class:`Operation` field naming it)."""
+
+
 # --------------------------------------------------------------------------- running one
 
 
@@ -209,13 +229,9 @@ async def run_operation(op: Operation) -> OperationResult:
     queue = op.task_queue
     if op.tool is not None:
         request = op.tool
-        timeout = request.args.get("timeout") if request.tool == "execute" else None
-        options = tool_activity_options(request.tool, execute_timeout=timeout)
-        if op.search_timeout is not None and request.tool in ("glob", "grep"):
-            options = tool_activity_options(request.tool, search_timeout=op.search_timeout)
         try:
             outcome = await workflow.execute_activity(
-                STUBS[request.tool], request, task_queue=queue, **options
+                STUBS[request.tool], request, task_queue=queue, **tool_options(op)
             )
         except ActivityError as exc:
             outcome = outcome_for_activity_error(request.tool, exc)
@@ -241,7 +257,9 @@ async def run_operation(op: Operation) -> OperationResult:
 class OperationWorkflow:
     """One backend operation for a caller outside any workflow (one short run each).
 
-    Why a workflow and not the backend object itself: the call takes the same
+    The fallback of :mod:`.direct` where the server runs no standalone
+    activities (or ``operation_path="workflow"``); it adds no check of its
+    own. Why a workflow and not the backend object itself: the call takes the same
     path as an agent's (the tools worker's policies, permission gate,
     idempotency journal, heartbeats, timeouts and S3 payload offload), and the
     calling process needs a Temporal connection only, never the files or the

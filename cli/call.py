@@ -1,0 +1,226 @@
+"""``filegate call``: one file tool call, with no agent and no workflow where the server allows.
+
+``filegate call read_file --args '{"file_path": "/notes.md"}' --root ./ws``
+runs the ``filegate.read_file`` activity itself as a standalone activity
+(:mod:`filegate.integrations.deepagents.direct`), or one short
+``OperationWorkflow`` on a server without standalone activities. Either way
+the call takes an agent's path through a tools worker: its policies, the
+``--permissions`` rules (checked by the worker, as for every call), the
+idempotency journal and the audit log.
+
+With ``--root`` it works like ``run``: it starts for its own duration whatever
+is missing (embedded Temporal and S3) and a tools worker on that directory.
+Without ``--root`` it works like ``submit``: the call goes to a deployment's
+tools worker (``--backend`` / ``--tools-queue`` / ``--name``), whose fallback
+workflow needs a worker hosting ``OperationWorkflow`` (``--operation-queue``,
+the Deep Agents adapter's ``tools_worker``).
+
+Prints the tool's text (``--json``: the structured result); exit 0 when the
+tool succeeded, 1 when it answered with an error (a missing file, a denied
+path) or failed, 2 for bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from filegate.cli.errors import CliError, failure_text
+from filegate.cli.run_inputs import first_error, load_permissions, load_prompt, workspace_root
+from filegate.kernel.tool_types import TOOL_ORDER, ToolRequest
+from pydantic import ValidationError
+
+if TYPE_CHECKING:
+    from filegate.cli.connection import Target
+    from filegate.integrations.deepagents.direct import OperationPath, Ran
+    from temporalio.client import Client
+
+__all__ = ["add_parser", "call_command", "parse_request"]
+
+LOCAL_BACKEND_NAME = "workspace"
+"""The backend name of ``--root`` (as ``filegate run`` names its backend)."""
+LOCAL_KINDS = ("filesystem", "local-shell", "sandbox")
+"""``--backend`` kinds ``--root`` can serve (``filegate worker --backend`` minus store)."""
+
+
+def parse_request(args: argparse.Namespace, backend: str) -> ToolRequest:
+    """The ToolRequest of ``TOOL --args``; bad arguments or a bad path exit 2 here.
+
+    The arguments are checked as the tools worker checks them (the tool's
+    schema, then its path), so a typo is one line before anything connects.
+    """
+    from filegate.activities.stubs import tool_request
+    from filegate.kernel.dispatch import InvalidToolRequest, parse_args
+
+    text = load_prompt(args.args, "--args") if args.args is not None else "{}"
+    assert text is not None
+    try:
+        values = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CliError(f"--args is not valid JSON: {exc}", 2) from None
+    if not isinstance(values, dict):
+        raise CliError("--args must be a JSON object of the tool's arguments", 2)
+    rules = load_permissions(args.permissions)
+    try:
+        request = tool_request(
+            args.tool, values, backend=backend, tool_call_id="", permissions=rules
+        )
+        parse_args(request)
+    except ValidationError as exc:
+        raise CliError(f"--args for {args.tool}: {first_error(exc)}", 2) from None
+    except InvalidToolRequest as exc:
+        raise CliError(str(exc), 2) from None
+    return request
+
+
+async def call_command(args: argparse.Namespace) -> int:
+    from filegate.cli.connection import target_from
+    from filegate.cli.run import quiet_core_warnings
+    from filegate.integrations.deepagents.direct import checked_path, operation_path_from_env
+
+    if not getattr(args, "verbose", False):
+        quiet_core_warnings()
+    try:
+        path = checked_path(args.via, "--via") if args.via else operation_path_from_env()
+    except ValueError as exc:
+        raise CliError(str(exc), 2) from None
+    target = target_from(args)
+    if args.root is not None:
+        if args.tools_queue or args.name or args.operation_queue:
+            raise CliError("--root serves its own tools worker: drop --tools-queue/--name", 2)
+        root = workspace_root(args.root)
+        request = parse_request(args, LOCAL_BACKEND_NAME)
+        ran = await _call_on_root(args, target, root, request, path)
+    else:
+        request = parse_request(args, args.name or args.backend)
+        ran = await _call_deployed(args, target, request, path)
+    return _report(args, request, ran)
+
+
+async def _call_on_root(
+    args: argparse.Namespace, target: Target, root: Path, request: ToolRequest, path: OperationPath
+) -> Ran:
+    """The call on a tools worker of this process serving ``root`` (servers as ``run``)."""
+    from filegate.cli.services import local_services, services_client, state_dir_outside
+    from filegate.integrations.deepagents.worker import tools_worker
+    from filegate.worker import make_backend
+
+    if args.backend not in LOCAL_KINDS:
+        raise CliError(f"--root serves --backend {' | '.join(LOCAL_KINDS)}", 2)
+    try:
+        backend = make_backend(args.backend, root)
+    except ValueError as exc:
+        raise CliError(str(exc), 2) from None
+    except RuntimeError as exc:  # the sandbox without a usable bwrap
+        raise CliError(f"{args.backend} backend unavailable: {exc}") from None
+    state_dir = state_dir_outside(target.settings, [str(root)])
+    # One queue per call: no other process's call can reach this worker.
+    queue = f"filegate-call-{uuid.uuid4().hex[:12]}"
+    journal = state_dir / "journal" / LOCAL_BACKEND_NAME
+    async with local_services(target, state_dir, reuse_default=True) as services:
+        client, artifacts = await services_client(target, services)
+        served = {LOCAL_BACKEND_NAME: backend}
+        async with tools_worker(client, queue, served, journal, artifacts=artifacts):
+            return await _run(client, request, queue, queue, path)
+
+
+async def _call_deployed(
+    args: argparse.Namespace, target: Target, request: ToolRequest, path: OperationPath
+) -> Ran:
+    """The call on a deployment's tools worker (queues as ``submit`` names them)."""
+    from filegate.cli.submit import DEPLOYED_BACKENDS, has_pollers
+    from temporalio.service import RPCError
+
+    queue = args.tools_queue or DEPLOYED_BACKENDS[args.backend].task_queue
+    if not queue:
+        raise CliError(f"--backend {args.backend} needs --tools-queue (no default queue)", 2)
+    client = await target.connect()
+    try:
+        if not await has_pollers(client, queue, workflow=False):
+            print(f"  !! no tools worker polls task queue {queue}: the call waits", file=sys.stderr)
+    except RPCError:  # a server that does not describe queues: just call
+        pass
+    return await _run(client, request, queue, args.operation_queue or queue, path)
+
+
+async def _run(
+    client: Client, request: ToolRequest, queue: str, op_queue: str, path: OperationPath
+) -> Ran:
+    from filegate.integrations.deepagents.direct import StandaloneUnavailable, run_outside
+    from filegate.integrations.deepagents.operations import Operation
+    from temporalio.client import WorkflowFailureError
+
+    op = Operation(task_queue=queue, tool=request)
+    try:
+        return await run_outside(client, op, operation_task_queue=op_queue, path=path)
+    except StandaloneUnavailable as exc:
+        raise CliError(str(exc)) from None
+    except WorkflowFailureError as exc:
+        raise CliError(f"the {request.tool} operation failed: {failure_text(exc)}") from None
+
+
+def _report(args: argparse.Namespace, request: ToolRequest, ran: Ran) -> int:
+    """Print the result (text, or ``--json``); 0 when the tool succeeded, else 1."""
+    from filegate.activities.stubs import tool_result
+
+    outcome = ran.result.outcome
+    if outcome is None:
+        raise CliError(f"the {request.tool} operation returned no outcome")
+    result = tool_result(request, outcome)
+    if args.json:
+        # The call id is the worker's (the activity id), not the request's empty one.
+        dumped = result.model_dump(mode="json", exclude_none=True, exclude={"tool_call_id"})
+        shown = {"via": ran.via, **dumped}
+        print(json.dumps(shown, ensure_ascii=False, indent=2))
+    else:
+        text = result.text
+        print(text, end="" if text.endswith("\n") else "\n")
+    return 0 if result.ok else 1
+
+
+def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+    from filegate.cli.submit import DEPLOYED_BACKENDS
+
+    parser = sub.add_parser(
+        "call",
+        parents=[common],
+        help="one file tool call, as a standalone activity where the server runs those",
+    )
+    parser.add_argument("tool", choices=TOOL_ORDER, help="the tool to call")
+    parser.add_argument(
+        "--args",
+        metavar="JSON|@FILE",
+        help='the tool\'s arguments as a JSON object, e.g. \'{"file_path": "/notes.md"}\'',
+    )
+    parser.add_argument("--permissions", help="JSON file: list of {operations, paths, mode}")
+    parser.add_argument(
+        "--root", help="serve this directory with a tools worker of this command (as run)"
+    )
+    parser.add_argument(
+        "--backend",
+        choices=sorted({*LOCAL_KINDS, *DEPLOYED_BACKENDS}),
+        default="filesystem",
+        help="with --root: the backend kind serving it; without: the deployment's tools "
+        "worker (queues as for submit)",
+    )
+    parser.add_argument("--tools-queue", help="without --root: the tools worker's --task-queue")
+    parser.add_argument("--name", help="without --root: the tools worker's --name")
+    parser.add_argument(
+        "--operation-queue",
+        help="without --root: the queue of a worker hosting OperationWorkflow, for the "
+        "fallback (default: the tools queue)",
+    )
+    parser.add_argument(
+        "--via",
+        choices=("auto", "standalone", "workflow"),
+        help="standalone activity, the one-operation workflow, or auto: standalone where "
+        "the server runs those (default: FILEGATE_OPERATION_PATH or auto)",
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print the structured result as JSON (and the path)"
+    )
+    parser.set_defaults(handler=call_command)
