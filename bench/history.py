@@ -203,7 +203,14 @@ async def one_run(
     seconds = time.perf_counter() - started
     stats = history_stats_row(await history_stats(client, workflow_id), result.steps)
     completed = result.stop_reason == "final_answer" and result.steps == steps
-    return {"steps": result.steps, "completed": completed, "seconds": round(seconds, 1), **stats}
+    earlier = result.earlier_transcript  # messages the workflow let go as transcript pages
+    return {
+        "steps": result.steps,
+        "completed": completed,
+        "seconds": round(seconds, 1),
+        "paged_messages": earlier.end if earlier is not None else 0,
+        **stats,
+    }
 
 
 def history_stats_row(stats: HistoryStats, steps: int) -> dict[str, Any]:
@@ -216,6 +223,7 @@ def history_stats_row(stats: HistoryStats, steps: int) -> dict[str, Any]:
         "ms_per_step": round(1000 * stats.seconds / max(steps, 1), 1),
         "first_run_ms_per_step": round(step_ms[0], 1),
         "last_run_ms_per_step": round(step_ms[-1], 1),
+        "run_ms_per_step": [round(ms, 1) for ms in step_ms],
     }
 
 

@@ -13,8 +13,9 @@ import json
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from filegate.activities.pages import full_transcript
 from filegate.cli.connection import target_from
 from filegate.cli.errors import CliError, failure_text
 from filegate.cli.progress import (
@@ -44,6 +45,9 @@ from temporalio.common import (
 )
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
+
+if TYPE_CHECKING:
+    from filegate.backends.artifacts import ArtifactStore
 
 __all__ = ["add_parser", "load_permissions", "parse_model", "run_command"]
 
@@ -219,15 +223,28 @@ async def run_command(args: argparse.Namespace) -> int:
                     client, input, workflow_id, tools_queue, fresh=fresh,
                     memo={ROOT_MEMO: str(root)},
                 )  # fmt: skip
-    return report_result(args, result)
+    return report_result(args, result, artifacts)
 
 
-def report_result(args: argparse.Namespace, result: Any) -> int:
-    """``--transcript`` and the closing lines of a finished run; its exit code (0)."""
+def report_result(args: argparse.Namespace, result: Any, store: ArtifactStore | None = None) -> int:
+    """``--transcript`` and the closing lines of a finished run; its exit code (0).
+
+    A very long thread's first messages are transcript pages in S3
+    (``AgentResult.earlier_transcript``): read back through ``store`` when given.
+    """
     if args.transcript:
         out = Path(args.transcript).expanduser()
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(result.transcript, indent=2, ensure_ascii=False) + "\n")
+        transcript = result.transcript
+        earlier = result.earlier_transcript
+        if earlier is not None and store is not None:
+            transcript = full_transcript(store, earlier, transcript)
+        elif earlier is not None:
+            say(
+                f"transcript: its first {earlier.end} messages are transcript pages in S3 "
+                f"({earlier.artifact.key} and the pages before it); {out} holds the rest"
+            )
+        out.write_text(json.dumps(transcript, indent=2, ensure_ascii=False) + "\n")
     say(
         f"completed: {result.stop_reason} after {counted(result.steps, 'model call')}, "
         f"{counted(result.tool_calls, 'tool call')} ({counted(result.tool_errors, 'error')}), "

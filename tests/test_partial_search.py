@@ -265,7 +265,8 @@ def _slow_walk(monkeypatch: pytest.MonkeyPatch, tool: str) -> None:
 
 
 BUDGET = 4.0
-"""The activity's search budget: partial results at 3 s, the hard stop at 4 s (a second of margin on a loaded machine)."""
+"""The activity's search budget: partial results at 3 s, the hard stop at 4 s
+(a second of margin on a loaded machine)."""
 
 
 async def _activity(tools: FileToolActivities, tool: ToolName) -> tuple[ToolOutcome, float]:

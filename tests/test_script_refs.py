@@ -20,7 +20,12 @@ from filegate.activities.providers.profiles import ModelProfile
 from filegate.activities.providers.scripted import SCRIPTS, ScriptCache, ScriptedProvider
 from filegate.backends.artifacts import ArtifactStore
 from filegate.kernel.messages import ModelRequest, ModelResponse, ModelSpec
-from filegate.kernel.scripts import SCRIPT_BY_REFERENCE_OVER, canonical_script, script_digest
+from filegate.kernel.scripts import (
+    SCRIPT_BY_REFERENCE_OVER,
+    ScriptRef,
+    canonical_script,
+    script_digest,
+)
 from filegate.kernel.transcripts import ModelTurn
 from filegate.worker import agent_worker
 from filegate.workflows import AgentInput, AgentResult, AgentWorkflow
@@ -28,8 +33,8 @@ from filegate.workflows.agent import sandboxed_runner
 from minio import Minio
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHistory
-from temporalio.worker import Replayer
 from temporalio.exceptions import ApplicationError
+from temporalio.worker import Replayer
 
 STEPS = 6
 
@@ -126,7 +131,7 @@ async def test_a_reference_this_worker_does_not_hold_is_refused_plainly() -> Non
     request = ModelRequest(
         model=ModelSpec(provider="scripted"),
         messages=[],
-        script={"sha256": digest, "size": 2},  # type: ignore[arg-type]
+        script=ScriptRef(sha256=digest, size=2),
     )
     with pytest.raises(ApplicationError) as info:
         await ScriptedProvider(ModelProfile(kind="scripted")).complete(request)
@@ -167,7 +172,8 @@ async def test_model_calls_name_a_long_script_by_reference(
         assert "script" not in turn.model.options
         assert turn.script is not None and turn.script.sha256 == script_digest(canonical)
         assert turn.script.artifact is not None
-    assert all(size < sizes[0] - SCRIPT_BY_REFERENCE_OVER for size in sizes[1:]), sizes
+    # The first input carries the script; the others a ref of a few hundred bytes instead.
+    assert max(sizes[1:]) < sizes[0] - len(canonical) + 1_000, sizes
     assert max(sizes[1:]) - min(sizes[1:]) < 600, sizes
     assert loads == ["inline script"]  # parsed once for the whole run
     ref = turns[1].script
@@ -228,3 +234,27 @@ async def test_runs_recorded_with_inline_scripts_replay(
             stripped += 1
     assert stripped == 1  # only the first call got the script inline
     await replay(temporal_client, history)
+
+
+@pytest.mark.services
+async def test_a_worker_without_the_script_fetches_it_from_the_store(
+    temporal_client: Client, minio_client: Minio, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With an artifact store, a worker that does not hold the script reads it from its
+    object under the run chain: no call has to bring it inline again."""
+    seen: list[str] = []
+
+    class Forgetting(ScriptedProvider):
+        async def complete(self, request: ModelRequest) -> ModelResponse:
+            response = await super().complete(request)
+            seen.append("ref" if request.script is not None else "inline")
+            SCRIPTS.clear()  # the next call lands on a worker that never parsed it
+            return response
+
+    monkeypatch.setitem(model_module.PROVIDERS, "scripted", Forgetting)
+    loads = count_loads(monkeypatch)
+    store = ArtifactStore(minio_client, "script-refs-test", namespace=uid("ns"))
+    result, _ = await run_agent(temporal_client, long_script(uid("g")), store)
+    assert result.stop_reason == "final_answer" and result.steps == STEPS
+    assert seen == ["inline"] + ["ref"] * (STEPS - 1)
+    assert loads == ["inline script"] + ["stored script"] * (STEPS - 1)

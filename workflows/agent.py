@@ -187,7 +187,7 @@ class AgentWorkflow(ModelTurns):
         for message in reversed(self._messages):
             if message.role == "assistant" and not message.tool_calls:
                 return message.text()
-        return ""
+        return self._context.paged_answer  # the latest one in the transcript pages
 
     def _result(self, final: str, reason: StopReason) -> AgentResult:
         self._state = "done"

@@ -144,6 +144,16 @@ class ContextState(BaseModel):
     """:func:`message_chars` of the messages in ``[offset, start)``."""
     paging: bool = True
     """False once a summary call stored no page (an agent worker without a store)."""
+    paged_answer: str = ""
+    """The latest final answer (assistant text without tool calls) in the pages."""
+
+
+def last_answer(messages: Sequence[Message], default: str = "") -> str:
+    """The text of the latest assistant message without tool calls; ``default`` if none."""
+    for message in reversed(messages):
+        if message.role == "assistant" and not message.tool_calls:
+            return message.text()
+    return default
 
 
 def model_view(messages: Sequence[Message], state: ContextState) -> list[Message]:

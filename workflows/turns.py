@@ -25,6 +25,7 @@ from filegate.kernel.transcripts import (
     ModelTurnResult,
     PageOut,
     Purpose,
+    TranscriptPage,
     TranscriptRef,
 )
 from filegate.workflows import tool_descriptions as descriptions
@@ -33,6 +34,7 @@ from filegate.workflows.context import (
     ContextState,
     TokenTally,
     cut_for_summary,
+    last_answer,
     message_chars,
     model_view,
     summarize_threshold,
@@ -118,11 +120,7 @@ class ModelTurns:
         result = await self._model_turn(summarize, "summarize", view, page_out)
         summary = summary_message(result.response.message.text(), result.archived[-1:])
         update: dict[str, Any] = {"start": cut, "summary": summary, "summarized_chars": summarized}
-        if result.page is not None:
-            del self._messages[: result.page.count]  # in place: FileTools shares the list
-            update.update(offset=result.page.end, page=result.page, summarized_chars=0)
-        elif page_out is not None:
-            update["paging"] = False  # this agent worker stores no pages: keep them all
+        update.update(self._let_go(result.page, page_out))
         self._context = self._context.model_copy(update=update)
         self._transcript = None  # the view changed wholesale: send it afresh next time
         self._memory = None
@@ -141,6 +139,14 @@ class ModelTurns:
             return None, summarized
         page = PageOut(start=offset, messages=self._messages[: cut - offset], base=context.page)
         return page, summarized
+
+    def _let_go(self, page: TranscriptPage | None, page_out: PageOut | None) -> dict[str, Any]:
+        """Drop the messages a summary call stored as ``page``; the context fields to update."""
+        if page is None:  # without a store on the agent worker, keep them all from now on
+            return {"paging": False} if page_out is not None else {}
+        answer = last_answer(self._messages[: page.count], self._context.paged_answer)
+        del self._messages[: page.count]  # in place: FileTools shares the list
+        return {"offset": page.end, "page": page, "summarized_chars": 0, "paged_answer": answer}
 
     async def _model_turn(
         self,
