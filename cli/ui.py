@@ -150,31 +150,26 @@ class ApprovalService:
 
     async def decide(self, workflow_id: str, decision: Decision) -> dict[str, Any]:
         """Send ``decision`` as the ``decide`` update; raise ``ValueError`` on refusal."""
-        handle = (await self.client()).get_workflow_handle(workflow_id)
-        try:
-            ack: dict[str, Any] = await handle.execute_update(
-                DECIDE_UPDATE, decision.model_dump(mode="json", exclude_none=True)
-            )
-        except WorkflowUpdateFailedError as exc:
-            raise ValueError(failure_text(exc)) from None
-        except RPCError as exc:
-            raise LookupError(
-                f"approval {decision.id}: cannot reach workflow {workflow_id}: {exc.message}"
-            ) from None
-        return ack
+        payload = decision.model_dump(mode="json", exclude_none=True)
+        return await self._update(workflow_id, DECIDE_UPDATE, payload, f"approval {decision.id}")
 
     async def decide_turn(self, workflow_id: str, decision: TurnDecision) -> dict[str, Any]:
         """Send ``decision`` as the ``decide_turn`` update; raise ``ValueError`` on refusal."""
+        payload = decision.model_dump(mode="json", exclude_none=True)
+        return await self._update(workflow_id, DECIDE_TURN_UPDATE, payload, f"turn {decision.turn}")
+
+    async def _update(
+        self, workflow_id: str, update: str, payload: dict[str, Any], what: str
+    ) -> dict[str, Any]:
+        """One decision update: a refusal is ``ValueError``, an unreachable run ``LookupError``."""
         handle = (await self.client()).get_workflow_handle(workflow_id)
         try:
-            ack: dict[str, Any] = await handle.execute_update(
-                DECIDE_TURN_UPDATE, decision.model_dump(mode="json", exclude_none=True)
-            )
+            ack: dict[str, Any] = await handle.execute_update(update, payload)
         except WorkflowUpdateFailedError as exc:
             raise ValueError(failure_text(exc)) from None
         except RPCError as exc:
             raise LookupError(
-                f"turn {decision.turn}: cannot reach workflow {workflow_id}: {exc.message}"
+                f"{what}: cannot reach workflow {workflow_id}: {exc.message}"
             ) from None
         return ack
 
