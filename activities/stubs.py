@@ -35,6 +35,7 @@ from typing import Any
 
 from filegate.activities.contract import tool_activity_options
 from filegate.kernel.formatting import format_glob, format_grep, format_ls
+from filegate.kernel.limits import DEFAULT_TOOL_WORKER_WAIT
 from filegate.kernel.permissions import FilesystemPermission
 from filegate.kernel.protocol import GrepMatch
 from filegate.kernel.tool_types import (
@@ -49,6 +50,9 @@ from filegate.kernel.tool_types import (
 from filegate.kernel.visibility import to_virtual
 from pydantic import BaseModel
 from temporalio import activity, workflow
+
+WORKER_WAIT = timedelta(seconds=DEFAULT_TOOL_WORKER_WAIT)
+""":func:`file_tool`'s default wait for a tools worker (the one default, in ``kernel.limits``)."""
 
 ToolStub = Callable[[ToolRequest], Awaitable[ToolOutcome]]
 """The type of every stub: one :class:`ToolRequest` in, one :class:`ToolOutcome` out."""
@@ -189,6 +193,7 @@ async def file_tool(
     local: bool = False,
     start_to_close_timeout: timedelta | None = None,
     heartbeat_timeout: timedelta | None = None,
+    worker_wait: timedelta | None = WORKER_WAIT,
 ) -> ActivityResult:
     """Run one file tool from a workflow and return its :class:`ActivityResult`.
 
@@ -199,6 +204,11 @@ async def file_tool(
     error *result*; an activity that failed for good raises ``ActivityError``
     as any activity does (see :func:`outcome_for_activity_error` to turn it
     into a result instead).
+
+    ``worker_wait`` bounds how long a call waits for a tools worker to take it
+    from ``task_queue`` (its schedule-to-start timeout; None waits forever): a
+    queue nobody polls then raises ``ActivityError`` whose cause is a
+    ``TimeoutError`` of type ``SCHEDULE_TO_START``, instead of waiting in silence.
     """
     request = tool_request(
         tool,
@@ -219,6 +229,8 @@ async def file_tool(
     if local:
         outcome = await workflow.execute_local_activity(stub, request, **options)
     else:
+        if worker_wait is not None:
+            options["schedule_to_start_timeout"] = worker_wait
         outcome = await workflow.execute_activity(stub, request, task_queue=task_queue, **options)
     return tool_result(request, outcome)
 

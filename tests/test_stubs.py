@@ -19,6 +19,7 @@ import pytest
 from pydantic import BaseModel
 from temporalio import workflow
 from temporalio.client import Client
+from temporalio.exceptions import ActivityError, TimeoutError
 from temporalio.worker import Replayer, Worker
 
 with workflow.unsafe.imports_passed_through():
@@ -193,3 +194,42 @@ async def test_the_own_workflow_example_runs(temporal_client: Client, tmp_path: 
     ]
     for line in written:
         assert line in answer
+
+
+@workflow.defn(sandboxed=True)
+class UnservedStubWorkflow:
+    """A user's own workflow calling a queue nobody polls through ``file_tool``."""
+
+    @workflow.run
+    async def run(self, task_queue: str) -> str:
+        try:
+            await file_tool(
+                fa.ls,
+                LISTING_ARGS["ls"],
+                task_queue=task_queue,
+                backend=BACKEND,
+                worker_wait=timedelta(seconds=1),
+            )
+        except ActivityError as error:
+            cause = error.cause
+            if isinstance(cause, TimeoutError):
+                return cause.type.name if cause.type is not None else "timeout"
+            raise
+        return "served"
+
+
+async def test_file_tool_to_a_queue_nobody_polls_raises_instead_of_waiting(
+    temporal_client: Client,
+) -> None:
+    """Before ``worker_wait`` the call waited in the queue for as long as the run lived."""
+    queue = f"stubs-host-{uuid.uuid4().hex[:8]}"
+    unserved = f"stubs-nobody-{uuid.uuid4().hex[:8]}"
+    async with Worker(temporal_client, task_queue=queue, workflows=[UnservedStubWorkflow]):
+        answer = await temporal_client.execute_workflow(
+            UnservedStubWorkflow.run,
+            unserved,
+            id=f"unserved-{uuid.uuid4().hex[:8]}",
+            task_queue=queue,
+            execution_timeout=timedelta(seconds=30),
+        )
+    assert answer == "SCHEDULE_TO_START"
