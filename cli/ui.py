@@ -315,45 +315,41 @@ def create_app(
         html = diff.render(p=edited)
         return JSONResponse(page_json({"ok": True, "changed": edited["changed"], "html": html}))
 
-    async def api_decide(request: Request) -> Response:
+    async def send_decision(
+        request: Request,
+        parse: Callable[[Any, Reviewer], tuple[str, Any]],
+        send: Callable[[str, Any], Awaitable[dict[str, Any]]],
+        describe: Callable[[dict[str, Any], str, Reviewer], str],
+    ) -> Response:
+        """One decision endpoint: parse the body, send the update, answer the page."""
         reviewer = reviewer_of(request.scope)
         try:
-            workflow_id, decision = _parse_decision(await request.json(), reviewer)
+            workflow_id, decision = parse(await request.json(), reviewer)
         except json.JSONDecodeError:
             return _page_error("the body is not valid JSON", 400)
         except ValueError as exc:
             return _page_error(str(exc), 400)
         try:
-            ack = await service.decide(workflow_id, decision)
+            ack = await send(workflow_id, decision)
         except ValueError as exc:
             return _page_error(f"refused: {exc}", 409)
         except LookupError as exc:
             return _page_error(str(exc), 404)
-        text = decision_text(ack, workflow_id, reviewer)
+        text = describe(ack, workflow_id, reviewer)
         log.info("%s", text)
         changed = bool(ack.get("changed_since_preview"))
         answer = {"ok": True, "ack": ack, "message": text, "changed": changed}
         return JSONResponse(page_json(answer))  # the page shows message and ack
 
+    async def api_decide(request: Request) -> Response:
+        return await send_decision(request, _parse_decision, service.decide, decision_text)
+
     async def api_decide_turn(request: Request) -> Response:
-        reviewer = reviewer_of(request.scope)
-        try:
-            workflow_id, decision = _parse_turn_decision(await request.json(), reviewer)
-        except json.JSONDecodeError:
-            return _page_error("the body is not valid JSON", 400)
-        except ValueError as exc:
-            return _page_error(str(exc), 400)
-        try:
-            ack = await service.decide_turn(workflow_id, decision)
-        except ValueError as exc:
-            return _page_error(f"refused: {exc}", 409)
-        except LookupError as exc:
-            return _page_error(str(exc), 404)
-        text = turn_decision_text(ack, workflow_id)
-        log.info("%s", text)
-        changed = bool(ack.get("changed_since_preview"))
-        return JSONResponse(
-            page_json({"ok": True, "ack": ack, "message": text, "changed": changed})
+        return await send_decision(
+            request,
+            _parse_turn_decision,
+            service.decide_turn,
+            lambda ack, workflow_id, _reviewer: turn_decision_text(ack, workflow_id),
         )
 
     app = Starlette(
