@@ -183,13 +183,13 @@ def test_a_grant_answers_its_rules_question_within_its_pattern_until_it_ends() -
     assert (listed.status, listed.uses, listed.last_used_at) == ("expired", 1, T0.isoformat())
 
 
-def test_execute_grants_match_the_command_and_a_glob_is_no_human_approval() -> None:
+def test_execute_grants_match_the_command_and_are_no_human_approval() -> None:
     rule = {"source": "interrupt_on", "tool": "execute", "always": True}
     grants = book()
     exact = approval("execute", {"command": "make test"}, rule)
     grants.remember(approve(), exact, T0)
     used = grants.use("execute", {"command": "make test"}, rule, T0)
-    assert used is not None and used.approves and "execute 'make test'" in used.note
+    assert used is not None and not used.approves and "execute 'make test'" in used.note
     assert "make test" not in used.approved_by  # the audit log never holds command text
     assert grants.use("execute", {"command": "make test && rm -rf /"}, rule, T0) is None
     grants.remember(approve("echo *"), exact, T0)
@@ -407,17 +407,33 @@ async def decide_host(
     return ack
 
 
+SECRETS = FilesystemPermission(operations=["read", "write"], paths=["/secrets/**"], mode="deny")
+
+
 @pytest.mark.services
 async def test_a_file_tools_host_keeps_execute_grants_and_the_execute_gate(
     temporal_client: Client, tmp_path: Path
 ) -> None:
-    """On a host shell with a protecting rule, an exact-command grant is a human's
-    approval of that command; a command glob's is not, so the worker still refuses."""
+    """On a host shell beside a protecting rule, no execute grant is a human's approval.
+
+    ``sh build.sh`` is approved and remembered; the model then rewrites
+    ``build.sh`` to print the secret. The grant still answers the question for
+    the same text, but the tools worker's execute gate refuses it, as any
+    command nobody approved. A command glob covers one simple command only:
+    ``echo a; touch p1`` asks.
+    """
     root = tmp_path / "ws"
-    root.mkdir()
-    commands = ["echo one", "echo one", "echo two", "echo three", "ls /nowhere"]
+    (root / "secrets").mkdir(parents=True)
+    (root / "secrets" / "key").write_text("TOPSECRET-build\n")
+    (root / "build.sh").write_text("echo building\n")
+    rewrite = {"file_path": "/build.sh", "content": "cat secrets/key\n"}
     run = [
-        {"id": f"x{n}", "name": "execute", "args": {"command": c}} for n, c in enumerate(commands)
+        {"id": "x0", "name": "execute", "args": {"command": "sh build.sh"}},
+        {"id": "x1", "name": "write_file", "args": rewrite},
+        {"id": "x2", "name": "execute", "args": {"command": "sh build.sh"}},
+        {"id": "x3", "name": "execute", "args": {"command": "echo two"}},
+        {"id": "x4", "name": "execute", "args": {"command": "echo three"}},
+        {"id": "x5", "name": "execute", "args": {"command": "echo a; touch p1"}},
     ]
     shell: dict[str, BackendProtocol] = {"sh": LocalShellBackend(str(root))}
     async with (
@@ -426,27 +442,31 @@ async def test_a_file_tools_host_keeps_execute_grants_and_the_execute_gate(
     ):
         config = FileToolsConfig(
             backend=BackendSpec(default=remote("sh", tools_q, execute=True, shell=str(root))),
-            permissions=[SECRET],
+            permissions=[SECRETS],
             interrupt_on={"execute": ToolInterrupt(always=True)},
         )
         handle = await temporal_client.start_workflow(
             ToolListWorkflow.run, args=[config, run], id=uid("host"), task_queue=host_q
         )
-        exact = await decide_host(handle, "echo one", {"decision": "approve", "remember": {}})
-        assert exact["grant"]["kind"] == "command" and exact["grant"]["pattern"] == "echo one"
+        exact = await decide_host(handle, "sh build.sh", {"decision": "approve", "remember": {}})
+        assert exact["grant"]["kind"] == "command" and exact["grant"]["pattern"] == "sh build.sh"
         glob = {"decision": "approve", "remember": {"pattern": "echo *"}}
         by_glob = await decide_host(handle, "echo two", glob)
-        await decide_host(handle, "ls /nowhere", {"decision": "reject"})
+        await decide_host(handle, "echo a; touch p1", {"decision": "reject"})
         answers = (await handle.result())["answers"]
         grants = await handle.query("grants", result_type=list[dict[str, Any]])
     assert answers["x0"]["text"].startswith("[This call was approved by ana via cli")
-    assert answers["x1"]["text"].startswith(f"[allowed by grant {exact['grant']['id']}")
-    assert "one" in answers["x1"]["text"] and not answers["x1"]["error"]
-    assert not answers["x2"]["error"]  # a human approved this very command
-    three = answers["x3"]["text"]
+    assert "building" in answers["x0"]["text"] and not answers["x0"]["error"]
+    assert not answers["x1"]["error"]  # the model rewrote the script
+    rerun = answers["x2"]["text"]
+    assert rerun.startswith(f"[allowed by grant {exact['grant']['id']}")
+    assert "execute refused" in rerun and "TOPSECRET" not in rerun
+    assert not answers["x3"]["error"]  # a human approved this very command
+    three = answers["x4"]["text"]
     assert three.startswith(f"[allowed by grant {by_glob['grant']['id']}")
     assert "execute refused" in three  # nobody saw this command: the host shell's gate holds
-    assert answers["x4"]["error"]  # neither grant covers it: asked, rejected
+    assert answers["x5"]["error"]  # not one simple command: asked, rejected
+    assert not (root / "p1").exists()
     assert [g["uses"] for g in grants] == [1, 1]
 
 

@@ -9,12 +9,47 @@ workflow, so neither module imports the other's.
 
 from __future__ import annotations
 
-from typing import Literal
+import re
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 GRANT_PATTERN_MAX = 4096
 """Longest pattern a reviewer may give (a path glob, or a command glob)."""
+GRANT_SECONDS_MAX = 10 * 366 * 86_400
+"""Longest ``remember`` duration: ten years. Longer ones are refused by the validator,
+so ``workflow.now() + duration`` always stays a date (year 9999 overflows)."""
+
+_UNSEEN = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff]"
+)
+"""Control and invisible formatting characters (newline, NUL, bidi, zero-width)."""
+_UNSEEN_IN_TEXT = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+"""In free text (a reason, a message): controls but tab, newline and carriage return."""
+
+
+def _visible(value: str) -> str:
+    """An identifier, a name or a pattern as a reader sees it: one line, no hidden
+    characters that would make the audit log or a grant's scope say something else."""
+    found = _UNSEEN.search(value)
+    if found:
+        raise ValueError(f"holds the control or invisible character {found.group()!r}")
+    return value
+
+
+def _text(value: str) -> str:
+    """Free text may span lines, but holds no NUL or terminal control characters."""
+    found = _UNSEEN_IN_TEXT.search(value)
+    if found:
+        raise ValueError(f"holds the control character {found.group()!r}")
+    return value
+
+
+Visible = Annotated[str, AfterValidator(_visible)]
+"""A one-line string without control or invisible characters (checked by pydantic,
+so an update's payload is refused before its validator, and the approval stays open)."""
+Text = Annotated[str, AfterValidator(_text)]
+"""Free text: newlines and tabs allowed, other control characters refused."""
 
 GrantKind = Literal["path", "command", "command_glob"]
 """How a grant's ``pattern`` is matched: a permission-style glob over the call's
@@ -34,8 +69,10 @@ class GrantRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    pattern: str | None = Field(default=None, min_length=1, max_length=GRANT_PATTERN_MAX)
-    duration_seconds: float | None = Field(default=None, gt=0)
+    pattern: Visible | None = Field(default=None, min_length=1, max_length=GRANT_PATTERN_MAX)
+    duration_seconds: float | None = Field(
+        default=None, gt=0, le=GRANT_SECONDS_MAX, allow_inf_nan=False
+    )
 
 
 class Grant(BaseModel):
@@ -52,6 +89,9 @@ class Grant(BaseModel):
     tool: str
     kind: GrantKind
     pattern: str
+    search: str | None = None
+    """``glob``: the pattern searched. The grant covers that pattern only, at roots
+    within ``pattern`` (None, from before it was kept: globs that do not re-root)."""
     rule: str
     rule_description: str | None = None
     approval_id: str
@@ -70,7 +110,7 @@ class Grant(BaseModel):
     """As of the listing (the ``grants`` query computes ``expired`` at workflow time)."""
 
     def scope(self) -> str:
-        return scope_text(self.tool, self.kind, self.pattern)
+        return scope_text(self.tool, self.kind, self.pattern, self.search)
 
     def lasting(self) -> str:
         return f"until {self.expires_at}" if self.expires_at else "for the rest of the run"
@@ -84,12 +124,15 @@ SCOPE_SHOWN = 80
 """Characters of a command shown in a grant's one-line scope."""
 
 
-def scope_text(tool: str, kind: GrantKind, pattern: str) -> str:
-    """``write_file /docs/**``, ``execute 'make test'``, ``execute matching 'pytest *'``."""
+def scope_text(tool: str, kind: GrantKind, pattern: str, search: str | None = None) -> str:
+    """``write_file /docs/**``, ``execute 'make test'``, ``execute matching 'pytest *'``,
+    ``glob '*.md' in /docs/**``."""
     if kind == "command":
         return f"execute {_quoted(pattern)}"
     if kind == "command_glob":
         return f"execute matching {_quoted(pattern)}"
+    if search is not None:
+        return f"{tool} {_quoted(search)} in {pattern}"
     return f"{tool} {pattern}"
 
 

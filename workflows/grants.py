@@ -18,10 +18,20 @@ What a grant can never do, by construction:
   under ``/docs/**`` passes, ``/**`` does not).
 
 For ``execute`` the default scope is the exact command. A reviewer may give a
-whole-text glob (``pytest *``) instead; a call allowed by such a pattern is
-not "this very command approved by a human" for the tools worker's execute
-gate (kernel.execute_gate): a host shell with protecting rules still refuses
-it, a sandbox still compiles every rule.
+whole-text glob (``pytest *``) instead, which covers only one simple command
+(:func:`filegate.kernel.command_rules.simple_argv`, the ``allow_prefixes``
+parse): ``echo *`` never covers ``echo a; rm x``, ``echo $(id)`` or
+``echo a > f``. No ``execute`` grant is "this very command approved by a
+human" for the tools worker's execute gate (kernel.execute_gate): the same
+text can run different code once the model rewrote a script it calls, so a
+host shell with protecting rules refuses it and a sandbox compiles every rule
+strictly. A grant answers the question, never the rule.
+
+A ``glob`` grant is scoped by what was searched: the roots it reached (a
+pattern with a leading ``/`` re-roots the search at its anchor, whatever the
+``path`` argument says) and the glob pattern itself (``Grant.search``). A glob
+whose reach cannot be told that way (``..``, a brace alternative that leaves
+its path) is not remembered.
 
 Plain workflow state, rebuilt by replay like the approvals: grants survive
 worker restarts, and :meth:`GrantBook.carried` crosses continue-as-new.
@@ -37,10 +47,17 @@ from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
+from filegate.kernel.command_rules import simple_argv
+from filegate.kernel.globbing import resolve_glob
 from filegate.kernel.paths import is_within
-from filegate.kernel.rule_patterns import normalise_rule_path, pattern_alternatives, pattern_matches
+from filegate.kernel.rule_patterns import (
+    expand_braces,
+    normalise_rule_path,
+    pattern_alternatives,
+    pattern_matches,
+)
 from filegate.workflows.gate import PATH_FIELDS, ArgPredicate
-from filegate.workflows.grant_models import Grant, GrantKind, GrantRequest, GrantStatus
+from filegate.workflows.grant_models import Grant, GrantKind, GrantRequest, GrantStatus, Visible
 from filegate.workflows.inputs import REVIEWER_MAX, Via
 from pydantic import BaseModel, ConfigDict, Field
 from temporalio import workflow
@@ -54,6 +71,8 @@ __all__ = ["Grant", "GrantBook", "GrantHandlers", "GrantRequest", "GrantRevocati
 GRANT_ID_HEX = 8
 """Hex digits of a grant id after ``g-``: short enough to type in ``filegate revoke``."""
 GRANT_ID_PREFIX = "g-"
+GRANT_ID_MAX = 64
+"""Longest id a ``revoke`` may name (ids are 10 characters; the rest is refused unread)."""
 INACTIVE_KEPT = 20
 """Expired and revoked grants carried across continue-as-new (the newest; live ones all)."""
 
@@ -71,8 +90,8 @@ class GrantRevocation(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    id: str
-    reviewer: str | None = Field(default=None, min_length=1, max_length=REVIEWER_MAX)
+    id: Visible = Field(min_length=1, max_length=GRANT_ID_MAX)
+    reviewer: Visible | None = Field(default=None, min_length=1, max_length=REVIEWER_MAX)
     via: Via | None = None
 
     def by(self) -> str:
@@ -99,9 +118,11 @@ class GrantUse:
 
     @property
     def approves(self) -> bool:
-        """Whether the call counts as approved by a human at the tools worker. Not for a
-        command glob: nobody saw this very command (the execute gate still applies)."""
-        return self.grant.kind != "command_glob"
+        """Whether the call counts as approved by a human at the tools worker: for a
+        path, whose rules the worker judges again on the path itself. Never for
+        ``execute``: the same text can run a script the model rewrote since, so
+        the execute gate and the sandbox's strict view still apply."""
+        return self.grant.tool != "execute"
 
 
 # --------------------------------------------------------------------------- scope
@@ -176,27 +197,61 @@ def _check_command_glob(pattern: str, rule: Mapping[str, Any] | None) -> None:
                 )
 
 
-def grant_scope(
-    tool: str, args: Mapping[str, Any], rule: Mapping[str, Any] | None, given: str | None
-) -> tuple[GrantKind, str]:
-    """``(kind, pattern)`` of a grant for this call; ValueError (one line) when refused.
+def glob_roots(args: Mapping[str, Any]) -> list[str] | None:
+    """The directories (or files) a ``glob`` call searches below, as the tool resolves it.
 
-    ``given`` None: the rule's own pattern that matches the call's path (the
-    call's exact path when none does: a search root below a rule's anchor),
-    the exact command for ``execute``. Otherwise ``given`` must be a valid
-    pattern under the rule's (module docstring).
+    A pattern with a leading ``/`` re-roots the search at each brace
+    alternative's anchor and the tool ignores ``path`` (``/secrets/*.txt`` at
+    ``/pub`` searches ``/secrets``); any other pattern searches ``path``. None
+    when that cannot be told: the tool refuses the call (``..``), or a brace
+    alternative starts with ``/`` inside a pattern that does not.
     """
-    if tool == "execute":
-        if given is None:
-            return "command", str(args.get("command", ""))
-        _check_command_glob(given, rule)
-        return "command_glob", given
-    path = args.get(PATH_FIELDS.get(tool, ""))
-    if not isinstance(path, str):
-        raise ValueError(f"a {tool} call without a path cannot be remembered")
-    outer = _rule_patterns(tool, path, rule)
+    pattern, path = args.get("pattern"), args.get("path")
+    if not isinstance(pattern, str) or not (path is None or isinstance(path, str)):
+        return None
+    try:
+        root, _relative = resolve_glob(pattern, path)
+        alternatives = expand_braces(pattern)
+        if any(".." in alternative.split("/") for alternative in alternatives):
+            return None
+        if not pattern.startswith("/"):
+            return None if any(a.startswith("/") for a in alternatives) else [root]
+        return list(dict.fromkeys(alt.anchor for alt in pattern_alternatives(pattern)))
+    except ValueError:
+        return None
+
+
+def _glob_scope(
+    args: Mapping[str, Any], rule: Mapping[str, Any] | None, given: str | None
+) -> tuple[GrantKind, str]:
+    """The root pattern of a ``glob`` grant: it must hold every root the call searched."""
+    roots = glob_roots(args)
+    if roots is None:
+        raise ValueError(
+            f"glob pattern {args.get('pattern')!r} cannot be remembered: where it searches "
+            "cannot be told from it (approve without remember)"
+        )
+    outer = _rule_patterns("glob", roots[0], rule)
     if given is None:
-        return "path", next((p for p in outer if pattern_matches(p, path)), None) or _exact(path)
+        holding = next((p for p in outer if all(pattern_matches(p, r) for r in roots)), None)
+        if holding is not None:
+            return "path", holding
+        if len(roots) > 1:
+            raise ValueError(
+                f"glob pattern {args.get('pattern')!r} searches {', '.join(roots)}, which no "
+                "one pattern of the rule holds: it cannot be remembered"
+            )
+        return "path", _exact(roots[0])
+    kind, pattern = _path_scope(given, outer)
+    if not all(pattern_matches(pattern, r) for r in roots):
+        raise ValueError(
+            f"remember pattern {given!r} does not hold what this glob searched "
+            f"({', '.join(roots)}): give one that does"
+        )
+    return kind, pattern
+
+
+def _path_scope(given: str, outer: list[str]) -> tuple[GrantKind, str]:
     try:
         pattern = normalise_rule_path(given)
     except ValueError as error:
@@ -209,6 +264,40 @@ def grant_scope(
     return "path", pattern
 
 
+def grant_scope(
+    tool: str, args: Mapping[str, Any], rule: Mapping[str, Any] | None, given: str | None
+) -> tuple[GrantKind, str]:
+    """``(kind, pattern)`` of a grant for this call; ValueError (one line) when refused.
+
+    ``given`` None: the rule's own pattern that matches the call's path (the
+    call's exact path when none does: a search root below a rule's anchor),
+    the exact command for ``execute``. Otherwise ``given`` must be a valid
+    pattern under the rule's (module docstring). A ``glob`` is judged by the
+    roots it searched, not its ``path`` argument (:func:`glob_roots`); its
+    pattern is kept too (:func:`grant_search`).
+    """
+    if tool == "execute":
+        if given is None:
+            return "command", str(args.get("command", ""))
+        _check_command_glob(given, rule)
+        return "command_glob", given
+    if tool == "glob":
+        return _glob_scope(args, rule, given)
+    path = args.get(PATH_FIELDS.get(tool, ""))
+    if not isinstance(path, str):
+        raise ValueError(f"a {tool} call without a path cannot be remembered")
+    outer = _rule_patterns(tool, path, rule)
+    if given is None:
+        return "path", next((p for p in outer if pattern_matches(p, path)), None) or _exact(path)
+    return _path_scope(given, outer)
+
+
+def grant_search(tool: str, args: Mapping[str, Any]) -> str | None:
+    """What a grant keeps of the search besides its roots: a glob's pattern."""
+    pattern = args.get("pattern")
+    return pattern if tool == "glob" and isinstance(pattern, str) else None
+
+
 def covers(grant: Grant, tool: str, args: Mapping[str, Any]) -> bool:
     """Whether ``grant``'s scope holds this (checked) call."""
     if grant.tool != tool:
@@ -216,9 +305,28 @@ def covers(grant: Grant, tool: str, args: Mapping[str, Any]) -> bool:
     if grant.kind == "command":
         return args.get("command") == grant.pattern
     if grant.kind == "command_glob":
-        return _command_glob(grant.pattern).matches("execute", dict(args))
+        # One simple command only, parsed as allow_prefixes parses it: the glob's
+        # ``*`` must not stretch over ``;``, ``$(...)``, a redirection or a newline.
+        command = args.get("command")
+        return simple_argv(command) is not None and _command_glob(grant.pattern).matches(
+            "execute", {"command": command}
+        )
+    if tool == "glob":
+        return _covers_glob(grant, args)
     path = args.get(PATH_FIELDS.get(tool, ""))
     return isinstance(path, str) and pattern_matches(grant.pattern, path)
+
+
+def _covers_glob(grant: Grant, args: Mapping[str, Any]) -> bool:
+    """The same pattern, searched at roots within the grant's (a grant kept without
+    its pattern covers only globs that search their ``path``)."""
+    pattern = args.get("pattern")
+    if grant.search is not None and pattern != grant.search:
+        return False
+    if grant.search is None and isinstance(pattern, str) and pattern.startswith("/"):
+        return False
+    roots = glob_roots(args)
+    return roots is not None and all(pattern_matches(grant.pattern, r) for r in roots)
 
 
 def check_remember(decision: Decision, approval: PendingApproval, book: GrantBook | None) -> None:
@@ -267,6 +375,7 @@ class GrantBook:
             tool=approval.tool,
             kind=kind,
             pattern=pattern,
+            search=grant_search(approval.tool, approval.args),
             rule=rule_key(approval.tool, approval.rule),
             rule_description=(approval.rule or {}).get("description"),
             approval_id=approval.id,
