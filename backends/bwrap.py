@@ -44,8 +44,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from filegate.backends.executables import find_executable
-from filegate.backends.host_files import DEFAULT_MAX_FILE_BYTES, DIR_FLAGS, PathEscapeError
-from filegate.backends.host_tree import tree_below
+from filegate.backends.filesystem import FilesystemBackend
+from filegate.backends.host_files import DEFAULT_MAX_FILE_BYTES
 from filegate.backends.local_shell import MINIMAL_PATH, run_command
 from filegate.backends.reaper import CommandBounds
 from filegate.backends.sandbox import (
@@ -53,12 +53,28 @@ from filegate.backends.sandbox import (
     WORKSPACE,
     BaseSandbox,
 )
-from filegate.backends.sandbox_view import view_mounts
+from filegate.backends.sandbox_view import ViewRefusedError, view_mounts
 from filegate.backends.seccomp import filter_fd
 from filegate.kernel.execute_gate import SandboxView
-from filegate.kernel.limits import DEFAULT_EXECUTE_TIMEOUT, DEFAULT_MAX_OUTPUT_BYTES
-from filegate.kernel.paths import validate_path
-from filegate.kernel.protocol import DeleteTree, ExecuteResult
+from filegate.kernel.limits import (
+    DEFAULT_EXECUTE_TIMEOUT,
+    DEFAULT_MAX_OUTPUT_BYTES,
+    DEFAULT_READ_LIMIT,
+)
+from filegate.kernel.protocol import (
+    DeleteResult,
+    DeleteTree,
+    EditResult,
+    ExecuteResult,
+    FileDownloadResult,
+    FileUploadResult,
+    GlobResult,
+    GrepResult,
+    LsResult,
+    ReadResult,
+    Visible,
+    WriteResult,
+)
 
 _ETC_FILES = (
     "/etc/alternatives",  # Debian's /usr/bin/awk etc. are symlinks through here
@@ -163,6 +179,8 @@ class BwrapSandboxBackend(BaseSandbox):
             if not name or "=" in name or "\x00" in name:
                 raise ValueError(f"invalid environment variable name {name!r}")
         self.ro_binds = [os.path.realpath(p) for p in ro_binds]
+        self.files = FilesystemBackend(self.root, max_file_bytes=max_file_bytes)
+        """The file operations, run on the host (see the file-operations section)."""
         self.bounds = bounds or CommandBounds()
         if check:
             self.check_available()
@@ -224,25 +242,28 @@ class BwrapSandboxBackend(BaseSandbox):
         refused = self.bounds.check_timeout(timeout)
         if refused:
             return ExecuteResult(error=refused, code="invalid_argument")
-        with view_mounts(self.root, WORKSPACE, view or SandboxView()) as mounts:
-            seccomp = filter_fd()
-            try:
-                argv = self.bwrap_argv(mounts, seccomp)
-                return run_command(
-                    [*argv, "/bin/sh", "-c", command],
-                    shell=False,
-                    cwd=self.root,
-                    env={"PATH": MINIMAL_PATH},
-                    timeout=timeout,
-                    max_output_bytes=max_output_bytes,
-                    bounds=self.bounds,
-                    pass_fds=() if seccomp is None else (seccomp,),
-                )
-            except SandboxUnavailableError as exc:
-                return ExecuteResult(error=str(exc), code="unsupported")
-            finally:
-                if seccomp is not None:
-                    os.close(seccomp)
+        try:
+            with view_mounts(self.root, WORKSPACE, view or SandboxView()) as mounts:
+                seccomp = filter_fd()
+                try:
+                    argv = self.bwrap_argv(mounts, seccomp)
+                    return run_command(
+                        [*argv, "/bin/sh", "-c", command],
+                        shell=False,
+                        cwd=self.root,
+                        env={"PATH": MINIMAL_PATH},
+                        timeout=timeout,
+                        max_output_bytes=max_output_bytes,
+                        bounds=self.bounds,
+                        pass_fds=() if seccomp is None else (seccomp,),
+                    )
+                except SandboxUnavailableError as exc:
+                    return ExecuteResult(error=str(exc), code="unsupported")
+                finally:
+                    if seccomp is not None:
+                        os.close(seccomp)
+        except ViewRefusedError as exc:  # a rule the view cannot hold: nothing ran
+            return ExecuteResult(error=str(exc), code="permission_denied")
 
     compiles_rules = True
     """Commands run in the view the permission rules compile to (kernel.execute_gate)."""
@@ -254,22 +275,60 @@ class BwrapSandboxBackend(BaseSandbox):
         limit = self.default_timeout if timeout is None else timeout
         return self.run_in_sandbox(command, limit, self.max_output_bytes, view)
 
+    # -- file operations: on the host, the same filesystem as the commands' --
+
+    # The workspace is a host directory, so the file tools open it from the
+    # host, beneath the root, and judge the object they reached
+    # (kernel.reach): the one resolution every host backend shares. Inside
+    # the sandbox a link to ``/workspace/secrets`` or one climbing past the
+    # root would land in the workspace, where the host-side gate had judged
+    # it as "outside the root"; here such a link escapes the root and is
+    # refused, and no window is left between the check and the use. It also
+    # spares each operation a sandbox and an interpreter start.
+
+    def ls(self, path: str) -> LsResult:
+        return self.files.ls(path)
+
+    def read(self, path: str, offset: int = 0, limit: int = DEFAULT_READ_LIMIT) -> ReadResult:
+        return self.files.read(path, offset, limit)
+
+    def write(self, path: str, content: str) -> WriteResult:
+        return self.files.write(path, content)
+
+    def edit(self, path: str, old: str, new: str, replace_all: bool = False) -> EditResult:
+        return self.files.edit(path, old, new, replace_all)
+
+    def delete(self, path: str) -> DeleteResult:
+        return self.files.delete(path)
+
+    def glob(self, pattern: str, path: str = "/", visible: Visible | None = None) -> GlobResult:
+        return self.files.glob(pattern, path, visible=visible)
+
+    def grep(
+        self,
+        literal: str,
+        path: str | None = None,
+        glob: str | None = None,
+        max_count: int | None = None,
+        visible: Visible | None = None,
+    ) -> GrepResult:
+        return self.files.grep(literal, path, glob, max_count=max_count, visible=visible)
+
+    def upload(self, files: list[tuple[str, bytes]]) -> list[FileUploadResult]:
+        return self.files.upload(files)
+
+    def download(self, paths: list[str]) -> list[FileDownloadResult]:
+        return self.files.download(paths)
+
+    def resolve_path(self, path: str) -> str | None:
+        return self.files.resolve_path(path)
+
+    def resolve_paths(self, paths: list[str]) -> list[str | None]:
+        return self.files.resolve_paths(paths)
+
     def delete_tree(self, path: str) -> DeleteTree | None:
-        """What ``delete(path)`` would remove, listed on the host (the workspace is a
-        host directory), links not followed; None when nothing is there."""
-        vpath = validate_path(path)
-        comps = [part for part in vpath.split("/") if part]
-        if not comps:
-            return None
-        parent = os.path.realpath(os.path.join(self.root, *comps[:-1]))
-        if parent != self.root and not parent.startswith(self.root + os.sep):
-            raise PathEscapeError(vpath)
-        dfd = os.open(parent, DIR_FLAGS)
-        try:
-            found = tree_below(dfd, comps[-1], vpath)
-        finally:
-            os.close(dfd)
-        return None if found is None else DeleteTree(entries=found[0], cut=found[1])
+        """What ``delete(path)`` would remove, links not followed; None when nothing is there."""
+        return self.files.delete_tree(path)
 
     def check_available(self) -> None:
         """Raise :class:`SandboxUnavailableError` unless a real sandbox starts here.

@@ -43,6 +43,8 @@ from filegate.backends.host_files import (
     PathEscapeError,
     call_token,
     error_value,
+    link_target_stat,
+    reached_path,
     resolve_host,
     resolve_in_root,
     utf8_name,
@@ -76,6 +78,7 @@ from filegate.kernel.protocol import (
     Visible,
     WriteResult,
 )
+from filegate.kernel.reach import ReachOp, check_reach, entry_visible, reached_search
 from filegate.kernel.textops import merge_grep_budget
 
 _resolve = resolve_host
@@ -153,15 +156,19 @@ class FilesystemBackend(ReferenceNames):
         return real[len(self._root_prefix) :].split("/")
 
     def _open_dir(self, parts: list[str], create: bool = False) -> int:
-        """Descriptor of the directory at ``parts``, opened component by component."""
+        """Descriptor of the directory at ``parts``, opened component by component.
+
+        ``create`` makes missing directories, each judged where it is made (kernel.reach).
+        """
         fd = os.open(self.root, DIR_FLAGS)
         try:
-            for part in parts:
+            for depth, part in enumerate(parts):
                 try:
                     child = os.open(part, DIR_FLAGS, dir_fd=fd)
                 except FileNotFoundError:
                     if not create:
                         raise
+                    check_reach("write", join_path(self._reached(fd, parts[:depth]), part))
                     with suppress(FileExistsError):
                         os.mkdir(part, 0o777, dir_fd=fd)
                     child = os.open(part, DIR_FLAGS, dir_fd=fd)
@@ -171,6 +178,22 @@ class FilesystemBackend(ReferenceNames):
             os.close(fd)
             raise
         return fd
+
+    def _reached(self, fd: int, parts: list[str]) -> str:
+        """Where the object open at ``fd`` is: the path the rules judge (kernel.reach)."""
+        return reached_path(self.root, fd, parts)
+
+    def _open_reached_dir(self, vpath: str, op: ReachOp) -> tuple[int, str]:
+        """Open the directory ``vpath`` leads to, judge where it is, return both."""
+        parts = self._parts(vpath)
+        dfd = self._open_dir(parts)
+        try:
+            reached = self._reached(dfd, parts)
+            check_reach(op, reached)
+        except BaseException:
+            os.close(dfd)
+            raise
+        return dfd, reached
 
     def _open_file(self, vpath: str) -> tuple[int, os.stat_result]:
         """Open an existing regular file for reading (no-follow, non-blocking open)."""
@@ -182,7 +205,12 @@ class FilesystemBackend(ReferenceNames):
             fd = os.open(parts[-1], FILE_FLAGS, dir_fd=dfd)
         finally:
             os.close(dfd)
-        st = os.fstat(fd)
+        try:
+            check_reach("read", self._reached(fd, parts))
+            st = os.fstat(fd)
+        except BaseException:
+            os.close(fd)
+            raise
         if stat.S_ISREG(st.st_mode):
             return fd, st
         os.close(fd)
@@ -208,6 +236,7 @@ class FilesystemBackend(ReferenceNames):
         dfd = self._open_dir(parts[:-1], create=True)
         try:
             name = parts[-1]
+            check_reach("write", join_path(self._reached(dfd, parts[:-1]), name))
             try:
                 old = os.stat(name, dir_fd=dfd, follow_symlinks=False)
             except FileNotFoundError:
@@ -237,14 +266,6 @@ class FilesystemBackend(ReferenceNames):
         finally:
             os.close(dfd)
 
-    def _vpath_of_host(self, host: str) -> str | None:
-        """Virtual path of a host path below the root (None if outside)."""
-        if host == self.root:
-            return "/"
-        if not host.startswith(self._root_prefix):
-            return None
-        return "/" + host[len(self._root_prefix) :]
-
     def resolve_path(self, path: str) -> str | None:
         """The in-root virtual path ``path`` resolves to (symlinks followed), or None.
 
@@ -266,16 +287,17 @@ class FilesystemBackend(ReferenceNames):
         vpath = str(path)
         try:
             vpath = validate_path(path)
-            parts = self._parts(vpath)
-            dfd = self._open_dir(parts)
+            dfd, reached = self._open_reached_dir(vpath, "search")
         except EXPECTED_ERRORS as exc:
             return error_value(LsResult, vpath, exc)
-        host_dir = os.path.join(self.root, *parts)
+        moved = reached.rstrip("/") != vpath.rstrip("/")
         entries: list[FileInfo] = []
         try:
             with os.scandir(dfd) as it:
                 for entry in it:
-                    info = self._ls_entry(vpath, host_dir, entry)
+                    if moved and not entry_visible(join_path(reached, entry.name)):
+                        continue  # the gate judged the names below the path as written
+                    info = self._ls_entry(vpath, dfd, entry)
                     if info is not None:
                         entries.append(info)
         except OSError as exc:
@@ -285,15 +307,14 @@ class FilesystemBackend(ReferenceNames):
         entries.sort(key=lambda e: e.path)
         return LsResult(entries=entries)
 
-    def _ls_entry(self, vdir: str, host_dir: str, entry: os.DirEntry[str]) -> FileInfo | None:
+    def _ls_entry(self, vdir: str, dfd: int, entry: os.DirEntry[str]) -> FileInfo | None:
         if not utf8_name(entry.name):
             return None
         try:
             if entry.is_symlink():
-                real = os.path.realpath(os.path.join(host_dir, entry.name))
-                if self._vpath_of_host(real) is None:
-                    return None  # points outside the root: not ours to show
-                st = os.stat(real)
+                st = link_target_stat(self.root, dfd, entry.name)
+                if st is None:
+                    return None
             else:
                 st = entry.stat(follow_symlinks=False)
         except OSError:
@@ -363,6 +384,7 @@ class FilesystemBackend(ReferenceNames):
             dfd = self._open_dir(parts[:-1])
             try:
                 name = parts[-1]
+                check_reach("delete", join_path(self._reached(dfd, parts[:-1]), name))
                 st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
                 if stat.S_ISDIR(st.st_mode):
                     shutil.rmtree(name, dir_fd=dfd)
@@ -400,12 +422,13 @@ class FilesystemBackend(ReferenceNames):
         try:
             vroot, rel_pattern = resolve_glob(pattern, path)
             matcher = GlobMatcher(rel_pattern)
-            dfd = self._open_dir(self._parts(vroot))
+            dfd, reached = self._open_reached_dir(vroot, "search")
         except EXPECTED_ERRORS as exc:
             return error_value(GlobResult, vroot, exc)
         found: list[str] = []
         base = vroot.rstrip("/") + "/"
-        keep = None if visible is None else (lambda rel: visible(base + rel))
+        seen = reached_search(vroot, reached, visible)
+        keep = None if seen is None else (lambda rel: seen(base + rel))
         clock = SearchClock.start(self.search_timeout)
         try:
             collect_glob(dfd, "", matcher, found, keep, clock)
@@ -435,7 +458,6 @@ class FilesystemBackend(ReferenceNames):
                 return scope
             vroot, flt = scope
             per_file = None if max_count is None else max_count + 1
-            parts = self._parts(vroot)
             try:
                 fd, _ = self._open_file(vroot)
             except IsADirectoryError:
@@ -447,7 +469,8 @@ class FilesystemBackend(ReferenceNames):
                     return GrepResult(error=BINARY_GREP, code="binary_file", error_path=vroot)
             else:
                 # Both searches run below a descriptor opened without following links.
-                dfd = self._open_dir(parts)
+                dfd, reached = self._open_reached_dir(vroot, "search")
+                visible = reached_search(vroot, reached, visible)
                 try:
                     if self._rg is not None:
                         found = grep_rg(

@@ -20,6 +20,7 @@ from filegate.kernel.protocol import (
     ErrorCode,
     _Result,
 )
+from filegate.kernel.reach import entry_visible
 
 DEFAULT_MAX_FILE_BYTES = 64 * 1024 * 1024
 """Largest file returned whole (binary read, download, edit)."""
@@ -162,6 +163,53 @@ def resolve_in_root(root: str, vpath: str) -> str | None:
     if not real.startswith(prefix):
         return None
     return "/" + real[len(prefix) :]
+
+
+def below_root(root: str, host: str) -> str | None:
+    """The virtual path of host path ``host`` below directory ``root`` (None if outside)."""
+    if host == root:
+        return "/"
+    prefix = root.rstrip("/") + "/"
+    if not host.startswith(prefix):
+        return None
+    return "/" + host[len(prefix) :]
+
+
+def reached_path(root: str, fd: int, parts: list[str]) -> str:
+    """The virtual path of the object open at ``fd``: where an operation really is.
+
+    Asked of the kernel after the open, so a link re-pointed or a directory
+    renamed meanwhile is seen; the rules then judge this path
+    (:mod:`filegate.kernel.reach`) before a byte is read or written.
+    ``parts``: the components the caller opened, the answer where ``/proc``
+    is missing. Raises :class:`PathEscapeError` for an object that was moved
+    out of the root while it was open.
+    """
+    try:
+        real = os.readlink(f"{_PROC_FD}/{fd}")
+    except OSError:
+        return "/" + "/".join(parts)
+    vpath = below_root(root, real)
+    if vpath is None:
+        raise PathEscapeError(real)
+    return vpath
+
+
+def link_target_stat(root: str, dfd: int, name: str) -> os.stat_result | None:
+    """What the link ``name`` in directory ``dfd`` leads to, when a listing may describe it.
+
+    The target is opened once and judged where it is: outside the root it is
+    not ours to show, under a read-protected path it is not shown. Raises
+    OSError for a dangling link.
+    """
+    fd = os.open(name, os.O_PATH | os.O_CLOEXEC, dir_fd=dfd)
+    try:
+        target = below_root(root, os.readlink(f"{_PROC_FD}/{fd}"))
+        if target is None or not entry_visible(target):
+            return None
+        return os.fstat(fd)
+    finally:
+        os.close(fd)
 
 
 def utf8_name(name: str) -> bool:

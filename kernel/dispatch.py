@@ -69,6 +69,7 @@ from filegate.kernel.protocol import (
     _Result,
     refuse_empty_command,
 )
+from filegate.kernel.reach import Reach, judged_at_reach
 from filegate.kernel.read_format import format_read, plan_read
 from filegate.kernel.tool_types import (
     TOOL_ARGS,
@@ -444,6 +445,11 @@ def run_tool(
     """
     if args is None:
         args = parse_args(request)
-    if isinstance(args, ReadFileArgs):
-        return _read(backend, request, args, media=media)
-    return _HANDLERS[request.tool](backend, request, args)
+    # The backend judges what it reached too (kernel.reach). An approved
+    # ``interrupt`` covers the paths the gate judged and the reviewer saw; a
+    # path reached instead of them is refused.
+    reach = Reach(list(request.permissions), request.route_prefix) if request.permissions else None
+    with judged_at_reach(reach):
+        if isinstance(args, ReadFileArgs):
+            return _read(backend, request, args, media=media)
+        return _HANDLERS[request.tool](backend, request, args)

@@ -21,6 +21,7 @@ from filegate.kernel.permissions import (
     read_denied,
 )
 from filegate.kernel.protocol import BackendProtocol, FileInfo, Visible
+from filegate.kernel.reach import judged_at_reach, note_judged
 from filegate.kernel.tool_types import ToolRequest
 from filegate.kernel.visibility import (
     answers_unasked,
@@ -59,7 +60,9 @@ def judged_paths(
         resolved = resolve_link_itself(backend, local_path)
     else:
         resolved = resolve_in_backend(backend, local_path)
-    return [to_virtual(request.route_prefix, p) for p in targets(local_path, resolved)]
+    local = targets(local_path, resolved)
+    note_judged(local)  # the backend's last check (kernel.reach) keeps these answers
+    return [to_virtual(request.route_prefix, p) for p in local]
 
 
 def approval_missing(operation: str, path: str) -> Rendered:
@@ -150,7 +153,8 @@ def _is_leaf(backend: BackendProtocol, local_path: str) -> bool:
     """True when ``local_path`` is confirmed to be a regular file (no descendants)."""
     if local_path == "/":
         return False
-    listing = backend.ls(posixpath.dirname(local_path) or "/")
+    with judged_at_reach(None):  # a fact for the gate, not an answer: nothing to judge
+        listing = backend.ls(posixpath.dirname(local_path) or "/")
     return any(
         entry.path.rstrip("/") == local_path and not entry.is_dir for entry in listing.entries
     )

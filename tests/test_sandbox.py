@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from filegate.backends.bwrap import BwrapSandboxBackend
 from filegate.backends.host_files import named_for_call
-from filegate.backends.sandbox import UPLOAD_CHUNK_BYTES
-from filegate.kernel.protocol import BackendProtocol
+from filegate.backends.sandbox import UPLOAD_CHUNK_BYTES, BaseSandbox
+from filegate.kernel.protocol import BackendProtocol, ExecuteResult
 
 
 def test_capabilities(sb: BwrapSandboxBackend) -> None:
@@ -87,9 +87,13 @@ def test_read_errors(sb: BwrapSandboxBackend, root: Path) -> None:
 
 
 def test_read_over_size_limit(_bwrap_ok: None, root: Path) -> None:
+    """File operations run on the host (backends.bwrap): text is read as a window,
+    a whole binary file over the limit is refused."""
     small = BwrapSandboxBackend(root, max_file_bytes=100, check=False)
     (root / "big.txt").write_text("x" * 101)
-    result = small.read("/big.txt")
+    assert small.read("/big.txt").lines == ["x" * 101]
+    (root / "big.bin").write_bytes(b"\x00" * 101)
+    result = small.read("/big.bin")
     assert result.code == "too_large" and "100-byte" in (result.error or "")
 
 
@@ -349,10 +353,25 @@ def test_execute_custom_env(_bwrap_ok: None, root: Path) -> None:
         BwrapSandboxBackend(root, env={"A=B": "x"}, check=False)
 
 
+class _HelperInBwrap(BaseSandbox):
+    """The helper-based file operations of :class:`BaseSandbox`, run in bwrap.
+
+    bwrap's own file operations run on the host; sandboxes whose workspace is
+    not a host directory still use the helper, tested here in a real sandbox."""
+
+    def __init__(self, box: BwrapSandboxBackend) -> None:
+        super().__init__()
+        self.box = box
+
+    def run_in_sandbox(self, command: str, timeout: float, max_output_bytes: int) -> ExecuteResult:
+        return self.box.run_in_sandbox(command, timeout, max_output_bytes)
+
+
 def test_oversized_helper_reply_is_an_error_value(sb: BwrapSandboxBackend) -> None:
+    helper = _HelperInBwrap(sb)
     for i in range(20):
-        assert sb.write(f"/many/{'long-name-' * 5}{i}.txt", "x").ok
-    sb._reply_cap = 300  # far below what listing 20 long names needs
-    result = sb.glob("*.txt")
+        assert helper.write(f"/many/{'long-name-' * 5}{i}.txt", "x").ok
+    helper._reply_cap = 300  # far below what listing 20 long names needs
+    result = helper.glob("*.txt")
     assert result.code == "too_large" and "narrow" in (result.error or "")
-    assert sb.ls("/many").code == "too_large"
+    assert helper.ls("/many").code == "too_large"

@@ -1,0 +1,154 @@
+"""The rules judged where an operation lands, not only where the gate looked.
+
+The gate (:mod:`filegate.kernel.gates`) judges a path as written and the
+in-root target it resolves to. On a tree that something else can change at
+the same time (a sandboxed or host command re-pointing a link), the target
+the gate saw and the object the backend then opens can differ: a link that
+led to ``/decoy`` when it was judged leads to ``/docs`` a few milliseconds
+later. So a backend over real files reports what it *reached*, after it
+opened the object (a descriptor, resolved beneath its root) and before it
+reads or changes a byte, and :func:`check_reach` judges that path here.
+
+- A reached path the gate already judged for this call keeps the gate's
+  answer: the ordinary call, with nothing racing it, behaves exactly as
+  before.
+- Any other reached path is judged strictly: a ``deny`` or an ``interrupt``
+  rule refuses (a human's approval covered the paths shown, not this one),
+  and for a recursive delete so does a write-deny rule anywhere below it.
+
+The guard travels in a context variable that :func:`~filegate.kernel.dispatch.run_tool`
+sets around the backend call, because the backend protocol's methods (the
+Deep Agents signatures) have no room for it. Without a guard (a backend used
+directly, no rules) every check passes. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import errno
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Literal
+
+from filegate.kernel.permissions import Rules, check_permission, delete_blockers, read_denied
+from filegate.kernel.protocol import Visible
+from filegate.kernel.visibility import read_visible, search_root_denied, to_virtual
+
+ReachOp = Literal["read", "write", "search", "delete"]
+
+REACH_REFUSED = "permission denied: the path leads to a protected location"
+"""What the model reads. It names no path: the reached one may be protected."""
+
+
+class ReachRefused(PermissionError):
+    """The object an operation reached is one the rules protect; nothing was done."""
+
+    def __init__(self) -> None:
+        super().__init__(errno.EACCES, REACH_REFUSED)
+
+
+@dataclass
+class Reach:
+    """One call's rules, and the backend-local paths its gate already judged."""
+
+    rules: Rules
+    route_prefix: str = "/"
+    judged: set[str] = field(default_factory=set)
+
+    def note(self, local_paths: list[str]) -> None:
+        """Record paths the gate judged (as written and resolved) for this call."""
+        self.judged.update(path.rstrip("/") or "/" for path in local_paths)
+
+    def refuses(self, op: ReachOp, local_path: str) -> bool:
+        """True when the rules forbid ``op`` on the reached ``local_path``."""
+        if not self.rules:
+            return False
+        path = local_path.rstrip("/") or "/"
+        if path in self.judged:
+            return False
+        virtual = to_virtual(self.route_prefix, path)
+        if op == "search":
+            return search_root_denied(self.rules, "read", virtual) or (
+                check_permission(self.rules, "read", virtual) == "interrupt"
+            )
+        if op == "delete":
+            if check_permission(self.rules, "write", virtual) != "allow":
+                return True
+            return bool(delete_blockers(self.rules, virtual, has_descendants=True))
+        return check_permission(self.rules, op, virtual) != "allow"
+
+    def entry_visible(self, local_path: str) -> bool:
+        """Whether a listing may name (and describe) what sits at ``local_path``."""
+        if not self.rules:
+            return True
+        return not read_denied(self.rules, to_virtual(self.route_prefix, local_path))
+
+
+_CURRENT: ContextVar[Reach | None] = ContextVar("filegate_reach", default=None)
+
+
+@contextmanager
+def judged_at_reach(reach: Reach | None) -> Iterator[None]:
+    """Make ``reach`` the guard of backend operations run in this block."""
+    token = _CURRENT.set(reach)
+    try:
+        yield
+    finally:
+        _CURRENT.reset(token)
+
+
+def current_reach() -> Reach | None:
+    """The guard of the running call, if any."""
+    return _CURRENT.get()
+
+
+def note_judged(local_paths: list[str]) -> None:
+    """The gate's half: remember what it judged (no guard: nothing to remember)."""
+    reach = _CURRENT.get()
+    if reach is not None:
+        reach.note(local_paths)
+
+
+def check_reach(op: ReachOp, local_path: str) -> None:
+    """The backend's half: raise :class:`ReachRefused` when ``local_path`` may not be touched."""
+    reach = _CURRENT.get()
+    if reach is not None and reach.refuses(op, local_path):
+        raise ReachRefused
+
+
+def entry_visible(local_path: str) -> bool:
+    """Whether a listing may show the object at the reached ``local_path``."""
+    reach = _CURRENT.get()
+    return reach is None or reach.entry_visible(local_path)
+
+
+def reached_search(root: str, reached_root: str, visible: Visible | None) -> Visible | None:
+    """``visible`` narrowed for a walk whose root ``root`` was reached at ``reached_root``.
+
+    A found file sits below the directory actually opened; it is shown only
+    when its path below that directory passes the read rules too.
+    """
+    reach = _CURRENT.get()
+    if reach is None or (reached_root.rstrip("/") or "/") == (root.rstrip("/") or "/"):
+        return visible
+    moved = read_visible(reach.rules, reach.route_prefix, root, reached_root)
+    if moved is None:
+        return visible
+    if visible is None:
+        return moved
+    first = visible
+    return lambda local: first(local) and moved(local)
+
+
+__all__ = [
+    "REACH_REFUSED",
+    "Reach",
+    "ReachRefused",
+    "check_reach",
+    "current_reach",
+    "entry_visible",
+    "judged_at_reach",
+    "note_judged",
+    "reached_search",
+]
