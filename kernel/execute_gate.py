@@ -31,7 +31,7 @@ Pure Python: the workflow imports this for its configuration check.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from filegate.kernel.paths import is_within, validate_path
@@ -79,11 +79,20 @@ class ProtectedPath:
     empty read-only directory, or an empty file, takes its place).
     ``frozen``: a write rule protects it, so it is mounted read-only (and a
     missing one may not be created). At least one of the two is set.
+    ``rule``: the first rule that asked for this entry, as refusals name it
+    (``permission rule 2 (deny write /docs/**)``); not part of equality, so
+    a view built by hand compares equal to a compiled one.
+    ``itself``: a rule matches the path itself (a literal rule), not only
+    what lies below it (``dir/**``); when not, a file there is a name the
+    rules let anyone replace with the protected directory, so the sandbox
+    refuses the command rather than mount over it.
     """
 
     path: str
     hidden: bool
     frozen: bool
+    rule: str = field(default="", compare=False)
+    itself: bool = field(default=True, compare=False)
 
     def covers(self, inner: ProtectedPath) -> bool:
         """Whether this entry already protects everything ``inner`` asks for."""
@@ -204,6 +213,8 @@ def compile_view(
     """
     read: set[str] = set()
     write: set[str] = set()
+    named: dict[tuple[bool, str], str] = {}  # (a write rule?, path): the first such rule
+    literal: set[str] = set()
     for item in _protections(rules, skip_prefixes):
         reason = _uncompilable(item.pattern)
         if reason is not None:
@@ -215,17 +226,31 @@ def compile_view(
             read.update(subtrees)
         if "write" in item.rule.operations:
             write.update(subtrees)
-    return _view(read, write)
+        for path in subtrees:
+            named.setdefault(("write" in item.rule.operations, path), _describe(item))
+        literal.update(alt.anchor for alt in pattern_alternatives(item.pattern) if alt.literal)
+    return _view(read, write, named, literal)
 
 
-def _view(read: set[str], write: set[str]) -> SandboxView:
-    entries = [ProtectedPath(path, path in read, path in write) for path in read | write]
+def _view(
+    read: set[str], write: set[str], named: dict[tuple[bool, str], str], literal: set[str]
+) -> SandboxView:
+    """The entries, each naming its first write rule (else read rule): a refusal is
+    mostly about what a command could change."""
+    entries = [
+        ProtectedPath(path, path in read, path in write, _first(named, path), path in literal)
+        for path in read | write
+    ]
     entries.sort(key=lambda e: (_depth(e.path), e.path))
     kept: list[ProtectedPath] = []
     for entry in entries:
         if not any(outer.covers(entry) for outer in kept):
             kept.append(entry)
     return SandboxView(tuple(kept))
+
+
+def _first(named: dict[tuple[bool, str], str], path: str) -> str:
+    return named.get((True, path)) or named.get((False, path), "")
 
 
 def _depth(path: str) -> int:

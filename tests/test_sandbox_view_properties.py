@@ -8,7 +8,10 @@ random batch of hostile probes runs in it. After each example:
 - no path whose write is denied or interrupted changed (existence, kind,
   content, link target, mode), whatever the probes tried;
 - every file no compiled mount covers stayed readable and writable, and new
-  files can be made next to it.
+  files can be made next to it;
+- or, when the view cannot hold a rule (a write rule through the planted link
+  ``ln_d1``, which a command could re-point), every command is refused in one
+  line naming a rule, and nothing in the workspace changed.
 
 Every file's content is a unique token, so "a byte of it" is checkable.
 """
@@ -165,6 +168,17 @@ def test_no_probe_gets_past_a_compiled_view(
     tokens = plant(root)
     view = compile_view(rules)
     box = BwrapSandboxBackend(root, check=False)
+
+    before = snapshot(root)
+    first = box.execute_in_view("true", 30, view)
+    if first.error is not None and first.error.startswith("execute refused: "):
+        assert "\n" not in first.error and "permission rule " in first.error, first.error
+        assert any(p.startswith("/ln_d1") for r in rules for p in r.paths), first.error
+        refused = box.execute_in_view("; ".join(probes), 30, view)
+        assert refused.error == first.error and refused.exit_code is None
+        assert snapshot(root) == before, (rules, probes)
+        return
+    assert first.exit_code == 0, (rules, first.output, first.error)
 
     allowed = [rel for rel in FILES if untouched(root, view, rel)]
     if allowed:
