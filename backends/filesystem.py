@@ -81,9 +81,6 @@ from filegate.kernel.protocol import (
 from filegate.kernel.reach import ReachOp, check_reach, entry_visible, reached_search
 from filegate.kernel.textops import merge_grep_budget
 
-_resolve = resolve_host
-"""Kept under its old name (tests and benchmarks import it from here)."""
-
 
 def _iso_mtime(st: os.stat_result) -> str:
     return datetime.fromtimestamp(st.st_mtime, UTC).isoformat()
@@ -407,6 +404,7 @@ class FilesystemBackend(ReferenceNames):
             return None
         dfd = self._open_dir(parts[:-1])
         try:
+            check_reach("search", join_path(self._reached(dfd, parts[:-1]), parts[-1]))
             found = tree_below(dfd, parts[-1], vpath)
         finally:
             os.close(dfd)

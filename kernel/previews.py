@@ -18,6 +18,7 @@ from filegate.kernel.dispatch import InvalidToolRequest, parse_args, shown_path
 from filegate.kernel.gates import entry_refused, search_visible
 from filegate.kernel.permissions import FilesystemPermission, check_permission, filter_paths
 from filegate.kernel.protocol import BackendProtocol, DeleteTree
+from filegate.kernel.reach import Reach, ReachRefused, judged_at_reach
 from filegate.kernel.textops import apply_edit, decode_text
 from filegate.kernel.tool_types import DeleteArgs, EditFileArgs, ToolRequest, WriteFileArgs
 from filegate.kernel.visibility import to_virtual
@@ -75,8 +76,16 @@ def compute_preview(backend: BackendProtocol, request: ToolRequest) -> ChangePre
 
     ``request`` is the call's own :class:`ToolRequest` (backend-local path,
     route prefix, permissions, virtual path), so the preview and the call
-    judge the same path with the same rules.
+    judge the same path with the same rules. What the preview's reads reach
+    is judged with the model's read rights too (kernel.reach), so a link
+    re-pointed after the check shows the reviewer nothing protected.
     """
+    reach = Reach(read_rights(request.permissions), request.route_prefix)
+    with judged_at_reach(reach if request.permissions else None):
+        return _compute_preview(backend, request)
+
+
+def _compute_preview(backend: BackendProtocol, request: ToolRequest) -> ChangePreview:
     if request.tool == "execute":
         return ChangePreview(kind="execute", command=str(request.args.get("command", "")))
     try:
@@ -190,6 +199,8 @@ def _delete_preview(
             tree = lister(local_path)
         except NotImplementedError:
             lister = None
+        except ReachRefused as refused:  # re-pointed after the check (kernel.reach)
+            return ChangePreview(kind="unavailable", path=shown, error=str(refused.strerror))
     if lister is None:
         return _globbed_delete_preview(backend, request, local_path, shown)
     if tree is None:

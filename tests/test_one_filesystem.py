@@ -28,6 +28,7 @@ from filegate.backends.local_shell import LocalShellBackend
 from filegate.kernel.dispatch import run_tool
 from filegate.kernel.execute_gate import compile_view
 from filegate.kernel.permissions import FilesystemPermission
+from filegate.kernel.previews import compute_preview
 from filegate.kernel.tool_types import ToolRequest
 
 SECRET = "hunter2-secret"
@@ -195,3 +196,21 @@ def test_a_command_flipping_links_gets_nothing_past_the_rules(
     assert not any(SECRET in text for text in outputs)
     assert sorted(p.name for p in (root / "docs").iterdir()) == ["a.md", "b.md"]
     assert any("nothing here" in text for text in outputs)  # the decoy was reached at times
+
+
+def test_a_preview_through_a_flipped_link_shows_nothing_protected(tmp_path: Path) -> None:
+    """The reviewer's card reads with the model's read rights at the object reached."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    _tree(root)
+    (root / "pub" / "sw").symlink_to("../decoy")
+    backend = _FlipAfterCheck(root, {"sw": "../secrets"})
+    for tool, args in [
+        ("edit_file", {"file_path": "/pub/sw/key.txt", "old_string": "x", "new_string": "y"}),
+        ("write_file", {"file_path": "/pub/sw/key.txt", "content": "new"}),
+        ("delete", {"file_path": "/pub/sw/key.txt"}),
+    ]:
+        (root / "pub" / "sw").unlink()
+        (root / "pub" / "sw").symlink_to("../decoy")
+        preview = compute_preview(backend, _req(tool, **args))
+        assert SECRET not in preview.model_dump_json(), (tool, preview)
