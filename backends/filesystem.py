@@ -165,7 +165,7 @@ class FilesystemBackend(ReferenceNames):
                 except FileNotFoundError:
                     if not create:
                         raise
-                    check_reach("write", join_path(self._reached(fd, parts[:depth]), part))
+                    check_reach("mkdir", join_path(self._reached(fd, parts[:depth]), part))
                     with suppress(FileExistsError):
                         os.mkdir(part, 0o777, dir_fd=fd)
                     child = os.open(part, DIR_FLAGS, dir_fd=fd)

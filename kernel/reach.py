@@ -18,7 +18,9 @@ reads or changes a byte, and :func:`check_reach` judges that path here.
 
 The guard travels in a context variable that :func:`~filegate.kernel.dispatch.run_tool`
 sets around the backend call, because the backend protocol's methods (the
-Deep Agents signatures) have no room for it. Without a guard (a backend used
+Deep Agents signatures) have no room for it; a wrapper with rules of its own
+(a worker's policies, :mod:`filegate.backends.policy`) adds itself as one
+more :class:`Judge` around its inner call. Without a judge (a backend used
 directly, no rules) every check passes. Pure: no I/O.
 """
 
@@ -29,13 +31,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Protocol
 
 from filegate.kernel.permissions import Rules, check_permission, delete_blockers, read_denied
 from filegate.kernel.protocol import Visible
 from filegate.kernel.visibility import read_visible, search_root_denied, to_virtual
 
-ReachOp = Literal["read", "write", "search", "delete"]
+ReachOp = Literal["read", "write", "mkdir", "search", "delete"]
+"""``mkdir``: a missing parent made on the way to a write (judged as a write)."""
 
 REACH_REFUSED = "permission denied: the path leads to a protected location"
 """What the model reads. It names no path: the reached one may be protected."""
@@ -65,7 +68,7 @@ class Reach:
         if not self.rules:
             return False
         path = local_path.rstrip("/") or "/"
-        if path in self.judged:
+        if settled(op, path, self.judged):
             return False
         virtual = to_virtual(self.route_prefix, path)
         if op == "search":
@@ -76,7 +79,9 @@ class Reach:
             if check_permission(self.rules, "write", virtual) != "allow":
                 return True
             return bool(delete_blockers(self.rules, virtual, has_descendants=True))
-        return check_permission(self.rules, op, virtual) != "allow"
+        return check_permission(self.rules, "read" if op == "read" else "write", virtual) != (
+            "allow"
+        )
 
     def entry_visible(self, local_path: str) -> bool:
         """Whether a listing may name (and describe) what sits at ``local_path``."""
@@ -85,13 +90,44 @@ class Reach:
         return not read_denied(self.rules, to_virtual(self.route_prefix, local_path))
 
 
-_CURRENT: ContextVar[Reach | None] = ContextVar("filegate_reach", default=None)
+def settled(op: ReachOp, path: str, judged: set[str]) -> bool:
+    """True when the gate's answer for ``judged`` already covers ``op`` at ``path``.
+
+    A directory made on the way to a judged path is part of that write.
+    """
+    if path in judged:
+        return True
+    if op != "mkdir":
+        return False
+    prefix = path.rstrip("/") + "/"
+    return any(other.startswith(prefix) for other in judged)
+
+
+class Judge(Protocol):
+    """One party judging what an operation reached: the call's rules, a worker's policies."""
+
+    def refuses(self, op: ReachOp, local_path: str) -> bool: ...
+
+    def entry_visible(self, local_path: str) -> bool: ...
+
+
+_CURRENT: ContextVar[tuple[Judge, ...]] = ContextVar("filegate_reach", default=())
 
 
 @contextmanager
 def judged_at_reach(reach: Reach | None) -> Iterator[None]:
-    """Make ``reach`` the guard of backend operations run in this block."""
-    token = _CURRENT.set(reach)
+    """Make ``reach`` the only judge of backend operations run in this block (None: none)."""
+    token = _CURRENT.set(() if reach is None else (reach,))
+    try:
+        yield
+    finally:
+        _CURRENT.reset(token)
+
+
+@contextmanager
+def also_judged(judge: Judge) -> Iterator[None]:
+    """Add ``judge`` to the judges of this block (a wrapper backend's own rules)."""
+    token = _CURRENT.set((*_CURRENT.get(), judge))
     try:
         yield
     finally:
@@ -99,28 +135,26 @@ def judged_at_reach(reach: Reach | None) -> Iterator[None]:
 
 
 def current_reach() -> Reach | None:
-    """The guard of the running call, if any."""
-    return _CURRENT.get()
+    """The call's rules guarding this block, if any."""
+    return next((j for j in _CURRENT.get() if isinstance(j, Reach)), None)
 
 
 def note_judged(local_paths: list[str]) -> None:
     """The gate's half: remember what it judged (no guard: nothing to remember)."""
-    reach = _CURRENT.get()
+    reach = current_reach()
     if reach is not None:
         reach.note(local_paths)
 
 
 def check_reach(op: ReachOp, local_path: str) -> None:
     """The backend's half: raise :class:`ReachRefused` when ``local_path`` may not be touched."""
-    reach = _CURRENT.get()
-    if reach is not None and reach.refuses(op, local_path):
+    if any(judge.refuses(op, local_path) for judge in _CURRENT.get()):
         raise ReachRefused
 
 
 def entry_visible(local_path: str) -> bool:
     """Whether a listing may show the object at the reached ``local_path``."""
-    reach = _CURRENT.get()
-    return reach is None or reach.entry_visible(local_path)
+    return all(judge.entry_visible(local_path) for judge in _CURRENT.get())
 
 
 def reached_search(root: str, reached_root: str, visible: Visible | None) -> Visible | None:
@@ -129,7 +163,7 @@ def reached_search(root: str, reached_root: str, visible: Visible | None) -> Vis
     A found file sits below the directory actually opened; it is shown only
     when its path below that directory passes the read rules too.
     """
-    reach = _CURRENT.get()
+    reach = current_reach()
     if reach is None or (reached_root.rstrip("/") or "/") == (root.rstrip("/") or "/"):
         return visible
     moved = read_visible(reach.rules, reach.route_prefix, root, reached_root)
@@ -143,12 +177,15 @@ def reached_search(root: str, reached_root: str, visible: Visible | None) -> Vis
 
 __all__ = [
     "REACH_REFUSED",
+    "Judge",
     "Reach",
     "ReachRefused",
+    "also_judged",
     "check_reach",
     "current_reach",
     "entry_visible",
     "judged_at_reach",
     "note_judged",
     "reached_search",
+    "settled",
 ]

@@ -25,6 +25,8 @@ import pytest
 from filegate.backends.bwrap import BwrapSandboxBackend
 from filegate.backends.filesystem import FilesystemBackend
 from filegate.backends.local_shell import LocalShellBackend
+from filegate.backends.policy import PolicyBackend
+from filegate.backends.policy.deny_write import DenyWritePolicy
 from filegate.kernel.dispatch import run_tool
 from filegate.kernel.execute_gate import compile_view
 from filegate.kernel.permissions import FilesystemPermission
@@ -214,3 +216,21 @@ def test_a_preview_through_a_flipped_link_shows_nothing_protected(tmp_path: Path
         (root / "pub" / "sw").symlink_to("../decoy")
         preview = compute_preview(backend, _req(tool, **args))
         assert SECRET not in preview.model_dump_json(), (tool, preview)
+
+
+def test_a_worker_policy_judges_where_a_flipped_link_lands(tmp_path: Path) -> None:
+    """Worker policies (no request rules at all) hold at the object reached too."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    _tree(root)
+    (root / "pub" / "dw").symlink_to("../decoy")
+    policy = DenyWritePolicy("protect-docs", prefixes=["/docs/"])
+    wrapped = PolicyBackend(_FlipAfterCheck(root, {"dw": "../docs"}), [policy])
+    before = _docs(root)
+    for tool, args in CALLS[5:]:  # write, edit, delete
+        (root / "pub" / "dw").unlink()
+        (root / "pub" / "dw").symlink_to("../decoy")
+        request = _req(tool, **args).model_copy(update={"permissions": []})
+        assert run_tool(wrapped, request).status == "error", (tool, args)
+    assert _docs(root) == before
+    assert not (root / "docs" / "evil.md").exists()

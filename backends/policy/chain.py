@@ -41,6 +41,7 @@ from filegate.kernel.protocol import (
     WriteResult,
     _Result,
 )
+from filegate.kernel.reach import ReachOp, also_judged, settled
 from filegate.kernel.textops import decode_text
 from filegate.kernel.visibility import (
     resolve_all,
@@ -101,14 +102,28 @@ class PolicyBackend(ReferenceNames):
                 return refusal
         return None
 
-    def _check(self, call: Call) -> Refusal | None:
-        """Every policy judges the path as written and its in-root symlink target."""
-        for judged in self._judged(call):
-            for policy in self.policies:
-                refusal = policy.check(judged, self.inner)
-                if refusal is not None:
-                    return refusal
+    def _check(self, call: Call, judged: set[str] | None = None) -> Refusal | None:
+        """Every policy judges the path as written and its in-root symlink target.
+
+        ``judged`` collects the paths judged, for :meth:`_reach_judge`."""
+        for target in self._judged(call):
+            if judged is not None and target.path is not None:
+                judged.add(target.path.rstrip("/") or "/")
+            refusal = self._verdict(target)
+            if refusal is not None:
+                return refusal
         return None
+
+    def _verdict(self, call: Call) -> Refusal | None:
+        for policy in self.policies:
+            refusal = policy.check(call, self.inner)
+            if refusal is not None:
+                return refusal
+        return None
+
+    def _reach_judge(self, call: Call, judged: set[str]) -> _PolicyJudge:
+        """The policies as a judge of what the inner backend reached (kernel.reach)."""
+        return _PolicyJudge(self, call, judged)
 
     def _judged(self, call: Call) -> list[Call]:
         if call.path is None or call.operation == "execute":
@@ -152,13 +167,15 @@ class PolicyBackend(ReferenceNames):
             result = _refused(result_type, raw_path, call)
             self._record(Call(operation, raw_path), started, result, refusal=call)
             return result
-        refusal = self._admit(operation) or self._check(call)
+        judged: set[str] = set()
+        refusal = self._admit(operation) or self._check(call, judged)
         if refusal is not None:
             result = _refused(result_type, call.path, refusal)
             self._record(call, started, result, refusal=refusal)
             return result
         try:
-            result = invoke(call)
+            with also_judged(self._reach_judge(call, judged)):
+                result = invoke(call)
         except BaseException as exc:
             self._record(call, started, exc=exc)
             raise
@@ -178,6 +195,7 @@ class PolicyBackend(ReferenceNames):
         """
         started = time.monotonic()
         admission = self._admit(operation) if calls else None
+        judged: set[str] = set()
         results: dict[int, R] = {}
         refusals: dict[int, tuple[Call, Refusal]] = {}
         forward: list[tuple[int, Call]] = []
@@ -186,7 +204,7 @@ class PolicyBackend(ReferenceNames):
                 refusals[index] = (Call(operation, raw_path), call)
                 results[index] = _refused(result_type, raw_path, call)
                 continue
-            refusal = admission or self._check(call)
+            refusal = admission or self._check(call, judged)
             if refusal is not None:
                 refusals[index] = (call, refusal)
                 results[index] = _refused(result_type, call.path, refusal)
@@ -195,7 +213,8 @@ class PolicyBackend(ReferenceNames):
         failure: BaseException | None = None
         if forward:
             try:
-                inner_results = invoke([call for _, call in forward])
+                with also_judged(self._reach_judge(forward[0][1], judged)):
+                    inner_results = invoke([call for _, call in forward])
                 if len(inner_results) != len(forward):
                     raise RuntimeError(
                         f"{operation}: inner backend returned {len(inner_results)} results "
@@ -331,6 +350,29 @@ class PolicyBackend(ReferenceNames):
         return self._one(
             call, "execute", None, ExecuteResult, lambda c: run(command, timeout, view)
         )
+
+
+class _PolicyJudge:
+    """A wrapper's policies judging the path its inner backend actually reached.
+
+    The paths the policies already judged for the call keep their answer; any
+    other (a link re-pointed meanwhile) is judged again with the call's
+    operation. Listings are filtered by the policies' own result checks.
+    """
+
+    def __init__(self, backend: PolicyBackend, call: Call, judged: set[str]) -> None:
+        self.backend = backend
+        self.call = call
+        self.judged = judged
+
+    def refuses(self, op: ReachOp, local_path: str) -> bool:
+        path = local_path.rstrip("/") or "/"
+        if settled(op, path, self.judged):
+            return False
+        return self.backend._verdict(replace(self.call, path=path)) is not None
+
+    def entry_visible(self, local_path: str) -> bool:
+        return True
 
 
 def _call(operation: str, path: str | None, **fields: Any) -> Call | Refusal:
