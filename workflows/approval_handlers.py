@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 from typing import Any
 
 from filegate.kernel.previews import ChangePreview
@@ -176,13 +177,24 @@ class ApprovalHandlers:
                 workflow.logger.info("decision %s: target changed since preview", decision.id)
                 return _ack(decision, changed=True)
         self._still_open(decision.id)
-        self.book.record(decision, workflow.now().isoformat())
+        ack = self.apply(decision, workflow.now())
+        if ack.grant is not None:
+            workflow.logger.info("decision %s remembered as grant %s", decision.id, ack.grant.id)
+        workflow.logger.info("decision %s %s by %s", decision.id, decision.decision, decision.by())
+        return ack
+
+    def apply(self, decision: Decision, now: datetime) -> DecisionAck:
+        """Record a validated, stamped decision made at ``now``, and its grant.
+
+        The handler's synchronous part, free of Temporal calls: an exception
+        here fails the workflow task on every retry, so whatever :meth:`validate`
+        lets through must pass it (tests/test_decision_payloads.py shows it).
+        """
+        self.book.record(decision, now.isoformat())
         grant = None
         if decision.remember is not None and self.grants is not None:
-            grant = self.grants.remember(decision, self.book.pending[decision.id], workflow.now())
-            workflow.logger.info("decision %s remembered as grant %s", decision.id, grant.id)
+            grant = self.grants.remember(decision, self.book.pending[decision.id], now)
         self.publish()
-        workflow.logger.info("decision %s %s by %s", decision.id, decision.decision, decision.by())
         return _ack(decision, changed=False, grant=grant)
 
     # ------------------------------------------------------------------ turn decisions
@@ -200,24 +212,19 @@ class ApprovalHandlers:
         so no call of the turn resumes before all of them are decided.
         """
         decision = decision.stamped("api")
-        # The validator checked that the names are exactly the turn's pending set.
-        ids = [
-            a.id for a in turn_pending(self.book, decision.turn) if a.id in decision.fingerprints
-        ]
-        singles = decision.decisions(ids)
+        ids, singles = self._turn_singles(decision)
         changed: list[tuple[Decision, ChangePreview]] = []
         if decision.decision == "approve" and self._recheck is not None:
             changed = await self._changed_targets(singles, self._recheck)
         # Another decision validated in the same activation may have come first.
         for single in singles:
             self._still_open(single.id)
-        now = workflow.now().isoformat()
-        for single, fresh in changed:
-            self.book.bounce(single, now, fresh)
-        if not changed:
-            for single in singles:  # no await in between: all of the turn, or nothing
-                self.book.record(single, now)
-            self.publish()
+        if changed:
+            now = workflow.now().isoformat()
+            for single, fresh in changed:
+                self.book.bounce(single, now, fresh)
+        else:
+            self.apply_turn(decision, workflow.now())
         workflow.logger.info(
             "turn %s: %d approvals %s by %s%s",
             decision.turn,
@@ -234,6 +241,23 @@ class ApprovalHandlers:
             via=decision.via or "api",
             changed_since_preview=[single.id for single, _ in changed],
         )
+
+    def _turn_singles(self, decision: TurnDecision) -> tuple[list[str], list[Decision]]:
+        """The turn's approvals the decision names (the validator checked that they are
+        exactly its pending set), and one decision for each."""
+        named = decision.fingerprints
+        ids = [a.id for a in turn_pending(self.book, decision.turn) if a.id in named]
+        return ids, decision.decisions(ids)
+
+    def apply_turn(self, decision: TurnDecision, now: datetime) -> list[str]:
+        """Record every decision of a validated, stamped turn decision at ``now``; the
+        ids decided. Synchronous and free of Temporal calls, as :meth:`apply`: no
+        call of the turn resumes before all of them are decided."""
+        ids, singles = self._turn_singles(decision)
+        for single in singles:
+            self.book.record(single, now.isoformat())
+        self.publish()
+        return ids
 
     async def _changed_targets(
         self, singles: list[Decision], recheck: Recheck

@@ -8,11 +8,18 @@ continue-as-new.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from filegate.kernel.previews import ChangePreview
-from filegate.workflows.grant_models import Grant, GrantRequest
-from pydantic import BaseModel, ConfigDict, Field
+from filegate.workflows.grant_models import REVIEWER_MAX as REVIEWER_MAX
+from filegate.workflows.grant_models import (
+    Grant,
+    GrantRequest,
+    Reviewer,
+    check_text,
+    check_visible,
+)
+from pydantic import AfterValidator, BaseModel, ConfigDict, StringConstraints, model_validator
 
 DecisionKind = Literal["approve", "edit", "reject", "respond"]
 
@@ -22,8 +29,24 @@ command line, an API client of the UI (bearer token) or of the workflow (the
 update without a channel), a user named by an authenticating proxy, the bare
 ``decide`` signal, or the workflow's own approval timeout."""
 
-REVIEWER_MAX = 200
-"""Longest reviewer name recorded (an identity, not a message)."""
+APPROVAL_ID_MAX = 64
+"""Longest approval id a decision may name (ids are 16 hex digits)."""
+FINGERPRINT_MAX = 200
+"""Longest preview fingerprint a decision may name (a hash, a few dozen characters)."""
+REASON_MAX = 4_000
+"""Longest rejection reason: a sentence or a paragraph for the model."""
+MESSAGE_MAX = 100_000
+"""Longest ``respond`` message: it becomes the tool result, as long as a command's output."""
+
+# Each bound is checked before the characters, so an error names what is wrong first.
+ApprovalId = Annotated[
+    str, StringConstraints(min_length=1, max_length=APPROVAL_ID_MAX), AfterValidator(check_visible)
+]
+Fingerprint = Annotated[
+    str, StringConstraints(max_length=FINGERPRINT_MAX), AfterValidator(check_visible)
+]
+Reason = Annotated[str, StringConstraints(max_length=REASON_MAX), AfterValidator(check_text)]
+Message = Annotated[str, StringConstraints(max_length=MESSAGE_MAX), AfterValidator(check_text)]
 
 
 class Decision(BaseModel):
@@ -37,24 +60,32 @@ class Decision(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    id: str
+    id: ApprovalId
     decision: DecisionKind
     args: dict[str, Any] | None = None
-    """``edit``: the replacement tool arguments."""
-    reason: str | None = None
+    """``edit``: the replacement tool arguments (refused with any other decision)."""
+    reason: Reason | None = None
     """``reject``: optional reason passed on to the model."""
-    message: str | None = None
+    message: Message | None = None
     """``respond``: the text that becomes the tool result."""
-    reviewer: str | None = Field(default=None, min_length=1, max_length=REVIEWER_MAX)
+    reviewer: Reviewer | None = None
     """Who decided (a UI user, an OS user, a proxy-authenticated name)."""
     via: Via | None = None
     """The channel the decision came through."""
-    preview_fingerprint: str | None = None
+    preview_fingerprint: Fingerprint | None = None
     """``approve``/``edit``: the fingerprint of the preview the reviewer decided on
     (``PendingApproval.preview.fingerprint``; ``""`` for a preview without one).
     A stale one is refused ("the preview changed"); the UI and the CLI send it."""
     remember: GrantRequest | None = None
     """``approve``: also approve later calls like this one (a grant, workflows.grants)."""
+
+    @model_validator(mode="after")
+    def _args_go_with_edit(self) -> Decision:
+        """Arguments kept with a decision that does not run them would be carried
+        (and shown) for nothing: refused in one line instead."""
+        if self.args is not None and self.decision != "edit":
+            raise ValueError(f"args go with an edit decision, not {self.decision}")
+        return self
 
     def by(self) -> str:
         """``"ana via ui"``: the attribution the model and the logs see."""

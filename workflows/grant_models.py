@@ -12,10 +12,12 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
 GRANT_PATTERN_MAX = 4096
 """Longest pattern a reviewer may give (a path glob, or a command glob)."""
+REVIEWER_MAX = 200
+"""Longest reviewer name recorded (an identity, not a message)."""
 GRANT_SECONDS_MAX = 10 * 366 * 86_400
 """Longest ``remember`` duration: ten years. Longer ones are refused by the validator,
 so ``workflow.now() + duration`` always stays a date (year 9999 overflows)."""
@@ -28,7 +30,7 @@ _UNSEEN_IN_TEXT = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 """In free text (a reason, a message): controls but tab, newline and carriage return."""
 
 
-def _visible(value: str) -> str:
+def check_visible(value: str) -> str:
     """An identifier, a name or a pattern as a reader sees it: one line, no hidden
     characters that would make the audit log or a grant's scope say something else."""
     found = _UNSEEN.search(value)
@@ -37,7 +39,7 @@ def _visible(value: str) -> str:
     return value
 
 
-def _text(value: str) -> str:
+def check_text(value: str) -> str:
     """Free text may span lines, but holds no NUL or terminal control characters."""
     found = _UNSEEN_IN_TEXT.search(value)
     if found:
@@ -45,16 +47,22 @@ def _text(value: str) -> str:
     return value
 
 
-Visible = Annotated[str, AfterValidator(_visible)]
-"""A one-line string without control or invisible characters (checked by pydantic,
-so an update's payload is refused before its validator, and the approval stays open)."""
-Text = Annotated[str, AfterValidator(_text)]
-"""Free text: newlines and tabs allowed, other control characters refused."""
+# Length bounds come first in each alias, so an error names them before the characters.
+Reviewer = Annotated[
+    str, StringConstraints(min_length=1, max_length=REVIEWER_MAX), AfterValidator(check_visible)
+]
+"""Who decided or revoked, as the audit log and the model read it."""
+GrantPattern = Annotated[
+    str,
+    StringConstraints(min_length=1, max_length=GRANT_PATTERN_MAX),
+    AfterValidator(check_visible),
+]
 
 GrantKind = Literal["path", "command", "command_glob"]
 """How a grant's ``pattern`` is matched: a permission-style glob over the call's
-validated virtual path; the exact ``execute`` command; or a whole-text glob
-over the command (``*`` matches anything, ``/`` and spaces too)."""
+validated virtual path (a ``glob``'s roots, with ``Grant.search``); the exact
+``execute`` command; or a whole-text glob over one simple command (``*``
+matches anything, ``/`` and spaces too, but no shell operator or expansion)."""
 
 GrantStatus = Literal["active", "expired", "revoked"]
 
@@ -69,7 +77,7 @@ class GrantRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    pattern: Visible | None = Field(default=None, min_length=1, max_length=GRANT_PATTERN_MAX)
+    pattern: GrantPattern | None = None
     duration_seconds: float | None = Field(
         default=None, gt=0, le=GRANT_SECONDS_MAX, allow_inf_nan=False
     )

@@ -45,7 +45,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from filegate.kernel.command_rules import simple_argv
 from filegate.kernel.globbing import resolve_glob
@@ -57,9 +57,16 @@ from filegate.kernel.rule_patterns import (
     pattern_matches,
 )
 from filegate.workflows.gate import PATH_FIELDS, ArgPredicate
-from filegate.workflows.grant_models import Grant, GrantKind, GrantRequest, GrantStatus, Visible
-from filegate.workflows.inputs import REVIEWER_MAX, Via
-from pydantic import BaseModel, ConfigDict, Field
+from filegate.workflows.grant_models import (
+    Grant,
+    GrantKind,
+    GrantRequest,
+    GrantStatus,
+    Reviewer,
+    check_visible,
+)
+from filegate.workflows.inputs import Via
+from pydantic import AfterValidator, BaseModel, ConfigDict, StringConstraints
 from temporalio import workflow
 from wcmatch import glob as wc_glob
 
@@ -90,8 +97,10 @@ class GrantRevocation(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    id: Visible = Field(min_length=1, max_length=GRANT_ID_MAX)
-    reviewer: Visible | None = Field(default=None, min_length=1, max_length=REVIEWER_MAX)
+    id: Annotated[
+        str, StringConstraints(min_length=1, max_length=GRANT_ID_MAX), AfterValidator(check_visible)
+    ]
+    reviewer: Reviewer | None = None
     via: Via | None = None
 
     def by(self) -> str:

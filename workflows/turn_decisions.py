@@ -28,16 +28,25 @@ rules are unit-testable; the models live here rather than in
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
+from filegate.workflows.approval_models import ApprovalId, Fingerprint, Reason
 from filegate.workflows.approvals import ApprovalBook
-from filegate.workflows.inputs import REVIEWER_MAX, Decision, PendingApproval, Via
-from pydantic import BaseModel, ConfigDict, Field
+from filegate.workflows.grant_models import Reviewer, check_visible
+from filegate.workflows.inputs import Decision, PendingApproval, Via
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
 DECIDE_TURN = "decide_turn"
 """The update's name (``filegate approve --all``, the UI's "Approve all N")."""
 
 TurnDecisionKind = Literal["approve", "reject"]
+TURN_MAX = 64
+"""Longest turn name a decision may give (turns are step numbers)."""
+TURN_CALLS_MAX = 1_000
+"""Most approvals one turn decision may name (a turn holds at most a few dozen calls)."""
+Turn = Annotated[
+    str, StringConstraints(min_length=1, max_length=TURN_MAX), AfterValidator(check_visible)
+]
 
 
 def turn_of(call_id: str) -> str:
@@ -57,13 +66,13 @@ class TurnDecision(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    turn: str = Field(min_length=1)
+    turn: Turn
     decision: TurnDecisionKind
-    fingerprints: dict[str, str | None]
+    fingerprints: dict[ApprovalId, Fingerprint | None] = Field(max_length=TURN_CALLS_MAX)
     """Approval id -> fingerprint of the preview shown (None: none shown)."""
-    reason: str | None = None
+    reason: Reason | None = None
     """``reject``: passed on to the model with every call of the turn."""
-    reviewer: str | None = Field(default=None, min_length=1, max_length=REVIEWER_MAX)
+    reviewer: Reviewer | None = None
     via: Via | None = None
 
     def stamped(self, via: Via) -> TurnDecision:
