@@ -22,16 +22,25 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from filegate.activities.tools import FileToolActivities
 from filegate.backends.bwrap import BwrapSandboxBackend
 from filegate.backends.filesystem import FilesystemBackend
 from filegate.backends.local_shell import LocalShellBackend
 from filegate.backends.policy import PolicyBackend
 from filegate.backends.policy.deny_write import DenyWritePolicy
+from filegate.integrations.deepagents.operations import (
+    DownloadRequest,
+    ReadWindowRequest,
+    UploadFile,
+    UploadRequest,
+)
+from filegate.integrations.deepagents.transfer import TransferActivities
 from filegate.kernel.dispatch import run_tool
 from filegate.kernel.execute_gate import compile_view
 from filegate.kernel.permissions import FilesystemPermission
 from filegate.kernel.previews import compute_preview
 from filegate.kernel.tool_types import ToolRequest
+from temporalio.testing import ActivityEnvironment
 
 SECRET = "hunter2-secret"
 RULES = [
@@ -233,4 +242,39 @@ def test_a_worker_policy_judges_where_a_flipped_link_lands(tmp_path: Path) -> No
         request = _req(tool, **args).model_copy(update={"permissions": []})
         assert run_tool(wrapped, request).status == "error", (tool, args)
     assert _docs(root) == before
+    assert not (root / "docs" / "evil.md").exists()
+
+
+async def test_deep_agents_transfers_judge_where_a_flipped_link_lands(tmp_path: Path) -> None:
+    """The Deep Agents adapter's read/upload/download activities (no run_tool) hold too."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    _tree(root)
+    (root / "pub" / "sw").symlink_to("../decoy")
+    (root / "pub" / "dw").symlink_to("../decoy")
+    backend = _FlipAfterCheck(root, {"sw": "../secrets", "dw": "../docs"})
+    transfers = TransferActivities(FileToolActivities({"box": backend}, tmp_path / "journal"))
+    env = ActivityEnvironment()
+
+    def reset() -> None:
+        for name in ("sw", "dw"):
+            (root / "pub" / name).unlink()
+            (root / "pub" / name).symlink_to("../decoy")
+
+    scope = {"backend": "box", "permissions": RULES}
+    window = await env.run(
+        transfers.read_window, ReadWindowRequest(file_path="/pub/sw/key.txt", **scope)
+    )
+    assert SECRET not in window.model_dump_json() and window.error is not None
+    reset()
+    got = await env.run(
+        transfers.download_files, DownloadRequest(paths=["/pub/sw/key.txt"], **scope)
+    )
+    assert SECRET not in str(got[0].content) and got[0].error is not None
+    reset()
+    put = await env.run(
+        transfers.upload_files,
+        UploadRequest(files=[UploadFile(path="/pub/dw/evil.md", content=b"evil")], **scope),
+    )
+    assert put[0].error is not None
     assert not (root / "docs" / "evil.md").exists()

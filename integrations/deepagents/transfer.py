@@ -19,6 +19,7 @@ from filegate.activities.tools import FileToolActivities
 from filegate.kernel.gates import entry_refused
 from filegate.kernel.paths import validate_path
 from filegate.kernel.protocol import BackendProtocol
+from filegate.kernel.reach import Reach, judged_at_reach
 from filegate.kernel.tool_types import (
     ToolName,
     ToolRequest,
@@ -59,13 +60,23 @@ class TransferActivities:
     async def _run(
         self, request: _Scoped, fn: Callable[[BackendProtocol], Any], *, interruptible: bool
     ) -> Any:
-        """``fn`` on the request's backend behind the tools worker's own guards."""
+        """``fn`` on the request's backend behind the tools worker's own guards.
+
+        The backend judges what each operation reached with the request's rules
+        too (kernel.reach), as the tool activities do through ``run_tool``.
+        """
+        reach = Reach(list(request.permissions)) if request.permissions else None
+
+        def judged(backend: BackendProtocol) -> Any:
+            with judged_at_reach(reach):
+                return fn(backend)
+
         return await self.tools.run_on(
             request.backend,
             request.policies,
             request.first_run_id,
             request.call_id,
-            fn,
+            judged,
             interruptible=interruptible,
         )
 
