@@ -74,6 +74,13 @@ def _run(backend: Any, tool: str, **args: Any) -> tuple[str, str]:
     return out.status, str(out.content)
 
 
+def _point(root: Path, name: str, target: str = "../decoy") -> None:
+    """(Re-)point the link ``/pub/<name>`` at ``target``."""
+    link = root / "pub" / name
+    link.unlink(missing_ok=True)
+    link.symlink_to(target)
+
+
 def _docs(root: Path) -> dict[str, str]:
     return {p.name: p.read_text() for p in sorted((root / "docs").iterdir())}
 
@@ -130,9 +137,7 @@ class _FlipAfterCheck(FilesystemBackend):
     def resolve_path(self, path: str) -> str | None:
         answer = super().resolve_path(path)
         for name, target in self.flips.items():
-            link = Path(self.root) / "pub" / name
-            link.unlink()
-            link.symlink_to(target)
+            _point(Path(self.root), name, target)
         return answer
 
 
@@ -143,16 +148,14 @@ def test_a_link_flipped_after_the_check_is_judged_where_it_lands(
     root = tmp_path / "ws"
     root.mkdir()
     _tree(root)
-    (root / "pub" / "sw").symlink_to("../decoy")
-    (root / "pub" / "dw").symlink_to("../decoy")
+    _point(root, "sw")
+    _point(root, "dw")
     flipping = type("Flip", (_FlipAfterCheck, backend_type), {})
     backend = flipping(root, {"sw": "../secrets", "dw": "../docs"})
     before = _docs(root)
     for tool, args in CALLS:
         for name in ("sw", "dw"):  # each call starts with both links at the decoy
-            link = root / "pub" / name
-            link.unlink()
-            link.symlink_to("../decoy")
+            _point(root, name)
         status, text = _run(backend, tool, **args)
         assert SECRET not in text, (tool, args, text)
         if tool != "grep" or args["path"] != "/pub":
@@ -165,7 +168,7 @@ def test_a_missing_parent_is_not_made_under_a_protected_path(tmp_path: Path) -> 
     root = tmp_path / "ws"
     root.mkdir()
     _tree(root)
-    (root / "pub" / "dw").symlink_to("../decoy")
+    _point(root, "dw")
     backend = _FlipAfterCheck(root, {"dw": "../docs"})
     status, _ = _run(backend, "write_file", file_path="/pub/dw/new/deep/x.md", content="x")
     assert status == "error"
@@ -214,15 +217,14 @@ def test_a_preview_through_a_flipped_link_shows_nothing_protected(tmp_path: Path
     root = tmp_path / "ws"
     root.mkdir()
     _tree(root)
-    (root / "pub" / "sw").symlink_to("../decoy")
+    _point(root, "sw")
     backend = _FlipAfterCheck(root, {"sw": "../secrets"})
     for tool, args in [
         ("edit_file", {"file_path": "/pub/sw/key.txt", "old_string": "x", "new_string": "y"}),
         ("write_file", {"file_path": "/pub/sw/key.txt", "content": "new"}),
         ("delete", {"file_path": "/pub/sw/key.txt"}),
     ]:
-        (root / "pub" / "sw").unlink()
-        (root / "pub" / "sw").symlink_to("../decoy")
+        _point(root, "sw")
         preview = compute_preview(backend, _req(tool, **args))
         assert SECRET not in preview.model_dump_json(), (tool, preview)
 
@@ -232,13 +234,12 @@ def test_a_worker_policy_judges_where_a_flipped_link_lands(tmp_path: Path) -> No
     root = tmp_path / "ws"
     root.mkdir()
     _tree(root)
-    (root / "pub" / "dw").symlink_to("../decoy")
+    _point(root, "dw")
     policy = DenyWritePolicy("protect-docs", prefixes=["/docs/"])
     wrapped = PolicyBackend(_FlipAfterCheck(root, {"dw": "../docs"}), [policy])
     before = _docs(root)
     for tool, args in CALLS[5:]:  # write, edit, delete
-        (root / "pub" / "dw").unlink()
-        (root / "pub" / "dw").symlink_to("../decoy")
+        _point(root, "dw")
         request = _req(tool, **args).model_copy(update={"permissions": []})
         assert run_tool(wrapped, request).status == "error", (tool, args)
     assert _docs(root) == before
@@ -250,16 +251,15 @@ async def test_deep_agents_transfers_judge_where_a_flipped_link_lands(tmp_path: 
     root = tmp_path / "ws"
     root.mkdir()
     _tree(root)
-    (root / "pub" / "sw").symlink_to("../decoy")
-    (root / "pub" / "dw").symlink_to("../decoy")
+    _point(root, "sw")
+    _point(root, "dw")
     backend = _FlipAfterCheck(root, {"sw": "../secrets", "dw": "../docs"})
     transfers = TransferActivities(FileToolActivities({"box": backend}, tmp_path / "journal"))
     env = ActivityEnvironment()
 
     def reset() -> None:
         for name in ("sw", "dw"):
-            (root / "pub" / name).unlink()
-            (root / "pub" / name).symlink_to("../decoy")
+            _point(root, name)
 
     scope = {"backend": "box", "permissions": RULES}
     window = await env.run(
