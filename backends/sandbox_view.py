@@ -31,16 +31,19 @@ Placeholders are shared state on the host, and removing a directory that is
 a mount point in another namespace silently detaches that mount there. So a
 placeholder is removed only by its last user: this process counts the
 commands using each placeholder it made (under a lock), and every command
-holds a shared ``flock`` on each protected directory while it runs; removal
-takes the exclusive lock without waiting, so a placeholder another worker
-process still uses is left in place, empty, rather than pulled from under it.
+holds a shared record lock standing for each protected directory while it
+runs (:class:`_Locks`); removal takes the exclusive lock without waiting, so
+a placeholder another worker process on this host still uses is left in
+place, empty, rather than pulled from under it.
 """
 
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 import stat
+import tempfile
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -53,8 +56,6 @@ HIDDEN_TMPFS_BYTES = 16 * 1024
 
 BUILD_ATTEMPTS = 3
 """Views built again when a directory is replaced between the check and the lock."""
-
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 class ViewRefusedError(ValueError):
@@ -78,7 +79,7 @@ class _Build:
 
     made: list[str] = field(default_factory=list)
     counted: set[str] = field(default_factory=set)
-    held: list[int] = field(default_factory=list)
+    held: list[str] = field(default_factory=list)
 
 
 def _inside(path: str, root: str) -> bool:
@@ -207,56 +208,108 @@ class _Replaced(Exception):
     """A directory changed between the check and the lock: build the view again."""
 
 
+class _Locks:
+    """Cross-process locks standing for host directories: byte ranges of one file.
+
+    The file is private to the worker's uid and outside every root and every
+    sandbox (a command's ``/tmp`` is its own tmpfs), so no command can take
+    these locks: a lock on the protected directory itself could be held
+    exclusively by a command (``flock -x docs sleep 3600``) and stall every
+    later command of the worker. Byte ``hash(path)`` stands for ``path``: no
+    file per directory, one ``fcntl`` per lock. POSIX record locks belong to
+    the process, not to a command, so this process's holds are counted and a
+    range is unlocked only when its last holder here lets go; the registry's
+    lock serialises every call.
+    """
+
+    def __init__(self) -> None:
+        self.fd: int | None = None
+        self.holds: dict[str, int] = {}
+
+    def _file(self) -> int:
+        if self.fd is None:
+            folder = os.path.join(tempfile.gettempdir(), f"filegate-view-locks-{os.geteuid()}")
+            with suppress(FileExistsError):
+                os.mkdir(folder, 0o700)
+            info = os.lstat(folder)
+            if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o77:
+                raise ViewRefusedError(
+                    f"execute refused: {folder} is not a private directory of this user, so "
+                    "placeholders cannot be shared safely; nothing ran."
+                )
+            flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+            self.fd = os.open(os.path.join(folder, "locks"), flags, 0o600)
+        return self.fd
+
+    @staticmethod
+    def _offset(path: str) -> int:
+        return int.from_bytes(hashlib.sha256(os.fsencode(path)).digest()[:7], "big")
+
+    def hold(self, path: str) -> None:
+        """A shared lock for ``path``; waits only while a remover in another
+        process takes the directory away (then :func:`_hold` sees it gone)."""
+        if path not in self.holds:
+            fcntl.lockf(self._file(), fcntl.LOCK_SH, 1, self._offset(path))
+        self.holds[path] = self.holds.get(path, 0) + 1
+
+    def let_go(self, path: str) -> None:
+        users = self.holds.pop(path) - 1
+        if users:
+            self.holds[path] = users
+        elif self.fd is not None:
+            fcntl.lockf(self.fd, fcntl.LOCK_UN, 1, self._offset(path))
+
+    def removable(self, path: str) -> bool:
+        """Whether no command anywhere holds ``path``; locks it until :meth:`done`."""
+        if path in self.holds:
+            return False
+        try:
+            fcntl.lockf(self._file(), fcntl.LOCK_EX | fcntl.LOCK_NB, 1, self._offset(path))
+        except (OSError, ViewRefusedError):
+            return False  # another worker process's command still has a mount on it
+        return True
+
+    def done(self, path: str) -> None:
+        if self.fd is not None:
+            fcntl.lockf(self.fd, fcntl.LOCK_UN, 1, self._offset(path))
+
+
+_LOCKS = _Locks()
+
+
 def _hold(path: str, build: _Build) -> None:
-    """A shared ``flock`` on directory ``path`` for the command's lifetime.
+    """A shared lock for directory ``path`` for the command's lifetime.
 
     Checked after locking: a remover in another process may have taken the
     directory away between our look and our lock (:class:`_Replaced`).
     """
-    try:
-        fd = os.open(path, _DIR_FLAGS)
-    except OSError:
-        raise _Replaced(path) from None
-    build.held.append(fd)
-    with suppress(OSError):  # no flock on this filesystem: this process's count still holds
-        fcntl.flock(fd, fcntl.LOCK_SH)
-    mine = os.fstat(fd)
+    _LOCKS.hold(path)
+    build.held.append(path)
     try:
         now = os.lstat(path)
     except OSError:
         raise _Replaced(path) from None
-    if (mine.st_dev, mine.st_ino) != (now.st_dev, now.st_ino):
+    if not stat.S_ISDIR(now.st_mode):
         raise _Replaced(path)
 
 
 def _remove(path: str) -> None:
     """Remove placeholder ``path`` if empty and no command anywhere holds it."""
-    try:
-        fd = os.open(path, _DIR_FLAGS)
-    except OSError:
+    if not _LOCKS.removable(path):
         return
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return  # another worker process's command still has a mount on it
-        except OSError:
-            pass
-        mine, now = os.fstat(fd), os.lstat(path)
-        if (mine.st_dev, mine.st_ino) == (now.st_dev, now.st_ino):
-            with suppress(OSError):
-                os.rmdir(path)  # fails when not empty: what is in it stays
+        os.rmdir(path)  # fails when not empty: what is in it stays
     except OSError:
-        return
+        pass
     finally:
-        os.close(fd)
+        _LOCKS.done(path)
 
 
 def _release(build: _Build) -> None:
     """Drop this command's locks and counts; remove placeholders nobody uses."""
     with _PLACEHOLDERS.lock:
-        for fd in build.held:
-            os.close(fd)
+        for path in build.held:
+            _LOCKS.let_go(path)
         build.held.clear()
         for path in sorted(build.counted | set(build.made), key=len, reverse=True):
             users = _PLACEHOLDERS.users.get(path)
@@ -288,6 +341,11 @@ def view_mounts(root: str, workspace: str, view: SandboxView) -> Iterator[list[s
         except _Replaced:
             _release(build)
             continue
+        except OSError as exc:  # the host refused a placeholder or a lock: one line
+            _release(build)
+            raise ViewRefusedError(
+                f"execute refused: the command's view could not be built ({exc}); nothing ran."
+            ) from exc
         except BaseException:
             _release(build)
             raise

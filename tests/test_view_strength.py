@@ -204,3 +204,18 @@ def test_io_uring_is_refused_in_the_sandbox(sb: BwrapSandboxBackend) -> None:
     assert lines.get("setup") == "-1 ENOSYS", text
     assert lines.get("enter") == "-1 ENOSYS", text
     assert lines.get("register") == "-1 ENOSYS", text
+
+
+def test_a_command_holding_a_lock_on_a_protected_directory_stalls_nobody(
+    sb: BwrapSandboxBackend, root: Path
+) -> None:
+    """Placeholder locks live outside every sandbox: a command's own ``flock -x``
+    on a protected directory cannot make the next command wait."""
+    (root / "docs").mkdir()
+    rules = [rule("deny", ["write"], "/docs/**")]
+    holder, _ = _in_thread(execute, sb, "flock -x docs sleep 4", rules)
+    time.sleep(1)
+    started = time.monotonic()
+    assert "[Command succeeded" in execute(sb, "true", rules)
+    assert time.monotonic() - started < 3
+    holder.join(30)
