@@ -19,6 +19,11 @@ Only rules that *protect* something count (``deny`` and ``interrupt``); an
 weaker than the rules and sometimes stricter: allow rules carve no exceptions
 out of a protected subtree, a literal directory rule protects what is below it
 too, and a read-only directory also refuses new files the rules would allow.
+Whether a compiled path can be mounted depends on the workspace at the
+moment a command starts (a file where the rule needs a directory, a link),
+so that last check is the sandbox's: it refuses the command in one line
+naming the rule each :class:`ProtectedPath` carries
+(``backends/sandbox_view.py``).
 
 The tools worker applies the same compilation to every ``execute`` request
 (``kernel.dispatch``), so a request built by hand (typed activity stubs, the
