@@ -134,14 +134,29 @@ def resolve_host(host: str) -> str:
     try:
         fd = os.open(host, os.O_PATH | os.O_CLOEXEC)
     except OSError:
-        return os.path.realpath(host)
+        return _realpath(host)
     try:
         real = os.readlink(f"{_PROC_FD}/{fd}")
     except OSError:
-        return os.path.realpath(host)
+        return _realpath(host)
     finally:
         os.close(fd)
-    return real if real.startswith("/") else os.path.realpath(host)
+    return real if real.startswith("/") else _realpath(host)
+
+
+def _realpath(host: str) -> str:
+    """``os.path.realpath(host)``, walked again when a link changes under the walk.
+
+    realpath lstats a component, then reads the link: a link removed or
+    replaced in between (a command re-pointing it) makes it raise
+    FileNotFoundError or EINVAL instead of answering.
+    """
+    for _ in range(16):
+        try:
+            return os.path.realpath(host)
+        except OSError:
+            continue
+    return os.path.realpath(host)
 
 
 def resolve_in_root(root: str, vpath: str) -> str | None:

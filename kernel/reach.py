@@ -33,7 +33,13 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from filegate.kernel.permissions import Rules, check_permission, delete_blockers, read_denied
+from filegate.kernel.permissions import (
+    Rules,
+    check_permission,
+    delete_blockers,
+    matching_interrupt_rule,
+    read_denied,
+)
 from filegate.kernel.protocol import Visible
 from filegate.kernel.visibility import read_visible, search_root_denied, to_virtual
 
@@ -72,8 +78,10 @@ class Reach:
             return False
         virtual = to_virtual(self.route_prefix, path)
         if op == "search":
+            # As the gate asks for a search root: an interrupt rule anywhere below
+            # it (not only on the root itself) needs a human, who saw another root.
             return search_root_denied(self.rules, "read", virtual) or (
-                check_permission(self.rules, "read", virtual) == "interrupt"
+                matching_interrupt_rule(self.rules, "ls", {"path": virtual}) is not None
             )
         if op == "delete":
             if check_permission(self.rules, "write", virtual) != "allow":
