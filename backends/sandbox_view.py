@@ -133,6 +133,8 @@ def _resolve(root: str, entry: ProtectedPath) -> str:
                 "holding the protected path",
             )
         current = here
+    if not entry.itself and os.path.lexists(current) and not os.path.isdir(current):
+        raise _refused(entry, f"{entry.path} leads to a file, which the command could replace")
     return current
 
 

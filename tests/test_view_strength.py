@@ -219,3 +219,16 @@ def test_a_command_holding_a_lock_on_a_protected_directory_stalls_nobody(
     assert "[Command succeeded" in execute(sb, "true", rules)
     assert time.monotonic() - started < 3
     holder.join(30)
+
+
+def test_a_subtree_rule_on_a_file_or_a_link_to_one_refuses(
+    sb: BwrapSandboxBackend, root: Path
+) -> None:
+    """``dir/**`` does not protect ``dir`` itself, so a file there is a name anyone may
+    replace with the protected directory: refused, whether reached directly or by a link."""
+    (root / "notes.txt").write_text("n\n")
+    (root / "ln").symlink_to("notes.txt")
+    for pattern in ("/notes.txt/**", "/ln/**"):
+        text = execute(sb, "touch ran", [rule("deny", ["read"], pattern)])
+        assert_refused(text, f"permission rule 1 (deny read {pattern})")
+    assert not (root / "ran").exists()
