@@ -3,21 +3,31 @@
 Pure tests of :mod:`filegate.workflows.grants`: a command glob covers one
 simple command only (the ``allow_prefixes`` parse), no ``execute`` grant
 counts as a human's approval at the tools worker, and a glob grant is scoped
-by where and what it searched, not by its ``path`` argument. The workflow
-paths are in tests/test_grants.py.
+by where and what it searched, not by its ``path`` argument. The last test runs
+the issue's host-shell case on the session Temporal server; the other
+workflow paths are in tests/test_grants.py.
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
+from filegate.backends.local_shell import LocalShellBackend
 from filegate.kernel.command_rules import simple_argv
 from filegate.kernel.permissions import FilesystemPermission
-from filegate.workflows import Decision, PendingApproval
+from filegate.kernel.protocol import BackendProtocol
+from filegate.worker import tools_worker
+from filegate.workflows import BackendSpec, Decision, FileToolsConfig, PendingApproval
+from filegate.workflows.gate import ToolInterrupt
 from filegate.workflows.grant_models import GrantRequest
 from filegate.workflows.grants import GrantBook, grant_scope
+from temporalio.client import Client
+
+from tests.test_grants import ToolListWorkflow, decide_host, host_worker
+from tests.test_workflow_e2e import remote, uid
 
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 EXECUTE = {"source": "interrupt_on", "tool": "execute", "always": True}
@@ -153,3 +163,68 @@ def test_a_glob_that_leaves_its_path_oddly_cannot_be_remembered() -> None:
             grant_scope("glob", {"pattern": pattern, "path": "/pub"}, SECRETS_RULE, None)
     with pytest.raises(ValueError, match="broader than the rule's scope"):
         grant_scope("glob", {"pattern": "/secrets/*.txt", "path": "/pub"}, SECRETS_RULE, "/**")
+
+
+# --------------------------------------------------------------------------- on a server
+
+SECRETS = FilesystemPermission(operations=["read", "write"], paths=["/secrets/**"], mode="deny")
+
+
+@pytest.mark.services
+async def test_a_file_tools_host_keeps_execute_grants_and_the_execute_gate(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    """On a host shell beside a protecting rule, no execute grant is a human's approval.
+
+    ``sh build.sh`` is approved and remembered; the model then rewrites
+    ``build.sh`` to print the secret. The grant still answers the question for
+    the same text, but the tools worker's execute gate refuses it, as any
+    command nobody approved. A command glob covers one simple command only:
+    ``echo a; touch p1`` asks.
+    """
+    root = tmp_path / "ws"
+    (root / "secrets").mkdir(parents=True)
+    (root / "secrets" / "key").write_text("TOPSECRET-build\n")
+    (root / "build.sh").write_text("echo building\n")
+    rewrite = {"file_path": "/build.sh", "content": "cat secrets/key\n"}
+    run = [
+        {"id": "x0", "name": "execute", "args": {"command": "sh build.sh"}},
+        {"id": "x1", "name": "write_file", "args": rewrite},
+        {"id": "x2", "name": "execute", "args": {"command": "sh build.sh"}},
+        {"id": "x3", "name": "execute", "args": {"command": "echo two"}},
+        {"id": "x4", "name": "execute", "args": {"command": "echo three"}},
+        {"id": "x5", "name": "execute", "args": {"command": "echo a; touch p1"}},
+    ]
+    shell: dict[str, BackendProtocol] = {"sh": LocalShellBackend(str(root))}
+    async with (
+        tools_worker(temporal_client, tools_q := uid("tools"), shell, tmp_path / "j"),
+        host_worker(temporal_client) as host_q,
+    ):
+        config = FileToolsConfig(
+            backend=BackendSpec(default=remote("sh", tools_q, execute=True, shell=str(root))),
+            permissions=[SECRETS],
+            interrupt_on={"execute": ToolInterrupt(always=True)},
+        )
+        handle = await temporal_client.start_workflow(
+            ToolListWorkflow.run, args=[config, run], id=uid("host"), task_queue=host_q
+        )
+        exact = await decide_host(handle, "sh build.sh", {"decision": "approve", "remember": {}})
+        assert exact["grant"]["kind"] == "command" and exact["grant"]["pattern"] == "sh build.sh"
+        glob = {"decision": "approve", "remember": {"pattern": "echo *"}}
+        by_glob = await decide_host(handle, "echo two", glob)
+        await decide_host(handle, "echo a; touch p1", {"decision": "reject"})
+        answers = (await handle.result())["answers"]
+        grants = await handle.query("grants", result_type=list[dict[str, Any]])
+    assert answers["x0"]["text"].startswith("[This call was approved by ana via cli")
+    assert "building" in answers["x0"]["text"] and not answers["x0"]["error"]
+    assert not answers["x1"]["error"]  # the model rewrote the script
+    rerun = answers["x2"]["text"]
+    assert rerun.startswith(f"[allowed by grant {exact['grant']['id']}")
+    assert "execute refused" in rerun and "TOPSECRET" not in rerun
+    assert not answers["x3"]["error"]  # a human approved this very command
+    three = answers["x4"]["text"]
+    assert three.startswith(f"[allowed by grant {by_glob['grant']['id']}")
+    assert "execute refused" in three  # nobody saw this command: the host shell's gate holds
+    assert answers["x5"]["error"]  # not one simple command: asked, rejected
+    assert not (root / "p1").exists()
+    assert [g["uses"] for g in grants] == [1, 1]
