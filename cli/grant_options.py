@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from filegate.cli.errors import CliError
-from filegate.workflows.grant_models import Grant
+from filegate.workflows.grant_models import GRANT_SECONDS_MAX, Grant
 
 DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400}
 """``--for`` units: ``90s``, ``30m``, ``2h``, ``1d``, combined as ``1h30m``."""
@@ -32,6 +32,8 @@ def parse_duration(text: str) -> float:
         raise CliError(f"--for {text!r}: give a duration such as 90s, 30m, 2h or 1h30m", 2)
     if seconds <= 0:
         raise CliError(f"--for {text!r}: a duration must be longer than 0", 2)
+    if not seconds <= GRANT_SECONDS_MAX:  # also NaN and inf
+        raise CliError(f"--for {text!r}: the longest grant is ten years", 2)
     return seconds
 
 

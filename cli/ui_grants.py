@@ -37,7 +37,7 @@ from filegate.cli.ui_listing import (
 )
 from filegate.cli.web_guard import reviewer_of
 from filegate.workflows.grant_models import Grant, scope_text
-from filegate.workflows.grants import grant_scope
+from filegate.workflows.grants import grant_scope, grant_search
 from jinja2 import Environment
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
@@ -92,10 +92,11 @@ def default_scope(card: dict[str, Any]) -> str | None:
     """What "remember" on this card would grant when the reviewer gives no pattern."""
     tool = str(card.get("tool"))
     try:
-        kind, pattern = grant_scope(tool, card.get("args") or {}, card.get("rule"), None)
+        args = card.get("args") or {}
+        kind, pattern = grant_scope(tool, args, card.get("rule"), None)
     except ValueError:
         return None
-    return scope_text(tool, kind, pattern)
+    return scope_text(tool, kind, pattern, grant_search(tool, args))
 
 
 def mark_scopes(cards: list[dict[str, Any]]) -> None:
