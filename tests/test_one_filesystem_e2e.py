@@ -12,7 +12,7 @@ tools must not follow them there. Checked through ``AgentWorkflow`` with a
 scripted model, through ``FileTools`` in a workflow of one's own, and through
 ``filegate run --sandbox --permissions``: no byte of the secret (nor the name
 of a file only ``/secrets`` holds) in the transcript, the result or the
-history; ``/docs`` unchanged; ``/pub`` still writable.
+history; ``/docs`` (and ``/secrets``) unchanged; ``/pub`` still writable.
 
 Each test failed on the code before the file tools judged what they reached
 (``kernel/reach.py``), as did the ``AgentWorkflow`` test of a turn whose own
@@ -73,8 +73,13 @@ def plant(root: Path) -> Path:
     return root
 
 
-def docs(root: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted((root / "docs").iterdir())}
+def protected_files(root: Path) -> dict[str, bytes]:
+    """What the rules keep from writes: every file below /secrets and /docs."""
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for base in ("secrets", "docs")
+        for p in sorted((root / base).rglob("*"))
+    }
 
 
 def turns(secrets_link: str, docs_link: str) -> list[list[tuple[str, str, dict[str, Any]]]]:
@@ -129,7 +134,7 @@ def assert_contained(root: Path, before: dict[str, bytes], *texts: str) -> None:
     for text in texts:
         assert SECRET not in text
         assert HIDDEN_NAME not in text
-    assert docs(root) == before
+    assert protected_files(root) == before
     assert not (root / "docs" / "evil.md").exists()
     assert (root / "pub" / "ok.md").read_text() == "still writable"
 
@@ -170,7 +175,7 @@ async def test_agent_workflow_links_a_command_made_lead_nowhere_protected(
     temporal_client: Client, tmp_path: Path, _bwrap_ok: None, links: str
 ) -> None:
     root = plant(tmp_path / "ws")
-    before = docs(root)
+    before = protected_files(root)
     model_turns = [calls(*turn) for turn in turns(*LINKS[links])]
     result, history = await run_agent_on_sandbox(
         temporal_client, root, tmp_path / "j", *model_turns
@@ -193,7 +198,7 @@ async def test_agent_workflow_links_re_pointed_during_the_turn_carry_nothing_pas
     (root / "decoy" / "key.txt").write_text("nothing here\n")
     (root / "pub" / "sw").symlink_to("../decoy")
     (root / "pub" / "dw").symlink_to("../decoy")
-    before = docs(root)
+    before = protected_files(root)
     flipper = (
         "end=$(($(date +%s) + 2)); while [ $(date +%s) -lt $end ]; do "
         "ln -sfn ../secrets pub/sw; ln -sfn ../docs pub/dw; "
@@ -240,7 +245,7 @@ async def test_file_tools_in_an_own_workflow_links_a_command_made_lead_nowhere_p
     temporal_client: Client, tmp_path: Path, _bwrap_ok: None, links: str
 ) -> None:
     root = plant(tmp_path / "ws")
-    before = docs(root)
+    before = protected_files(root)
     tool_calls = [
         {"id": call_id, "name": name, "args": args}
         for turn in turns(*LINKS[links])
@@ -273,7 +278,7 @@ async def test_cli_run_sandbox_links_a_command_made_lead_nowhere_protected(
     cli_env: dict[str, str], temporal_client: Client, tmp_path: Path, _bwrap_ok: None
 ) -> None:
     root = plant(tmp_path / "ws")
-    before = docs(root)
+    before = protected_files(root)
     script = write_json(
         tmp_path / "s.json",
         {"turns": [calls(*turn) for turn in turns(*LINKS["absolute"])] + [{"content": "done"}]},
