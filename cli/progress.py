@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from filegate.cli.contract import PENDING_QUERY, QUERY_TIMEOUT, TRANSCRIPT_QUERY
+from filegate.cli.outage import Outage, transient
 from temporalio.client import WorkflowHandle, WorkflowQueryFailedError
 from temporalio.service import RPCError
 
@@ -95,11 +96,16 @@ async def follow(
     progress: Progress,
     on_approval: Callable[[Approval], Awaitable[None]],
     interval: float = 0.2,
+    outage: Outage | None = None,
 ) -> AgentResult:
-    """Wait for the run's result while printing progress and reporting new approvals."""
+    """Wait for the run's result while printing progress and reporting new approvals.
+
+    With ``outage``, an unreachable Temporal is waited out (one line, then the
+    result asked for again) within its budget instead of ending the command.
+    """
     result_task: asyncio.Task[AgentResult] = asyncio.create_task(handle.result())
     try:
-        while not result_task.done():
+        while True:
             try:
                 # Approvals first: the transcript read after them already holds
                 # the tool calls they belong to, so output stays in order.
@@ -107,9 +113,20 @@ async def follow(
                 progress.transcript(await handle.query(TRANSCRIPT_QUERY, rpc_timeout=QUERY_TIMEOUT))
                 for approval in progress.new_approvals(pending):
                     await on_approval(approval)
+                if outage is not None:
+                    outage.ok()
             except (RPCError, WorkflowQueryFailedError) as exc:
                 log.debug("progress query failed: %s", exc)
+                if outage is not None and transient(exc):
+                    outage.failed(exc)  # type: ignore[arg-type]
             await asyncio.wait({result_task}, timeout=interval)
+            if not result_task.done():
+                continue
+            failure = result_task.exception()
+            if outage is None or failure is None or not transient(failure):
+                break
+            outage.failed(failure)  # type: ignore[arg-type]
+            result_task = asyncio.create_task(handle.result())
         result = result_task.result()
     finally:
         result_task.cancel()

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from filegate.activities.pages import full_transcript
 from filegate.cli.connection import target_from
 from filegate.cli.errors import CliError, failure_text
+from filegate.cli.outage import Outage, resume_command
 from filegate.cli.progress import (
     Approval,
     Progress,
@@ -55,7 +56,13 @@ ROOT_MEMO = "filegate_root"
 """Memo key of the workspace a ``run`` served, checked by ``--resume``."""
 
 
-def _approval_hint(workflow_id: str) -> Callable[[Approval], Awaitable[None]]:
+def _approval_hint(
+    workflow_id: str, exports: str | None = None
+) -> Callable[[Approval], Awaitable[None]]:
+    """The lines of a new approval; the first one also gives ``exports``: what another
+    terminal sets to reach this run's servers (its private S3 above all)."""
+    shown: list[str] = []
+
     async def show(approval: Approval) -> None:
         say(
             f"  ?? approval {approval['id']} needed: {approval['tool']} "
@@ -63,8 +70,32 @@ def _approval_hint(workflow_id: str) -> Callable[[Approval], Awaitable[None]]:
             f"     decide from another terminal: filegate approve {approval['id']} "
             f"--workflow {workflow_id}  (or reject / respond / edit)"
         )
+        if exports and not shown:
+            shown.append(exports)
+            say(f"     that terminal first: {exports}")
 
     return show
+
+
+def terminal_exports(target: Any, services: Any) -> str | None:
+    """``export ...`` of the servers this command leased rather than found configured:
+    another terminal needs them to list and decide (a large pending card, a stored
+    result) and to read the run's S3. None when everything came from the environment."""
+    from filegate.cli.services import DEFAULT_TEMPORAL_ADDRESS
+
+    parts: list[str] = []
+    if not target.configured and services.temporal_address != DEFAULT_TEMPORAL_ADDRESS:
+        parts.append(f"TEMPORAL_ADDRESS={services.temporal_address}")
+    s3 = services.s3
+    if not target.settings.s3_endpoint:  # a private S3 this command leased
+        parts += [
+            f"FILEGATE_S3_ENDPOINT={s3.endpoint}",
+            f"FILEGATE_S3_ACCESS_KEY={s3.access_key}",
+            f"FILEGATE_S3_SECRET_KEY={s3.secret_key}",
+        ]
+        if s3.bucket != target.settings.s3_bucket:
+            parts.append(f"FILEGATE_S3_BUCKET={s3.bucket}")
+    return "export " + " ".join(parts) if parts else None
 
 
 def build_input(args: argparse.Namespace, root: Path, tools_queue: str, name: str) -> Any:
@@ -221,7 +252,7 @@ async def run_command(args: argparse.Namespace) -> int:
                 # Co-hosted: the run's own queue is the tools queue (contract §8).
                 result = await start_and_follow(
                     client, input, workflow_id, tools_queue, fresh=fresh,
-                    memo={ROOT_MEMO: str(root)},
+                    memo={ROOT_MEMO: str(root)}, exports=terminal_exports(target, services),
                 )  # fmt: skip
     return report_result(args, result, artifacts)
 
@@ -256,10 +287,13 @@ def report_result(args: argparse.Namespace, result: Any, store: ArtifactStore | 
 
 async def start_and_follow(
     client: Client, input: Any, workflow_id: str, agent_queue: str, *,
-    fresh: bool, memo: dict[str, Any] | None = None,
+    fresh: bool, memo: dict[str, Any] | None = None, exports: str | None = None,
 ) -> Any:  # fmt: skip
     """Start the workflow on ``agent_queue`` (or take the running one, ``--resume``)
-    and follow it to its end, printing progress and approval hints."""
+    and follow it to its end, printing progress and approval hints (``exports``:
+    what another terminal sets to decide, :func:`terminal_exports`). A short
+    Temporal outage is waited out (cli/outage.py)."""
+    address = client.service_client.config.target_host
     from filegate.workflows import AgentWorkflow
 
     if fresh:
@@ -276,8 +310,11 @@ async def start_and_follow(
             raise CliError(f"workflow {workflow_id} was started meanwhile", 2) from None
     else:
         handle = client.get_workflow_handle_for(AgentWorkflow.run, workflow_id)
+    outage = Outage(say, address, resume_command(workflow_id))
     try:
-        return await follow(handle, Progress(say), _approval_hint(workflow_id))
+        return await follow(
+            handle, Progress(say), _approval_hint(workflow_id, exports), outage=outage
+        )
     except WorkflowFailureError as exc:
         raise CliError(f"workflow {workflow_id} failed: {failure_text(exc)}") from None
 

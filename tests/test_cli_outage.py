@@ -1,0 +1,155 @@
+"""``filegate run`` and ``submit`` ride out a short Temporal outage (issue 34 item 5).
+
+A private Temporal dev server (never the shared session one) is stopped while a
+run waits for an approval and started again on the same database. The command
+says once that it waits for Temporal, keeps its co-hosted workers, and finishes
+the run once the server is back; past its budget it gives up in one line that
+points to ``--resume``. No traceback either way.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from filegate.backends.embedded import TemporalDevServer
+from filegate.backends.embedded_s3 import S3DevServer
+from filegate.cli.outage import OUTAGE_ENV
+
+from tests.test_cli import CLI, call, cli, write_json
+
+pytestmark = pytest.mark.services
+
+OUTAGE_SECONDS = 9.0
+"""Longer than the 5-7 s that killed ``run`` before (and than the client's own retries)."""
+
+
+@pytest.fixture
+def private_temporal(tmp_path: Path) -> Iterator[TemporalDevServer]:
+    """A Temporal dev server of this test alone: it is stopped and restarted."""
+    with TemporalDevServer(tmp_path / "temporal") as server:
+        yield server
+
+
+def outage_env(server: TemporalDevServer, s3: S3DevServer, tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FILEGATE_", "TEMPORAL_"))}
+    env.update(
+        TEMPORAL_ADDRESS=server.address,
+        TEMPORAL_NAMESPACE=server.namespace,
+        FILEGATE_S3_ENDPOINT=s3.endpoint,
+        FILEGATE_S3_ACCESS_KEY=s3.access_key,
+        FILEGATE_S3_SECRET_KEY=s3.secret_key,
+        FILEGATE_STATE_DIR=str(tmp_path / "state"),
+    )
+    return env
+
+
+class Lines:
+    """A process's stdout and stderr, read as they come (both into one list)."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        self.proc = proc
+        self.lines: list[str] = []
+        self.readers = [
+            threading.Thread(target=self._read, args=(stream,), daemon=True)
+            for stream in (proc.stdout, proc.stderr)
+        ]
+        for reader in self.readers:
+            reader.start()
+
+    def _read(self, stream: object) -> None:
+        for line in stream:  # type: ignore[attr-defined]
+            self.lines.append(line.rstrip("\n"))
+
+    def wait_for(self, text: str, timeout: float = 60) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for line in list(self.lines):
+                if text in line:
+                    return line
+            assert self.proc.poll() is None or any(text in x for x in self.lines), self.text()
+            time.sleep(0.1)
+        raise AssertionError(f"no {text!r} in:\n{self.text()}")
+
+    def finish(self, timeout: float = 90) -> int:
+        code = self.proc.wait(timeout=timeout)
+        for reader in self.readers:
+            reader.join(timeout=5)
+        return code
+
+    def text(self) -> str:
+        return "\n".join(self.lines)
+
+
+def gated_run(env: dict[str, str], tmp_path: Path, workflow_id: str, *extra: str) -> Lines:
+    """``filegate run`` of one write that waits for approval, then a final answer."""
+    root = tmp_path / "ws"
+    root.mkdir(exist_ok=True)
+    script = write_json(
+        tmp_path / "script.json",
+        {"turns": [
+            {"tool_calls": [call("w", "write_file", file_path="/a.txt", content="kept\n")]},
+            {"content": "written"},
+        ]},
+    )  # fmt: skip
+    gate = write_json(tmp_path / "gate.json", {"write_file": True})
+    proc = subprocess.Popen(
+        [*CLI, "run", "write a", "--model", f"scripted:{script}", "--root", str(root),
+         "--interrupt-on", gate, "--workflow-id", workflow_id, *extra],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    return Lines(proc)
+
+
+def approval_id(line: str) -> str:
+    return line.split("approval ", 1)[1].split()[0]
+
+
+def test_run_rides_out_a_temporal_restart(
+    private_temporal: TemporalDevServer, s3_server: S3DevServer, tmp_path: Path
+) -> None:
+    env = outage_env(private_temporal, s3_server, tmp_path)
+    run = gated_run(env, tmp_path, "outage-ride")
+    try:
+        approval = approval_id(run.wait_for("?? approval"))
+        private_temporal.stop()
+        time.sleep(OUTAGE_SECONDS)
+        private_temporal.start()
+        decided = cli(env, "approve", approval, "--workflow", "outage-ride")
+        assert decided.returncode == 0, decided.stdout + decided.stderr + run.text()
+        code = run.finish()
+    finally:
+        if run.proc.poll() is None:
+            run.proc.kill()
+    out = run.text()
+    assert code == 0, out
+    assert "final answer: written" in out
+    assert (tmp_path / "ws" / "a.txt").read_text() == "kept\n"
+    assert "Traceback" not in out
+    waits = [line for line in run.lines if "waiting for Temporal" in line]
+    assert len(waits) == 1, out
+    assert any("Temporal is back" in line for line in run.lines), out
+
+
+def test_run_gives_up_past_its_budget_and_points_to_resume(
+    private_temporal: TemporalDevServer, s3_server: S3DevServer, tmp_path: Path
+) -> None:
+    env = {**outage_env(private_temporal, s3_server, tmp_path), OUTAGE_ENV: "4"}
+    run = gated_run(env, tmp_path, "outage-give-up")
+    try:
+        run.wait_for("?? approval")
+        private_temporal.stop()
+        code = run.finish(timeout=60)
+    finally:
+        if run.proc.poll() is None:
+            run.proc.kill()
+    out = run.text()
+    assert code == 1, out
+    assert "Traceback" not in out
+    [last] = [line for line in run.lines if line.startswith("filegate:")]
+    assert "--resume --workflow-id outage-give-up" in last, out
