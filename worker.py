@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
@@ -254,6 +255,7 @@ def file_tools(
     an executing backend unless execute is denied or ``allow_execute_with_policies``
     (default: ``FILEGATE_ALLOW_EXECUTE_WITH_POLICIES``) accepts it (contract §11).
     """
+    from filegate.activities.idempotency import JournalUnavailable
     from filegate.activities.tools import FileToolActivities
     from filegate.backends.policy import PolicyConfig
     from filegate.backends.startup import check_execute_policies, check_journal_outside
@@ -266,9 +268,21 @@ def file_tools(
         check_execute_policies(backends, config, allow=allow_execute_with_policies)
     except ValueError as exc:
         raise ConfigError(str(exc), 2) from None
-    return FileToolActivities(
-        backends, Path(journal_dir), artifacts=artifacts, policies=config, batch_calls=batch_calls
-    )
+    try:
+        return FileToolActivities(
+            backends,
+            Path(journal_dir),
+            artifacts=artifacts,
+            policies=config,
+            batch_calls=batch_calls,
+        )
+    except JournalUnavailable as exc:
+        raise ConfigError(
+            f"the tools worker cannot start: {exc.reason} ({os.path.realpath(journal_dir)}); "
+            "give the journal a writable directory with free space "
+            "(--journal-dir / FILEGATE_STATE_DIR)",
+            2,
+        ) from None
 
 
 def make_backend(

@@ -20,14 +20,25 @@ interrupted command is reported as "may have run" instead of being re-run.
 Entries are written atomically (temp file, fsync, rename, directory fsync) and
 one attempt at a time per key (``flock``), so a slow old attempt and its retry
 cannot interleave on the same worker host.
+
+When the journal's disk fails (full, read-only), the model is told exactly what
+happened to its files: before the change (no lock or intent stored) nothing is
+applied and the call ends at once in one sentence naming no host path
+(:class:`JournalUnavailable`, non-retryable); a ``delete`` whose intent does not
+fit on a full disk leaves an empty marker instead (its intent is only "target
+gone"), so an agent sharing the journal's full disk can still free space; after
+the change, storing the outcome is best effort (the intent lets a retry rebuild
+the success), so an applied change is always reported applied.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import json
+import logging
 import os
 import re
 import time
@@ -48,6 +59,7 @@ from filegate.kernel.tool_types import (
     WriteFileArgs,
 )
 from pydantic import BaseModel
+from temporalio.exceptions import ApplicationError
 
 CRASH_AFTER_APPLY_ENV = "FILEGATE_TEST_CRASH_AFTER_APPLY"
 """Test hook: when set to a tool call id, the process exits with status 137 right
@@ -60,6 +72,62 @@ DEFAULT_RETENTION_SECONDS = 7 * 24 * 3600.0
 """Journal entries older than this are pruned: retries never come that late."""
 
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]")
+
+JOURNAL_UNAVAILABLE_ERROR = "JournalUnavailable"
+"""ApplicationError type of a call its journal could not record (nothing applied)."""
+
+MIN_FREE_BYTES = 1024 * 1024
+"""Free space a tools worker's journal needs at start (about 250 entries)."""
+
+_log = logging.getLogger(__name__)
+
+
+class JournalUnavailable(Exception):
+    """The journal cannot record a call. ``reason`` ("its journal disk is full")
+    names no host path: the model reads what happened, not the worker's layout."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def journal_reason(exc: OSError) -> str:
+    """What an ``OSError`` of the journal means, in words without its host path."""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return "its journal disk is full"
+    if exc.errno == errno.EROFS:
+        return "its journal is on a read-only file system"
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return "its journal directory is not writable"
+    name = errno.errorcode.get(exc.errno or 0, "")
+    return f"its journal cannot be written ({name or 'I/O error'})"
+
+
+def unrecorded_message(tool: str, reason: str) -> str:
+    """The one sentence the model reads when the journal refused its call."""
+    effect = "nothing was run" if tool == "execute" else "nothing was changed"
+    return f"the tools worker cannot record this call: {reason}; {effect}"
+
+
+def unrecorded_error(tool: str, exc: JournalUnavailable) -> ApplicationError:
+    """The activity failure for a call the journal refused: non-retryable, since
+    nothing was applied and a retry a few seconds later meets the same disk
+    (a full or read-only journal cost ~15 s of retries per call before)."""
+    return ApplicationError(
+        unrecorded_message(tool, exc.reason), type=JOURNAL_UNAVAILABLE_ERROR, non_retryable=True
+    )
+
+
+def open_journal(root: str | os.PathLike[str]) -> ToolJournal:
+    """A tools worker's journal, probed: raises :class:`JournalUnavailable` when it
+    cannot take an entry now (read-only, full), so the worker refuses to start
+    instead of failing every mutating call later."""
+    try:
+        journal = ToolJournal(root)
+    except OSError as exc:
+        raise JournalUnavailable(journal_reason(exc)) from None
+    journal.probe()
+    return journal
 
 
 class Intent(BaseModel):
@@ -129,6 +197,25 @@ def _applied_result(args: BaseModel, intent: Intent) -> WriteResult | EditResult
         return EditResult(path=args.file_path, occurrences=intent.occurrences)
     assert isinstance(args, DeleteArgs)
     return DeleteResult(path=args.file_path)
+
+
+def _stale_write(request: ToolRequest, args: BaseModel, intent: Intent) -> ToolOutcome | None:
+    """The refusal of a ``write_file`` over changes made since the model's last read.
+
+    ``request.expected_fingerprint`` is the file as last read; ``intent.pre``
+    is the file now, taken under the journal's lock just before the write."""
+    expected = request.expected_fingerprint
+    if expected is None or not isinstance(args, WriteFileArgs) or intent.pre == expected:
+        return None
+    shown = request.virtual_path or to_virtual(request.route_prefix, args.file_path)
+    now = "was deleted" if intent.pre == MISSING else "was changed"
+    return ToolOutcome(
+        content=format_error(
+            f"{shown} {now} since you last read it (outside this run), so it was not "
+            "overwritten. Read it again and redo the write if it is still needed."
+        ).text,
+        status="error",
+    )
 
 
 def interrupted_execute_outcome() -> ToolOutcome:
@@ -214,6 +301,30 @@ class ToolJournal:
         except FileNotFoundError:
             return None
 
+    @staticmethod
+    def marker_path(path: Path) -> Path:
+        """The empty file that records a ``delete``'s intent when no entry fits."""
+        return path.with_suffix(".delete-intent")
+
+    def probe(self, min_free_bytes: int = MIN_FREE_BYTES) -> None:
+        """Raise :class:`JournalUnavailable` unless the journal takes an entry now
+        (see :func:`open_journal`)."""
+        probe = self.root / f".probe-{os.getpid()}"
+        try:
+            self.store(probe, JournalEntry(
+                backend="", workflow_id="", tool_call_id="", tool="probe", intent=Intent()
+            ))  # fmt: skip
+            probe.unlink()
+            stats = os.statvfs(self.root)
+        except OSError as exc:
+            raise JournalUnavailable(journal_reason(exc)) from None
+        free = stats.f_bavail * stats.f_frsize
+        if free < min_free_bytes:
+            raise JournalUnavailable(
+                f"its journal disk has {free // 1024} KiB free, "
+                f"less than the {min_free_bytes // 1024} KiB a worker needs"
+            )
+
     def store(self, path: Path, entry: JournalEntry) -> None:
         """Atomically replace ``path`` with ``entry`` (flushed to disk with ``fsync``).
 
@@ -285,8 +396,12 @@ class ToolJournal:
         """Apply a mutating call at most once per key; return its (original) outcome."""
         key = self.key(backend_name, request, args, scope)
         path = self.entry_path(backend_name, key)
-        with self._locked(path):
-            entry = self.load(path)
+        with contextlib.ExitStack() as held:
+            try:
+                held.enter_context(self._locked(path))
+                entry = self._load_any(path, args)
+            except OSError as exc:
+                raise JournalUnavailable(journal_reason(exc)) from None
             if entry is not None and entry.outcome is not None:
                 return entry.outcome
             if entry is None:
@@ -298,8 +413,11 @@ class ToolJournal:
                     intent=_intent_for(backend, args),
                     created_at=time.time(),
                 )
-                self.store(path, entry)
-                recovered = None
+                stale = _stale_write(request, args, entry.intent)
+                if stale is not None:
+                    entry.outcome = stale
+                self._store_intent(path, entry, args)
+                recovered = stale
             else:
                 recovered = self._recover(backend, request, args, entry.intent)
             if recovered is None:
@@ -309,9 +427,56 @@ class ToolJournal:
                 crash_if_requested(request.tool_call_id)
             else:
                 result = recovered
-            entry.outcome = result
-            self.store(path, entry)
+            if entry.outcome is None:
+                entry.outcome = result
+                self._store_outcome(path, entry)
             return result
+
+    def _load_any(self, path: Path, args: BaseModel) -> JournalEntry | None:
+        """The entry at ``path``, or the intent a delete's marker records, or None."""
+        entry = self.load(path)
+        if entry is not None or not isinstance(args, DeleteArgs):
+            return entry
+        if not self.marker_path(path).exists():
+            return None
+        return JournalEntry(
+            backend="", workflow_id="", tool_call_id="", tool="delete", intent=Intent(post=MISSING)
+        )
+
+    def _store_intent(self, path: Path, entry: JournalEntry, args: BaseModel) -> None:
+        """Store the intent before applying, or raise :class:`JournalUnavailable`.
+
+        A delete whose entry does not fit leaves an empty marker instead (an
+        empty file needs no data block), so the agent can still free space."""
+        try:
+            self.store(path, entry)
+            return
+        except OSError as exc:
+            reason = journal_reason(exc)
+        if isinstance(args, DeleteArgs):
+            try:
+                self.marker_path(path).touch()
+                return
+            except OSError:
+                pass
+        raise JournalUnavailable(reason)
+
+    def _store_outcome(self, path: Path, entry: JournalEntry) -> None:
+        """Store the outcome of an applied call, best effort.
+
+        The change is on disk already: failing the call now would tell the model
+        it was not applied, and it would apply it again. The intent stays, so a
+        retry rebuilds this outcome from the target's state."""
+        try:
+            self.store(path, entry)
+        except OSError as exc:
+            _log.warning(
+                "journal: the outcome of %s %s was not stored (%s); a retry rebuilds it",
+                entry.tool, entry.tool_call_id, exc,
+            )  # fmt: skip
+            return
+        with contextlib.suppress(OSError):
+            self.marker_path(path).unlink(missing_ok=True)
 
     def _recover(
         self, backend: BackendProtocol, request: ToolRequest, args: BaseModel, intent: Intent
@@ -322,7 +487,9 @@ class ToolJournal:
         target = getattr(args, "file_path", None)
         assert isinstance(target, str)
         current = fingerprint(backend, target)
-        if intent.post is not None and current == intent.post:
+        if intent.post is not None and current == intent.post and intent.pre != intent.post:
+            # (pre == post: a delete of a missing file, or a write of what was
+            # there; applying again answers as the first attempt did.)
             return render_mutation(request, _applied_result(args, intent))
         if current == intent.pre or not isinstance(args, EditFileArgs):
             # Never applied (or a write/delete, which converge when applied again).

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from filegate.activities.contract import search_timeout_message
-from filegate.activities.idempotency import ToolJournal
+from filegate.activities.idempotency import JournalUnavailable, open_journal, unrecorded_error
 from filegate.activities.identity import run_scope
 from filegate.activities.stored_results import (
     OFFLOADED_TOOLS,
@@ -237,7 +237,7 @@ class FileToolActivities:
         self.artifacts = artifacts
         self.policies = policies if policies is not None else PolicyConfig()
         self.policies.audit_sink()
-        self.journal = ToolJournal(Path(journal_dir))
+        self.journal = open_journal(Path(journal_dir))  # probed: JournalUnavailable
         self.search_timeout = search_timeout
         self.heartbeat_interval = heartbeat_interval
         self.batch_calls = batch_calls
@@ -408,6 +408,8 @@ class FileToolActivities:
         except _DeadlineExceeded:
             activity.logger.info("%s stopped after its %.1fs budget", tool, budget)
             return ToolOutcome(content=search_timeout_message(tool, budget), status="error")
+        except JournalUnavailable as exc:  # nothing applied; one sentence, no retries
+            raise unrecorded_error(tool, exc) from None
 
     @activity.defn(name=TOOL_BATCH_ACTIVITY)
     async def tool_batch(self, batch: ToolBatch) -> ToolBatchResult:

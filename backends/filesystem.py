@@ -43,8 +43,10 @@ from filegate.backends.host_files import (
     PathEscapeError,
     call_token,
     error_value,
+    keep_owner_and_mode,
     link_target_stat,
     reached_path,
+    replaceable,
     resolve_host,
     resolve_in_root,
     utf8_name,
@@ -226,7 +228,9 @@ class FilesystemBackend(ReferenceNames):
         return data
 
     def _write_bytes(self, vpath: str, data: bytes) -> None:
-        """Create parents and replace the file atomically (temp file + rename)."""
+        """Create parents and replace the file atomically (temp file + rename).
+
+        What the rename keeps and what it cannot: :func:`replaceable`, docs/limits.md."""
         parts = self._parts(vpath)
         if not parts:
             raise IsADirectoryError(errno.EISDIR, "is a directory")
@@ -234,14 +238,7 @@ class FilesystemBackend(ReferenceNames):
         try:
             name = parts[-1]
             check_reach("write", join_path(self._reached(dfd, parts[:-1]), name))
-            try:
-                old = os.stat(name, dir_fd=dfd, follow_symlinks=False)
-            except FileNotFoundError:
-                old = None
-            if old is not None and stat.S_ISDIR(old.st_mode):
-                raise IsADirectoryError(errno.EISDIR, "is a directory")
-            if old is not None and not stat.S_ISREG(old.st_mode):
-                raise NotRegularFileError(vpath)
+            old = replaceable(dfd, name, vpath)
             token = call_token()
             flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
             if token is None:
@@ -254,7 +251,7 @@ class FilesystemBackend(ReferenceNames):
                 with os.fdopen(fd, "wb") as fh:
                     fh.write(data)
                     if old is not None:
-                        os.fchmod(fh.fileno(), stat.S_IMODE(old.st_mode))
+                        keep_owner_and_mode(fh.fileno(), old)
                 os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
             except BaseException:
                 with suppress(OSError):

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from contextvars import ContextVar
 from typing import TypeVar
 
@@ -76,6 +77,7 @@ _ERRNO_CODES: dict[int, ErrorCode] = {
     errno.ENAMETOOLONG: "invalid_path",
     errno.EINVAL: "invalid_path",
     errno.EFBIG: "too_large",
+    errno.EROFS: "permission_denied",
 }
 
 
@@ -88,6 +90,12 @@ _REASONS: dict[ErrorCode, str] = {
     "not_a_directory": "not a directory",
     "permission_denied": "permission denied",
 }
+_ERRNO_REASONS: dict[int, str] = {
+    errno.ENOSPC: "no space left on the workspace's disk",
+    errno.EDQUOT: "disk quota of the workspace exceeded",
+    errno.EROFS: "read-only file system",
+}
+"""Reasons for errors whose code alone says too little (kept free of host paths)."""
 
 
 def error_value(result_type: type[R], path: str, exc: BaseException) -> R:
@@ -106,7 +114,9 @@ def error_value(result_type: type[R], path: str, exc: BaseException) -> R:
         code, reason = "invalid_path", NOT_REGULAR
     elif isinstance(exc, OSError):
         code = _ERRNO_CODES.get(exc.errno or 0, "io_error")
-        reason = _REASONS.get(code, exc.strerror or "I/O error")
+        reason = _ERRNO_REASONS.get(exc.errno or 0) or _REASONS.get(
+            code, exc.strerror or "I/O error"
+        )
         if exc.errno == errno.ELOOP:
             reason = SYMLINK_LOOP
     else:  # pragma: no cover - callers only pass the types above
@@ -118,6 +128,51 @@ def error_value(result_type: type[R], path: str, exc: BaseException) -> R:
 
 
 EXPECTED_ERRORS = (OSError, ValueError, PathEscapeError, NotRegularFileError)
+
+
+def replaceable(dfd: int, name: str, vpath: str) -> os.stat_result | None:
+    """The stat of the regular file ``name`` a write will replace (None: a new file).
+
+    A write replaces the file by renaming a temporary file over it, which its
+    directory's permission alone allows: so the file itself must be writable by
+    this process, as a write in place would need. Asked of the kernel by opening
+    it for writing (no truncation, closed at once), so modes, ACLs, the
+    immutable flag and read-only mounts count; a running program (ETXTBSY) may
+    be replaced. Raises IsADirectoryError, NotRegularFileError, PermissionError.
+    """
+    try:
+        old = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+    if stat.S_ISDIR(old.st_mode):
+        raise IsADirectoryError(errno.EISDIR, "is a directory")
+    if not stat.S_ISREG(old.st_mode):
+        raise NotRegularFileError(vpath)
+    try:
+        fd = os.open(name, os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dfd)
+    except OSError as exc:
+        if exc.errno == errno.ETXTBSY:
+            return old
+        raise
+    os.close(fd)
+    return old
+
+
+def keep_owner_and_mode(fd: int, old: os.stat_result) -> None:
+    """Give the new file at ``fd`` the replaced file's owner, group and mode.
+
+    As far as this process may: root sets both ids, another user only a group
+    it belongs to (what it may not set stays its own, as it would be had it
+    written the file itself). Owner first: a chown clears setuid bits."""
+    st = os.fstat(fd)
+    if (st.st_uid, st.st_gid) != (old.st_uid, old.st_gid):
+        try:
+            os.fchown(fd, old.st_uid, old.st_gid)
+        except PermissionError:
+            with suppress(OSError):
+                os.fchown(fd, -1, old.st_gid)
+    os.fchmod(fd, stat.S_IMODE(old.st_mode))
+
 
 _PROC_FD = "/proc/self/fd"
 

@@ -195,6 +195,12 @@ class ToolRequest(DefaultsOmitted):
     approved_by: str | None = None
     """Who approved it and through what (``"ana via ui"``), for the tools
     worker's audit log: the decision itself lives in the workflow's history."""
+    expected_fingerprint: str | None = None
+    """``write_file`` only: the fingerprint (``sha256:<hex>``,
+    :func:`filegate.kernel.previews.fingerprint`) of the file as the model last
+    read it, or ``missing`` for a file it expects not to exist. The tools worker
+    refuses the write when the file on disk differs, so changes made outside the
+    run since that read are never silently overwritten. None: no check."""
 
 
 class RawListing(BaseModel):
