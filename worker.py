@@ -255,7 +255,7 @@ def file_tools(
     an executing backend unless execute is denied or ``allow_execute_with_policies``
     (default: ``FILEGATE_ALLOW_EXECUTE_WITH_POLICIES``) accepts it (contract §11).
     """
-    from filegate.activities.idempotency import JournalUnavailable
+    from filegate.activities.journal_faults import JournalUnavailable
     from filegate.activities.tools import FileToolActivities
     from filegate.backends.policy import PolicyConfig
     from filegate.backends.startup import check_execute_policies, check_journal_outside

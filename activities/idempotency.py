@@ -34,7 +34,6 @@ the success), so an applied change is always reported applied.
 from __future__ import annotations
 
 import contextlib
-import errno
 import fcntl
 import hashlib
 import json
@@ -45,6 +44,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from filegate.activities.journal_faults import JournalUnavailable, journal_reason
 from filegate.backends.host_files import named_for_call
 from filegate.backends.settings import Settings
 from filegate.kernel.dispatch import render_mutation, to_virtual
@@ -59,7 +59,6 @@ from filegate.kernel.tool_types import (
     WriteFileArgs,
 )
 from pydantic import BaseModel
-from temporalio.exceptions import ApplicationError
 
 CRASH_AFTER_APPLY_ENV = "FILEGATE_TEST_CRASH_AFTER_APPLY"
 """Test hook: when set to a tool call id, the process exits with status 137 right
@@ -73,49 +72,10 @@ DEFAULT_RETENTION_SECONDS = 7 * 24 * 3600.0
 
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]")
 
-JOURNAL_UNAVAILABLE_ERROR = "JournalUnavailable"
-"""ApplicationError type of a call its journal could not record (nothing applied)."""
-
 MIN_FREE_BYTES = 1024 * 1024
 """Free space a tools worker's journal needs at start (about 250 entries)."""
 
 _log = logging.getLogger(__name__)
-
-
-class JournalUnavailable(Exception):
-    """The journal cannot record a call. ``reason`` ("its journal disk is full")
-    names no host path: the model reads what happened, not the worker's layout."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
-def journal_reason(exc: OSError) -> str:
-    """What an ``OSError`` of the journal means, in words without its host path."""
-    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        return "its journal disk is full"
-    if exc.errno == errno.EROFS:
-        return "its journal is on a read-only file system"
-    if exc.errno in (errno.EACCES, errno.EPERM):
-        return "its journal directory is not writable"
-    name = errno.errorcode.get(exc.errno or 0, "")
-    return f"its journal cannot be written ({name or 'I/O error'})"
-
-
-def unrecorded_message(tool: str, reason: str) -> str:
-    """The one sentence the model reads when the journal refused its call."""
-    effect = "nothing was run" if tool == "execute" else "nothing was changed"
-    return f"the tools worker cannot record this call: {reason}; {effect}"
-
-
-def unrecorded_error(tool: str, exc: JournalUnavailable) -> ApplicationError:
-    """The activity failure for a call the journal refused: non-retryable, since
-    nothing was applied and a retry a few seconds later meets the same disk
-    (a full or read-only journal cost ~15 s of retries per call before)."""
-    return ApplicationError(
-        unrecorded_message(tool, exc.reason), type=JOURNAL_UNAVAILABLE_ERROR, non_retryable=True
-    )
 
 
 def open_journal(root: str | os.PathLike[str]) -> ToolJournal:
@@ -310,10 +270,9 @@ class ToolJournal:
         """Raise :class:`JournalUnavailable` unless the journal takes an entry now
         (see :func:`open_journal`)."""
         probe = self.root / f".probe-{os.getpid()}"
+        entry = JournalEntry(backend="", workflow_id="", tool_call_id="", tool="", intent=Intent())
         try:
-            self.store(probe, JournalEntry(
-                backend="", workflow_id="", tool_call_id="", tool="probe", intent=Intent()
-            ))  # fmt: skip
+            self.store(probe, entry)
             probe.unlink()
             stats = os.statvfs(self.root)
         except OSError as exc:
@@ -362,8 +321,18 @@ class ToolJournal:
 
     @contextlib.contextmanager
     def _locked(self, path: Path) -> Iterator[None]:
+        """Hold the entry's lock. On a journal that turned read-only, the lock a
+        first attempt made still serves its retry (flock needs no write), which
+        can then answer from the entry the first attempt stored."""
         self._directory(path)
-        fd = os.open(path.with_suffix(".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+        lock = path.with_suffix(".lock")
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            try:
+                fd = os.open(lock, os.O_RDONLY)
+            except OSError:
+                raise exc from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield
@@ -462,11 +431,9 @@ class ToolJournal:
         raise JournalUnavailable(reason)
 
     def _store_outcome(self, path: Path, entry: JournalEntry) -> None:
-        """Store the outcome of an applied call, best effort.
-
-        The change is on disk already: failing the call now would tell the model
-        it was not applied, and it would apply it again. The intent stays, so a
-        retry rebuilds this outcome from the target's state."""
+        """Store an applied call's outcome, best effort: failing the call now would
+        tell the model it was not applied, and it would apply it again. The
+        intent stays, so a retry rebuilds this outcome from the target's state."""
         try:
             self.store(path, entry)
         except OSError as exc:

@@ -39,8 +39,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from filegate.activities.contract import search_timeout_message
-from filegate.activities.idempotency import JournalUnavailable, open_journal, unrecorded_error
+from filegate.activities.idempotency import open_journal
 from filegate.activities.identity import run_scope
+from filegate.activities.journal_faults import JournalUnavailable, unrecorded_error
 from filegate.activities.stored_results import (
     OFFLOADED_TOOLS,
     is_offloaded,
