@@ -14,7 +14,11 @@ from datetime import timedelta
 from typing import Any
 
 from filegate.kernel.formatting import format_error
-from filegate.kernel.limits import DEFAULT_EXECUTE_TIMEOUT, DEFAULT_SEARCH_TIMEOUT
+from filegate.kernel.limits import (
+    DEFAULT_EXECUTE_TIMEOUT,
+    DEFAULT_S3_OUTAGE_SECONDS,
+    DEFAULT_SEARCH_TIMEOUT,
+)
 from filegate.kernel.tool_types import (
     EXECUTE_MARGIN,
     NON_RETRYABLE_ERROR_TYPES,
@@ -46,6 +50,26 @@ the same 15 s window as 1 s x five attempts, but a call whose worker died is
 picked up half a second after the heartbeat timeout rather than a second)."""
 FILE_OP_TIMEOUT = timedelta(seconds=60)
 """start_to_close of a read or file operation."""
+S3_OUTAGE_ROOM = timedelta(seconds=DEFAULT_S3_OUTAGE_SECONDS)
+"""Added to the start_to_close of the tools that may wait for S3 inside their activity:
+``execute`` (its large output is stored after the command ran) and ``read_file``
+(``/large_tool_results/<id>`` is read from S3). The store waits out an S3 outage for
+``FILEGATE_S3_OUTAGE_SECONDS`` in the tool thread, which cannot see the activity's
+deadline; without this room Temporal would time the attempt out mid-wait and spend
+an attempt on the outage. It costs no liveness: the activity heartbeats every
+second while its thread waits, so a dead worker is still noticed within
+:data:`HEARTBEAT_TIMEOUT`, and a command is still stopped at its own timeout. A
+worker configured with a longer budget than the default outlives this room: the
+attempt is then timed out and retried, and the journal hands back the command's
+recorded result instead of running it again."""
+
+
+def model_start_to_close(model_timeout_seconds: float) -> timedelta:
+    """start_to_close for the model activity: the model call's own time plus room to
+    wait out an S3 outage while the transcript is stored (:data:`S3_OUTAGE_ROOM`).
+    Without the room, a model activity waits for S3 only until the model call's
+    reserve (``activities.s3_outage``) and then spends an attempt."""
+    return timedelta(seconds=model_timeout_seconds) + S3_OUTAGE_ROOM
 
 
 def search_timeout_message(tool: str, seconds: float) -> str:
@@ -88,12 +112,13 @@ def tool_activity_options(
     if tool == "execute":
         command = DEFAULT_EXECUTE_TIMEOUT if execute_timeout is None else execute_timeout
         return {
-            "start_to_close_timeout": timedelta(seconds=command + EXECUTE_MARGIN),
+            "start_to_close_timeout": timedelta(seconds=command + EXECUTE_MARGIN) + S3_OUTAGE_ROOM,
             "heartbeat_timeout": heartbeat_timeout,
             "retry_policy": retry,
         }
+    file_op = FILE_OP_TIMEOUT + S3_OUTAGE_ROOM if tool == "read_file" else FILE_OP_TIMEOUT
     return {
-        "start_to_close_timeout": FILE_OP_TIMEOUT,
+        "start_to_close_timeout": file_op,
         "heartbeat_timeout": heartbeat_timeout,
         "retry_policy": retry,
     }

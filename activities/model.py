@@ -4,7 +4,9 @@
 (:mod:`~filegate.activities.providers.profiles`); the profile, not the request,
 decides the provider kind, endpoint and key variable.
 
-Temporal owns retries. Providers raise ``ModelRetryable`` ApplicationErrors for
+Temporal owns retries of the model call. The artifact store waits out an S3
+outage itself, within the attempt's time (:mod:`~filegate.activities.s3_outage`).
+Providers raise ``ModelRetryable`` ApplicationErrors for
 rate limits, 5xx and network failures (with ``next_retry_delay`` when the server
 sent retry-after) and non-retryable ``ModelRequestError`` for everything a retry
 cannot fix. API keys come only from the worker's environment, through its profiles.
@@ -39,6 +41,7 @@ from filegate.activities.providers import (
 from filegate.activities.providers.common import request_error
 from filegate.activities.providers.model_output import limit_turn
 from filegate.activities.providers.profiles import ModelProfile, ModelProfiles
+from filegate.activities.s3_outage import waiting_for_s3
 from filegate.activities.script_refs import ScriptShelf
 from filegate.backends.settings import Settings
 from filegate.kernel.messages import Message, ModelRequest, ModelResponse, Usage
@@ -170,7 +173,8 @@ class ModelActivities:
         )
 
     async def _turn(self, turn: ModelTurn, profile: ModelProfile) -> ModelTurnResult:
-        result = await self._answer(turn, profile)
+        async with waiting_for_s3():  # an S3 outage is waited out, not an attempt spent
+            result = await self._answer(turn, profile)
         return result.model_copy(
             update={
                 "response": self._recordable(result.response, turn),

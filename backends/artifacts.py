@@ -27,14 +27,28 @@ from __future__ import annotations
 import hashlib
 import io
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from filegate.backends.artifact_errors import (
+    ArtifactAccessError,
+    ArtifactError,
+    ArtifactIntegrityError,
+    ArtifactNotFound,
+    ArtifactStoreDown,
+    ArtifactStoreRefused,
+    ArtifactStoreUnavailable,
+    LifecycleError,
+)
 from filegate.backends.s3 import (
     NAMESPACE_COMPONENT,
     S3_FAILURES,
+    OutageWaiter,
+    S3OutageExhausted,
     client_from_settings,
+    endpoint_url,
     ensure_bucket,
     is_missing,
     object_window,
@@ -44,7 +58,7 @@ from filegate.backends.s3 import (
     validate_component,
 )
 from filegate.kernel.artifacts import ArtifactRef
-from filegate.kernel.limits import DEFAULT_READ_LIMIT
+from filegate.kernel.limits import DEFAULT_READ_LIMIT, DEFAULT_S3_OUTAGE_SECONDS
 from filegate.kernel.protocol import ReadResult
 from minio import Minio
 from minio.commonconfig import ENABLED, Filter
@@ -57,6 +71,7 @@ if TYPE_CHECKING:
 SHA256_METADATA = "sha256"
 """User-metadata name (``x-amz-meta-sha256``) holding the digest of the bytes."""
 MAX_NAME_COMPONENTS = 2  # <tool_call_id>[/<name>]
+_T = TypeVar("_T")
 
 
 _ARTIFACT_MISMATCH = "stored artifact does not match its reference (sha256)"
@@ -102,30 +117,6 @@ class Purge:
     dry_run: bool = False
 
 
-class ArtifactError(RuntimeError):
-    """An artifact could not be stored, found or trusted."""
-
-
-class ArtifactStoreUnavailable(ArtifactError):
-    """S3 could not be reached or refused our credentials."""
-
-
-class ArtifactNotFound(ArtifactError):
-    """The referenced artifact does not exist (deleted, expired or never written)."""
-
-
-class ArtifactIntegrityError(ArtifactError):
-    """The stored bytes do not match the reference's size or sha256."""
-
-
-class ArtifactAccessError(ArtifactError):
-    """The reference belongs to another bucket or namespace than this store."""
-
-
-class LifecycleError(ArtifactError):
-    """The S3 server refused to read or change the bucket's lifecycle configuration."""
-
-
 class _HashingReader:
     """Passes reads through while hashing them, so a streamed read can be verified."""
 
@@ -155,8 +146,12 @@ class ArtifactStore:
         bucket: str,
         namespace: str = "default",
         retention_days: int | None = None,
+        outage_seconds: float = DEFAULT_S3_OUTAGE_SECONDS,
     ) -> None:
         self.client = client
+        self.endpoint = endpoint_url(client)
+        self.outage = OutageWaiter(self.endpoint, outage_seconds)
+        """Waits out S3 outages in the calls a run makes (put, get, stat, read)."""
         self.bucket = bucket
         self.namespace = validate_component(namespace, "artifact namespace")
         if retention_days is not None and retention_days < 1:
@@ -179,12 +174,14 @@ class ArtifactStore:
         retention_days: int | None = None,
         bucket: str | None = None,
     ) -> ArtifactStore:
-        """A store on the configured S3 server, in bucket ``<s3_bucket>-artifacts``."""
+        """A store on the configured S3 server, in bucket ``<s3_bucket>-artifacts``,
+        waiting out outages for ``FILEGATE_S3_OUTAGE_SECONDS``."""
         return cls(
             client_from_settings(settings),
             bucket or f"{settings.s3_bucket}-artifacts",
             namespace=namespace,
             retention_days=retention_days,
+            outage_seconds=settings.s3_outage_seconds,
         )
 
     # -- keys and refs --------------------------------------------------------
@@ -233,19 +230,13 @@ class ArtifactStore:
         """
         object_key = self.key_for(workflow_id, key)
         digest = hashlib.sha256(data).hexdigest()
-        try:
-            self.client.put_object(
-                self.bucket,
-                object_key,
-                io.BytesIO(data),
-                len(data),
-                content_type=content_type,
-                metadata={SHA256_METADATA: digest},
-            )
-        except S3_FAILURES as exc:
-            raise ArtifactError(
-                f"could not store artifact {object_key}: {s3_message(exc)}"
-            ) from exc
+        meta = {SHA256_METADATA: digest}
+        self._through_outage(
+            f"storing {object_key}",
+            lambda: self.client.put_object(
+                self.bucket, object_key, io.BytesIO(data), len(data), content_type, meta
+            ),
+        )
         return ArtifactRef(
             bucket=self.bucket,
             key=object_key,
@@ -257,13 +248,12 @@ class ArtifactStore:
     def get(self, ref: ArtifactRef) -> bytes:
         """The artifact's bytes, verified against ``ref.sha256``."""
         self._check_ref(ref)
-        try:
+
+        def read() -> bytes:
             with open_object(self.client, self.bucket, ref.key) as response:
-                data = bytes(response.read())
-        except S3_FAILURES as exc:
-            if is_missing(exc):
-                raise ArtifactNotFound(f"artifact not found: {ref.key}") from exc
-            raise ArtifactError(f"could not read artifact {ref.key}: {s3_message(exc)}") from exc
+                return bytes(response.read())
+
+        data = self._through_outage(f"reading {ref.key}", read)
         if len(data) != ref.size or hashlib.sha256(data).hexdigest() != ref.sha256:
             raise ArtifactIntegrityError(
                 f"artifact {ref.key} does not match its reference (size or sha256 differ)"
@@ -295,17 +285,19 @@ class ArtifactStore:
             readers.append(_HashingReader(response))
             return readers[-1]
 
+        def window() -> ReadResult:
+            readers.clear()  # a retry after a broken stream hashes from the start
+            return object_window(self.client, self.bucket, ref.key, shown, offset, limit, wrap=wrap)
+
         try:
-            result = object_window(
-                self.client, self.bucket, ref.key, shown, offset, limit, wrap=wrap
-            )
-        except S3_FAILURES as exc:
-            if is_missing(exc):
-                return ReadResult(
-                    path=shown, error="file not found (artifact expired or deleted)",
-                    code="file_not_found", error_path=shown,
-                )  # fmt: skip
-            return ReadResult(path=shown, error=s3_message(exc), code="io_error")
+            result = self._through_outage(f"reading {ref.key}", window)
+        except ArtifactNotFound:
+            return ReadResult(
+                path=shown, error="file not found (artifact expired or deleted)",
+                code="file_not_found", error_path=shown,
+            )  # fmt: skip
+        except ArtifactError as exc:
+            return ReadResult(path=shown, error=str(exc), code="io_error")
         whole_text_pass = result.ok and not result.is_binary and readers
         if whole_text_pass and (
             readers[0].size != ref.size or readers[0].digest.hexdigest() != ref.sha256
@@ -328,6 +320,30 @@ class ArtifactStore:
                 error_path=shown,
             )
         return result
+
+    def stat(self, workflow_id: str, key: str) -> ArtifactRef:
+        """The ref of an object stored under :meth:`key_for` (sha256 from its metadata),
+        through an outage; :class:`ArtifactNotFound` when there is none."""
+        object_key = self.key_for(workflow_id, key)
+        stat = self._through_outage(
+            f"looking up {object_key}", lambda: self.client.stat_object(self.bucket, object_key)
+        )
+        digest = (stat.metadata or {}).get(f"x-amz-meta-{SHA256_METADATA}", "")
+        return ArtifactRef(bucket=self.bucket, key=object_key, size=stat.size or 0, sha256=digest)
+
+    def _through_outage(self, what: str, fn: Callable[[], _T]) -> _T:
+        """``fn()`` with an S3 outage waited out (:class:`OutageWaiter`), failures typed:
+        not found, refused for good, or down past the budget."""
+        try:
+            return self.outage.call(what, fn)
+        except S3OutageExhausted as exc:
+            raise ArtifactStoreDown(str(exc), budget_spent=exc.budget_spent) from exc
+        except S3_FAILURES as exc:
+            if is_missing(exc):
+                raise ArtifactNotFound(f"artifact not found ({what})") from exc
+            raise ArtifactStoreRefused(
+                f"S3 at {self.endpoint} refused {what}: {s3_message(exc)}"
+            ) from exc
 
     def presigned_url(self, ref: ArtifactRef, expires: timedelta | float = 3600.0) -> str:
         """A time-limited GET URL (``expires`` as timedelta or seconds, max 7 days)."""

@@ -11,12 +11,17 @@ file-tree backend.
 from __future__ import annotations
 
 import contextlib
+import logging
 import re
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import urllib3
 from filegate.backends.streams import stream_text_window
+from filegate.kernel.limits import DEFAULT_S3_OUTAGE_SECONDS
 from filegate.kernel.media_types import is_media_path
 from filegate.kernel.protocol import (
     ReadResult,
@@ -41,6 +46,18 @@ S3_FAILURES: tuple[type[BaseException], ...] = (
 )
 """What a call to S3 raises for expected failures (server said no, network down)."""
 
+_TRANSIENT_CODES = frozenset(
+    {
+        "SlowDown",
+        "ServiceUnavailable",
+        "InternalError",
+        "RequestTimeout",
+        "XMinioServerNotInitialized",
+        "XMinioReadQuorum",
+        "XMinioWriteQuorum",
+    }
+)
+"""S3 error codes that say "not now" (a restarting or overloaded server), not "never"."""
 _MISSING_CODES = frozenset({"NoSuchKey", "NoSuchObject", "NotFound"})
 _CREDENTIAL_CODES = frozenset(
     {"InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "InvalidToken"}
@@ -113,6 +130,12 @@ def client_from_settings(settings: Settings) -> Minio:
     )
 
 
+def endpoint_url(client: Minio) -> str:
+    """``http[s]://host:port`` of ``client``'s server, for messages that name S3."""
+    base = client._base_url
+    return f"{'https' if base.is_https else 'http'}://{base.host}"
+
+
 def is_missing(exc: BaseException) -> bool:
     """True for the S3 "no such object" answer."""
     return isinstance(exc, S3Error) and exc.code in _MISSING_CODES
@@ -129,9 +152,147 @@ def s3_message(exc: BaseException) -> str:
     if isinstance(exc, InvalidResponseError):
         return "S3 endpoint answered with something that is not S3"
     if isinstance(exc, urllib3.exceptions.MaxRetryError):
-        return f"S3 endpoint unreachable: {type(exc.reason).__name__ if exc.reason else 'error'}"
+        reason = exc.reason
+        if reason is None:
+            return "S3 endpoint unreachable"
+        detail = str(reason).rpartition(": ")[2][:120]
+        return f"S3 endpoint unreachable: {type(reason).__name__}: {detail}"
     text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     return f"S3 request failed: {text[:200]}"
+
+
+def is_transient(exc: BaseException) -> bool:
+    """True when S3 did not really answer (no connection, reset, timeout, 5xx, SlowDown).
+
+    Such a failure says nothing about the request: the same call succeeds once
+    the server is back. Everything else S3 answers (NoSuchBucket, AccessDenied,
+    InvalidAccessKeyId, NoSuchKey, ...) will answer the same way again.
+    """
+    if isinstance(exc, S3Error):
+        return exc.code in _TRANSIENT_CODES
+    if isinstance(exc, ServerError):
+        return exc.status_code >= 500
+    if isinstance(exc, InvalidResponseError):
+        # A proxy or load balancer in front of a restarting server answers 502/503 in HTML.
+        code = getattr(exc, "_code", None)
+        return isinstance(code, int) and code >= 500
+    return isinstance(exc, (urllib3.exceptions.HTTPError, OSError))
+
+
+S3_WAIT_UNTIL: ContextVar[float | None] = ContextVar("filegate_s3_wait_until", default=None)
+"""A ``time.monotonic()`` instant past which a wait for S3 stops even inside the budget.
+
+An activity sets it from its own start-to-close deadline (minus what it needs
+after S3), so the wait ends with a clear "still waiting for S3" error of ours
+instead of Temporal timing the activity out with none. ``asyncio.to_thread``
+copies it into the worker thread."""
+
+_T = TypeVar("_T")
+_log = logging.getLogger("filegate.s3")
+
+
+class S3OutageExhausted(RuntimeError):
+    """S3 gave no answer for the whole outage budget (or until ``S3_WAIT_UNTIL``).
+
+    ``budget_spent`` tells which: True when the configured budget ran out (the
+    caller should give up), False when only the caller's own deadline did (a
+    retry of the caller may wait on)."""
+
+    def __init__(self, message: str, *, budget_spent: bool) -> None:
+        super().__init__(message)
+        self.budget_spent = budget_spent
+
+
+class OutageWaiter:
+    """Calls S3 through an outage: transport failures are retried with backoff for up
+    to ``budget`` seconds, answers that can never succeed are raised at once.
+
+    Why here, under every caller: an outage is the store's state, not a failure
+    of the model call or tool call that happened to need it; counting it against
+    their retry attempts turned a 17 s MinIO restart into a failed run. The
+    first wait of an outage is announced once per endpoint in this process
+    (a warning naming S3 and the endpoint), its end once too.
+    """
+
+    _waiting: ClassVar[set[str]] = set()
+    """Endpoints this process is waiting for (each announced once)."""
+    _lock: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init__(
+        self,
+        endpoint: str,
+        budget: float = DEFAULT_S3_OUTAGE_SECONDS,
+        *,
+        first_delay: float = 0.5,
+        max_delay: float = 10.0,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        if budget < 0:
+            raise ValueError(f"S3 outage budget must be 0 or more seconds, got {budget}")
+        self.endpoint = endpoint
+        self.budget = budget
+        self.first_delay = first_delay
+        self.max_delay = max_delay
+        self.sleep = sleep
+
+    def call(self, what: str, fn: Callable[[], _T]) -> _T:
+        """``fn()``, retried while S3 does not answer; :class:`S3OutageExhausted` after
+        the budget. ``what`` names the operation in the messages ("storing <key>")."""
+        began: float | None = None
+        delay = self.first_delay
+        while True:
+            try:
+                result = fn()
+            except S3_FAILURES as exc:
+                if not is_transient(exc):
+                    raise
+                now = time.monotonic()
+                if began is None:
+                    began = now
+                    self._announce(what, exc)
+                budget_end = began + self.budget
+                until = S3_WAIT_UNTIL.get()
+                end = budget_end if until is None else min(budget_end, until)
+                if now >= end:
+                    raise self._exhausted(what, exc, now - began, now >= budget_end) from exc
+                self.sleep(min(delay, end - now))
+                delay = min(delay * 2, self.max_delay)
+            else:
+                if began is not None:
+                    self._recovered(time.monotonic() - began)
+                return result
+
+    def _announce(self, what: str, exc: BaseException) -> None:
+        with self._lock:
+            first = self.endpoint not in self._waiting
+            self._waiting.add(self.endpoint)
+        if first:
+            _log.warning(
+                "waiting for S3 at %s (%s, while %s): retrying for up to %.0f s "
+                "(FILEGATE_S3_OUTAGE_SECONDS)",
+                self.endpoint, s3_message(exc), what, self.budget,
+            )  # fmt: skip
+
+    def _recovered(self, waited: float) -> None:
+        with self._lock:
+            was = self.endpoint in self._waiting
+            self._waiting.discard(self.endpoint)
+        if was:
+            _log.warning("S3 at %s answers again after %.0f s", self.endpoint, waited)
+
+    def _exhausted(
+        self, what: str, exc: BaseException, waited: float, spent: bool
+    ) -> S3OutageExhausted:
+        if spent:
+            tail = f"gave up after the outage budget of {self.budget:.0f} s"
+            tail += " (FILEGATE_S3_OUTAGE_SECONDS)"
+        else:
+            tail = "this attempt's time is up; a retry waits on"
+        return S3OutageExhausted(
+            f"S3 at {self.endpoint} did not answer for {waited:.0f} s while {what} "
+            f"({s3_message(exc)}): {tail}",
+            budget_spent=spent,
+        )
 
 
 def ensure_bucket(client: Minio, bucket: str) -> None:

@@ -20,6 +20,7 @@ from filegate.kernel.limits import (
     DEFAULT_EXECUTE_MEMORY_BYTES,
     DEFAULT_EXECUTE_WRITE_BYTES,
     DEFAULT_MAX_EXECUTE_TIMEOUT,
+    DEFAULT_S3_OUTAGE_SECONDS,
     DEFAULT_SANDBOX_TMP_BYTES,
 )
 from pydantic import BaseModel, ByteSize, ConfigDict, Field, SecretStr
@@ -42,6 +43,8 @@ class Settings(BaseModel):
     s3_secret_key: SecretStr | None = None
     s3_bucket: str = "filegate"
     s3_secure: bool = False
+    s3_outage_seconds: float = Field(default=DEFAULT_S3_OUTAGE_SECONDS, ge=0)
+    """How long one artifact-store call waits out an S3 outage before it fails."""
     artifact_expire_days: int | None = Field(default=None, ge=0)
     """Days after which artifacts expire (the lifecycle rule workers install);
     unset: the Temporal namespace's retention, rounded up; 0: no rule."""

@@ -73,6 +73,14 @@ def partial_search_seconds(budget: float) -> float:
     return budget * PARTIAL_SEARCH_SHARE
 
 
+DEFAULT_S3_OUTAGE_SECONDS = 900.0
+"""Seconds one artifact-store (S3) call keeps retrying while S3 gives no answer
+(connection refused or reset, timeout, 5xx, SlowDown) before it fails with an error
+naming S3 (``FILEGATE_S3_OUTAGE_SECONDS``; ``backends.s3.OutageWaiter``). Covers a
+rolling restart of MinIO with room to spare; an outage is waited out instead of
+using up a model call's or tool call's attempts. The activities' timeouts leave
+room for it (``activities.contract``)."""
+
 OFFLOAD_HEAD_LINES = 5
 OFFLOAD_TAIL_LINES = 5
 """Lines of an offloaded result shown in its stub, from the start and the end."""

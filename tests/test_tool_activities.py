@@ -21,6 +21,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,11 @@ from temporalio.testing import ActivityEnvironment
 from temporalio.worker import Worker
 
 with workflow.unsafe.imports_passed_through():
-    from filegate.activities.contract import outcome_for_activity_error, tool_activity_options
+    from filegate.activities.contract import (
+        S3_OUTAGE_ROOM,
+        outcome_for_activity_error,
+        tool_activity_options,
+    )
     from filegate.activities.idempotency import CRASH_AFTER_APPLY_ENV, ToolJournal
     from filegate.activities.tools import FileToolActivities
     from filegate.backends.filesystem import FilesystemBackend
@@ -675,7 +680,8 @@ def test_activity_options_shape() -> None:
     assert glob["start_to_close_timeout"].total_seconds() == 15
     assert glob["heartbeat_timeout"] is not None
     execute = tool_activity_options("execute", execute_timeout=100)
-    assert execute["start_to_close_timeout"].total_seconds() == 130
+    # command + margin + room to wait out an S3 outage while storing a large output
+    assert execute["start_to_close_timeout"] == timedelta(seconds=130) + S3_OUTAGE_ROOM
     assert "InvalidToolRequest" in execute["retry_policy"].non_retryable_error_types
     assert set(TOOL_ACTIVITY_NAMES.values()) == {
         f"filegate.{name}"
