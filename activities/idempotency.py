@@ -321,18 +321,11 @@ class ToolJournal:
 
     @contextlib.contextmanager
     def _locked(self, path: Path) -> Iterator[None]:
-        """Hold the entry's lock. On a journal that turned read-only, the lock a
-        first attempt made still serves its retry (flock needs no write), which
-        can then answer from the entry the first attempt stored."""
+        """Hold the entry's lock, on a read-only descriptor (flock needs no write):
+        on a journal that turned read-only, the lock a first attempt made still
+        serves its retry, which can then answer from the entry stored before."""
         self._directory(path)
-        lock = path.with_suffix(".lock")
-        try:
-            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as exc:
-            try:
-                fd = os.open(lock, os.O_RDONLY)
-            except OSError:
-                raise exc from None
+        fd = os.open(path.with_suffix(".lock"), os.O_RDONLY | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield
