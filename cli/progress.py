@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -97,16 +98,22 @@ async def follow(
     on_approval: Callable[[Approval], Awaitable[None]],
     interval: float = 0.2,
     outage: Outage | None = None,
+    attempts: FailedAttempts | None = None,
 ) -> AgentResult:
     """Wait for the run's result while printing progress and reporting new approvals.
 
     With ``outage``, an unreachable Temporal is waited out (one line, then the
     result asked for again) within its budget instead of ending the command.
+    With ``attempts``, failed activity attempts of workers elsewhere are lines too.
     """
     result_task: asyncio.Task[AgentResult] = asyncio.create_task(handle.result())
+    rounds = 0
     try:
         while True:
+            rounds += 1
             try:
+                if attempts is not None and rounds % ATTEMPTS_EVERY == 0:
+                    await attempts.report(handle)
                 # Approvals first: the transcript read after them already holds
                 # the tool calls they belong to, so output stays in order.
                 pending = await handle.query(PENDING_QUERY, rpc_timeout=QUERY_TIMEOUT)
@@ -125,7 +132,9 @@ async def follow(
             failure = result_task.exception()
             if outage is None or failure is None or not transient(failure):
                 break
-            outage.failed(failure)  # type: ignore[arg-type]
+            # The result's long poll gave up on its own retries, maybe just after
+            # Temporal came back: ask again; the queries above tell the outage.
+            log.debug("waiting for the result failed: %s", failure)
             result_task = asyncio.create_task(handle.result())
         result = result_task.result()
     finally:
@@ -155,6 +164,44 @@ def rule_text(rule: dict[str, Any] | None) -> str:
     if rule.get("description"):
         return str(rule["description"])
     return f"{rule.get('mode', '?')} {', '.join(rule.get('paths', []))}"
+
+
+ATTEMPTS_EVERY = 1
+"""``follow`` reads the run's failed attempts every this many rounds (a describe):
+every round, since a failed attempt shows only until the next one (a second)."""
+
+
+class FailedAttempts:
+    """One ``!!`` line per failed activity attempt, read from the run's description.
+
+    ``submit`` hosts no worker, so the SDK's log of a failed attempt is in the
+    deployment's worker; the server knows each pending activity's attempt and
+    last failure, which is the same line ``run`` prints (:class:`ActivityFailureLines`).
+    """
+
+    def __init__(self, write: Callable[[str], None]) -> None:
+        self.write = write
+        self.seen: set[tuple[str, int]] = set()
+
+    async def report(self, handle: WorkflowHandle[Any, Any]) -> None:
+        described = await handle.describe(rpc_timeout=QUERY_TIMEOUT)
+        for pending in described.raw_description.pending_activities:
+            failed = pending.attempt - 1  # the attempt now pending follows a failed one
+            key = (pending.activity_id, failed)
+            if failed < 1 or not pending.HasField("last_failure") or key in self.seen:
+                continue
+            self.seen.add(key)
+            kind = pending.activity_type.name or "activity"
+            what = "model call" if kind == "filegate.model" else kind
+            reason = innermost(pending.last_failure)
+            self.write(f"  !! {what} failed (attempt {failed}): {one_line(reason, 160)}")
+
+
+def innermost(failure: Any) -> str:
+    """A Failure proto's innermost cause's message."""
+    while failure.HasField("cause"):
+        failure = failure.cause
+    return str(failure.message)
 
 
 ACTIVITY_LOGGER = "temporalio.activity"
@@ -192,16 +239,52 @@ def error_text(exc: BaseException) -> str:
     return str(getattr(exc, "message", None) or exc)
 
 
+WORKER_LOGGER = "temporalio.worker"
+REPEAT_AFTER = 30.0
+"""Seconds before the same worker failure line is printed again."""
+
+
+class WorkerFailureLines(logging.Handler):
+    """The SDK worker's own failures (a workflow task that fails and is retried, a
+    poll that fails while Temporal is down) as one ``!!`` line, not a traceback;
+    the same line at most once per :data:`REPEAT_AFTER` seconds, since a failing
+    workflow task is retried many times a second."""
+
+    def __init__(self, write: Callable[[str], None]) -> None:
+        super().__init__(logging.WARNING)
+        self.write = write
+        self.said: dict[str, float] = {}
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            error = record.exc_info[1] if record.exc_info else None
+            reason = error_text(error) if error is not None else record.getMessage()
+            line = f"  !! worker: {one_line(record.getMessage(), 80)}: {one_line(reason, 160)}"
+            if error is None:
+                line = f"  !! worker: {one_line(reason, 200)}"
+            now = time.monotonic()
+            if now - self.said.get(line, -REPEAT_AFTER) >= REPEAT_AFTER:
+                self.said[line] = now
+                self.write(line)
+        except Exception:  # never let progress output break the run
+            self.handleError(record)
+
+
 @contextlib.contextmanager
 def activity_failures_as_lines(write: Callable[[str], None]) -> Iterator[None]:
-    """While it lasts, failed activity attempts print one line each (see above)."""
-    logger = logging.getLogger(ACTIVITY_LOGGER)
-    handler = ActivityFailureLines(write)
-    saved = logger.propagate
-    logger.addHandler(handler)
-    logger.propagate = False
+    """While it lasts, failed activity attempts print one line each, and the worker's
+    own failures one line per distinct failure (see above): tracebacks need ``-v``."""
+    handlers = [
+        (logging.getLogger(ACTIVITY_LOGGER), ActivityFailureLines(write)),
+        (logging.getLogger(WORKER_LOGGER), WorkerFailureLines(write)),
+    ]
+    saved = [logger.propagate for logger, _ in handlers]
+    for logger, handler in handlers:
+        logger.addHandler(handler)
+        logger.propagate = False
     try:
         yield
     finally:
-        logger.removeHandler(handler)
-        logger.propagate = saved
+        for (logger, handler), propagate in zip(handlers, saved, strict=True):
+            logger.removeHandler(handler)
+            logger.propagate = propagate

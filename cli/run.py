@@ -21,6 +21,7 @@ from filegate.cli.errors import CliError, failure_text
 from filegate.cli.outage import Outage, resume_command
 from filegate.cli.progress import (
     Approval,
+    FailedAttempts,
     Progress,
     activity_failures_as_lines,
     approval_context,
@@ -288,11 +289,13 @@ def report_result(args: argparse.Namespace, result: Any, store: ArtifactStore | 
 async def start_and_follow(
     client: Client, input: Any, workflow_id: str, agent_queue: str, *,
     fresh: bool, memo: dict[str, Any] | None = None, exports: str | None = None,
+    remote: bool = False,
 ) -> Any:  # fmt: skip
     """Start the workflow on ``agent_queue`` (or take the running one, ``--resume``)
     and follow it to its end, printing progress and approval hints (``exports``:
     what another terminal sets to decide, :func:`terminal_exports`). A short
-    Temporal outage is waited out (cli/outage.py)."""
+    Temporal outage is waited out (cli/outage.py). ``remote``: the workers are
+    elsewhere (``submit``), so their failed attempts are read from the server."""
     address = client.service_client.config.target_host
     from filegate.workflows import AgentWorkflow
 
@@ -312,9 +315,9 @@ async def start_and_follow(
         handle = client.get_workflow_handle_for(AgentWorkflow.run, workflow_id)
     outage = Outage(say, address, resume_command(workflow_id))
     try:
-        return await follow(
-            handle, Progress(say), _approval_hint(workflow_id, exports), outage=outage
-        )
+        hint = _approval_hint(workflow_id, exports)
+        attempts = FailedAttempts(say) if remote else None
+        return await follow(handle, Progress(say), hint, outage=outage, attempts=attempts)
     except WorkflowFailureError as exc:
         raise CliError(f"workflow {workflow_id} failed: {failure_text(exc)}") from None
 

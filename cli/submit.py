@@ -126,7 +126,9 @@ async def submit_command(args: argparse.Namespace) -> int:
     elif args.new_run:
         say(f"starting a new run of workflow {workflow_id}")
     await warn_unserved(client, agent_queue, ref.task_queue)
-    result = await start_and_follow(client, input, workflow_id, agent_queue, fresh=fresh)
+    result = await start_and_follow(
+        client, input, workflow_id, agent_queue, fresh=fresh, remote=True
+    )
     return report_result(args, result)
 
 

@@ -10,6 +10,7 @@ points to ``--resume``. No traceback either way.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import threading
 import time
@@ -17,14 +18,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from filegate.activities.idempotency import STALL_BEFORE_APPLY_ENV
 from filegate.backends.embedded import TemporalDevServer
 from filegate.backends.embedded_s3 import S3DevServer
-from filegate.cli.outage import OUTAGE_ENV
+from filegate.kernel.tool_types import activity_call_id
 
-from tests.test_cli import CLI, call, cli, write_json
+from tests.test_cli import CLI, call, cli, start_worker, stop_worker, write_json
 
 pytestmark = pytest.mark.services
 
+OUTAGE_ENV = "FILEGATE_TEMPORAL_OUTAGE_SECONDS"
+"""The budget (cli/outage.py), spelled out so this file runs on code without it."""
 OUTAGE_SECONDS = 9.0
 """Longer than the 5-7 s that killed ``run`` before (and than the client's own retries)."""
 
@@ -153,3 +157,60 @@ def test_run_gives_up_past_its_budget_and_points_to_resume(
     assert "Traceback" not in out
     [last] = [line for line in run.lines if line.startswith("filegate:")]
     assert "--resume --workflow-id outage-give-up" in last, out
+
+
+def test_submit_rides_out_a_restart_and_prints_failed_attempts(
+    private_temporal: TemporalDevServer, s3_server: S3DevServer, tmp_path: Path
+) -> None:
+    """``submit`` follows deployment workers: the outage is one line, the approved
+    write's failed attempt (its tools worker SIGKILLed mid-call) one ``!!`` line read
+    from the server, and no traceback."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    gate = write_json(tmp_path / "gate.json", {"write_file": True})
+    script = write_json(
+        tmp_path / "script.json",
+        {"turns": [
+            {"tool_calls": [call("w", "write_file", file_path="/a.txt", content="ok\n")]},
+            {"content": "submitted"},
+        ]},
+    )  # fmt: skip
+    env = outage_env(private_temporal, s3_server, tmp_path)
+    tools = ["--role", "tools", "--backend", "filesystem", "--root", str(root),
+             "--task-queue", "o.tools"]  # fmt: skip
+    stalled = {**env, STALL_BEFORE_APPLY_ENV: activity_call_id(1, 0, "w")}
+    workers = [start_worker(env, "--role", "agent", "--task-queue", "o.agent")]
+    workers.append(start_worker(stalled, *tools))
+    submit = Lines(subprocess.Popen(
+        [*CLI, "submit", "write a", "--model", f"scripted:{script}", "--interrupt-on", gate,
+         "--agent-queue", "o.agent", "--tools-queue", "o.tools", "--workflow-id", "outage-sub"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    ))  # fmt: skip
+    try:
+        approval = approval_id(submit.wait_for("?? approval"))
+        private_temporal.stop()
+        time.sleep(OUTAGE_SECONDS)
+        private_temporal.start()
+        decided = cli(env, "approve", approval, "--workflow", "outage-sub")
+        assert decided.returncode == 0, decided.stdout + decided.stderr + submit.text()
+        journal = tmp_path / "state" / "journal"
+        deadline = time.monotonic() + 30
+        while not list(journal.glob("**/*.json")):  # the write is stalled mid-call
+            assert time.monotonic() < deadline, submit.text()
+            time.sleep(0.05)
+        workers[1].send_signal(signal.SIGKILL)  # attempt 1 fails: heartbeat timeout
+        workers[1].communicate()
+        workers.append(start_worker(env, *tools))
+        code = submit.finish()
+    finally:
+        if submit.proc.poll() is None:
+            submit.proc.kill()
+        outputs = [stop_worker(proc) for proc in workers if proc.poll() is None]
+    out = submit.text()
+    assert code == 0, (out, outputs)
+    assert "final answer: submitted" in out
+    assert (root / "a.txt").read_text() == "ok\n"
+    assert "Traceback" not in out
+    failed = [line for line in submit.lines if "failed (attempt 1)" in line]
+    assert len(failed) == 1 and "eartbeat" in failed[0], out
+    assert len([line for line in submit.lines if "waiting for Temporal" in line]) == 1, out
