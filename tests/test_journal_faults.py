@@ -6,10 +6,11 @@ filled (ENOSPC) or remounted read-only at the chosen step; where it does not,
 the same ``OSError`` is raised at that step (a journal subclass, the only
 seam: it picks *when*, the kernel decides *what* fails when mounted).
 
-- An exhaustive table over the file mutations (write a new file, overwrite,
-  a growing edit ``[x]`` -> ``[xx]`` that shows a double apply as ``[xxx]``,
-  delete), each fault step (before the lock, before the intent, before the
-  outcome, and the worker dying there), each fault (full, read-only) and the
+- An exhaustive table (80 cases) over the file mutations (write a new file,
+  overwrite, a growing edit ``[x]`` -> ``[xx]`` that shows a double apply as
+  ``[xxx]``, delete), each fault step (before the lock, before the intent,
+  after the intent, after the change before its outcome, and the worker dying
+  there), each fault (full, read-only) and the
   retry's disk (healed, still broken): every answer says "applied" exactly
   when the change is on disk, none names a host path, nothing is applied twice.
 - Through a real Temporal server: a read-only journal answers at once in one
@@ -146,8 +147,9 @@ class _Crash(BaseException):
 
 
 class HookedJournal(ToolJournal):
-    """Breaks ``disk`` at ``step``: ``lock``, ``intent``, ``outcome`` or ``crash``
-    (broken before the outcome, then the worker dies)."""
+    """Breaks ``disk`` at ``step``: before the ``lock``, before the ``intent`` is
+    stored, right ``after_intent`` (before the change), before the ``outcome``
+    (after the change), or ``crash``: broken there, then the worker dies."""
 
     def __init__(self, root: Path, disk: Disk, step: str | None = None, kind: str = "") -> None:
         super().__init__(root)
@@ -170,6 +172,8 @@ class HookedJournal(ToolJournal):
             raise _Crash
         self.disk.check(creating=False)
         super().store(path, entry)
+        if self.step == "after_intent" and at == "intent":
+            self.disk.fail(self.kind)
 
 
 # --------------------------------------------------------------------------- the table
@@ -209,7 +213,7 @@ CASES = [
     ),
     Case(name="delete", tool="delete", args={"file_path": "/t.txt"}, before="bye\n", applied=None),
 ]
-STEPS = ["lock", "intent", "outcome", "crash"]
+STEPS = ["lock", "intent", "after_intent", "outcome", "crash"]
 KINDS = ["full", "read_only"]
 
 
@@ -287,7 +291,7 @@ async def test_told_applied_exactly_when_on_disk_across_journal_faults(
                     if answers[1] is None:
                         wrong.append(f"{label}: the retry got no answer")
     disk.heal()
-    assert count == len(CASES) * len(STEPS) * len(KINDS) * 2 == 64
+    assert count == len(CASES) * len(STEPS) * len(KINDS) * 2 == 80
     assert not wrong, "\n".join(wrong)
 
 
