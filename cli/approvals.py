@@ -25,7 +25,7 @@ from filegate.cli.contract import (
     STATUS_QUERY,
     WORKFLOW_TYPE,
 )
-from filegate.cli.errors import CliError, failure_text
+from filegate.cli.errors import NEEDS_S3, CliError, failure_text, undecodable
 from filegate.cli.grant_options import add_remember_options, grant_line, remember_payload
 from filegate.cli.progress import approval_context, args_text, counted, rule_text, say
 from filegate.cli.ui_listing import LISTING_TIMEOUT, Listing, approval_listing
@@ -127,12 +127,19 @@ async def approvals_command(args: argparse.Namespace) -> int:
         return code
     for line in unreachable_lines(listing):
         say(line)
-    if listing.unreachable:
+    unread = [u for u in listing.unreachable if u.get("undecodable")]
+    silent = len(listing.unreachable) - len(unread)
+    if unread:
         say(
-            f"!! {counted(len(listing.unreachable), 'workflow')} did not answer: their "
+            f"!! {counted(len(unread), 'workflow')} answered with pending approvals this "
+            f"terminal cannot read: {NEEDS_S3}"
+        )
+    if silent:
+        say(
+            f"!! {counted(silent, 'workflow')} did not answer: their "
             "pending approvals are not listed (is their worker running?)"
         )
-    elif not items:
+    if not listing.unreachable and not items:
         say("no pending approvals")
     for item in listing.approvals:
         why = item.get("description") or rule_text(item.get("rule"))
@@ -141,6 +148,19 @@ async def approvals_command(args: argparse.Namespace) -> int:
             f"{approval_context(item)}  (rule: {why})"
         )
     return code
+
+
+DECIDED = {"approve": "approved", "edit": "edited"}
+"""A decision's past participle, for the line of one that was not applied."""
+
+
+def unread(exc: KeyError) -> str:
+    """The line for an answer this terminal cannot decode (re-raised when it is not
+    one: a KeyError is otherwise a bug, and keeps its traceback)."""
+    reason = undecodable(exc)
+    if reason is None:
+        raise exc
+    return reason
 
 
 def os_user() -> str:
@@ -273,6 +293,8 @@ async def decide_command(args: argparse.Namespace) -> int:
         raise CliError(f"{args.decision} refused by {args.workflow}: {failure_text(exc)}") from None
     except WorkflowQueryFailedError as exc:
         raise CliError(f"cannot read the approvals of {args.workflow}: {exc}") from None
+    except KeyError as exc:  # a card stored in S3 by reference (an older worker)
+        raise CliError(f"cannot read the approvals of {args.workflow}: {unread(exc)}") from None
     except RPCError as exc:
         if exc.status == RPCStatusCode.NOT_FOUND:  # unknown, or no longer running
             found = await describe_agent(client, args.workflow, agents_only=False)
@@ -281,6 +303,13 @@ async def decide_command(args: argparse.Namespace) -> int:
                 "it has no pending approvals"
             ) from None
         raise CliError(f"cannot reach workflow {args.workflow}: {exc.message}") from None
+    if ack.get("changed_since_preview"):
+        # Not applied: the call keeps waiting with a fresh preview (cli.md: exit 1).
+        raise CliError(
+            f"not {DECIDED.get(ack['decision'], ack['decision'])}: the target of approval "
+            f"{ack['id']} changed since its preview; it keeps waiting with a fresh preview: "
+            "look at it again (`filegate approvals`), then decide"
+        )
     by = f"{ack.get('reviewer', decision['reviewer'])} via {ack.get('via', 'cli')}"
     say(f"{ack['decision']}: approval {ack['id']} of {args.workflow} (by {by})")
     if ack.get("grant"):
@@ -301,6 +330,8 @@ async def status_command(args: argparse.Namespace) -> int:
         status = await handle.query(STATUS_QUERY, rpc_timeout=QUERY_TIMEOUT)
     except WorkflowQueryFailedError as exc:
         raise CliError(f"status query of {args.workflow_id} failed: {failure_text(exc)}") from None
+    except KeyError as exc:  # an answer stored in S3 by reference (an older worker)
+        raise CliError(f"status of {args.workflow_id}: {unread(exc)}") from None
     except RPCError:
         raise CliError(
             f"workflow {args.workflow_id} is running, but no worker answers for it "

@@ -22,7 +22,7 @@ from typing import Any
 from filegate.backends.embedded import LOOPBACK
 from filegate.cli import approvals, artifacts, call, demo, dev, grants, run, submit, workers
 from filegate.cli.connection import connection_options
-from filegate.cli.errors import CliError
+from filegate.cli.errors import CliError, undecodable
 from filegate.cli.services import STOPPED_BY
 from filegate.worker import ConfigError
 
@@ -74,6 +74,12 @@ async def _dispatch(args: argparse.Namespace) -> int:
     except ConfigError as exc:  # CliError, or a connection / S3 failure
         print(f"filegate: {exc}", file=sys.stderr, flush=True)
         return exc.code
+    except KeyError as exc:  # an answer stored in S3 that this terminal cannot read
+        reason = undecodable(exc)
+        if reason is None:
+            raise
+        print(f"filegate: {reason}", file=sys.stderr, flush=True)
+        return 1
     return code
 
 

@@ -55,3 +55,36 @@ async def logs_kept(scratch: Path) -> AsyncIterator[None]:
         if not isinstance(exc.__cause__, StartupFailed):
             raise
         raise service_failure(exc.__cause__, scratch) from exc.__cause__
+
+
+CODEC_ENCODING_NAME = "filegate/artifact-ref"
+"""The payload encoding of a value the S3 codec stored by reference (activities/history.py)."""
+
+S3_VARIABLES = ("FILEGATE_S3_ENDPOINT", "FILEGATE_S3_ACCESS_KEY", "FILEGATE_S3_SECRET_KEY")
+"""What a terminal exports to read what a run stored in S3 (`filegate run` prints them)."""
+
+NEEDS_S3 = (
+    "needs the run's S3 settings: export "
+    + ", ".join(S3_VARIABLES)
+    + " as `filegate run` (or `filegate dev`) prints them, then try again"
+)
+
+
+def undecodable(exc: BaseException) -> str | None:
+    """Why an answer could not be read, when it is a value stored in S3 by reference
+    that this terminal cannot fetch; else None.
+
+    Without the codec the SDK raises ``KeyError: 'Unknown payload encoding
+    filegate/artifact-ref'`` (a run whose worker stores large answers in S3,
+    read from a terminal without the run's S3 settings): one line with the fix,
+    never a traceback, and never mistaken for "not a Filegate workflow".
+    """
+    seen: BaseException | None = exc
+    while seen is not None:
+        if CODEC_ENCODING_NAME in str(seen):
+            return (
+                f"its answer is stored in S3 by reference and this terminal cannot read it: "
+                f"{NEEDS_S3}"
+            )
+        seen = seen.__cause__ or seen.__context__
+    return None

@@ -33,6 +33,7 @@ from datetime import timedelta
 from typing import Any
 
 from filegate.cli.contract import PENDING_QUERY
+from filegate.cli.errors import undecodable
 from temporalio.client import Client, WorkflowQueryFailedError
 from temporalio.common import SearchAttributeKey
 from temporalio.service import RPCError, RPCStatusCode
@@ -211,9 +212,11 @@ async def ask(
         if exc.status in (RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED):
             return late
         return f"{late} ({exc.message})"
-    except Exception as exc:  # a payload this client cannot decode: not ours
+    except Exception as exc:  # a payload this client cannot decode
         log.debug("%s of %s: %s", query, wf.workflow_id, exc)
-        return NOT_OURS
+        # A card stored in S3 by reference (an older worker) waits all the same:
+        # listed as unreadable with the fix, never left out as "not ours".
+        return undecodable(exc) or NOT_OURS
 
 
 async def ask_all(
@@ -272,7 +275,14 @@ def late_entry(wf: Candidate, answer: str | None) -> dict[str, Any]:
         "reason": answer or WAITING,
         "waiting": answer is None,
         "closed": not wf.running,
+        "undecodable": answer is not None and undecodable_reason(answer),
     }
+
+
+def undecodable_reason(reason: str) -> bool:
+    """Whether an unreachable workflow's reason is an answer this terminal cannot read
+    (it answered: its worker is up, the terminal lacks the run's S3 settings)."""
+    return "stored in S3 by reference" in reason
 
 
 async def approval_listing(

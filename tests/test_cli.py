@@ -464,11 +464,12 @@ async def test_worker_processes_and_clients_share_the_payload_codec(
         while not await handle.query(AgentWorkflow.pending_approvals):
             assert time.monotonic() < deadline, "no approval was requested"
             await asyncio.sleep(0.2)
-        # The pending call carries the 180 KB content: the query answer is a reference.
-        with pytest.raises(KeyError, match="Unknown payload encoding filegate/artifact-ref"):
-            await temporal_client.get_workflow_handle(workflow_id).query(
-                AgentWorkflow.pending_approvals
-            )
+        # The pending call carries the 180 KB content, yet the query answer stays
+        # inline (it never enters history): a client without the codec reads it.
+        [raw] = await temporal_client.get_workflow_handle(workflow_id).query(
+            AgentWorkflow.pending_approvals
+        )
+        assert raw.args["content"] == content
         listing = await asyncio.to_thread(
             cli, cli_env, "approvals", "--json", "--workflow", workflow_id
         )

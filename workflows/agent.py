@@ -42,6 +42,7 @@ with workflow.unsafe.imports_passed_through():
     from filegate.kernel.messages import Message, check_model_spec
     from filegate.kernel.transcripts import MemoryRef
     from filegate.workflows import runner
+    from filegate.workflows.approvals import InlineAnswer, InlineStatus
     from filegate.workflows.context import TokenTally
     from filegate.workflows.file_tools import FileTools, tool_messages
     from filegate.workflows.grants import GRANTS_QUERY, REVOKE_UPDATE, Grant, GrantRevocation
@@ -241,7 +242,7 @@ class AgentWorkflow(ModelTurns):
         if state == "running" and pending:
             state = "awaiting_approval"
         last = transcript_json(self._messages[-1:])
-        return AgentStatus(
+        return InlineStatus(  # inline: see InlineAnswer
             step=self._steps,
             state=state,  # type: ignore[arg-type]
             pending_approvals=pending,
@@ -253,7 +254,7 @@ class AgentWorkflow(ModelTurns):
 
     @workflow.query(name="transcript")
     def transcript(self) -> list[dict[str, Any]]:
-        return transcript_json(self._messages)
+        return InlineAnswer(transcript_json(self._messages))  # never by reference
 
     @workflow.signal(name="decide")
     async def decide_signal(self, decision: Decision) -> None:

@@ -33,7 +33,7 @@ from datetime import datetime
 from typing import Any
 
 from filegate.kernel.previews import ChangePreview
-from filegate.workflows.approvals import DECIDED_KEPT, ApprovalBook, stamped
+from filegate.workflows.approvals import DECIDED_KEPT, ApprovalBook, InlineAnswer, stamped
 from filegate.workflows.grant_models import Grant
 from filegate.workflows.grants import GrantBook, check_remember
 from filegate.workflows.inputs import (
@@ -122,12 +122,13 @@ class ApprovalHandlers:
     # ------------------------------------------------------------------ queries
 
     def pending(self) -> list[PendingApproval]:
-        """Approvals waiting for a decision."""
-        return self.book.waiting()
+        """Approvals waiting for a decision (inline whatever their size: never hidden
+        from a terminal without S3, never evicting the run while S3 is down)."""
+        return InlineAnswer(self.book.waiting())
 
     def decided(self) -> list[DecidedApproval]:
-        """Decided approvals, newest last, at most :data:`DECIDED_KEPT`."""
-        return list(self.book.decided[-DECIDED_KEPT:])
+        """Decided approvals, newest last, at most :data:`DECIDED_KEPT` (inline)."""
+        return InlineAnswer(self.book.decided[-DECIDED_KEPT:])
 
     # ------------------------------------------------------------------ decisions
 

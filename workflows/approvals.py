@@ -10,11 +10,13 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, TypeVar
 
 from filegate.kernel.previews import ChangePreview
+from filegate.kernel.transcripts import InlineOnly
 from filegate.workflows.gate import PATH_FIELDS, ApprovalTrigger
 from filegate.workflows.inputs import (
+    AgentStatus,
     ApprovalConfig,
     DecidedApproval,
     Decision,
@@ -27,6 +29,27 @@ APPROVAL_ID_HEX = 16
 
 DECIDED_KEPT = 100
 """Decided approvals the ``status`` query keeps (the newest; history holds them all)."""
+
+T = TypeVar("T")
+
+
+class InlineAnswer(list[T], InlineOnly):
+    """A query's answer that never leaves for S3: the payload codec keeps it inline.
+
+    A query answer never enters history, so storing a large one by reference
+    (as the codec does with every payload over 8 KiB) buys nothing and costs
+    two things: a terminal without the run's S3 settings cannot read it (a
+    pending card over 8 KiB vanished from ``filegate approvals``), and while
+    S3 is down it cannot be encoded at all, which fails the whole activation
+    and evicts the run. The approvals, status and transcript queries answer
+    with this (or :class:`~filegate.workflows.inputs.AgentStatus`'s inline
+    twin), so they need no store, whatever their size.
+    """
+
+
+class InlineStatus(AgentStatus, InlineOnly):
+    """The ``status`` query's answer, kept inline like :class:`InlineAnswer` (it
+    carries the pending cards and up to :data:`DECIDED_KEPT` decided ones)."""
 
 
 def call_signature(tool: str, args: dict[str, Any]) -> str:
