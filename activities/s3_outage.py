@@ -75,8 +75,9 @@ async def waiting_for_s3() -> AsyncIterator[None]:
     """Wait out S3 within this attempt's time; failures as typed ApplicationErrors."""
     token = S3_WAIT_UNTIL.set(attempt_deadline())
     beat = None
-    if activity.in_activity() and activity.info().heartbeat_timeout:
-        every = max(0.2, min(1.0, activity.info().heartbeat_timeout.total_seconds() / 3))
+    heartbeat_timeout = activity.info().heartbeat_timeout if activity.in_activity() else None
+    if heartbeat_timeout:
+        every = max(0.2, min(1.0, heartbeat_timeout.total_seconds() / 3))
         beat = asyncio.ensure_future(_heartbeat(every))
     try:
         yield

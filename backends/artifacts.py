@@ -230,7 +230,7 @@ class ArtifactStore:
         """
         object_key = self.key_for(workflow_id, key)
         digest = hashlib.sha256(data).hexdigest()
-        meta = {SHA256_METADATA: digest}
+        meta: dict[str, str | list[str] | tuple[str]] = {SHA256_METADATA: digest}
         self._through_outage(
             f"storing {object_key}",
             lambda: self.client.put_object(

@@ -238,7 +238,8 @@ class OutageWaiter:
     def call(self, what: str, fn: Callable[[], _T]) -> _T:
         """``fn()``, retried while S3 does not answer; :class:`S3OutageExhausted` after
         the budget. ``what`` names the operation in the messages ("storing <key>")."""
-        began: float | None = None
+        began = time.monotonic()  # the budget counts from the first try
+        announced = False
         delay = self.first_delay
         while True:
             try:
@@ -247,8 +248,8 @@ class OutageWaiter:
                 if not is_transient(exc):
                     raise
                 now = time.monotonic()
-                if began is None:
-                    began = now
+                if not announced:
+                    announced = True
                     self._announce(what, exc)
                 budget_end = began + self.budget
                 until = S3_WAIT_UNTIL.get()
@@ -258,7 +259,7 @@ class OutageWaiter:
                 self.sleep(min(delay, end - now))
                 delay = min(delay * 2, self.max_delay)
             else:
-                if began is not None:
+                if announced:
                     self._recovered(time.monotonic() - began)
                 return result
 
