@@ -43,7 +43,7 @@ import uvicorn
 from filegate.backends.embedded import is_listening
 from filegate.cli.connection import target_from
 from filegate.cli.contract import DECIDE_TURN_UPDATE, DECIDE_UPDATE
-from filegate.cli.errors import CliError, failure_text
+from filegate.cli.errors import CliError, failure_text, undecodable
 from filegate.cli.grant_options import grant_line
 from filegate.cli.ui_cards import (
     PREVIEW_LIMIT,
@@ -364,9 +364,25 @@ def create_app(
             Route("/api/decide", api_decide, methods=["POST"]),
             Route("/api/decide-turn", api_decide_turn, methods=["POST"]),
             *grant_routes(service.client, _TEMPLATES),  # the Grants tab, revoke
-        ]
+        ],
+        exception_handlers={RPCError: _unreachable, KeyError: _unreadable},
     )
     return GuardMiddleware(app, access)
+
+
+async def _unreachable(request: Request, exc: Exception) -> Response:
+    """Temporal down or restarting: one line (503, the page retries), not a traceback."""
+    if not isinstance(exc, RPCError):
+        raise exc
+    return _page_error(f"Temporal is unreachable ({exc.message}): try again shortly", 503)
+
+
+async def _unreadable(request: Request, exc: Exception) -> Response:
+    """An answer stored in S3 that this UI cannot read: the fix, in one line."""
+    reason = undecodable(exc)
+    if reason is None:
+        raise exc
+    return _page_error(f"a workflow's {reason}", 502)
 
 
 def login_url(host: str, port: int, access: UiAccess) -> str:

@@ -9,17 +9,20 @@ points to ``--resume``. No traceback either way.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from filegate.activities.idempotency import STALL_BEFORE_APPLY_ENV
-from filegate.backends.embedded import TemporalDevServer
+from filegate.backends.embedded import TemporalDevServer, free_port
 from filegate.backends.embedded_s3 import S3DevServer
 from filegate.kernel.tool_types import activity_call_id
 
@@ -214,3 +217,45 @@ def test_submit_rides_out_a_restart_and_prints_failed_attempts(
     failed = [line for line in submit.lines if "failed (attempt 1)" in line]
     assert len(failed) == 1 and "eartbeat" in failed[0], out
     assert len([line for line in submit.lines if "waiting for Temporal" in line]) == 1, out
+
+
+def test_dev_and_its_ui_ride_out_a_temporal_restart(
+    private_temporal: TemporalDevServer, s3_server: S3DevServer, tmp_path: Path
+) -> None:
+    """``filegate dev`` on a configured Temporal: while it is down the UI answers one
+    line (503, the page asks again), not a 500 and a traceback; dev stays up and the
+    UI answers again once Temporal is back."""
+    ui_port = free_port()
+    env = outage_env(private_temporal, s3_server, tmp_path)
+    dev = Lines(subprocess.Popen(
+        [*CLI, "dev", "--ui-port", str(ui_port), "--web-ui-port", "0"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    ))  # fmt: skip
+    api = f"http://127.0.0.1:{ui_port}/api/approvals"
+    try:
+        login = dev.wait_for("approval UI at").split(" at ", 1)[1]
+        browser = urllib.request.build_opener(urllib.request.HTTPCookieProcessor())
+        assert browser.open(login, timeout=10).status == 200
+        assert browser.open(api, timeout=10).status == 200
+        private_temporal.stop()
+        with pytest.raises(urllib.error.HTTPError) as down:
+            browser.open(api, timeout=30)
+        answered = down.value.code, down.value.read().decode()
+        private_temporal.start()
+        deadline = time.monotonic() + 30
+        while True:  # the client reconnects on its own
+            try:
+                assert browser.open(api, timeout=10).status == 200
+                break
+            except urllib.error.HTTPError:
+                assert time.monotonic() < deadline, dev.text()
+                time.sleep(0.5)
+        assert dev.proc.poll() is None, dev.text()
+    finally:
+        dev.proc.send_signal(signal.SIGTERM)
+        code = dev.finish(timeout=40)
+    assert answered[0] == 503, (answered, dev.text())
+    error = json.loads(answered[1])["error"]
+    assert error.startswith("Temporal is unreachable") and "\n" not in error
+    assert code in (0, 130), dev.text()
+    assert "Traceback" not in dev.text()
