@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import subprocess
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -36,13 +37,15 @@ from temporalio import workflow
 from temporalio.client import Client
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
-from tests.test_cli import call, cli
+from tests.test_cli import CLI, call, cli, write_json
+from tests.test_cli_outage import Lines
 
 pytestmark = pytest.mark.services
 
 BIG = "".join(f"row {n:05d} of a file the reviewer must see\n" for n in range(600))
 """About 26 KB: well over the codec's threshold."""
 assert len(BIG) > 3 * CODEC_THRESHOLD
+S3_VARIABLES = ("FILEGATE_S3_ENDPOINT", "FILEGATE_S3_ACCESS_KEY", "FILEGATE_S3_SECRET_KEY")
 
 
 def bare_env(server: TemporalDevServer, tmp_path: Path) -> dict[str, str]:
@@ -240,3 +243,42 @@ async def test_an_approve_the_workflow_refused_exits_1(
     assert second.returncode == 0, second.stdout + second.stderr
     assert result.final_answer == "done"
     assert (root / "a.txt").read_text() == "after\n"
+
+
+def test_run_prints_the_exports_another_terminal_needs(
+    temporal_server: TemporalDevServer, tmp_path: Path
+) -> None:
+    """``filegate run`` with its own private S3: the approval hint says what the deciding
+    terminal exports, and a terminal that sets exactly that decides the large card."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    script = write_json(tmp_path / "s.json", {"turns": [
+        {"tool_calls": [call("w", "write_file", file_path="/big.txt", content=BIG)]},
+        {"content": "done"},
+    ]})  # fmt: skip
+    gate = write_json(tmp_path / "gate.json", {"write_file": True})
+    env = bare_env(temporal_server, tmp_path)
+    env["FILEGATE_STATE_DIR"] = str(tmp_path / "run-state")  # S3: leased, private
+    workflow_id = f"exports-{uuid.uuid4().hex[:8]}"
+    run = Lines(subprocess.Popen(
+        [*CLI, "run", "write big", "--model", f"scripted:{script}", "--root", str(root),
+         "--interrupt-on", gate, "--workflow-id", workflow_id],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    ))  # fmt: skip
+    try:
+        approval = run.wait_for("?? approval").split("approval ", 1)[1].split()[0]
+        hint = run.wait_for("decide from another terminal")
+        exports = run.wait_for("that terminal first:", timeout=5).split("export ", 1)[1].split()
+        reviewer = {**bare_env(temporal_server, tmp_path), **dict(e.split("=", 1) for e in exports)}
+        listed = cli(reviewer, "approvals", "--json", "--workflow", workflow_id)
+        decided = cli(reviewer, "approve", approval, "--workflow", workflow_id)
+        code = run.finish(timeout=60)
+    finally:
+        if run.proc.poll() is None:
+            run.proc.kill()
+    assert approval in hint
+    assert {e.split("=", 1)[0] for e in exports} >= set(S3_VARIABLES), exports
+    assert listed.returncode == 0 and json.loads(listed.stdout)[0]["id"] == approval
+    assert decided.returncode == 0, decided.stdout + decided.stderr
+    assert code == 0, run.text()
+    assert (root / "big.txt").read_text() == BIG
