@@ -23,8 +23,10 @@ from filegate.backends.embedded import LOOPBACK
 from filegate.cli import approvals, artifacts, call, demo, dev, grants, run, submit, workers
 from filegate.cli.connection import connection_options
 from filegate.cli.errors import CliError, undecodable
+from filegate.cli.outage import transient
 from filegate.cli.services import STOPPED_BY
 from filegate.worker import ConfigError
+from temporalio.service import RPCError
 
 
 def _add_ui_parser(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -74,6 +76,12 @@ async def _dispatch(args: argparse.Namespace) -> int:
     except ConfigError as exc:  # CliError, or a connection / S3 failure
         print(f"filegate: {exc}", file=sys.stderr, flush=True)
         return exc.code
+    except RPCError as exc:  # Temporal went away mid-command: one line, not a traceback
+        if not transient(exc):
+            raise
+        print(f"filegate: Temporal is unreachable ({exc.message}): try again shortly",
+              file=sys.stderr, flush=True)  # fmt: skip
+        return 1
     except KeyError as exc:  # an answer stored in S3 that this terminal cannot read
         reason = undecodable(exc)
         if reason is None:
