@@ -56,6 +56,7 @@ from filegate.kernel.rule_patterns import (
     pattern_alternatives,
     pattern_matches,
 )
+from filegate.workflows.approvals import InlineAnswer
 from filegate.workflows.gate import PATH_FIELDS, ArgPredicate
 from filegate.workflows.grant_models import (
     Grant,
@@ -467,7 +468,8 @@ class GrantHandlers:
         workflow.set_update_handler(REVOKE_UPDATE, self.revoke, validator=self.validate_revoke)
 
     def listing(self) -> list[Grant]:
-        return self.book.listing(workflow.now())
+        """The ``grants`` query: inline whatever its size (see InlineAnswer)."""
+        return InlineAnswer(self.book.listing(workflow.now()))
 
     def validate_revoke(self, revocation: GrantRevocation) -> None:
         self.book.check_revoke(revocation)
