@@ -151,7 +151,11 @@ async def _replay(client: Client, history: WorkflowHistory) -> None:
 
 def _only_batch_patch_off(patch_id: str, original: Any = workflow.patched) -> bool:
     """``workflow.patched`` as the code before batching behaved: no batch markers."""
-    if patch_id in (batching.BATCH_PATCH, batching.REMOTE_BATCH_PATCH):
+    if patch_id in (
+        batching.BATCH_PATCH,
+        batching.REMOTE_BATCH_PATCH,
+        batching.BATCH_AT_START_PATCH,
+    ):
         return False
     result: bool = original(patch_id)
     return result
@@ -172,8 +176,10 @@ async def test_a_turns_calls_share_one_activity_with_the_same_results(
     assert _batches(history, kind) == ["filegate.tool_batch"] * 3
     if kind == "local":
         assert len(local_tool_calls(history)) == 4 + 4 + 2
-    patch_id = batching.BATCH_PATCH if kind == "local" else batching.REMOTE_BATCH_PATCH
-    assert patch_id in str(history.events)
+    # One marker, asked as the run starts; not the per-call ones of earlier runs.
+    assert batching.BATCH_AT_START_PATCH in str(history.events)
+    assert batching.BATCH_PATCH not in str(history.events)
+    assert batching.REMOTE_BATCH_PATCH not in str(history.events)
     await _replay(temporal_client, history)
 
     with monkeypatch.context() as patch:

@@ -45,12 +45,11 @@ def _recorded() -> list[Path]:
 
 
 OFFLINE_REPLAY_GAP = (
-    "known gap, found while recording these: an offline Replayer reports a "
-    "nondeterminism at the first batched remote tool call after the first model "
-    "call of a run with approvals (the filegate-remote-batch marker is not seen "
-    "in the replayed task), on the release that recorded them too; a live agent "
-    "worker with no workflow cache (every task replayed) finishes the same "
-    "scenario, so it is the offline replay that disagrees. See the closing note of session 10."
+    "runs recorded before workflows.batching.BATCH_AT_START_PATCH ask the batching "
+    "marker at their first batchable call; when the model call before it (a local "
+    "activity) ended in a later workflow task, replay does not see the marker there "
+    "and reports a nondeterminism, on the release that recorded them too. Runs "
+    "started since replay (test_runs_recorded_now_replay_offline)."
 )
 
 
@@ -118,3 +117,38 @@ async def test_record_histories(temporal_client: Client, tmp_path: Path) -> None
         await handle.result()
         history = await handle.fetch_history()
     (out / f"{workflow_id}.json").write_text(history.to_json())
+
+
+@pytest.mark.services
+@pytest.mark.parametrize("with_rules", [False, True])
+async def test_runs_recorded_now_replay_offline(
+    temporal_client: Client, tmp_path: Path, with_rules: bool
+) -> None:
+    """A run waiting for messages, whose first call follows the model call, replays.
+
+    Before the batching marker was asked at the run's start
+    (``workflows.batching.BATCH_AT_START_PATCH``) one such run in two to four
+    failed offline replay with a nondeterminism error; several runs make a
+    single lucky schedule unlikely to hide it.
+    """
+    root = tmp_path / "ws"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "a.py").write_text("x = 1\n")
+    replayer = Replayer(workflows=[AgentWorkflow], data_converter=pydantic_data_converter)
+    for n in range(4):
+        queues = (uid("agent"), uid("tools"))
+        turn = calls(
+            ("l1", "ls", {"path": "/src"}), ("r1", "read_file", {"file_path": "/src/a.py"})
+        )
+        input = docs_agent(queues[1], turn, final("x"), wait_for_messages=True)
+        if not with_rules:
+            input = input.model_copy(update={"permissions": []})
+        async with workers(temporal_client, root, tmp_path / f"j{n}", queues):
+            handle = await temporal_client.start_workflow(
+                AgentWorkflow.run, input, id=uid("fresh"), task_queue=queues[0]
+            )
+            await idle(handle, 2)
+            await handle.signal(AgentWorkflow.add_message_signal, UserMessage(end=True))
+            await handle.result()
+            history = await handle.fetch_history()
+        await replayer.replay_workflow(history)

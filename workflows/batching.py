@@ -53,6 +53,25 @@ BATCH_PATCH = "filegate-local-batch"
 REMOTE_BATCH_PATCH = "filegate-remote-batch"
 """Version marker of a run whose calls on a task queue may share one activity."""
 
+BATCH_AT_START_PATCH = "filegate-batch-at-start"
+"""Version marker asked once, as a run's tools are built: its calls may share activities.
+
+Runs recorded before it asked :data:`BATCH_PATCH` / :data:`REMOTE_BATCH_PATCH`
+at their first batchable call, which often comes right after the model call
+(a local activity). When that local activity ended in a later workflow task
+than the one it started in, replaying the history did not see the marker
+where the call asked for it and failed with a nondeterminism error
+(``tests/test_recorded_histories.py``). Asked at the start, the marker comes
+before any activity. Those older runs still ask the old markers, where they
+asked them.
+"""
+
+
+def batching_at_start() -> bool:
+    """Whether this run decided at its start that its calls may share activities."""
+    return workflow.in_workflow() and workflow.patched(BATCH_AT_START_PATCH)
+
+
 BATCH_RETRY = RetryPolicy(maximum_attempts=1)
 """A batch is not retried as a whole: a call that fails in it runs alone, with its own retries."""
 
@@ -86,8 +105,10 @@ class LocalCalls:
     max_batch = MAX_BATCH_CALLS
     """Calls per batch at most (1: every call on its own activity, as before batching)."""
 
-    def __init__(self, start: StartLocal) -> None:
+    def __init__(self, start: StartLocal, *, at_start: bool = False) -> None:
+        """``at_start``: :func:`batching_at_start` (False: ask :data:`BATCH_PATCH` later)."""
         self._start = start
+        self._at_start = at_start
         self._queue: list[_Waiting] = []
         self._busy = False
 
@@ -137,7 +158,7 @@ class LocalCalls:
     async def _lead(self) -> None:
         """Run the head of the queue, with the calls waiting behind it when they may join."""
         batch = self._batchable()
-        if len(batch) == 1 or not workflow.patched(BATCH_PATCH):
+        if len(batch) == 1 or not (self._at_start or workflow.patched(BATCH_PATCH)):
             batch = batch[:1]
         del self._queue[: len(batch)]
         try:
@@ -183,8 +204,10 @@ class RemoteCalls:
     max_batch = MAX_BATCH_CALLS
     """Calls per batch at most (1: every call on its own activity, as before batching)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, at_start: bool = False) -> None:
+        """``at_start``: :func:`batching_at_start` (False: ask :data:`REMOTE_BATCH_PATCH` later)."""
         self._open: dict[str | None, list[_Waiting]] = {}
+        self._at_start = at_start
 
     async def call(
         self, name: str, request: ToolRequest, options: dict[str, Any], task_queue: str | None
@@ -198,7 +221,9 @@ class RemoteCalls:
             )
             return outcome
 
-        if request.tool not in BATCHED_TOOLS or not workflow.patched(REMOTE_BATCH_PATCH):
+        if request.tool not in BATCHED_TOOLS or not (
+            self._at_start or workflow.patched(REMOTE_BATCH_PATCH)
+        ):
             return await alone()
         me = _Waiting(alone, request, options["start_to_close_timeout"])
         group = self._open.get(task_queue)

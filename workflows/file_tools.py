@@ -48,7 +48,7 @@ from filegate.kernel.tool_types import MUTATING_TOOLS, ToolName, ToolOutcome, ac
 from filegate.workflows import tool_descriptions as descriptions
 from filegate.workflows.approval_handlers import ApprovalHandlers
 from filegate.workflows.approvals import ApprovalBook
-from filegate.workflows.batching import LocalCalls, RemoteCalls
+from filegate.workflows.batching import LocalCalls, RemoteCalls, batching_at_start
 from filegate.workflows.calls import PathOrder, ToolCalls, start_local
 from filegate.workflows.grants import GrantBook, GrantHandlers
 from filegate.workflows.inputs import (
@@ -145,8 +145,9 @@ class FileTools(ToolCalls):
             grants=self._grants,
         )
         self._model_time: str | None = None
-        self._local = LocalCalls(start_local)
-        self._remote = RemoteCalls()
+        at_start = batching_at_start()  # the run's start: before any activity
+        self._local = LocalCalls(start_local, at_start=at_start)
+        self._remote = RemoteCalls(at_start=at_start)
         spec = config.backend
         self._router = Router([route.prefix for route in spec.routes])
         self._enabled = descriptions.whitelisted_tools(config.tools)
