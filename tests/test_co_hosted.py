@@ -27,7 +27,7 @@ from filegate.kernel.tool_types import TOOL_ACTIVITY_NAMES
 from filegate.worker import agent_worker, tools_worker
 from filegate.workflows import AgentInput, AgentResult, AgentWorkflow
 from filegate.workflows.agent import sandboxed_runner
-from filegate.workflows.batching import REMOTE_BATCH_PATCH
+from filegate.workflows.batching import BATCH_AT_START_PATCH
 from filegate.workflows.reviews import CO_HOSTED_PATCH
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
@@ -153,12 +153,12 @@ async def test_co_hosted_run_skips_the_queue_for_its_backend(
     ])  # fmt: skip
     # Local: write, read, edit on the default backend and the 4 model calls; the
     # denied read never left the workflow; version markers for co-hosting and for
-    # the batches of the remote route.
+    # batching (asked as the run starts).
     markers = _markers(history)
     assert markers.count("core_local_activity") == 3 + 4, markers
     assert markers.count("core_patch") == 2, markers
     assert CO_HOSTED_PATCH in str(history.events)
-    assert REMOTE_BATCH_PATCH in str(history.events)
+    assert BATCH_AT_START_PATCH in str(history.events)
 
     replayer = Replayer(
         workflows=[AgentWorkflow],
