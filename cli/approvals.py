@@ -107,7 +107,7 @@ UNANSWERED_EXIT = 3
 
 
 async def approvals_command(args: argparse.Namespace) -> int:
-    client = await target_from(args).connect()
+    client = await target_from(args).connect_reviewer()
     if args.workflow:
         found = await describe_agent(client, args.workflow, agents_only=False)
         if found.status != WorkflowExecutionStatus.RUNNING:
@@ -268,7 +268,7 @@ async def shown_fingerprint(
 async def decide_command(args: argparse.Namespace) -> int:
     check_target(args)
     decision = decision_payload(args)
-    client = await target_from(args).connect()
+    client = await target_from(args).connect_reviewer()
     handle = client.get_workflow_handle(args.workflow)
     try:
         if getattr(args, "all", False):
@@ -320,7 +320,7 @@ async def decide_command(args: argparse.Namespace) -> int:
 async def status_command(args: argparse.Namespace) -> int:
     """A running workflow's ``status`` query; a closed one's final state, from its
     history (no worker needed). Unknown id, or a worker that does not answer: exit 1."""
-    client = await target_from(args).connect()
+    client = await target_from(args).connect_reviewer()
     found = await describe_agent(client, args.workflow_id)
     if found.status != WorkflowExecutionStatus.RUNNING:
         say(json.dumps(await final_state(client, found), indent=2, ensure_ascii=False))

@@ -11,6 +11,7 @@ the ``--address``, ``--namespace`` and ``--tls-*`` flags win over everything.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -45,6 +46,15 @@ class Target:
         """:func:`filegate.worker.connect` to this target (``artifacts`` etc. as overrides)."""
         options: dict[str, Any] = {"artifacts": FROM_SETTINGS, **self.connect_options()}
         return await connect(self.settings, **{**options, **overrides})
+
+    async def connect_reviewer(self) -> Client:
+        """:meth:`connect` for a reviewer's command: the artifact store waits a few
+        seconds for S3, not a worker's budget, and S3 down does not stop the command
+        (``cli.reviewer_store``)."""
+        from filegate.cli.reviewer_store import reviewer_store
+
+        store = await asyncio.to_thread(reviewer_store, self.settings)
+        return await self.connect(artifacts=store)
 
 
 _TLS_FILES = {

@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import logging
+import os
 import time
 import uuid
 from collections.abc import Iterator
@@ -37,12 +39,14 @@ from filegate.activities.stored_results import offload_large, read_offloaded
 from filegate.activities.tools import FileToolActivities
 from filegate.backends.artifacts import ArtifactStore, ArtifactStoreDown, ArtifactStoreRefused
 from filegate.backends.embedded_s3 import S3DevServer
+from filegate.backends.filesystem import FilesystemBackend
 from filegate.backends.local_shell import LocalShellBackend
 from filegate.kernel.messages import Message, ModelSpec
 from filegate.kernel.tool_types import ReadFileArgs, ToolName, ToolOutcome, ToolRequest
 from filegate.kernel.transcripts import ModelTurn
-from filegate.worker import agent_worker
+from filegate.worker import agent_worker, tools_worker, with_payload_codec
 from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec
+from filegate.workflows.gate import ToolInterrupt
 from filegate.workflows.inputs import Limits
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
@@ -50,6 +54,7 @@ from temporalio.testing import ActivityEnvironment
 from temporalio.worker import Worker
 
 from tests.run_chain import scope_of
+from tests.test_cli import cli
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 
@@ -155,6 +160,71 @@ async def test_a_50s_outage_at_a_model_call_and_at_an_offload_loses_no_run(
     announced = waits_announced(caplog)
     assert len(announced) == 1, announced  # said once, naming S3 and its endpoint
     assert s3.url in announced[0]
+
+
+async def test_a_waiting_approval_is_listed_and_decided_while_s3_is_down(
+    s3: S3DevServer, temporal_client: Client, tmp_path: Path
+) -> None:
+    """The floor's third case: a run waits on an approval, S3 stops, and a terminal
+    with the run's S3 exports lists the card (``filegate approvals``, in a few
+    seconds, not the workers' 900 s budget) and approves it; S3 comes back, the
+    run completes and the write is applied once."""
+    store = store_on(s3)
+    client = with_payload_codec(temporal_client, store)  # the plugin's converter
+    root = tmp_path / "ws"
+    root.mkdir()
+    tools_q = f"so-ap-{uuid.uuid4().hex[:6]}"
+    ref = BackendRef(kind="remote", name="fs", task_queue=tools_q)
+    write = call("w1", "write_file", file_path="/docs/plan.md", content="plan\n")
+    input = agent_input([{"tool_calls": [write]}, {"content": "done"}], ref)
+    input = input.model_copy(update={"interrupt_on": {"write_file": ToolInterrupt(always=True)}})
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FILEGATE_", "TEMPORAL_"))}
+    env.update(
+        TEMPORAL_ADDRESS=temporal_client.service_client.config.target_host,
+        TEMPORAL_NAMESPACE=temporal_client.namespace,
+        FILEGATE_STATE_DIR=str(tmp_path / "reviewer"),
+        FILEGATE_S3_ENDPOINT=s3.endpoint, FILEGATE_S3_ACCESS_KEY=s3.access_key,
+        FILEGATE_S3_SECRET_KEY=s3.secret_key, FILEGATE_S3_BUCKET="outage",
+    )  # fmt: skip
+    async with (
+        agent_worker(client, f"{tools_q}.agent", artifacts=store),
+        tools_worker(client, tools_q, {"fs": FilesystemBackend(str(root))}, tmp_path / "j",
+                     artifacts=store),
+    ):  # fmt: skip
+        handle = await client.start_workflow(
+            AgentWorkflow.run, input, id=f"so-ap-{uuid.uuid4().hex[:8]}",
+            task_queue=f"{tools_q}.agent",
+        )  # fmt: skip
+        deadline = time.monotonic() + 60
+        while not (pending := await handle.query(AgentWorkflow.pending_approvals)) or (
+            pending[0].preview_pending
+        ):
+            assert time.monotonic() < deadline, "no approval was requested"
+            await asyncio.sleep(0.2)
+        await asyncio.to_thread(s3.stop)
+        try:
+            began = time.monotonic()
+            listed = await asyncio.to_thread(
+                cli, env, "approvals", "--json", "--workflow", handle.id
+            )
+            listed_in = time.monotonic() - began
+            queried = await handle.query(AgentWorkflow.pending_approvals)
+            decided = await asyncio.to_thread(cli, env, "approve", pending[0].id,
+                                              "--workflow", handle.id)  # fmt: skip
+        finally:
+            await asyncio.to_thread(s3.start)
+        result = await asyncio.wait_for(handle.result(), 120)
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    assert [a["id"] for a in json.loads(listed.stdout)] == [pending[0].id]
+    assert listed_in < 15, listed_in
+    assert [p.id for p in queried] == [pending[0].id]
+    assert decided.returncode == 0, decided.stdout + decided.stderr
+    assert pending[0].id in decided.stdout
+    assert result.stop_reason == "final_answer" and result.final_answer == "done"
+    out = {m["tool_call_id"]: m for m in result.transcript if m["role"] == "tool"}
+    assert out["w1"]["status"] == "success", out["w1"]["content"]
+    assert (root / "docs" / "plan.md").read_text() == "plan\n"  # applied once
+    assert result.tool_calls == 1
 
 
 # --------------------------------------------------------------------------- small budget

@@ -1,0 +1,67 @@
+"""The artifact store of a reviewer's command (``approvals``, ``approve``, ``status``).
+
+Workers wait out an S3 outage for ``FILEGATE_S3_OUTAGE_SECONDS`` (default 900 s);
+a person at a terminal should not. A reviewer's command builds its store with
+a budget of :data:`REVIEWER_S3_OUTAGE_SECONDS` and, when S3 does not answer at
+all, without the start-up bucket check: approval, status and transcript
+answers travel inline (never by reference), so listing and deciding need no
+S3, and only an answer that was stored by reference fails -- after a few
+seconds, in one line naming S3 -- instead of the command refusing to start.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from filegate.backends.artifacts import ArtifactError, ArtifactStore, ArtifactStoreUnavailable
+from filegate.backends.s3 import OutageWaiter, client_from_settings, endpoint_url, is_transient
+from filegate.worker import ConfigError, settings_store
+
+if TYPE_CHECKING:
+    from filegate.backends.settings import Settings
+    from minio import Minio
+
+REVIEWER_S3_OUTAGE_SECONDS = 5.0
+"""How long a reviewer's command waits for S3 that does not answer."""
+
+log = logging.getLogger("filegate.cli")
+
+
+class UncheckedStore(ArtifactStore):
+    """The run's store, built while its S3 does not answer (no bucket check)."""
+
+    def __init__(self, client: Minio, bucket: str, outage_seconds: float) -> None:
+        self.client = client
+        self.endpoint = endpoint_url(client)
+        self.outage = OutageWaiter(self.endpoint, outage_seconds)
+        self.bucket = bucket
+        self.namespace = "default"
+        self.retention_days = None
+
+
+def reviewer_store(settings: Settings) -> ArtifactStore | None:
+    """The configured store with a short outage budget; one that skips the bucket
+    check when S3 does not answer (a note on stderr says so); None without S3."""
+    if not settings.s3_endpoint:
+        return None
+    budget = min(settings.s3_outage_seconds, REVIEWER_S3_OUTAGE_SECONDS)
+    settings = settings.model_copy(update={"s3_outage_seconds": budget})
+    if not settings.s3_access_key or settings.s3_secret_key is None:
+        return settings_store(settings)  # its one-line refusal of a half configuration
+    # minio's own retries would each print a warning: the command answers in one line.
+    logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
+    try:
+        return ArtifactStore.from_settings(settings)
+    except ArtifactStoreUnavailable as exc:
+        if exc.__cause__ is None or not is_transient(exc.__cause__):
+            raise ConfigError(f"S3 at {settings.s3_endpoint}: {exc}") from None
+    except (ArtifactError, ValueError) as exc:
+        raise ConfigError(f"S3 at {settings.s3_endpoint}: {exc}") from None
+    client = client_from_settings(settings)
+    store = UncheckedStore(client, f"{settings.s3_bucket}-artifacts", budget)
+    log.warning(
+        "S3 at %s does not answer: going on without it (approvals and status need none)",
+        store.endpoint,
+    )
+    return store
