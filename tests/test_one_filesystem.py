@@ -261,7 +261,7 @@ async def test_deep_agents_transfers_judge_where_a_flipped_link_lands(tmp_path: 
         for name in ("sw", "dw"):
             _point(root, name)
 
-    scope = {"backend": "box", "permissions": RULES}
+    scope: dict[str, Any] = {"backend": "box", "permissions": RULES}
     window = await env.run(
         transfers.read_window, ReadWindowRequest(file_path="/pub/sw/key.txt", **scope)
     )
