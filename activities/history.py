@@ -30,7 +30,9 @@ import asyncio
 import dataclasses
 import hashlib
 import json
+import logging
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -51,6 +53,8 @@ from temporalio.converter import DataConverter, PayloadCodec
 if TYPE_CHECKING:
     from filegate.backends.artifacts import ArtifactStore
 
+_log = logging.getLogger(__name__)
+
 TRANSCRIPT_PREFIX = "transcript"
 CODEC_THRESHOLD = 8 * 1024
 """Payloads above this many bytes leave history. Low on purpose: a file read (tool
@@ -62,6 +66,18 @@ INLINE_METADATA = "filegate-inline"
 CODEC_THREAD = "~payloads"
 """Pseudo workflow-id component under which codec objects live (no workflow id starts with ~
 in practice, and ``~`` keeps them apart from real threads)."""
+
+CODEC_S3_WAIT_SECONDS = 3.0
+"""How long the codec waits for S3 before it keeps a payload inline instead.
+
+The codec also encodes what a workflow task sends (an approved call's large
+input scheduled by the task that accepted the decision). Waiting the whole
+outage budget there outlived the workflow task, so a reviewer's decision
+during an S3 outage was never acknowledged. A payload history can hold is
+better kept inline for the outage than waited on."""
+CODEC_INLINE_FALLBACK_BYTES = 1024 * 1024
+"""Largest payload kept inline when S3 does not answer (Temporal refuses payloads
+over 2 MiB by default); a larger one waits out the outage as every S3 call does."""
 
 SNAPSHOT_EVERY = 32
 """A model call stores only its new messages, as a segment on the previous transcript
@@ -231,7 +247,25 @@ class ArtifactPayloadCodec(PayloadCodec):
             return payload
         data = payload.SerializeToString()
         digest = hashlib.sha256(data).hexdigest()
-        ref = await asyncio.to_thread(self.store.put, CODEC_THREAD, digest, data)
+        if len(data) <= CODEC_INLINE_FALLBACK_BYTES:
+            # Here, not at the top: the codec's module loads without minio.
+            from filegate.backends.artifact_errors import ArtifactStoreDown
+            from filegate.backends.s3 import S3_WAIT_UNTIL
+
+            token = S3_WAIT_UNTIL.set(time.monotonic() + CODEC_S3_WAIT_SECONDS)
+            try:
+                ref = await asyncio.to_thread(self.store.put, CODEC_THREAD, digest, data)
+            except ArtifactStoreDown:
+                _log.warning(
+                    "S3 at %s does not answer: a %d-byte payload stays in history",
+                    self.store.endpoint,
+                    len(data),
+                )
+                return payload
+            finally:
+                S3_WAIT_UNTIL.reset(token)
+        else:
+            ref = await asyncio.to_thread(self.store.put, CODEC_THREAD, digest, data)
         return Payload(
             metadata={"encoding": CODEC_ENCODING},
             data=ref.model_dump_json().encode(),

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from filegate.activities.history import ArtifactPayloadCodec
 from filegate.activities.model import ModelActivities
 from filegate.activities.providers.profiles import ModelProfiles
 from filegate.activities.s3_outage import S3_UNAVAILABLE
@@ -48,6 +49,7 @@ from filegate.worker import agent_worker, tools_worker, with_payload_codec
 from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec
 from filegate.workflows.gate import ToolInterrupt
 from filegate.workflows.inputs import Limits
+from temporalio.api.common.v1 import Payload
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
@@ -317,3 +319,28 @@ def test_an_answer_that_can_never_succeed_fails_at_once(s3: S3DevServer) -> None
         gone.put("wf@run", "k", b"data")
     assert time.monotonic() - began < 5
     assert store.put("wf@run", "k", b"data").size == 4
+
+
+@pytest.fixture
+def s3_down_long(s3: S3DevServer) -> Iterator[ArtifactStore]:
+    """A store with the default 900 s budget whose S3 is stopped; relaunched afterwards."""
+    store = store_on(s3)
+    s3.stop()
+    try:
+        yield store
+    finally:
+        s3.start()
+
+
+async def test_the_codec_keeps_a_payload_inline_while_s3_does_not_answer(
+    s3_down_long: ArtifactStore,
+) -> None:
+    """What a workflow task sends (an approved call's large input) does not wait the
+    outage budget out: it stays in history, and decodes as it was."""
+    codec = ArtifactPayloadCodec(s3_down_long)
+    payload = Payload(metadata={"encoding": b"json/plain"}, data=b'"' + b"x" * 20_000 + b'"')
+    began = time.monotonic()
+    [encoded] = await codec.encode([payload])
+    assert time.monotonic() - began < 15
+    assert encoded == payload
+    assert await codec.decode([encoded]) == [payload]
