@@ -92,6 +92,12 @@ def is_listening(host: str, port: int, timeout: float = 0.25) -> bool:
         return False
 
 
+def reserve_ports(*ports: int | None) -> None:
+    """Never hand out ``ports`` from :func:`free_port` in this process (ports a user
+    asked for, say ``dev --ui-port``, that are bound only after the servers start)."""
+    _handed_out.update(port for port in ports if port)
+
+
 def free_port(host: str = LOOPBACK) -> int:
     """A currently unused TCP port on ``host``, never the same one twice per process."""
     for _ in range(100):

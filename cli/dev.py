@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 from typing import Any
 
-from filegate.backends.embedded import LOOPBACK, is_listening
+from filegate.backends.embedded import LOOPBACK, is_listening, reserve_ports
 from filegate.backends.embedded_stack import reap_orphans
 from filegate.cli.connection import target_from
 from filegate.cli.errors import CliError
@@ -38,6 +38,7 @@ async def dev_command(args: argparse.Namespace) -> int:
     for port, what in ((args.ui_port, "--ui-port"), (args.web_ui_port, "--web-ui-port")):
         if port and is_listening(LOOPBACK, port):
             raise CliError(f"{LOOPBACK}:{port} is already in use; pick another {what}", 2)
+    reserve_ports(args.ui_port, args.web_ui_port)  # the servers must not take them meanwhile
     web_ui_port = args.web_ui_port or None
     async with local_services(
         target, state_dir, reuse_default=True, web_ui_port=web_ui_port

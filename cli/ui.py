@@ -56,6 +56,7 @@ from filegate.cli.ui_cards import (
     page_json,
     preview,
     shown,
+    visible,
 )
 from filegate.cli.ui_decided import decided_listing
 from filegate.cli.ui_grants import grant_routes, mark_scopes
@@ -210,7 +211,9 @@ def _decision_fields(body: Any, reviewer: Reviewer) -> tuple[str, dict[str, Any]
     fields = {k: v for k, v in body.items() if k != "workflow_id"}
     if isinstance(fields.get("reason"), str) and not fields["reason"].strip():
         fields["reason"] = None  # an empty reason box means "no reason"
-    fields.update(reviewer=reviewer.who, via=reviewer.via)
+    # Recorded as shown: the workflow refuses hidden characters in an identity,
+    # and a name spelled out (``ana⟨U+202E⟩``) is what every reader sees anyway.
+    fields.update(reviewer=visible(reviewer.who, layout=False), via=reviewer.via)
     return workflow_id, fields
 
 
