@@ -226,13 +226,7 @@ def resolve_in_root(root: str, vpath: str) -> str | None:
         return "/"
     if any(part in ("", ".", "..") for part in rel.split("/")):
         return None
-    real = resolve_host(os.path.join(root, rel))
-    if real == root:
-        return "/"
-    prefix = root.rstrip("/") + "/"
-    if not real.startswith(prefix):
-        return None
-    return "/" + real[len(prefix) :]
+    return below_root(root, resolve_host(os.path.join(root, rel)))
 
 
 def below_root(root: str, host: str) -> str | None:

@@ -69,7 +69,7 @@ from filegate.kernel.protocol import (
     _Result,
     refuse_empty_command,
 )
-from filegate.kernel.reach import Reach, judged_at_reach
+from filegate.kernel.reach import judged_at_reach, reach_for
 from filegate.kernel.read_format import format_read, plan_read
 from filegate.kernel.tool_types import (
     TOOL_ARGS,
@@ -448,7 +448,7 @@ def run_tool(
     # The backend judges what it reached too (kernel.reach). An approved
     # ``interrupt`` covers the paths the gate judged and the reviewer saw; a
     # path reached instead of them is refused.
-    reach = Reach(list(request.permissions), request.route_prefix) if request.permissions else None
+    reach = reach_for(request.permissions, request.route_prefix)
     with judged_at_reach(reach):
         if isinstance(args, ReadFileArgs):
             return _read(backend, request, args, media=media)

@@ -18,7 +18,7 @@ from filegate.kernel.dispatch import InvalidToolRequest, parse_args, shown_path
 from filegate.kernel.gates import entry_refused, search_visible
 from filegate.kernel.permissions import FilesystemPermission, check_permission, filter_paths
 from filegate.kernel.protocol import BackendProtocol, DeleteTree
-from filegate.kernel.reach import Reach, ReachRefused, judged_at_reach
+from filegate.kernel.reach import ReachRefused, judged_at_reach, reach_for
 from filegate.kernel.textops import apply_edit, decode_text
 from filegate.kernel.tool_types import DeleteArgs, EditFileArgs, ToolRequest, WriteFileArgs
 from filegate.kernel.visibility import to_virtual
@@ -80,8 +80,7 @@ def compute_preview(backend: BackendProtocol, request: ToolRequest) -> ChangePre
     is judged with the model's read rights too (kernel.reach), so a link
     re-pointed after the check shows the reviewer nothing protected.
     """
-    reach = Reach(read_rights(request.permissions), request.route_prefix)
-    with judged_at_reach(reach if request.permissions else None):
+    with judged_at_reach(reach_for(read_rights(request.permissions), request.route_prefix)):
         return _compute_preview(backend, request)
 
 

@@ -98,6 +98,11 @@ class Reach:
         return not read_denied(self.rules, to_virtual(self.route_prefix, local_path))
 
 
+def reach_for(rules: Rules, route_prefix: str = "/") -> Reach | None:
+    """The guard for a call under ``rules`` (None without rules: nothing to judge)."""
+    return Reach(list(rules), route_prefix) if rules else None
+
+
 def settled(op: ReachOp, path: str, judged: set[str]) -> bool:
     """True when the gate's answer for ``judged`` already covers ``op`` at ``path``.
 
@@ -194,6 +199,7 @@ __all__ = [
     "entry_visible",
     "judged_at_reach",
     "note_judged",
+    "reach_for",
     "reached_search",
     "settled",
 ]

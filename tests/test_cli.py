@@ -52,13 +52,18 @@ def cli_env(
     temporal_server: TemporalDevServer, s3_server: S3DevServer, tmp_path: Path
 ) -> dict[str, str]:
     """Environment pointing every CLI process at the session servers."""
+    return env_for(temporal_server, s3_server, tmp_path)
+
+
+def env_for(server: TemporalDevServer, s3: S3DevServer, tmp_path: Path) -> dict[str, str]:
+    """Environment pointing a CLI process at ``server`` and ``s3``, nothing inherited."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("FILEGATE_", "TEMPORAL_"))}
     env.update(
-        TEMPORAL_ADDRESS=temporal_server.address,
-        TEMPORAL_NAMESPACE=temporal_server.namespace,
-        FILEGATE_S3_ENDPOINT=s3_server.endpoint,
-        FILEGATE_S3_ACCESS_KEY=s3_server.access_key,
-        FILEGATE_S3_SECRET_KEY=s3_server.secret_key,
+        TEMPORAL_ADDRESS=server.address,
+        TEMPORAL_NAMESPACE=server.namespace,
+        FILEGATE_S3_ENDPOINT=s3.endpoint,
+        FILEGATE_S3_ACCESS_KEY=s3.access_key,
+        FILEGATE_S3_SECRET_KEY=s3.secret_key,
         FILEGATE_STATE_DIR=str(tmp_path / "state"),
     )
     return env

@@ -10,7 +10,6 @@ points to ``--resume``. No traceback either way.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import threading
@@ -26,7 +25,7 @@ from filegate.backends.embedded import TemporalDevServer, free_port
 from filegate.backends.embedded_s3 import S3DevServer
 from filegate.kernel.tool_types import activity_call_id
 
-from tests.test_cli import CLI, call, cli, start_worker, stop_worker, write_json
+from tests.test_cli import CLI, call, cli, env_for, start_worker, stop_worker, write_json
 
 pytestmark = pytest.mark.services
 
@@ -41,19 +40,6 @@ def private_temporal(tmp_path: Path) -> Iterator[TemporalDevServer]:
     """A Temporal dev server of this test alone: it is stopped and restarted."""
     with TemporalDevServer(tmp_path / "temporal") as server:
         yield server
-
-
-def outage_env(server: TemporalDevServer, s3: S3DevServer, tmp_path: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("FILEGATE_", "TEMPORAL_"))}
-    env.update(
-        TEMPORAL_ADDRESS=server.address,
-        TEMPORAL_NAMESPACE=server.namespace,
-        FILEGATE_S3_ENDPOINT=s3.endpoint,
-        FILEGATE_S3_ACCESS_KEY=s3.access_key,
-        FILEGATE_S3_SECRET_KEY=s3.secret_key,
-        FILEGATE_STATE_DIR=str(tmp_path / "state"),
-    )
-    return env
 
 
 class Lines:
@@ -120,7 +106,7 @@ def approval_id(line: str) -> str:
 def test_run_rides_out_a_temporal_restart(
     private_temporal: TemporalDevServer, s3_server: S3DevServer, tmp_path: Path
 ) -> None:
-    env = outage_env(private_temporal, s3_server, tmp_path)
+    env = env_for(private_temporal, s3_server, tmp_path)
     run = gated_run(env, tmp_path, "outage-ride")
     try:
         approval = approval_id(run.wait_for("?? approval"))
@@ -146,7 +132,7 @@ def test_run_rides_out_a_temporal_restart(
 def test_run_gives_up_past_its_budget_and_points_to_resume(
     private_temporal: TemporalDevServer, s3_server: S3DevServer, tmp_path: Path
 ) -> None:
-    env = {**outage_env(private_temporal, s3_server, tmp_path), OUTAGE_ENV: "4"}
+    env = {**env_for(private_temporal, s3_server, tmp_path), OUTAGE_ENV: "4"}
     run = gated_run(env, tmp_path, "outage-give-up")
     try:
         run.wait_for("?? approval")
@@ -178,7 +164,7 @@ def test_submit_rides_out_a_restart_and_prints_failed_attempts(
             {"content": "submitted"},
         ]},
     )  # fmt: skip
-    env = outage_env(private_temporal, s3_server, tmp_path)
+    env = env_for(private_temporal, s3_server, tmp_path)
     tools = ["--role", "tools", "--backend", "filesystem", "--root", str(root),
              "--task-queue", "o.tools"]  # fmt: skip
     stalled = {**env, STALL_BEFORE_APPLY_ENV: activity_call_id(1, 0, "w")}
@@ -226,7 +212,7 @@ def test_dev_and_its_ui_ride_out_a_temporal_restart(
     line (503, the page asks again), not a 500 and a traceback; dev stays up and the
     UI answers again once Temporal is back."""
     ui_port = free_port()
-    env = outage_env(private_temporal, s3_server, tmp_path)
+    env = env_for(private_temporal, s3_server, tmp_path)
     dev = Lines(subprocess.Popen(
         [*CLI, "dev", "--ui-port", str(ui_port), "--web-ui-port", "0"],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

@@ -30,7 +30,6 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
-import stat
 import threading
 import time
 import uuid
@@ -49,6 +48,8 @@ from filegate.kernel.permissions import FilesystemPermission, first_match
 from filegate.kernel.tool_types import ToolOutcome, ToolRequest
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
+
+from tests.test_sandbox_view_properties import snapshot
 
 pytestmark = pytest.mark.slow
 
@@ -214,24 +215,6 @@ def plant(root: Path, flips: dict[str, list[str]]) -> Planted:
         if targets[0]:
             os.symlink(targets[0], root / "pub" / name)
     return Planted(tokens, names)
-
-
-def snapshot(root: Path) -> dict[str, tuple[str, str, int]]:
-    """Every path below ``root``: kind, content or link target, mode bits (not followed)."""
-    seen: dict[str, tuple[str, str, int]] = {}
-    for base, dirs, files in os.walk(root):
-        for name in dirs + files:
-            path = Path(base) / name
-            rel = path.relative_to(root).as_posix()
-            info = path.lstat()
-            mode = stat.S_IMODE(info.st_mode)
-            if stat.S_ISLNK(info.st_mode):
-                seen[rel] = ("link", os.readlink(path), 0)
-            elif stat.S_ISDIR(info.st_mode):
-                seen[rel] = ("dir", "", mode)
-            else:
-                seen[rel] = ("file", path.read_bytes().decode("utf-8", "replace"), mode)
-    return seen
 
 
 def protected(rules: list[FilesystemPermission], op: str, rel: str, approved: bool) -> bool:

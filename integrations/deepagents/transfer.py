@@ -19,7 +19,7 @@ from filegate.activities.tools import FileToolActivities
 from filegate.kernel.gates import entry_refused
 from filegate.kernel.paths import validate_path
 from filegate.kernel.protocol import BackendProtocol
-from filegate.kernel.reach import Reach, judged_at_reach
+from filegate.kernel.reach import judged_at_reach, reach_for
 from filegate.kernel.tool_types import (
     ToolName,
     ToolRequest,
@@ -65,7 +65,7 @@ class TransferActivities:
         The backend judges what each operation reached with the request's rules
         too (kernel.reach), as the tool activities do through ``run_tool``.
         """
-        reach = Reach(list(request.permissions)) if request.permissions else None
+        reach = reach_for(request.permissions)
 
         def judged(backend: BackendProtocol) -> Any:
             with judged_at_reach(reach):
