@@ -51,6 +51,7 @@ from filegate.kernel.dispatch import render_mutation, to_virtual
 from filegate.kernel.formatting import format_error
 from filegate.kernel.protocol import BackendProtocol, DeleteResult, EditResult, WriteResult
 from filegate.kernel.textops import apply_edit, decode_text
+from filegate.kernel.textops import fingerprint as fingerprint_of
 from filegate.kernel.tool_types import (
     DeleteArgs,
     EditFileArgs,
@@ -109,15 +110,11 @@ class JournalEntry(BaseModel):
     created_at: float = 0.0
 
 
-def _sha256(data: bytes) -> str:
-    return "sha256:" + hashlib.sha256(data).hexdigest()
-
-
 def fingerprint(backend: BackendProtocol, path: str) -> str:
     """A short token for a path's current state: content hash, ``missing`` or ``other:<code>``."""
     [result] = backend.download([path])
     if result.error is None and result.content is not None:
-        return _sha256(result.content)
+        return fingerprint_of(result.content)
     if result.code == "file_not_found":
         return MISSING
     return f"other:{result.code or 'error'}"
@@ -127,12 +124,12 @@ def _intent_for(backend: BackendProtocol, args: BaseModel) -> Intent:
     """Fingerprint the target and predict the state a successful apply leaves."""
     if isinstance(args, WriteFileArgs):
         pre = fingerprint(backend, args.file_path)
-        return Intent(pre=pre, post=_sha256(args.content.encode("utf-8")))
+        return Intent(pre=pre, post=fingerprint_of(args.content.encode("utf-8")))
     if isinstance(args, EditFileArgs):
         [current] = backend.download([args.file_path])
         if current.error is not None or current.content is None:
             return Intent(pre=fingerprint(backend, args.file_path))
-        pre = _sha256(current.content)
+        pre = fingerprint_of(current.content)
         text = decode_text(current.content)
         if text is None:
             return Intent(pre=pre)
@@ -142,11 +139,21 @@ def _intent_for(backend: BackendProtocol, args: BaseModel) -> Intent:
         if new_text is None:
             return Intent(pre=pre)
         return Intent(
-            pre=pre, post=_sha256(new_text.encode("utf-8")), occurrences=result.occurrences
+            pre=pre, post=fingerprint_of(new_text.encode("utf-8")), occurrences=result.occurrences
         )
     if isinstance(args, DeleteArgs):
         return Intent(pre=fingerprint(backend, args.file_path), post=MISSING)
     return Intent()
+
+
+def _with_fingerprint(result: ToolOutcome, intent: Intent) -> ToolOutcome:
+    """A successful write or edit, with the file's fingerprint as the change left it.
+
+    The workflow sends it back with the next ``write_file`` of the path: the
+    run's own change is known, so only a change made by someone else refuses."""
+    if result.status != "success" or not (intent.post or "").startswith("sha256:"):
+        return result
+    return result.model_copy(update={"fingerprint": intent.post})
 
 
 def _applied_result(args: BaseModel, intent: Intent) -> WriteResult | EditResult | DeleteResult:
@@ -390,9 +397,9 @@ class ToolJournal:
             else:
                 result = recovered
             if entry.outcome is None:
-                entry.outcome = result
+                entry.outcome = _with_fingerprint(result, entry.intent)
                 self._store_outcome(path, entry)
-            return result
+            return entry.outcome
 
     def _load_any(self, path: Path, args: BaseModel) -> JournalEntry | None:
         """The entry at ``path``, or the intent a delete's marker records, or None."""

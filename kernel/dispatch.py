@@ -48,6 +48,7 @@ from filegate.kernel.gates import delete_refused, entry_refused, search_visible,
 from filegate.kernel.globbing import resolve_glob
 from filegate.kernel.limits import DEFAULT_GREP_MAX, execute_timeout_problem
 from filegate.kernel.media import MediaReader, media_blocks
+from filegate.kernel.media_types import is_media_path
 from filegate.kernel.paths import ValidPath, below, mount_of, validate_path
 from filegate.kernel.permissions import (
     filter_grep_matches,
@@ -71,6 +72,7 @@ from filegate.kernel.protocol import (
 )
 from filegate.kernel.reach import judged_at_reach, reach_for
 from filegate.kernel.read_format import format_read, plan_read
+from filegate.kernel.textops import fingerprint
 from filegate.kernel.tool_types import (
     TOOL_ARGS,
     DeleteArgs,
@@ -263,6 +265,7 @@ def _read(
     plan = plan_read(args.offset, args.limit)
     if plan.early is not None:
         return outcome(format_read(ReadResult(path=virtual), plan))
+    seen = None if is_media_path(args.file_path) else _whole_file(backend, args.file_path)
     result = backend.read(args.file_path, plan.offset, plan.limit)
     binary = media(virtual, result, offset=args.offset, limit=args.limit)
     if binary is not None:
@@ -270,7 +273,17 @@ def _read(
             return ToolOutcome(content=binary.content, status="error")
         return ToolOutcome(content=binary.content, media=binary.frames)
     shown = shown_error(result, request).model_copy(update={"path": virtual})
-    return outcome(format_read(shown, plan))
+    answer = outcome(format_read(shown, plan))
+    if answer.status == "success" and result.error is None and seen is not None:
+        return answer.model_copy(update={"fingerprint": seen})
+    return answer
+
+
+def _whole_file(backend: BackendProtocol, path: str) -> str | None:
+    """The fingerprint of the whole file, taken *before* the read: a change that lands
+    between the two makes a later write refuse (safe), never pass (unsafe)."""
+    [whole] = backend.download([path])
+    return fingerprint(whole.content) if whole.error is None and whole.content is not None else None
 
 
 def _write(backend: BackendProtocol, request: ToolRequest, args: WriteFileArgs) -> ToolOutcome:

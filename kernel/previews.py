@@ -11,7 +11,6 @@ validated again instead of being applied to content nobody looked at.
 from __future__ import annotations
 
 import difflib
-import hashlib
 from typing import Literal
 
 from filegate.kernel.dispatch import InvalidToolRequest, parse_args, shown_path
@@ -19,7 +18,7 @@ from filegate.kernel.gates import entry_refused, search_visible
 from filegate.kernel.permissions import FilesystemPermission, check_permission, filter_paths
 from filegate.kernel.protocol import BackendProtocol, DeleteTree
 from filegate.kernel.reach import ReachRefused, judged_at_reach, reach_for
-from filegate.kernel.textops import apply_edit, decode_text
+from filegate.kernel.textops import apply_edit, decode_text, fingerprint
 from filegate.kernel.tool_types import DeleteArgs, EditFileArgs, ToolRequest, WriteFileArgs
 from filegate.kernel.visibility import to_virtual
 from pydantic import BaseModel, Field
@@ -142,11 +141,6 @@ def _current_bytes(backend: BackendProtocol, local_path: str) -> bytes | None:
     """The file's bytes, or None when there is no file there (missing, a directory)."""
     [result] = backend.download([local_path])
     return result.content if result.error is None else None
-
-
-def fingerprint(data: bytes) -> str:
-    """Digest of what a preview was computed against (compared again at decision time)."""
-    return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
 def _write_preview(shown: str, current: bytes | None, content: str) -> ChangePreview:

@@ -12,6 +12,8 @@ copies ``old_string`` from what it was shown, or from bytes that carry CRLF.
 
 from __future__ import annotations
 
+import hashlib
+
 from filegate.kernel.limits import reads_nothing
 from filegate.kernel.protocol import EditResult, GrepMatch, GrepResult, ReadResult
 
@@ -269,3 +271,10 @@ def merge_grep_budget(
     if max_count is not None and len(matches) > max_count:
         return matches[: max(max_count, 0)], True
     return matches, False
+
+
+def fingerprint(data: bytes) -> str:
+    """A file's content as one token (``sha256:<hex>``): what a preview was computed
+    against, what the model last read, what a journaled write left on disk. Equal
+    tokens mean equal bytes, so comparing them finds a change made by anyone."""
+    return "sha256:" + hashlib.sha256(data).hexdigest()

@@ -197,7 +197,7 @@ class ToolRequest(DefaultsOmitted):
     worker's audit log: the decision itself lives in the workflow's history."""
     expected_fingerprint: str | None = None
     """``write_file`` only: the fingerprint (``sha256:<hex>``,
-    :func:`filegate.kernel.previews.fingerprint`) of the file as the model last
+    :func:`filegate.kernel.textops.fingerprint`) of the file as the model last
     read it, or ``missing`` for a file it expects not to exist. The tools worker
     refuses the write when the file on disk differs, so changes made outside the
     run since that read are never silently overwritten. None: no check."""
@@ -237,6 +237,12 @@ class ToolOutcome(DefaultsOmitted):
     only a short summary (the workflow renders the merged answer itself), except
     for errors without a structured result (e.g. the entry gate), whose text is
     the whole answer."""
+    fingerprint: str | None = None
+    """read_file, write_file, edit_file: the whole file's fingerprint
+    (:func:`filegate.kernel.textops.fingerprint`) as this call read or left it.
+    Not shown to the model: the workflow keeps it and sends it back as the
+    :attr:`ToolRequest.expected_fingerprint` of the next ``write_file`` of that
+    path, so a write over changes made outside the run is refused."""
 
     @property
     def text(self) -> str:

@@ -10,6 +10,7 @@ import json
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -20,6 +21,8 @@ class Canned:
     status: int = 200
     body: Any = None
     headers: dict[str, str] = field(default_factory=dict)
+    before: Callable[[], None] | None = None
+    """Run as the request arrives, before the answer: something that happens "meanwhile"."""
 
 
 @dataclass
@@ -56,6 +59,8 @@ class FakeModelServer:
                     if server.responses
                     else Canned(500, {"error": {"message": "fake server: no response queued"}})
                 )
+                if canned.before is not None:
+                    canned.before()
                 payload = json.dumps(canned.body).encode()
                 self.send_response(canned.status)
                 self.send_header("content-type", "application/json")
@@ -81,6 +86,10 @@ class FakeModelServer:
         self.responses.append(
             Canned(status, body, {k.replace("_", "-"): v for k, v in headers.items()})
         )
+
+    def queue_after(self, before: Callable[[], None] | None, body: Any) -> None:
+        """Queue a 200 response whose request first runs ``before`` (a change "meanwhile")."""
+        self.responses.append(Canned(200, body, before=before))
 
     @property
     def last(self) -> Received:

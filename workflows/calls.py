@@ -94,6 +94,7 @@ class ToolCalls(Reviews):
     _enabled: list[ToolName]
     _states: dict[str, StateBackend]
     _seen: set[str]
+    _fingerprints: dict[str, str]
     _book: ApprovalBook
     _approvals: ApprovalHandlers
     _model_time: str | None
@@ -236,13 +237,40 @@ class ToolCalls(Reviews):
             approved_by=approved_by,
             virtual_path=call.path,
         )
+        if call.tool == "write_file" and call.path in self._fingerprints:
+            expected = self._fingerprints[call.path]
+            request = request.model_copy(update={"expected_fingerprint": expected})
+        if call.tool == "execute":
+            self._fingerprints.clear()  # the run's own command may change any file
         outcome = await self._dispatch(ref, request)
+        self._remember_content(call, outcome)
         if outcome.status == "success" and call.path is not None:
             if call.tool in ("read_file", "write_file", "edit_file"):
                 self._seen.add(call.path)
             elif call.tool == "delete":
                 self._seen = {p for p in self._seen if not is_within(p, call.path)}
         return outcome
+
+    def _remember_content(self, call: CheckedCall, outcome: ToolOutcome) -> None:
+        """Keep each file's content as this run last read or wrote it (its fingerprint).
+
+        A later ``write_file`` of the path carries it, and the tools worker refuses
+        the write when the file changed since: a whole-file write after a stale
+        read never silently overwrites someone else's change. The run's own
+        changes move the fingerprint along; a command forgets them all, since it
+        may have changed any file."""
+        if call.tool == "execute":
+            self._fingerprints.clear()
+        elif call.path is None or outcome.status != "success":
+            return
+        elif call.tool in ("read_file", "write_file", "edit_file"):
+            if outcome.fingerprint is not None:
+                self._fingerprints[call.path] = outcome.fingerprint
+            else:
+                self._fingerprints.pop(call.path, None)
+        elif call.tool == "delete":
+            for path in [p for p in self._fingerprints if is_within(p, call.path)]:
+                del self._fingerprints[path]
 
     def _unread_edit(self, call: CheckedCall) -> ToolOutcome | None:
         """The refusal of an ``edit_file`` of a file this run has not read, or None."""

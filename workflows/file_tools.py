@@ -124,6 +124,7 @@ class FileTools(ToolCalls):
         self._input = config
         self._messages = messages if messages is not None else []
         self._seen = set(state.seen_paths)
+        self._fingerprints = dict(state.read_fingerprints)
         self._tool_calls = counters.get("tool_calls", 0)
         self._tool_errors = counters.get("tool_errors", 0)
         self._turns = counters.get("turns", 0)
@@ -305,6 +306,7 @@ class FileTools(ToolCalls):
         return FileToolsState(
             state_files={name: backend.to_dict() for name, backend in self._states.items()},
             seen_paths=sorted(self._seen),
+            read_fingerprints=dict(self._fingerprints),
             rejected=dict(self._book.rejected),
             approval_seq=self._book.seq,
             decided=list(self._book.decided),

@@ -208,6 +208,8 @@ class CarryOver(BaseModel):
     messages: list[Message] = Field(default_factory=list)
     state_files: dict[str, dict[str, Any]] = Field(default_factory=dict)
     seen_paths: list[str] = Field(default_factory=list)
+    read_fingerprints: dict[str, str] = Field(default_factory=dict)
+    """Path -> the file's content as the run last read or wrote it (stale-write check)."""
     rejected: dict[str, str] = Field(default_factory=dict)
     """Signatures of rejected calls -> the reviewer's reason ('' when none)."""
     call_index: int = 0
@@ -392,6 +394,8 @@ class FileToolsState(BaseModel):
 
     state_files: dict[str, dict[str, Any]] = Field(default_factory=dict)
     seen_paths: list[str] = Field(default_factory=list)
+    read_fingerprints: dict[str, str] = Field(default_factory=dict)
+    """Path -> the file's content as the run last read or wrote it (stale-write check)."""
     rejected: dict[str, str] = Field(default_factory=dict)
     approval_seq: int = 0
     decided: list[DecidedApproval] = Field(default_factory=list)
