@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from filegate.kernel.formatting import needs_offload, offload_stub, split_lines
 from filegate.kernel.protocol import ReadResult
 from filegate.kernel.read_format import format_read, plan_read
+from filegate.kernel.registry import TOOLS
 from filegate.kernel.tool_types import LARGE_RESULTS_DIR, ReadFileArgs, ToolOutcome, ToolRequest
 from filegate.kernel.transcripts import CONVERSATION_DIR, conversation_key
 
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-OFFLOADED_TOOLS = frozenset({"execute"})
+OFFLOADED_TOOLS = TOOLS.offloaded
 """Tools whose result may be offloaded; the others cut their own output (contract §7)."""
 
 

@@ -38,6 +38,7 @@ from filegate.kernel.formatting import format_glob, format_grep, format_ls
 from filegate.kernel.limits import DEFAULT_TOOL_WORKER_WAIT
 from filegate.kernel.permissions import FilesystemPermission
 from filegate.kernel.protocol import GrepMatch
+from filegate.kernel.registry import TOOLS
 from filegate.kernel.tool_types import (
     TOOL_ACTIVITY_NAMES,
     TOOL_ARGS,
@@ -70,28 +71,20 @@ def _stub(tool: ToolName) -> ToolStub:
     return activity.defn(name=TOOL_ACTIVITY_NAMES[tool])(call)
 
 
-ls = _stub("ls")
-read_file = _stub("read_file")
-write_file = _stub("write_file")
-edit_file = _stub("edit_file")
-delete = _stub("delete")
-glob = _stub("glob")
-grep = _stub("grep")
-execute = _stub("execute")
+STUBS: dict[ToolName, ToolStub] = {tool.name: _stub(tool.name) for tool in TOOLS}
+"""Stub per tool name, one per registry entry (:data:`filegate.kernel.registry.TOOLS`)."""
 
-STUBS: dict[ToolName, ToolStub] = {
-    "ls": ls,
-    "read_file": read_file,
-    "write_file": write_file,
-    "edit_file": edit_file,
-    "delete": delete,
-    "glob": glob,
-    "grep": grep,
-    "execute": execute,
-}
-"""Stub per tool name."""
+# Named references for your own workflows (``execute_activity(read_file, request)``).
+ls = STUBS["ls"]
+read_file = STUBS["read_file"]
+write_file = STUBS["write_file"]
+edit_file = STUBS["edit_file"]
+delete = STUBS["delete"]
+glob = STUBS["glob"]
+grep = STUBS["grep"]
+execute = STUBS["execute"]
 
-_LISTINGS = frozenset({"ls", "glob", "grep"})
+_LISTINGS = TOOLS.listing
 
 
 class ActivityResult(BaseModel):

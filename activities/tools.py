@@ -56,6 +56,7 @@ from filegate.backends.search_clock import search_time_limit
 from filegate.kernel.dispatch import InvalidToolRequest, parse_args, run_tool
 from filegate.kernel.limits import DEFAULT_SEARCH_TIMEOUT, partial_search_seconds
 from filegate.kernel.protocol import BackendProtocol
+from filegate.kernel.registry import TOOLS
 from filegate.kernel.tool_types import (
     BATCH_RESULT_CHARS,
     BATCHED_TOOLS,
@@ -247,17 +248,7 @@ class FileToolActivities:
     def activities(self) -> list[Callable[..., Any]]:
         """The bound activity methods, for ``Worker(activities=...)``: the eight
         tools and ``filegate.tool_batch``, which runs several of them."""
-        return [
-            self.tool_batch,
-            self.ls,
-            self.read_file,
-            self.write_file,
-            self.edit_file,
-            self.delete,
-            self.glob,
-            self.grep,
-            self.execute,
-        ]
+        return [self.tool_batch, *(getattr(self, tool.name) for tool in TOOLS)]
 
     def _search_budget(self, *, batched: bool = False) -> float:
         """The search's own time limit: explicit, else derived from start_to_close.

@@ -72,6 +72,7 @@ from filegate.kernel.protocol import (
 )
 from filegate.kernel.reach import judged_at_reach, reach_for
 from filegate.kernel.read_format import format_read, plan_read
+from filegate.kernel.registry import TOOLS
 from filegate.kernel.textops import fingerprint
 from filegate.kernel.tool_types import (
     TOOL_ARGS,
@@ -90,7 +91,6 @@ from filegate.kernel.tool_types import (
 from filegate.kernel.visibility import to_virtual
 from pydantic import BaseModel, ValidationError
 
-_PATH_ARGS = ("path", "file_path")
 _R = TypeVar("_R", bound=_Result)
 
 
@@ -123,7 +123,7 @@ def parse_args(request: ToolRequest) -> BaseModel:
         args = model.model_validate(request.args)
     except ValidationError as exc:
         raise InvalidToolRequest(f"invalid arguments for {request.tool}: {exc}") from exc
-    name = next((n for n in _PATH_ARGS if n in type(args).model_fields), None)
+    name = TOOLS[request.tool].path_field
     if request.virtual_path is not None:
         if name is None:
             raise InvalidToolRequest(f"{request.tool} takes no path, but virtual_path is set")

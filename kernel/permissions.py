@@ -27,6 +27,7 @@ from typing import Any, Literal, TypeVar
 
 from filegate.kernel.paths import validate_path
 from filegate.kernel.protocol import FileInfo, GrepMatch
+from filegate.kernel.registry import TOOLS, Operation
 from filegate.kernel.rule_patterns import (
     Alternative,
     alt_covers_subtree,
@@ -40,23 +41,14 @@ from filegate.kernel.rule_patterns import (
 )
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-Operation = Literal["read", "write"]
 Mode = Literal["allow", "deny", "interrupt"]
 
-TOOL_OPERATIONS: dict[str, Operation] = {
-    "ls": "read",
-    "read_file": "read",
-    "glob": "read",
-    "grep": "read",
-    "write_file": "write",
-    "edit_file": "write",
-    "delete": "write",
-}
+TOOL_OPERATIONS: dict[str, Operation] = TOOLS.operations
 """Which rule operation governs each path-taking tool (``execute`` has no path)."""
 
-EXACT_TOOLS = frozenset({"read_file", "write_file", "edit_file"})
+EXACT_TOOLS = TOOLS.exact
 """Tools whose path names exactly what they touch."""
-BULK_TOOLS = frozenset({"ls", "glob", "grep", "delete"})
+BULK_TOOLS = TOOLS.tree
 """Tools whose path is a root: they may touch any descendant."""
 
 
@@ -211,15 +203,10 @@ def delete_blocked_message(target: str, blockers: Sequence[str]) -> str:
 # Interrupt predicates
 # --------------------------------------------------------------------------- #
 
-_PATH_KEYS = ("file_path", "path")
 
-
-def _raw_path_arg(args: Mapping[str, Any]) -> Any:
-    for key in _PATH_KEYS:
-        value = args.get(key)
-        if value is not None:
-            return value
-    return None
+def _raw_path_arg(tool_name: str, args: Mapping[str, Any]) -> Any:
+    tool = TOOLS.get(tool_name)
+    return None if tool is None or tool.path_field is None else args.get(tool.path_field)
 
 
 def _bulk_rule(rules: Rules, op: Operation, root: str) -> FilesystemPermission | None:
@@ -282,7 +269,7 @@ def matching_interrupt_rule(
     op = TOOL_OPERATIONS.get(tool_name)
     if op is None or not any(rule.mode == "interrupt" and rule.governs(op) for rule in rules):
         return None
-    raw = _raw_path_arg(args)
+    raw = _raw_path_arg(tool_name, args)
     try:
         if tool_name in EXACT_TOOLS and raw is not None:
             rule = first_match(rules, op, validate_path(raw))
@@ -300,7 +287,7 @@ def matching_interrupt_rule(
     return None
 
 
-_SEARCH_TOOLS = frozenset({"ls", "glob", "grep"})
+_SEARCH_TOOLS = TOOLS.listing
 
 
 def interrupt_fires(

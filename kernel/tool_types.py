@@ -1,10 +1,10 @@
-"""Tool argument schemas (what the model fills in) and the tool activity contract.
+"""The tool activity contract, and the tools' argument models re-exported.
 
-The argument models are the single source of the JSON schemas sent to the model
-(every field carries a description written for the model) and of argument
-validation in the workflow and the activities. The wire side of the contract
-lives here too: activity type names, the error types the activities raise,
-their time budgets and the request/outcome models. Pure (no Temporal, no
+The argument models live in :mod:`filegate.kernel.tool_args` and each tool's
+facts in :mod:`filegate.kernel.registry`; the per-tool names here derive from
+that registry. The wire side of the contract lives here: activity type
+names, the error types the activities raise, their time budgets and the
+request/outcome models. Pure (no Temporal, no
 clock): the Temporal-typed half (timeouts as ``timedelta``, retry policies,
 error mapping) is :mod:`filegate.activities.contract`.
 """
@@ -18,29 +18,29 @@ from filegate.kernel.limits import DEFAULT_MAX_EXECUTE_TIMEOUT
 from filegate.kernel.messages import ContentBlock, content_text
 from filegate.kernel.permissions import FilesystemPermission
 from filegate.kernel.protocol import GlobResult, GrepResult, LsResult
-from pydantic import BaseModel, ConfigDict, Field
-
-ToolName = Literal[
-    "ls", "read_file", "write_file", "edit_file", "delete", "glob", "grep", "execute"
-]
-TOOL_ORDER: tuple[ToolName, ...] = (
-    "ls",
-    "read_file",
-    "write_file",
-    "edit_file",
-    "delete",
-    "glob",
-    "grep",
-    "execute",
+from filegate.kernel.registry import TOOLS
+from filegate.kernel.tool_args import (
+    DeleteArgs,
+    EditFileArgs,
+    ExecuteArgs,
+    GlobArgs,
+    GrepArgs,
+    LsArgs,
+    ReadFileArgs,
+    ToolName,
+    WriteFileArgs,
+    _Args,
 )
-"""Fixed order in which tools are offered to the model (prompt-cache friendly)."""
+from pydantic import BaseModel, Field
 
-TOOL_ACTIVITY_NAMES: dict[ToolName, str] = {tool: f"filegate.{tool}" for tool in TOOL_ORDER}
+TOOL_ORDER: tuple[ToolName, ...] = TOOLS.order
+"""Fixed order in which tools are offered to the model (prompt-cache friendly)."""
+TOOL_ACTIVITY_NAMES: dict[ToolName, str] = TOOLS.activity_names
 """Activity type name per tool, e.g. ``filegate.read_file``."""
 
-MUTATING_TOOLS = frozenset({"write_file", "edit_file", "delete", "execute"})
+MUTATING_TOOLS = TOOLS.mutating
 """Tools whose retry must not apply twice (journaled by the activities)."""
-SEARCH_TOOLS = frozenset({"glob", "grep"})
+SEARCH_TOOLS = TOOLS.searching
 """Tools that may run unboundedly long on a big tree and get a hard time limit."""
 
 INVALID_REQUEST_ERROR = "InvalidToolRequest"
@@ -61,78 +61,7 @@ LARGE_RESULTS_DIR = "/large_tool_results/"
 """Virtual directory under which offloaded tool results are read back (contract §7)."""
 
 
-class _Args(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class LsArgs(_Args):
-    path: str = Field("/", description="Absolute directory path to list, e.g. '/src'.")
-
-
-class ReadFileArgs(_Args):
-    file_path: str = Field(description="Absolute path of the file to read, e.g. '/src/app.py'.")
-    offset: int = Field(0, description="Line number to start from (0 = first line).")
-    limit: int = Field(100, description="Maximum number of lines to read.")
-
-
-class WriteFileArgs(_Args):
-    file_path: str = Field(description="Absolute path of the file to create or overwrite.")
-    content: str = Field(description="The complete new content of the file.")
-
-
-class EditFileArgs(_Args):
-    file_path: str = Field(description="Absolute path of the file to edit. Read it first.")
-    old_string: str = Field(
-        description="Exact text to replace, including whitespace; must be unique unless "
-        "replace_all is true."
-    )
-    new_string: str = Field(description="Replacement text; must differ from old_string.")
-    replace_all: bool = Field(False, description="Replace every occurrence of old_string.")
-
-
-class DeleteArgs(_Args):
-    file_path: str = Field(description="Absolute path of the file or directory to delete.")
-
-
-class GlobArgs(_Args):
-    pattern: str = Field(
-        description="Glob pattern such as '**/*.py' or '*.md'. '**' crosses directories; "
-        "a pattern without '/' matches file names at any depth."
-    )
-    path: str | None = Field(None, description="Directory to search from (default '/').")
-
-
-class GrepArgs(_Args):
-    pattern: str = Field(description="Literal text to search for (not a regular expression).")
-    path: str | None = Field(None, description="File or directory to search (default '/').")
-    glob: str | None = Field(None, description="Only search files whose path matches this glob.")
-    output_mode: Literal["files_with_matches", "content", "count"] = Field(
-        "files_with_matches",
-        description="'files_with_matches' lists paths, 'content' shows matching lines, "
-        "'count' shows matches per file.",
-    )
-    max_count: int | None = Field(
-        None, description="Stop after this many matches in total (default 1000)."
-    )
-
-
-class ExecuteArgs(_Args):
-    command: str = Field(description="Shell command to run in the workspace.")
-    timeout: float | None = Field(
-        None, description="Seconds before the command is killed (default 120)."
-    )
-
-
-TOOL_ARGS: dict[ToolName, type[_Args]] = {
-    "ls": LsArgs,
-    "read_file": ReadFileArgs,
-    "write_file": WriteFileArgs,
-    "edit_file": EditFileArgs,
-    "delete": DeleteArgs,
-    "glob": GlobArgs,
-    "grep": GrepArgs,
-    "execute": ExecuteArgs,
-}
+TOOL_ARGS: dict[ToolName, type[_Args]] = TOOLS.args
 
 
 def activity_call_id(step: int, index: int, model_call_id: str) -> str:
@@ -253,7 +182,7 @@ class ToolOutcome(DefaultsOmitted):
 TOOL_BATCH_ACTIVITY = "filegate.tool_batch"
 """The activity that runs several calls of one turn (:class:`ToolBatch`): local on the
 run's own worker, or on a tools worker's queue."""
-BATCHED_TOOLS: frozenset[ToolName] = frozenset(TOOL_ORDER) - {"execute"}
+BATCHED_TOOLS: frozenset[ToolName] = TOOLS.batched
 """Tools a batch may hold: ``execute`` keeps an activity of its own (its timeout is
 the command's, and it may run for minutes)."""
 MAX_BATCH_CALLS = 8

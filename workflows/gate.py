@@ -51,6 +51,7 @@ from filegate.kernel.permissions import (
     delete_blockers,
     matching_interrupt_rule,
 )
+from filegate.kernel.registry import TOOLS
 from filegate.kernel.routing import Router
 from filegate.kernel.rule_patterns import normalise_rule_path, pattern_matches
 from filegate.kernel.tool_types import TOOL_ARGS, ToolName
@@ -67,18 +68,10 @@ from pydantic import (
 )
 from wcmatch import fnmatch as wc_fnmatch
 
-PATH_FIELDS: dict[str, str] = {
-    "ls": "path",
-    "read_file": "file_path",
-    "write_file": "file_path",
-    "edit_file": "file_path",
-    "delete": "file_path",
-    "glob": "path",
-    "grep": "path",
-}
+PATH_FIELDS: dict[str, str] = TOOLS.path_fields
 """The argument holding each tool's path (execute has none)."""
 
-FILE_TOOLS = frozenset({"read_file", "write_file", "edit_file", "delete"})
+FILE_TOOLS = TOOLS.needing_path
 """Exact tools: a call must name its path (an empty one is not the root)."""
 MISSING_FILE_PATH = (
     "{tool} needs a file path, but {field} is empty. "

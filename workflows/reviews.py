@@ -22,6 +22,7 @@ from filegate.activities.contract import PREVIEW_ACTIVITY, preview_activity_opti
 from filegate.kernel.formatting import Rendered
 from filegate.kernel.messages import Message, ToolCall
 from filegate.kernel.previews import ChangePreview, compute_preview
+from filegate.kernel.registry import TOOLS
 from filegate.kernel.state import StateBackend
 from filegate.kernel.tool_types import ToolName, ToolOutcome, ToolRequest
 from filegate.workflows.approval_handlers import ApprovalHandlers
@@ -42,7 +43,7 @@ from filegate.workflows.turn_decisions import turn_of
 from temporalio import workflow
 from temporalio.exceptions import FailureError
 
-PREVIEWED_TOOLS = frozenset({"write_file", "edit_file", "delete", "execute"})
+PREVIEWED_TOOLS = TOOLS.previewed
 """Tools whose approvals carry a preview (the others change nothing)."""
 TASK_MAX = 500
 ASSISTANT_TEXT_MAX = 2_000

@@ -1,0 +1,221 @@
+"""The tool registry: one frozen definition per tool, and every per-tool set derived from it.
+
+Why: a tool's facts (which argument holds its path, which rule operation
+governs it, whether a retry could apply it twice, whether it is previewed,
+offloaded, batched...) used to be string-keyed tables spread over the kernel,
+the workflows and the activities, each listing tools by hand. Adding a tool
+meant finding them all. Here a tool is one :class:`ToolDef`; the tables the
+rest of the code reads are properties of a :class:`ToolRegistry`, so a new
+entry reaches all of them. Maps that hold code (the kernel's handlers, the
+model-facing descriptions, the typed stubs) stay beside that code; a test
+checks that each covers exactly :data:`TOOLS`.
+
+Pure: pydantic argument models only, so every kernel module can import it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Literal
+
+from filegate.kernel.tool_args import (
+    DeleteArgs,
+    EditFileArgs,
+    ExecuteArgs,
+    GlobArgs,
+    GrepArgs,
+    LsArgs,
+    ReadFileArgs,
+    ToolName,
+    WriteFileArgs,
+    _Args,
+)
+
+Operation = Literal["read", "write"]
+"""The rule operation a path-taking tool is judged under (contract §4)."""
+PathScope = Literal["exact", "tree"]
+"""What a tool's path names: exactly the one file it touches, or a root it may touch
+anything below (a listing, a search, a recursive delete)."""
+
+
+@dataclass(frozen=True)
+class ToolDef:
+    """Everything the code outside a tool's handler needs to know about it."""
+
+    name: ToolName
+    args: type[_Args]
+    """The model-facing argument model (its JSON schema is the tool's parameters)."""
+    path_field: str | None
+    """The argument holding the tool's path; None for a tool without one (``execute``)."""
+    operation: Operation | None
+    """The rule operation that governs the path; None without a path."""
+    scope: PathScope | None
+    """What the path names (:data:`PathScope`); None without a path."""
+    needs_path: bool = False
+    """A call must name a path: an empty one is refused rather than taken as the root."""
+    mutates: bool = False
+    """A retry must not apply it twice: the activities journal it."""
+    searches: bool = False
+    """It may run unboundedly long on a big tree: a time budget with partial results."""
+    lists: bool = False
+    """Its answer lists paths, which the rules filter entry by entry."""
+    batched: bool = True
+    """Calls of one turn may share one ``filegate.tool_batch`` activity."""
+    previewed: bool = False
+    """A reviewer sees what the call would change before deciding."""
+    offloaded: bool = False
+    """A large result goes to the artifact store; the others cut their own output."""
+
+    @property
+    def activity(self) -> str:
+        """The activity type name, e.g. ``filegate.read_file`` (a wire name: never change)."""
+        return f"filegate.{self.name}"
+
+
+class ToolRegistry:
+    """Tools in the order they are offered to the model, and the sets derived from them."""
+
+    def __init__(self, tools: Iterable[ToolDef]) -> None:
+        self._tools: dict[str, ToolDef] = {}
+        for tool in tools:
+            if tool.name in self._tools:
+                raise ValueError(f"tool {tool.name!r} is defined twice")
+            if (tool.path_field is None) != (tool.operation is None) or (
+                tool.path_field is None
+            ) != (tool.scope is None):
+                raise ValueError(f"tool {tool.name!r}: a path needs an operation and a scope")
+            self._tools[tool.name] = tool
+
+    def __iter__(self) -> Iterator[ToolDef]:
+        return iter(self._tools.values())
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __getitem__(self, name: str) -> ToolDef:
+        return self._tools[name]
+
+    def get(self, name: str) -> ToolDef | None:
+        return self._tools.get(name)
+
+    def _where(self, test: Callable[[ToolDef], bool]) -> frozenset[ToolName]:
+        return frozenset(tool.name for tool in self if test(tool))
+
+    @property
+    def order(self) -> tuple[ToolName, ...]:
+        """Fixed order in which tools are offered to the model (prompt-cache friendly)."""
+        return tuple(tool.name for tool in self)
+
+    @property
+    def args(self) -> dict[ToolName, type[_Args]]:
+        return {tool.name: tool.args for tool in self}
+
+    @property
+    def activity_names(self) -> dict[ToolName, str]:
+        return {tool.name: tool.activity for tool in self}
+
+    @property
+    def path_fields(self) -> dict[str, str]:
+        """Tool -> the argument holding its path (tools without a path are absent)."""
+        return {tool.name: tool.path_field for tool in self if tool.path_field is not None}
+
+    @property
+    def path_keys(self) -> tuple[str, ...]:
+        """Every argument name that holds a path, in first-use order."""
+        return tuple(dict.fromkeys(self.path_fields.values()))
+
+    @property
+    def operations(self) -> dict[str, Operation]:
+        """Tool -> the rule operation governing its path (tools without a path are absent)."""
+        return {tool.name: tool.operation for tool in self if tool.operation is not None}
+
+    @property
+    def exact(self) -> frozenset[ToolName]:
+        return self._where(lambda tool: tool.scope == "exact")
+
+    @property
+    def tree(self) -> frozenset[ToolName]:
+        return self._where(lambda tool: tool.scope == "tree")
+
+    @property
+    def needing_path(self) -> frozenset[ToolName]:
+        return self._where(lambda tool: tool.needs_path)
+
+    @property
+    def mutating(self) -> frozenset[ToolName]:
+        return self._where(lambda tool: tool.mutates)
+
+    @property
+    def searching(self) -> frozenset[ToolName]:
+        return self._where(lambda tool: tool.searches)
+
+    @property
+    def listing(self) -> frozenset[ToolName]:
+        return self._where(lambda tool: tool.lists)
+
+    @property
+    def batched(self) -> frozenset[ToolName]:
+        return self._where(lambda tool: tool.batched)
+
+    @property
+    def previewed(self) -> frozenset[ToolName]:
+        return self._where(lambda tool: tool.previewed)
+
+    @property
+    def offloaded(self) -> frozenset[ToolName]:
+        return self._where(lambda tool: tool.offloaded)
+
+
+TOOLS = ToolRegistry(
+    [
+        ToolDef("ls", LsArgs, "path", "read", "tree", lists=True),
+        ToolDef("read_file", ReadFileArgs, "file_path", "read", "exact", needs_path=True),
+        ToolDef(
+            "write_file",
+            WriteFileArgs,
+            "file_path",
+            "write",
+            "exact",
+            needs_path=True,
+            mutates=True,
+            previewed=True,
+        ),
+        ToolDef(
+            "edit_file",
+            EditFileArgs,
+            "file_path",
+            "write",
+            "exact",
+            needs_path=True,
+            mutates=True,
+            previewed=True,
+        ),
+        ToolDef(
+            "delete",
+            DeleteArgs,
+            "file_path",
+            "write",
+            "tree",
+            needs_path=True,
+            mutates=True,
+            previewed=True,
+        ),
+        ToolDef("glob", GlobArgs, "path", "read", "tree", searches=True, lists=True),
+        ToolDef("grep", GrepArgs, "path", "read", "tree", searches=True, lists=True),
+        ToolDef(
+            "execute",
+            ExecuteArgs,
+            None,
+            None,
+            None,
+            mutates=True,
+            batched=False,  # its timeout is its command's, and it may run for minutes
+            previewed=True,
+            offloaded=True,
+        ),
+    ]
+)
+"""Filegate's eight tools (the reference design's file tools plus ``delete``)."""
+
+__all__ = ["TOOLS", "Operation", "PathScope", "ToolDef", "ToolName", "ToolRegistry"]
