@@ -230,6 +230,7 @@ class FilegatePlugin(SimplePlugin):
                 tools = file_tools(
                     self.backends, self.journal_dir, self.store(), self.policies,
                     allow_execute_with_policies=allow, batch_calls=batch_calls,
+                    journal_fsync=self.settings.journal_fsync,
                 )  # fmt: skip
                 self._tools[batch_calls] = with_preview(tools)
             activities += self._tools[batch_calls]

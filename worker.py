@@ -246,6 +246,7 @@ def file_tools(
     *,
     allow_execute_with_policies: bool | None = None,
     batch_calls: bool = True,
+    journal_fsync: bool | None = None,
 ) -> FileToolActivities:
     """The file tool activities over ``backends``; policies default to the environment's.
 
@@ -254,6 +255,7 @@ def file_tools(
     Refuses (ConfigError) a journal inside a served root and path policies next to
     an executing backend unless execute is denied or ``allow_execute_with_policies``
     (default: ``FILEGATE_ALLOW_EXECUTE_WITH_POLICIES``) accepts it (contract §11).
+    ``journal_fsync`` None: ``FILEGATE_JOURNAL_FSYNC``.
     """
     from filegate.activities.journal_faults import JournalUnavailable
     from filegate.activities.tools import FileToolActivities
@@ -261,8 +263,12 @@ def file_tools(
     from filegate.backends.startup import check_execute_policies, check_journal_outside
 
     config = policies if policies is not None else PolicyConfig.from_env()
-    if allow_execute_with_policies is None:
-        allow_execute_with_policies = Settings.from_env().allow_execute_with_policies
+    if allow_execute_with_policies is None or journal_fsync is None:
+        defaults = Settings.from_env()
+        if allow_execute_with_policies is None:
+            allow_execute_with_policies = defaults.allow_execute_with_policies
+        if journal_fsync is None:
+            journal_fsync = defaults.journal_fsync
     try:
         check_journal_outside(journal_dir, backends)
         check_execute_policies(backends, config, allow=allow_execute_with_policies)
@@ -275,6 +281,7 @@ def file_tools(
             artifacts=artifacts,
             policies=config,
             batch_calls=batch_calls,
+            journal_fsync=journal_fsync,
         )
     except JournalUnavailable as exc:
         raise ConfigError(

@@ -46,7 +46,6 @@ from pathlib import Path
 
 from filegate.activities.journal_faults import JournalUnavailable, journal_reason
 from filegate.backends.host_files import named_for_call
-from filegate.backends.settings import Settings
 from filegate.kernel.dispatch import render_mutation, to_virtual
 from filegate.kernel.formatting import format_error
 from filegate.kernel.protocol import BackendProtocol, DeleteResult, EditResult, WriteResult
@@ -79,12 +78,12 @@ MIN_FREE_BYTES = 1024 * 1024
 _log = logging.getLogger(__name__)
 
 
-def open_journal(root: str | os.PathLike[str]) -> ToolJournal:
+def open_journal(root: str | os.PathLike[str], *, fsync: bool = False) -> ToolJournal:
     """A tools worker's journal, probed: raises :class:`JournalUnavailable` when it
     cannot take an entry now (read-only, full), so the worker refuses to start
     instead of failing every mutating call later."""
     try:
-        journal = ToolJournal(root)
+        journal = ToolJournal(root, fsync=fsync)
     except OSError as exc:
         raise JournalUnavailable(journal_reason(exc)) from None
     journal.probe()
@@ -226,8 +225,8 @@ def crash_if_requested(tool_call_id: str) -> None:
 class ToolJournal:
     """The per-worker journal of mutating tool calls (one JSON file per call)."""
 
-    def __init__(self, root: str | os.PathLike[str], *, fsync: bool | None = None) -> None:
-        """``fsync`` (default ``FILEGATE_JOURNAL_FSYNC``, off) makes every entry
+    def __init__(self, root: str | os.PathLike[str], *, fsync: bool = False) -> None:
+        """``fsync`` (``Settings.journal_fsync``, ``FILEGATE_JOURNAL_FSYNC``) makes every entry
         survive a power cut, at four disk flushes per mutating call. Off, an entry
         still survives any process crash (atomic rename, page cache), which is
         the failure the journal exists for, and as durable as the backend's own
@@ -235,7 +234,7 @@ class ToolJournal:
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
         self._made: set[Path] = set()
-        self.fsync = Settings.from_env().journal_fsync if fsync is None else fsync
+        self.fsync = fsync  # given, never read here: the caller owns configuration
 
     # ------------------------------------------------------------------ storage
 

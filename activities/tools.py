@@ -225,6 +225,7 @@ class FileToolActivities:
         artifacts: ArtifactStore | None = None,
         policies: PolicyConfig | None = None,
         batch_calls: bool = True,
+        journal_fsync: bool = False,
     ) -> None:
         """``artifacts`` enables contract §7 offload: large execute output is stored there
         (only a stub enters history), and ``read_file`` of
@@ -234,12 +235,14 @@ class FileToolActivities:
         audit file is opened here so a bad path fails at worker start.
         ``batch_calls`` False hands every ``filegate.tool_batch`` back unfinished,
         so each call runs as an activity of its own: for a worker whose task
-        queue has a rate limit, which counts activities, not calls."""
+        queue has a rate limit, which counts activities, not calls.
+        ``journal_fsync`` flushes every journal entry to disk (:class:`ToolJournal`)."""
         self.backends = dict(backends)
         self.artifacts = artifacts
         self.policies = policies if policies is not None else PolicyConfig()
         self.policies.audit_sink()
-        self.journal = open_journal(Path(journal_dir))  # probed: JournalUnavailable
+        # probed: JournalUnavailable
+        self.journal = open_journal(Path(journal_dir), fsync=journal_fsync)
         self.search_timeout = search_timeout
         self.heartbeat_interval = heartbeat_interval
         self.batch_calls = batch_calls

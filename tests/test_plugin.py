@@ -10,6 +10,7 @@ a worker's own workflows and activities kept next to Filegate's. The pieces
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from datetime import timedelta
 from pathlib import Path
@@ -366,3 +367,61 @@ async def test_the_workers_own_workflows_and_activities_are_kept(
             EchoWorkflow.run, "hello", id=uid("echo"), task_queue=queue
         )
     assert loud == "HELLO"
+
+
+@pytest.mark.services
+@pytest.mark.parametrize("fsync", [False, True])
+async def test_the_plugins_settings_decide_whether_the_journal_fsyncs(
+    temporal_server: TemporalDevServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    fsync: bool,
+) -> None:
+    """Issue 35 item 4. Old code: the journal read ``FILEGATE_JOURNAL_FSYNC`` itself,
+    so ``Settings(journal_fsync=True)`` given to the plugin flushed nothing."""
+    import os as os_module
+
+    monkeypatch.delenv("FILEGATE_JOURNAL_FSYNC", raising=False)
+    journal = tmp_path / "j"
+    flushed: list[str] = []
+    real_fsync = os_module.fsync
+
+    def counting(fd: int) -> None:
+        with contextlib.suppress(OSError):
+            target = os_module.readlink(f"/proc/self/fd/{fd}")
+            if target.startswith(str(journal)):
+                flushed.append(target)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os_module, "fsync", counting)
+    root = tmp_path / "ws"
+    root.mkdir()
+    plugin = FilegatePlugin(
+        agent=True,
+        backends={"ws": FilesystemBackend(root)},
+        journal_dir=journal,
+        settings=Settings(journal_fsync=fsync),
+    )
+    client = await plugin_client(temporal_server, plugin)
+    queue = uid("fsync")
+    model = scripted(
+        calls(("w", "write_file", {"file_path": "/a.txt", "content": "alpha\n"})),
+        {"content": "done"},
+    )
+    async with Worker(client, task_queue=queue):
+        result = await client.execute_workflow(
+            AgentWorkflow.run,
+            AgentInput(
+                task="write",
+                model=model,
+                backend=BackendSpec(default=BackendRef(kind="local", name="ws")),
+            ),
+            id=uid("wf"),
+            task_queue=queue,
+            execution_timeout=timedelta(minutes=1),
+        )
+    assert result.final_answer == "done" and (root / "a.txt").read_text() == "alpha\n"
+    assert bool(flushed) is fsync, flushed
+
+
+LOCAL_WS = BackendSpec(default=BackendRef(kind="local", name="ws"))
