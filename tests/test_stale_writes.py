@@ -39,6 +39,15 @@ def model(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeModelServer]:
         yield server
 
 
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    """The workspace, holding ``notes.md`` (``v1``)."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "notes.md").write_text("v1\n")
+    return root
+
+
 def call(tool: str, **args: Any) -> dict[str, Any]:
     return tool_turn((f"c-{uuid.uuid4().hex[:6]}", tool, json.dumps(args)))
 
@@ -82,79 +91,55 @@ async def run(
 
 
 async def test_a_write_after_an_outside_change_is_refused_and_the_change_kept(
-    temporal_client: Client, model: FakeModelServer, tmp_path: Path
+    temporal_client: Client, model: FakeModelServer, ws: Path, tmp_path: Path
 ) -> None:
-    root = tmp_path / "ws"
-    root.mkdir()
-    notes = root / "notes.md"
-    notes.write_text("v1\n")
+    notes = ws / "notes.md"
 
     def someone_edits() -> None:
         notes.write_text("v1\nadded by a colleague\n")
 
-    result, said = await run(
-        temporal_client,
-        model,
-        root,
-        tmp_path,
-        [
-            (call("read_file", file_path="/notes.md"), None),
-            (call("write_file", file_path="/notes.md", content="rewritten\n"), someone_edits),
-        ],
-    )
+    steps = [
+        (call("read_file", file_path="/notes.md"), None),
+        (call("write_file", file_path="/notes.md", content="rewritten\n"), someone_edits),
+    ]
+    result, said = await run(temporal_client, model, ws, tmp_path, steps)
     assert result.stop_reason == "final_answer"
     assert notes.read_text() == "v1\nadded by a colleague\n"
     assert said[-1].startswith("Error:") and "changed since you last read it" in said[-1]
-    assert str(root) not in said[-1]
+    assert str(ws) not in said[-1]
 
 
 async def test_the_runs_own_changes_and_unread_files_write_freely(
-    temporal_client: Client, model: FakeModelServer, tmp_path: Path
+    temporal_client: Client, model: FakeModelServer, ws: Path, tmp_path: Path
 ) -> None:
-    root = tmp_path / "ws"
-    root.mkdir()
-    (root / "a.md").write_text("one\n")
-    result, said = await run(
-        temporal_client,
-        model,
-        root,
-        tmp_path,
-        [
-            (call("read_file", file_path="/a.md"), None),
-            (call("edit_file", file_path="/a.md", old_string="one", new_string="two"), None),
-            (call("write_file", file_path="/a.md", content="three\n"), None),
-            (call("write_file", file_path="/a.md", content="four\n"), None),
-            (call("write_file", file_path="/new.md", content="fresh\n"), None),
-        ],
-    )
+    steps: list[tuple[dict[str, Any], Callable[[], None] | None]] = [
+        (call("read_file", file_path="/notes.md"), None),
+        (call("edit_file", file_path="/notes.md", old_string="v1", new_string="v2"), None),
+        (call("write_file", file_path="/notes.md", content="three\n"), None),
+        (call("write_file", file_path="/notes.md", content="four\n"), None),
+        (call("write_file", file_path="/new.md", content="fresh\n"), None),
+    ]
+    result, said = await run(temporal_client, model, ws, tmp_path, steps)
     assert result.stop_reason == "final_answer"
     assert all(not text.startswith("Error:") for text in said), said
-    assert (root / "a.md").read_text() == "four\n"
-    assert (root / "new.md").read_text() == "fresh\n"
+    assert (ws / "notes.md").read_text() == "four\n"
+    assert (ws / "new.md").read_text() == "fresh\n"
 
 
 async def test_a_reread_after_the_change_lets_the_write_through(
-    temporal_client: Client, model: FakeModelServer, tmp_path: Path
+    temporal_client: Client, model: FakeModelServer, ws: Path, tmp_path: Path
 ) -> None:
-    root = tmp_path / "ws"
-    root.mkdir()
-    notes = root / "notes.md"
-    notes.write_text("v1\n")
+    notes = ws / "notes.md"
 
     def someone_edits() -> None:
         notes.write_text("v2\n")
 
-    _, said = await run(
-        temporal_client,
-        model,
-        root,
-        tmp_path,
-        [
-            (call("read_file", file_path="/notes.md"), None),
-            (call("write_file", file_path="/notes.md", content="x\n"), someone_edits),
-            (call("read_file", file_path="/notes.md"), None),
-            (call("write_file", file_path="/notes.md", content="x\n"), None),
-        ],
-    )
+    steps = [
+        (call("read_file", file_path="/notes.md"), None),
+        (call("write_file", file_path="/notes.md", content="x\n"), someone_edits),
+        (call("read_file", file_path="/notes.md"), None),
+        (call("write_file", file_path="/notes.md", content="x\n"), None),
+    ]
+    _, said = await run(temporal_client, model, ws, tmp_path, steps)
     assert said[1].startswith("Error:") and not said[3].startswith("Error:")
     assert notes.read_text() == "x\n"
