@@ -159,7 +159,10 @@ class HookedJournal(ToolJournal):
     def _locked(self, path: Path) -> Iterator[None]:
         if self.step == "lock":
             self.disk.fail(self.kind)
-        self.disk.check(creating=True)
+        if not path.with_suffix(".lock").exists():
+            # Opening a lock file that exists (read-only, as _locked does) writes
+            # nothing, so only a new one meets the fault, as on a real mount.
+            self.disk.check(creating=True)
         with super()._locked(path):
             yield
 
