@@ -49,7 +49,7 @@ from filegate.backends.host_files import named_for_call
 from filegate.kernel.dispatch import render_mutation, to_virtual
 from filegate.kernel.formatting import format_error
 from filegate.kernel.protocol import BackendProtocol, DeleteResult, EditResult, WriteResult
-from filegate.kernel.textops import apply_edit, decode_text
+from filegate.kernel.textops import MISSING_FINGERPRINT, apply_edit, decode_text
 from filegate.kernel.textops import fingerprint as fingerprint_of
 from filegate.kernel.tool_types import (
     DeleteArgs,
@@ -64,7 +64,7 @@ CRASH_AFTER_APPLY_ENV = "FILEGATE_TEST_CRASH_AFTER_APPLY"
 """Test hook: when set to a tool call id, the process exits with status 137 right
 after applying that call and before journaling its outcome (the crash window)."""
 
-MISSING = "missing"
+MISSING = MISSING_FINGERPRINT
 """Fingerprint of a path that does not exist."""
 
 DEFAULT_RETENTION_SECONDS = 7 * 24 * 3600.0

@@ -273,6 +273,10 @@ def merge_grep_budget(
     return matches, False
 
 
+MISSING_FINGERPRINT = "missing"
+"""The fingerprint of a path that does not exist."""
+
+
 def fingerprint(data: bytes) -> str:
     """A file's content as one token (``sha256:<hex>``): what a preview was computed
     against, what the model last read, what a journaled write left on disk. Equal

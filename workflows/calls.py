@@ -162,10 +162,17 @@ class ToolCalls(Reviews):
         if granted is not None:
             note, approved_by = granted.note, granted.approved_by
         elif trigger is not None:
-            decided, by = await self._ask_human(call, checked, trigger, call_id)
+            decided, by, seen = await self._ask_human(call, checked, trigger, call_id)
             approved_by = by
             if isinstance(decided, ToolOutcome):
                 return decided
+            if decided.tool == "write_file" and decided.path is not None:
+                # Approved against what the reviewer saw, which may be newer than
+                # the model's read; an edited call was not shown: no check.
+                if seen is not None:
+                    self._fingerprints[decided.path] = seen
+                else:
+                    self._fingerprints.pop(decided.path, None)
             if decided is not checked:
                 note = edited_note(by, decided.args)
             else:

@@ -24,6 +24,7 @@ from filegate.kernel.messages import Message, ToolCall
 from filegate.kernel.previews import ChangePreview, compute_preview
 from filegate.kernel.registry import TOOLS
 from filegate.kernel.state import StateBackend
+from filegate.kernel.textops import MISSING_FINGERPRINT
 from filegate.kernel.tool_types import ToolName, ToolOutcome, ToolRequest
 from filegate.workflows.approval_handlers import ApprovalHandlers
 from filegate.workflows.approvals import (
@@ -113,14 +114,16 @@ class Reviews:
 
     async def _ask_human(
         self, call: ToolCall, checked: CheckedCall, trigger: ApprovalTrigger, call_id: str
-    ) -> tuple[CheckedCall | ToolOutcome, str]:
+    ) -> tuple[CheckedCall | ToolOutcome, str, str | None]:
         """Wait for a decision; return the call to run or the final tool result,
-        and who decided (``"ana via ui"``)."""
+        who decided (``"ana via ui"``), and the fingerprint of the file the reviewer
+        was shown (None without one): an approved ``write_file`` is checked against
+        what the reviewer saw, which may be newer than what the model read."""
         signature = call_signature(checked.tool, checked.args)
         earlier = self._book.previous_rejection(signature)
         if earlier is not None:
             repeated = repeated_rejection_text(earlier or None)
-            return ToolOutcome(content=repeated, status="error"), "an earlier rejection"
+            return ToolOutcome(content=repeated, status="error"), "an earlier rejection", None
         timeout, on_timeout = approval_deadline(self._input.approvals, trigger)
         requested_at = self._now()
         approval = self._book.open(
@@ -163,24 +166,27 @@ class Reviews:
             else:
                 self._book.escalate(approval.id)
                 await workflow.wait_condition(decided)
+        shown = self._book.pending.get(approval.id)
+        seen = _shown_fingerprint(shown.preview if shown is not None else None)
         decision = self._book.close(approval.id)
         by = decision.by()
         if decision.decision == "approve":
-            return checked, by
+            return checked, by, seen
         if decision.decision == "respond":
             answer = response_text(decision.message or "", by)
-            return ToolOutcome(content=answer, status="success"), by
+            return ToolOutcome(content=answer, status="success"), by, None
         if decision.decision == "reject":
             self._book.remember_rejection(signature, decision.reason)
             named = by if decision.via != "timeout" else None  # no human decided
-            return ToolOutcome(content=rejection_text(decision.reason, named), status="error"), by
+            outcome = ToolOutcome(content=rejection_text(decision.reason, named), status="error")
+            return outcome, by, None
         edited = self._check(checked.tool, decision.args)
         if isinstance(edited, Rendered):
-            return rendered_outcome(edited), by
+            return rendered_outcome(edited), by, None
         refused = self._gate(edited)
         if refused is not None:
-            return rendered_outcome(refused), by
-        return edited, by
+            return rendered_outcome(refused), by, None
+        return edited, by, None  # edited: the preview showed another call
 
     def _card(
         self,
@@ -269,3 +275,11 @@ def _in_workflow(backend: StateBackend, request: ToolRequest) -> ChangePreview:
 def rendered_outcome(result: Rendered) -> ToolOutcome:
     """A refusal or result text as the tool result the model reads."""
     return ToolOutcome(content=result.text, status="error" if result.is_error else "success")
+
+
+def _shown_fingerprint(preview: ChangePreview | None) -> str | None:
+    """The state of a ``write_file`` target the reviewer was shown: its fingerprint,
+    ``missing`` for a new file, None when no preview showed the file."""
+    if preview is None or preview.kind not in ("new_file", "overwrite"):
+        return None
+    return MISSING_FINGERPRINT if preview.kind == "new_file" else preview.fingerprint
