@@ -28,6 +28,23 @@ settings.register_profile("ci", derandomize=True, print_blob=True)
 if os.environ.get("CI"):
     settings.load_profile("ci")
 
+if os.environ.get("PYTEST_XDIST_WORKER") and not os.environ.get("FILEGATE_DEV_TEMPORAL_PORT"):
+    # Workers run side by side: a ``filegate run`` that is given no Temporal would
+    # start or reuse one on 127.0.0.1:7233, shared by every worker. One port each.
+    from filegate.backends.embedded import free_port
+
+    os.environ["FILEGATE_DEV_TEMPORAL_PORT"] = str(free_port())
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist, the tests marked ``slow`` are handed out first.
+
+    Why: ``--dist load`` hands tests out in collection order, so a long test
+    collected last (the fresh-machine install, mypy) would run alone at the
+    end while the other workers idle; started first, it overlaps the rest."""
+    if getattr(config.option, "numprocesses", None):
+        items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
 
 @pytest.fixture(scope="session")
 def temporal_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TemporalDevServer]:

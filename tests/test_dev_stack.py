@@ -40,13 +40,19 @@ class Stack:
         self.env.update(FILEGATE_STATE_DIR=str(self.state), **{DEV_PORT_ENV: str(self.port)})
         self.runs = 0
 
-    def run(self, seconds: float) -> tuple[subprocess.Popen[bytes], Path]:
-        """``filegate run --shell`` whose one tool call sleeps ``seconds``."""
+    def run(
+        self, seconds: float, *, until: Path | None = None
+    ) -> tuple[subprocess.Popen[bytes], Path]:
+        """``filegate run --shell`` whose one tool call sleeps ``seconds``, or, with
+        ``until``, waits for that file (a machine under load may take any time)."""
         self.runs += 1
         n = self.runs
         root = self.base / f"ws{n}"
         root.mkdir()
-        sleep = {"id": "x", "name": "execute", "args": {"command": f"sleep {seconds}"}}
+        command = (
+            f"sleep {seconds}" if until is None else f"until [ -e {until} ]; do sleep 0.05; done"
+        )
+        sleep = {"id": "x", "name": "execute", "args": {"command": command}}
         turns = [{"tool_calls": [sleep]}, {"content": f"run {n} done"}]
         script = self.base / f"script{n}.json"
         script.write_text(json.dumps({"turns": turns}))
@@ -93,7 +99,8 @@ def finish(proc: subprocess.Popen[bytes], out: Path, timeout: float = 90) -> str
 
 def test_two_runs_share_one_stack_stopped_after_the_second(tmp_path: Path) -> None:
     stack = Stack(tmp_path)
-    long_run, long_out = stack.run(8)
+    go_on = tmp_path / "go-on"
+    long_run, long_out = stack.run(0, until=go_on)
     wait_for(long_out, "-> execute", long_run)
     pids = stack.pids()
     assert len(pids) == 2 and all(pid_alive(p) for p in pids)
@@ -104,6 +111,7 @@ def test_two_runs_share_one_stack_stopped_after_the_second(tmp_path: Path) -> No
     assert "completed: final_answer" in text
     assert long_run.poll() is None  # the first run is still going, on the same stack
     assert stack.pids() == pids and all(pid_alive(p) for p in pids)
+    go_on.touch()
     text = finish(long_run, long_out)
     assert "completed: final_answer" in text and "Traceback" not in text
     assert not stack.entries() and not any(pid_alive(p) for p in pids)

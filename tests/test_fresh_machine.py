@@ -102,7 +102,8 @@ def _quickstart(clone: Path, tmp_path: Path) -> None:
     )  # fmt: skip
     assert first.returncode == 0, first.stdout[-4000:] + first.stderr[-4000:]
     assert "hello, filegate!" in first.stdout
-    env["PYTEST_ADDOPTS"] = f"-p no:cacheprovider -rs {WHEEL_TOOL_TESTS}"
+    # -n 0: one process, beside the outer run's own workers.
+    env["PYTEST_ADDOPTS"] = f"-p no:cacheprovider -rs -n 0 {WHEEL_TOOL_TESTS}"
     second = subprocess.run(
         tests, shell=True, cwd=clone, env=env, capture_output=True, text=True,
         timeout=1200, check=False,
