@@ -13,6 +13,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from filegate.kernel import wire
 from filegate.kernel.formatting import format_error
 from filegate.kernel.limits import (
     DEFAULT_EXECUTE_TIMEOUT,
@@ -153,7 +154,7 @@ def failure_cause(error: FailureError) -> BaseException | None:
     return error.cause if isinstance(error, ActivityError) else error
 
 
-PREVIEW_ACTIVITY = "filegate.preview"
+PREVIEW_ACTIVITY = wire.PREVIEW_ACTIVITY
 """The read-only activity computing a pending call's ``ChangePreview``
 (:mod:`filegate.activities.preview`), on the call's own route: the route's tools task
 queue, or a local activity for ``kind="local"``."""

@@ -44,6 +44,7 @@ from filegate.activities.providers.profiles import ModelProfile, ModelProfiles
 from filegate.activities.s3_outage import waiting_for_s3
 from filegate.activities.script_refs import ScriptShelf
 from filegate.backends.settings import Settings
+from filegate.kernel import wire
 from filegate.kernel.messages import Message, ModelRequest, ModelResponse, Usage
 from filegate.kernel.scripts import ScriptRef
 from filegate.kernel.transcripts import (
@@ -152,7 +153,7 @@ class ModelActivities:
         self.scripts = ScriptShelf(store)
         """Scripted runs' scripts by reference (:mod:`filegate.kernel.scripts`)."""
 
-    @activity.defn(name="filegate.model")
+    @activity.defn(name=wire.MODEL_ACTIVITY)
     async def call_model(
         self, request: ModelTurn | ModelRequest
     ) -> ModelResponse | ModelTurnResult:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from filegate.kernel import wire
 from filegate.kernel.previews import ChangePreview, compute_preview
 from filegate.kernel.tool_types import ToolRequest
 from temporalio import activity
@@ -27,7 +28,7 @@ from temporalio import activity
 if TYPE_CHECKING:
     from filegate.activities.tools import FileToolActivities
 
-PREVIEW_ACTIVITY_NAME = "filegate.preview"
+PREVIEW_ACTIVITY_NAME = wire.PREVIEW_ACTIVITY
 """Also :data:`filegate.activities.contract.PREVIEW_ACTIVITY` (what the workflow schedules)."""
 
 

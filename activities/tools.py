@@ -448,34 +448,34 @@ class FileToolActivities:
             activity.logger.info("%s left the batch to run alone: %s", request.tool_call_id, exc)
             return None
 
-    @activity.defn(name="filegate.ls")
+    @activity.defn(name=TOOLS["ls"].activity)
     async def ls(self, request: ToolRequest) -> ToolOutcome:
         return await self._run("ls", request)
 
-    @activity.defn(name="filegate.read_file")
+    @activity.defn(name=TOOLS["read_file"].activity)
     async def read_file(self, request: ToolRequest) -> ToolOutcome:
         return await self._run("read_file", request)
 
-    @activity.defn(name="filegate.write_file")
+    @activity.defn(name=TOOLS["write_file"].activity)
     async def write_file(self, request: ToolRequest) -> ToolOutcome:
         return await self._run("write_file", request)
 
-    @activity.defn(name="filegate.edit_file")
+    @activity.defn(name=TOOLS["edit_file"].activity)
     async def edit_file(self, request: ToolRequest) -> ToolOutcome:
         return await self._run("edit_file", request)
 
-    @activity.defn(name="filegate.delete")
+    @activity.defn(name=TOOLS["delete"].activity)
     async def delete(self, request: ToolRequest) -> ToolOutcome:
         return await self._run("delete", request)
 
-    @activity.defn(name="filegate.glob")
+    @activity.defn(name=TOOLS["glob"].activity)
     async def glob(self, request: ToolRequest) -> ToolOutcome:
         return await self._run("glob", request)
 
-    @activity.defn(name="filegate.grep")
+    @activity.defn(name=TOOLS["grep"].activity)
     async def grep(self, request: ToolRequest) -> ToolOutcome:
         return await self._run("grep", request)
 
-    @activity.defn(name="filegate.execute")
+    @activity.defn(name=TOOLS["execute"].activity)
     async def execute(self, request: ToolRequest) -> ToolOutcome:
         return await self._run("execute", request)

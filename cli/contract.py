@@ -1,4 +1,5 @@
-"""The AgentWorkflow's handler names and the CLI's RPC budgets (contract §9, §10).
+"""The AgentWorkflow's handler names (from :mod:`filegate.kernel.wire`) and the CLI's
+RPC budgets (contract §9, §10).
 
 Client commands address the workflow by these names and import neither the
 workflow nor the worker code, so they start in about half the time.
@@ -8,14 +9,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-WORKFLOW_TYPE = "AgentWorkflow"
-PENDING_QUERY = "pending_approvals"
-STATUS_QUERY = "status"
-TRANSCRIPT_QUERY = "transcript"
-DECIDE_UPDATE = "decide"  # also the signal's name
-GRANTS_QUERY = "grants"  # remembered approvals (workflows.grants)
-REVOKE_UPDATE = "revoke"
-DECIDE_TURN_UPDATE = "decide_turn"  # every pending call of one turn (update only)
+from filegate.kernel.wire import (  # the names live in the kernel's wire module
+    WORKFLOW_TYPE,
+)
 
 RUNNING_AGENTS = f"WorkflowType = '{WORKFLOW_TYPE}' AND ExecutionStatus = 'Running'"
 """Visibility query of the agents that may have pending approvals."""

@@ -15,10 +15,11 @@ from typing import Any
 
 from filegate.cli.approvals import describe_agent, os_user, state_name
 from filegate.cli.connection import target_from
-from filegate.cli.contract import DECIDE_TIMEOUT, GRANTS_QUERY, QUERY_TIMEOUT, REVOKE_UPDATE
+from filegate.cli.contract import DECIDE_TIMEOUT, QUERY_TIMEOUT
 from filegate.cli.errors import CliError, failure_text
 from filegate.cli.grant_options import grant_line, shown_status
 from filegate.cli.progress import say
+from filegate.kernel.wire import GRANTS_QUERY, REVOKE_UPDATE
 from temporalio.client import (
     Client,
     WorkflowQueryFailedError,

@@ -20,9 +20,9 @@ from datetime import timedelta
 from typing import Any
 
 from filegate.cli.approvals import PREVIEW_WAIT_SECONDS, fingerprint_shown, listed_now
-from filegate.cli.contract import DECIDE_TURN_UPDATE
 from filegate.cli.errors import CliError
 from filegate.cli.progress import counted
+from filegate.kernel.wire import DECIDE_TURN_UPDATE
 from temporalio.client import WorkflowHandle
 
 DONE = {"approve": "approved", "reject": "rejected"}

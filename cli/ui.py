@@ -42,7 +42,6 @@ from urllib.parse import urlencode
 import uvicorn
 from filegate.backends.embedded import is_listening
 from filegate.cli.connection import target_from
-from filegate.cli.contract import DECIDE_TURN_UPDATE, DECIDE_UPDATE
 from filegate.cli.errors import CliError, failure_text, undecodable
 from filegate.cli.grant_options import grant_line
 from filegate.cli.ui_cards import (
@@ -63,6 +62,7 @@ from filegate.cli.ui_grants import grant_routes, mark_scopes
 from filegate.cli.ui_listing import LISTING_TIMEOUT, approval_listing
 from filegate.cli.ui_turns import mark_turns, turn_decision_text
 from filegate.cli.web_guard import TOKEN_QUERY, GuardMiddleware, Reviewer, UiAccess, reviewer_of
+from filegate.kernel.wire import DECIDE_TURN_UPDATE, DECIDE_UPDATE
 from filegate.worker import ConfigError
 from filegate.workflows.inputs import Decision
 from filegate.workflows.turn_decisions import TurnDecision

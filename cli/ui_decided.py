@@ -25,10 +25,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from filegate.cli.contract import DECIDE_UPDATE, STATUS_QUERY
 from filegate.cli.ui_listing import (
-    DECIDED_ATTRIBUTE,
-    DECIDED_QUERY,
     LISTING_TIMEOUT,
     NOT_OURS,
     RECENT_WINDOW,
@@ -44,6 +41,7 @@ from filegate.cli.ui_listing import (
     log,
     quoted,
 )
+from filegate.kernel.wire import DECIDE_UPDATE, DECIDED_ATTRIBUTE, DECIDED_QUERY, STATUS_QUERY
 from temporalio.client import Client, WorkflowQueryFailedError
 from temporalio.service import RPCError
 

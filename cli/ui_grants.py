@@ -21,12 +21,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from filegate.cli.contract import GRANTS_QUERY, REVOKE_UPDATE
 from filegate.cli.errors import failure_text
 from filegate.cli.grant_options import grant_line, shown_status
 from filegate.cli.ui_cards import page_json
 from filegate.cli.ui_listing import (
-    DECIDED_ATTRIBUTE,
     NOT_OURS,
     RUNNING,
     ask,
@@ -36,6 +34,7 @@ from filegate.cli.ui_listing import (
     waiting_or_unknown,
 )
 from filegate.cli.web_guard import reviewer_of
+from filegate.kernel.wire import DECIDED_ATTRIBUTE, GRANTS_QUERY, REVOKE_UPDATE
 from filegate.workflows.grant_models import Grant, scope_text
 from filegate.workflows.grants import grant_scope, grant_search
 from jinja2 import Environment

@@ -32,17 +32,14 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from filegate.cli.contract import PENDING_QUERY
 from filegate.cli.errors import undecodable
+from filegate.kernel.wire import PENDING_ATTRIBUTE, PENDING_QUERY
 from temporalio.client import Client, WorkflowQueryFailedError
 from temporalio.common import SearchAttributeKey
 from temporalio.service import RPCError, RPCStatusCode
 
 log = logging.getLogger("filegate.approvals")
 
-PENDING_ATTRIBUTE = "FilegatePendingApprovals"
-DECIDED_ATTRIBUTE = "FilegateDecidedApprovals"
-DECIDED_QUERY = "decided_approvals"
 
 LISTING_TIMEOUT = 1.5
 """Seconds one workflow gets to answer the listing's query.

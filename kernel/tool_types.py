@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from filegate.kernel import wire
 from filegate.kernel.compact import DefaultsOmitted
 from filegate.kernel.limits import DEFAULT_MAX_EXECUTE_TIMEOUT
 from filegate.kernel.messages import ContentBlock, content_text
@@ -179,7 +180,7 @@ class ToolOutcome(DefaultsOmitted):
         return content_text(self.content)
 
 
-TOOL_BATCH_ACTIVITY = "filegate.tool_batch"
+TOOL_BATCH_ACTIVITY = wire.TOOL_BATCH_ACTIVITY
 """The activity that runs several calls of one turn (:class:`ToolBatch`): local on the
 run's own worker, or on a tools worker's queue."""
 BATCHED_TOOLS: frozenset[ToolName] = TOOLS.batched

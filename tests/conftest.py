@@ -7,8 +7,11 @@ fixtures next to their tests; this file stays about the shared services.
 
 from __future__ import annotations
 
+import fcntl
 import os
 from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 import pytest_asyncio
@@ -44,6 +47,45 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     end while the other workers idle; started first, it overlaps the rest."""
     if getattr(config.option, "numprocesses", None):
         items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+@contextmanager
+def _machine(shared: Path, *, alone: bool) -> Iterator[None]:
+    """A readers-writer lock over the machine, across the xdist workers.
+
+    Every test holds ``share`` shared; a ``timing`` test holds it exclusively.
+    ``gate`` keeps new tests from starting while a timing test waits, so a
+    stream of short tests cannot starve it."""
+    gate = os.open(shared / "machine.gate", os.O_RDWR | os.O_CREAT, 0o600)
+    share = os.open(shared / "machine.share", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(gate, fcntl.LOCK_EX)
+        if alone:
+            fcntl.flock(share, fcntl.LOCK_EX)
+        else:
+            fcntl.flock(share, fcntl.LOCK_SH)
+            fcntl.flock(gate, fcntl.LOCK_UN)
+        yield
+    finally:
+        os.close(share)  # closing releases its locks
+        os.close(gate)
+
+
+@pytest.fixture(autouse=True)
+def _timed_alone(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[None]:
+    """Under pytest-xdist, a test marked ``timing`` runs while no other test does.
+
+    Why: it asserts a wall-clock budget (a recovery within 4 s, a search stopped
+    on time), which measures the product only on a machine not saturated by
+    the other workers' tests; everything else runs side by side."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        yield
+        return
+    shared = tmp_path_factory.getbasetemp().parent  # common to the workers of a run
+    with _machine(shared, alone=request.node.get_closest_marker("timing") is not None):
+        yield
 
 
 @pytest.fixture(scope="session")

@@ -34,12 +34,12 @@ from filegate.cli.approvals import LISTING_TIMEOUT, UNANSWERED_EXIT, approval_li
 from filegate.cli.ui import create_app
 from filegate.cli.ui_decided import DecidedListing, decided_listing, from_history
 from filegate.cli.ui_listing import (
-    PENDING_ATTRIBUTE,
     RUNNING,
     Candidate,
     attribute_missing,
     candidates,
 )
+from filegate.kernel.wire import PENDING_ATTRIBUTE
 from filegate.workflows import Decision
 from starlette.testclient import TestClient
 from temporalio import workflow
@@ -160,6 +160,7 @@ async def visible(client: Client, query: str, workflow_id: str) -> None:
         await asyncio.sleep(0.2)
 
 
+@pytest.mark.timing
 async def test_stuck_workflow_is_reported_not_waited_for(
     temporal_client: Client, temporal_server: TemporalDevServer, other_type: str, tmp_path: Path
 ) -> None:

@@ -276,6 +276,7 @@ def _kill_all_with(marker: str) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.timing
 def test_runaway_loop_killed_on_time(sb: BwrapSandboxBackend) -> None:
     marker = f"runaway-{uuid.uuid4().hex}"
     started = time.monotonic()
@@ -286,6 +287,7 @@ def test_runaway_loop_killed_on_time(sb: BwrapSandboxBackend) -> None:
     _assert_no_leftovers(marker)
 
 
+@pytest.mark.timing
 @pytest.mark.slow
 def test_fork_storm_killed_with_everything_it_spawned(_bwrap_ok: None, root: Path) -> None:
     sb = _bounded(root, max_processes=0)  # no process bound: the timeout kill alone

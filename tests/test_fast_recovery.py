@@ -34,6 +34,8 @@ from temporalio.testing import ActivityEnvironment
 
 from tests.test_crash_recovery import start_tools_worker
 
+pytestmark = pytest.mark.timing  # recovery budgets of a few seconds
+
 RECOVERY_BUDGET = 4.0
 """Seconds from the SIGKILL of a tools worker mid-edit to the completed run."""
 TRIALS = 3

@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 from filegate.backends.filesystem import FilesystemBackend
-from filegate.cli import contract
 from filegate.cli.errors import CliError
 from filegate.cli.grant_options import parse_duration, shown_status
 from filegate.cli.ui_grants import _revocation, mark_scopes
+from filegate.kernel import wire
 from filegate.workflows import AgentWorkflow, Decision, UserMessage
 from filegate.workflows import grants as workflow_grants
 from temporalio.client import Client
@@ -39,8 +39,8 @@ def test_durations_and_the_handler_names() -> None:
         with pytest.raises(CliError, match="--for"):
             parse_duration(bad)
     assert parse_duration("3650d") == 3650 * 86_400  # ten years is kept
-    assert contract.GRANTS_QUERY == workflow_grants.GRANTS_QUERY
-    assert contract.REVOKE_UPDATE == workflow_grants.REVOKE_UPDATE
+    assert workflow_grants.GRANTS_QUERY == wire.GRANTS_QUERY  # the CLI imports wire's
+    assert workflow_grants.REVOKE_UPDATE == wire.REVOKE_UPDATE
     past = {"status": "active", "expires_at": "2000-01-01T00:00:00+00:00"}
     assert shown_status(past) == "expired" and shown_status({"status": "revoked"}) == "revoked"
 

@@ -72,6 +72,7 @@ def test_default_cap_is_100_000_bytes(shell: LocalShellBackend) -> None:
     assert result.output.startswith("x\nx\n")
 
 
+@pytest.mark.timing
 def test_timeout_kills_the_whole_process_group(shell: LocalShellBackend, tmp_path: Path) -> None:
     started = time.monotonic()
     result = shell.execute("sleep 300 & echo $! > bg.pid; echo started; sleep 300", timeout=1)

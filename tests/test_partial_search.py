@@ -227,6 +227,7 @@ def _stalling(tree: Path, rg: str, **options: Any) -> FilesystemBackend:
     return backend
 
 
+@pytest.mark.timing
 @needs_rg
 def test_ripgrep_killed_at_the_limit_keeps_the_names_it_listed(
     tree: Path, stalling_rg: tuple[str, Path]
@@ -281,6 +282,7 @@ async def _activity(tools: FileToolActivities, tool: ToolName) -> tuple[ToolOutc
     ("tool", "use_rg"),
     [("glob", False), ("grep", False), pytest.param("grep", True, marks=needs_rg)],
 )
+@pytest.mark.timing
 async def test_the_activity_answers_with_partial_results_before_its_hard_stop(
     tree: Path,
     tmp_path: Path,

@@ -511,6 +511,7 @@ def test_audit_context_is_per_thread(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- #
 
 
+@pytest.mark.timing
 @pytest.mark.slow
 def test_rate_limit_spaces_calls_in_real_time(tmp_path: Path) -> None:
     limiter = RateLimitPolicy("throttle", TokenBucket(10, burst=1))

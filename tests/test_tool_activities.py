@@ -548,6 +548,7 @@ def _natural_seconds(backend: FilesystemBackend, tool: str) -> float:
     return time.monotonic() - start
 
 
+@pytest.mark.timing
 @pytest.mark.slow
 @pytest.mark.parametrize(("tool", "use_rg"), [("glob", False), ("grep", True), ("grep", False)])
 async def test_search_timeout_really_stops_the_search(

@@ -274,6 +274,7 @@ async def test_a_file_changed_since_its_preview(
     assert (root / "docs" / "c.md").read_text() == "v2\n"
 
 
+@pytest.mark.timing
 async def test_a_stuck_workflow_does_not_delay_the_page(
     ui_url: str, temporal_client: Client, tmp_path: Path
 ) -> None:

@@ -29,6 +29,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any, cast
 
+from filegate.kernel import wire
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
@@ -75,7 +76,7 @@ def transcript_json(messages: list[Message]) -> list[dict[str, Any]]:
     return out
 
 
-@workflow.defn(name="AgentWorkflow")
+@workflow.defn(name=wire.WORKFLOW_TYPE)
 class AgentWorkflow(ModelTurns):
     """One agent thread: model turns, gated tool calls, human approvals."""
 
@@ -227,15 +228,15 @@ class AgentWorkflow(ModelTurns):
     # workflow registers dynamically); declared here so Python clients have typed
     # references (``AgentWorkflow.decide_update``).
 
-    @workflow.query(name="pending_approvals")
+    @workflow.query(name=wire.PENDING_QUERY)
     def pending_approvals(self) -> list[PendingApproval]:
         return self._tools.approvals.pending()
 
-    @workflow.query(name="decided_approvals")
+    @workflow.query(name=wire.DECIDED_QUERY)
     def decided_approvals(self) -> list[DecidedApproval]:
         return self._tools.approvals.decided()
 
-    @workflow.query(name="status")
+    @workflow.query(name=wire.STATUS_QUERY)
     def status(self) -> AgentStatus:
         pending = self.pending_approvals()
         state = self._state
@@ -252,11 +253,11 @@ class AgentWorkflow(ModelTurns):
             tool_errors=self._tools.counts["tool_errors"],
         )
 
-    @workflow.query(name="transcript")
+    @workflow.query(name=wire.TRANSCRIPT_QUERY)
     def transcript(self) -> list[dict[str, Any]]:
         return InlineAnswer(transcript_json(self._messages))  # never by reference
 
-    @workflow.signal(name="decide")
+    @workflow.signal(name=wire.DECIDE_UPDATE)
     async def decide_signal(self, decision: Decision) -> None:
         """Fire-and-forget decision; invalid ones are logged and dropped."""
         await self._tools.approvals.signal(decision)
@@ -268,7 +269,7 @@ class AgentWorkflow(ModelTurns):
     # as the result type; clients awaiting ``decide_update`` get a DecisionAck.
     decide_update = cast(
         "workflow.UpdateMethodMultiParam[[AgentWorkflow, Decision], DecisionAck]",
-        workflow.update(name="decide")(_decide),
+        workflow.update(name=wire.DECIDE_UPDATE)(_decide),
     )
     del _decide
 
@@ -304,11 +305,11 @@ class AgentWorkflow(ModelTurns):
     def _validate_revoke(self, revocation: GrantRevocation) -> None:
         self._tools.grants.validate_revoke(revocation)
 
-    @workflow.signal(name="add_message")
+    @workflow.signal(name=wire.ADD_MESSAGE_UPDATE)
     def add_message_signal(self, message: UserMessage) -> None:
         self._accept_message(message)
 
-    @workflow.update(name="add_message")
+    @workflow.update(name=wire.ADD_MESSAGE_UPDATE)
     def add_message_update(self, message: UserMessage) -> int:
         self._accept_message(message)
         return len(self._inbox)

@@ -32,6 +32,7 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
+from filegate.kernel import wire
 from filegate.kernel.previews import ChangePreview
 from filegate.workflows.approvals import DECIDED_KEPT, ApprovalBook, InlineAnswer, stamped
 from filegate.workflows.grant_models import Grant
@@ -54,9 +55,9 @@ from temporalio import workflow
 from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
 from temporalio.exceptions import ApplicationError
 
-PENDING_APPROVALS = SearchAttributeKey.for_int("FilegatePendingApprovals")
+PENDING_APPROVALS = SearchAttributeKey.for_int(wire.PENDING_ATTRIBUTE)
 """Approvals of the workflow waiting for a decision now (0 when none)."""
-DECIDED_APPROVALS = SearchAttributeKey.for_int("FilegateDecidedApprovals")
+DECIDED_APPROVALS = SearchAttributeKey.for_int(wire.DECIDED_ATTRIBUTE)
 """Decisions the workflow accepted so far (across continue-as-new)."""
 
 RECHECKED = frozenset({"new_file", "overwrite", "edit", "delete"})
@@ -113,10 +114,10 @@ class ApprovalHandlers:
 
     def register(self) -> None:
         """Register the handlers on the current workflow under their public names."""
-        workflow.set_query_handler("pending_approvals", self.pending)
-        workflow.set_query_handler("decided_approvals", self.decided)
-        workflow.set_signal_handler("decide", self.signal)
-        workflow.set_update_handler("decide", self.update, validator=self.validate)
+        workflow.set_query_handler(wire.PENDING_QUERY, self.pending)
+        workflow.set_query_handler(wire.DECIDED_QUERY, self.decided)
+        workflow.set_signal_handler(wire.DECIDE_UPDATE, self.signal)
+        workflow.set_update_handler(wire.DECIDE_UPDATE, self.update, validator=self.validate)
         workflow.set_update_handler(DECIDE_TURN, self.update_turn, validator=self.validate_turn)
 
     # ------------------------------------------------------------------ queries

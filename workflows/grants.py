@@ -47,6 +47,7 @@ from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import TYPE_CHECKING, Annotated, Any
 
+from filegate.kernel import wire
 from filegate.kernel.command_rules import simple_argv
 from filegate.kernel.globbing import resolve_glob
 from filegate.kernel.paths import is_within
@@ -84,8 +85,8 @@ GRANT_ID_MAX = 64
 INACTIVE_KEPT = 20
 """Expired and revoked grants carried across continue-as-new (the newest; live ones all)."""
 
-GRANTS_QUERY = "grants"
-REVOKE_UPDATE = "revoke"
+GRANTS_QUERY = wire.GRANTS_QUERY
+REVOKE_UPDATE = wire.REVOKE_UPDATE
 
 EVERY_PATH = "/**"
 """The scope of an ``interrupt_on`` entry that always asks."""

@@ -14,6 +14,7 @@ from datetime import timedelta
 from typing import Any
 
 from filegate.activities.contract import failure_cause
+from filegate.kernel import wire
 from filegate.kernel.messages import Message, ModelRequest, ModelResponse, ModelSpec, Usage
 from filegate.kernel.scripts import SCRIPT_UNAVAILABLE, ScriptRef
 from filegate.kernel.tool_types import ToolName
@@ -46,7 +47,7 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError, FailureError
 
-MODEL_ACTIVITY = "filegate.model"
+MODEL_ACTIVITY = wire.MODEL_ACTIVITY
 
 
 class ModelTurns:

@@ -27,6 +27,7 @@ from filegate.activities.contract import (
     tool_activity_options,
 )
 from filegate.activities.stubs import STUBS, new_call_id
+from filegate.kernel import wire
 from filegate.kernel.limits import DEFAULT_READ_LIMIT
 from filegate.kernel.permissions import FilesystemPermission
 from filegate.kernel.protocol import ErrorCode
@@ -253,7 +254,7 @@ async def run_operation(op: Operation) -> OperationResult:
     raise ValueError("an Operation needs one of tool, read, upload or download")
 
 
-@workflow.defn(name="filegate.Operation")
+@workflow.defn(name=wire.OPERATION_WORKFLOW_TYPE)
 class OperationWorkflow:
     """One backend operation for a caller outside any workflow (one short run each).
 

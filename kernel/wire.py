@@ -1,0 +1,58 @@
+"""Filegate's wire names: what the server, the CLI, the UI and other processes see.
+
+Why one module: these strings are a contract with running workflows and with
+clients of other releases (a renamed query breaks every open run's callers; a
+renamed activity breaks replay). The decorators, the CLI, the UI and the tests
+all import them from here, so a name is written once. Pure: no imports, so a
+client command loads it without loading the workflow or worker code.
+Never change a value; add a new name beside an old one instead.
+"""
+
+from __future__ import annotations
+
+WORKFLOW_TYPE = "AgentWorkflow"
+OPERATION_WORKFLOW_TYPE = "filegate.Operation"
+"""One file operation as a workflow of its own (``filegate call``, the Deep Agents adapter)."""
+
+# Queries of AgentWorkflow (and, for the approval ones, of any FileTools host).
+PENDING_QUERY = "pending_approvals"
+DECIDED_QUERY = "decided_approvals"
+STATUS_QUERY = "status"
+TRANSCRIPT_QUERY = "transcript"
+GRANTS_QUERY = "grants"
+"""Remembered approvals (:mod:`filegate.workflows.grants`)."""
+
+# Updates (``decide`` and ``add_message`` are also signals, for fire-and-forget callers).
+DECIDE_UPDATE = "decide"
+DECIDE_TURN_UPDATE = "decide_turn"
+"""Every pending call of one model turn, all or nothing (update only)."""
+REVOKE_UPDATE = "revoke"
+ADD_MESSAGE_UPDATE = "add_message"
+
+# Search attributes (Int) that make waiting runs listable by the server.
+PENDING_ATTRIBUTE = "FilegatePendingApprovals"
+DECIDED_ATTRIBUTE = "FilegateDecidedApprovals"
+
+# Activities besides the eight tools (whose names the tool registry derives).
+MODEL_ACTIVITY = "filegate.model"
+TOOL_BATCH_ACTIVITY = "filegate.tool_batch"
+PREVIEW_ACTIVITY = "filegate.preview"
+
+__all__ = [
+    "ADD_MESSAGE_UPDATE",
+    "DECIDED_ATTRIBUTE",
+    "DECIDED_QUERY",
+    "DECIDE_TURN_UPDATE",
+    "DECIDE_UPDATE",
+    "GRANTS_QUERY",
+    "MODEL_ACTIVITY",
+    "OPERATION_WORKFLOW_TYPE",
+    "PENDING_ATTRIBUTE",
+    "PENDING_QUERY",
+    "PREVIEW_ACTIVITY",
+    "REVOKE_UPDATE",
+    "STATUS_QUERY",
+    "TOOL_BATCH_ACTIVITY",
+    "TRANSCRIPT_QUERY",
+    "WORKFLOW_TYPE",
+]
