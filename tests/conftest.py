@@ -40,13 +40,22 @@ if os.environ.get("PYTEST_XDIST_WORKER") and not os.environ.get("FILEGATE_DEV_TE
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist, the tests marked ``slow`` are handed out first.
+    """Under pytest-xdist, the tests marked ``slow`` are handed out first and the ones
+    marked ``timing`` last.
 
     Why: ``--dist load`` hands tests out in collection order, so a long test
     collected last (the fresh-machine install, mypy) would run alone at the
-    end while the other workers idle; started first, it overlaps the rest."""
+    end while the other workers idle; started first, it overlaps the rest. A
+    timing test runs alone (:func:`_timed_alone`): at the end it waits for no
+    long test, and the short ones it holds up are few."""
     if getattr(config.option, "numprocesses", None):
-        items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+        def rank(item: pytest.Item) -> int:
+            if item.get_closest_marker("timing") is not None:
+                return 2
+            return 0 if item.get_closest_marker("slow") is not None else 1
+
+        items.sort(key=rank)
 
 
 @contextmanager
