@@ -59,7 +59,7 @@ from filegate.workflows.inputs import (
 from filegate.workflows.tool_descriptions import tool_schema
 from openai import AsyncOpenAI
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.openai_agents import ModelActivityParameters, OpenAIAgentsPlugin
 from temporalio.worker import Replayer, Worker
@@ -422,7 +422,16 @@ async def pending(handle: WorkflowHandle[Any, Any], count: int) -> list[PendingA
 
 
 async def decide(handle: WorkflowHandle[Any, Any], decision: Decision) -> DecisionAck:
-    return await handle.execute_update("decide", decision, result_type=DecisionAck)
+    """Decide as a reviewer does: a refusal saying the preview is not shown yet
+    (seen once, on a freshly restarted worker) is answered by deciding again."""
+    for _ in range(50):
+        try:
+            return await handle.execute_update("decide", decision, result_type=DecisionAck)
+        except WorkflowUpdateFailedError as error:
+            if "preview is not ready" not in str(error.cause):
+                raise
+            await asyncio.sleep(0.1)
+    raise AssertionError("the preview never became ready")
 
 
 async def replay(example: Any, handle: WorkflowHandle[Any, Any]) -> None:
