@@ -121,11 +121,6 @@ class ToolRegistry:
         return {tool.name: tool.path_field for tool in self if tool.path_field is not None}
 
     @property
-    def path_keys(self) -> tuple[str, ...]:
-        """Every argument name that holds a path, in first-use order."""
-        return tuple(dict.fromkeys(self.path_fields.values()))
-
-    @property
     def operations(self) -> dict[str, Operation]:
         """Tool -> the rule operation governing its path (tools without a path are absent)."""
         return {tool.name: tool.operation for tool in self if tool.operation is not None}
