@@ -16,6 +16,9 @@ object, the way Temporal's own integrations (``OpenAIAgentsPlugin``) do:
   ``filegate.preview`` and batching over them. Neither: a worker for workflows
   of your own that host ``FileTools`` over remote backends.
 
+On the client it also starts Filegate's workflow types with the short workflow
+task timeout when the caller names none (:class:`~filegate.worker.ShortWorkflowTasks`).
+
 The store comes from typed settings (``FILEGATE_S3_*``) or the ``artifacts``
 argument; it never travels in a workflow input. The manual wiring stays: the
 plugin is built from the same functions (:mod:`filegate.worker`).
@@ -41,6 +44,7 @@ from filegate.worker import (
     STICKY_SCHEDULE_TO_START,
     WORKFLOW_TASK_POLLERS,
     ConfigError,
+    ShortWorkflowTasks,
     configured_store,
     file_tools,
     model_activities,
@@ -139,6 +143,7 @@ class FilegatePlugin(SimplePlugin):
             "filegate.FilegatePlugin",
             data_converter=self._converter,
             workflows=self._workflows,
+            interceptors=[ShortWorkflowTasks()],
         )
 
     def store(self) -> ArtifactStore | None:

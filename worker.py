@@ -10,6 +10,7 @@ line is :mod:`filegate.cli`. Worker code is imported where a worker is built.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import signal
@@ -21,7 +22,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from filegate.backends.settings import ENV_PREFIX, Settings
-from temporalio.client import Client
+from filegate.kernel.wire import OPERATION_WORKFLOW_TYPE, WORKFLOW_TYPE
+from temporalio import client as client_interceptor
+from temporalio.client import Client, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import TLSConfig
 
@@ -80,6 +83,7 @@ async def connect(
             tls=False if tls is None else tls,
             api_key=api_key,
             rpc_metadata=rpc_metadata or {},
+            interceptors=[ShortWorkflowTasks()],
         )
     except RuntimeError as exc:  # the core SDK reports connection failures this way
         raise ConfigError(
@@ -158,6 +162,38 @@ death costs: about 3.6 s from the SIGKILL to the run moving again
 keeps the task alive while a local activity runs. Under load, a task that needs
 more than 3 s (a long replay on a starved worker) times out and is retried; start
 runs with a longer ``task_timeout`` where workers are that slow."""
+
+
+class ShortWorkflowTasks(client_interceptor.Interceptor):
+    """Start Filegate's own workflows with :data:`WORKFLOW_TASK_TIMEOUT` unless the
+    caller chose a ``task_timeout``.
+
+    Why here and not at each call site: the bound on an agent worker's death
+    must hold on every client path, including a user's
+    ``Client.connect(..., plugins=[FilegatePlugin()])`` followed by a plain
+    ``start_workflow(AgentWorkflow.run, ...)`` (issue 36: 10.6 s stalls without
+    it). :func:`connect` and :class:`~filegate.plugin.FilegatePlugin` both
+    install it; other workflow types are left as the caller starts them.
+    """
+
+    def intercept_client(
+        self, next: client_interceptor.OutboundInterceptor
+    ) -> client_interceptor.OutboundInterceptor:
+        return _ShortTaskStarts(next)
+
+
+class _ShortTaskStarts(client_interceptor.OutboundInterceptor):
+    async def start_workflow(
+        self, input: client_interceptor.StartWorkflowInput
+    ) -> WorkflowHandle[Any, Any]:
+        if input.task_timeout is None and input.workflow in SHORT_TASK_WORKFLOWS:
+            input = dataclasses.replace(input, task_timeout=WORKFLOW_TASK_TIMEOUT)
+        return await super().start_workflow(input)
+
+
+SHORT_TASK_WORKFLOWS = frozenset({WORKFLOW_TYPE, OPERATION_WORKFLOW_TYPE})
+"""The workflow types :class:`ShortWorkflowTasks` starts with the short task timeout."""
+
 
 WORKFLOW_TASK_POLLERS = 20
 ACTIVITY_TASK_POLLERS = 50

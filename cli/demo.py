@@ -24,7 +24,7 @@ from filegate.cli.errors import CliError, failure_text, logs_kept
 from filegate.cli.progress import Approval, Progress, args_text, content_text, follow, one_line, say
 from filegate.cli.run import approval_counters
 from filegate.cli.services import local_services, services_client, state_dir_for
-from filegate.worker import WORKFLOW_TASK_TIMEOUT, in_process_workers
+from filegate.worker import in_process_workers
 from temporalio.client import Client, WorkflowFailureError
 
 if TYPE_CHECKING:
@@ -273,7 +273,6 @@ async def run_demo(
             input,
             id=workflow_id,
             task_queue=agent_queue,
-            task_timeout=WORKFLOW_TASK_TIMEOUT,
             search_attributes=await approval_counters(client),
         )
         say(f"[demo] workflow {workflow_id} started")

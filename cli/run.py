@@ -38,7 +38,7 @@ from filegate.cli.run_inputs import (
     workspace_root,
 )
 from filegate.cli.services import local_services, services_client, state_dir_outside
-from filegate.worker import WORKFLOW_TASK_TIMEOUT, in_process_workers, make_backend
+from filegate.worker import in_process_workers, make_backend
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.common import (
     TypedSearchAttributes,
@@ -303,7 +303,6 @@ async def start_and_follow(
         try:
             handle = await client.start_workflow(
                 AgentWorkflow.run, input, id=workflow_id, task_queue=agent_queue,
-                task_timeout=WORKFLOW_TASK_TIMEOUT,
                 id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
                 id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
                 memo=memo,
