@@ -37,6 +37,7 @@ from filegate.activities.history import (
     InlineMarkingPayloadConverter,
     filegate_data_converter,
 )
+from filegate.backends.policy import PolicyConfig
 from filegate.backends.settings import Settings
 from filegate.worker import (
     ACTIVITY_TASK_POLLERS,
@@ -48,6 +49,7 @@ from filegate.worker import (
     configured_store,
     file_tools,
     model_activities,
+    profiles_from,
     settings_store,
     with_preview,
 )
@@ -75,7 +77,6 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 if TYPE_CHECKING:
     from filegate.activities.providers.profiles import ModelProfiles
     from filegate.backends.artifacts import ArtifactStore
-    from filegate.backends.policy import PolicyConfig
     from filegate.kernel.protocol import BackendProtocol
 
 _UNRESOLVED: Any = object()
@@ -99,7 +100,8 @@ class FilegatePlugin(SimplePlugin):
     ``backends`` (with ``journal_dir``, their idempotency journal): serve their
     file tools; to ``kind="remote"`` refs on this worker's task queue and, with
     ``agent`` or a workflow of your own, to ``kind="local"`` refs as local
-    activities. ``policies`` and ``allow_execute_with_policies`` are as for
+    activities. ``policies`` (None: ``FILEGATE_POLICY_FILE`` / ``FILEGATE_POLICY_JSON``)
+    and ``allow_execute_with_policies`` (None: the settings') are as for
     :func:`~filegate.worker.file_tools`.
 
     ``artifacts``: the S3 artifact store (payload codec, transcripts by
@@ -134,6 +136,10 @@ class FilegatePlugin(SimplePlugin):
         self.journal_dir = journal_dir
         self.settings = settings or Settings.from_env()
         self.model_profiles = model_profiles
+        # The plugin's defaults are one of the two places that read the environment
+        # (the CLI is the other): the library below takes typed values only.
+        if policies is None and self.backends:
+            policies = PolicyConfig.from_env()
         self.policies = policies
         self.allow_execute_with_policies = allow_execute_with_policies
         self._store: ArtifactStore | None = _UNRESOLVED if isinstance(artifacts, str) else artifacts
@@ -216,6 +222,12 @@ class FilegatePlugin(SimplePlugin):
 
             if AgentWorkflow not in workflows:
                 workflows.append(AgentWorkflow)
+        if self.backends:
+            # What a caller outside any workflow falls back to (filegate.operations).
+            from filegate.workflows.operation import OperationWorkflow
+
+            if OperationWorkflow not in workflows:
+                workflows.append(OperationWorkflow)
         return workflows
 
     def _activities(self, batch_calls: bool) -> list[Callable[..., Any]]:
@@ -224,7 +236,8 @@ class FilegatePlugin(SimplePlugin):
         activities: list[Callable[..., Any]] = []
         if self.agent:
             if self._model is None:
-                self._model = model_activities(self.store(), self.model_profiles, self.settings)
+                profiles = self.model_profiles or profiles_from(self.settings)
+                self._model = model_activities(self.store(), profiles)
             activities += self._model
         if self.backends:
             if batch_calls not in self._tools:

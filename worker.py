@@ -73,8 +73,10 @@ async def connect(
     (none when ``FILEGATE_S3_ENDPOINT`` is unset); pass a store or None to
     choose. Temporal is reached first, so its failure is the one reported.
     ``tls`` (None: plaintext), ``api_key``, ``rpc_metadata``: as resolved by the CLI.
+    ``settings`` None: the defaults (127.0.0.1:7233, no S3); the environment is
+    read by the caller (``Settings.from_env()``), never here.
     """
-    settings = settings or Settings.from_env()
+    settings = settings or Settings()
     try:
         client = await Client.connect(
             settings.temporal_address,
@@ -212,7 +214,8 @@ def agent_worker(
     journal_dir: str | Path | None = None,
     policies: PolicyConfig | None = None,
     model_profiles: ModelProfiles | None = None,
-    allow_execute_with_policies: bool | None = None,
+    allow_execute_with_policies: bool = False,
+    journal_fsync: bool = False,
     **options: Any,
 ) -> Worker:
     """The worker that runs AgentWorkflow, the model activity and local backends.
@@ -227,9 +230,9 @@ def agent_worker(
     refs: their file tools run as local activities in this worker.
 
     ``model_profiles`` are the models this worker serves (endpoints, key
-    variables, allowed names; contract §11); None reads ``FILEGATE_MODEL_PROFILES``
-    / ``FILEGATE_MODEL_PROFILES_FILE``, else the defaults. A bad configuration is
-    a :class:`ConfigError` here, not at the first model call.
+    variables, allowed names; contract §11); None: the built-in defaults
+    (:func:`profiles_from` reads them from settings). ``policies``,
+    ``allow_execute_with_policies`` and ``journal_fsync``: as for :func:`file_tools`.
     """
     from filegate.workflows import AgentWorkflow
     from filegate.workflows.runner import agent_runner
@@ -242,10 +245,10 @@ def agent_worker(
     if backends:
         if journal_dir is None:
             raise ValueError("local backends need a journal_dir for their idempotency journal")
-        allow = allow_execute_with_policies
         tools = file_tools(
-            backends, journal_dir, artifacts, policies, allow_execute_with_policies=allow
-        )
+            backends, journal_dir, artifacts, policies,
+            allow_execute_with_policies=allow_execute_with_policies, journal_fsync=journal_fsync,
+        )  # fmt: skip
         activities += with_preview(tools)
     return Worker(
         client, task_queue=task_queue, workflows=[AgentWorkflow], activities=activities, **options
@@ -253,25 +256,28 @@ def agent_worker(
 
 
 def model_activities(
-    artifacts: ArtifactStore | None,
-    model_profiles: ModelProfiles | None = None,
-    settings: Settings | None = None,
+    artifacts: ArtifactStore | None, model_profiles: ModelProfiles | None = None
 ) -> list[Callable[..., Any]]:
     """The ``filegate.model`` activity, as :func:`agent_worker` registers it.
 
-    ``model_profiles`` None: read from ``settings`` (default: the environment),
-    so a bad profile configuration is a :class:`ConfigError` when the worker is
-    built, not at the first model call.
+    ``model_profiles`` None: the built-in defaults. Profiles from settings are
+    resolved by the caller (:func:`profiles_from`), so a bad configuration is a
+    :class:`ConfigError` when the worker is built, not at the first model call.
     """
     from filegate.activities.model import ModelActivities
+
+    return [ModelActivities(artifacts, profiles=model_profiles).call_model]
+
+
+def profiles_from(settings: Settings) -> ModelProfiles:
+    """The model profiles ``settings`` name (``FILEGATE_MODEL_PROFILES[_FILE]``), else
+    the defaults; a bad configuration is a one-line :class:`ConfigError` (exit 2)."""
     from filegate.activities.providers.profiles import ModelProfiles
 
-    if model_profiles is None:
-        try:
-            model_profiles = ModelProfiles.from_settings(settings or Settings.from_env())
-        except ValueError as exc:
-            raise ConfigError(str(exc), 2) from None
-    return [ModelActivities(artifacts, profiles=model_profiles).call_model]
+    try:
+        return ModelProfiles.from_settings(settings)
+    except ValueError as exc:
+        raise ConfigError(str(exc), 2) from None
 
 
 def file_tools(
@@ -280,31 +286,26 @@ def file_tools(
     artifacts: ArtifactStore | None,
     policies: PolicyConfig | None,
     *,
-    allow_execute_with_policies: bool | None = None,
+    allow_execute_with_policies: bool = False,
     batch_calls: bool = True,
-    journal_fsync: bool | None = None,
+    journal_fsync: bool = False,
 ) -> FileToolActivities:
-    """The file tool activities over ``backends``; policies default to the environment's.
+    """The file tool activities over ``backends`` under ``policies`` (None: none).
 
     ``batch_calls`` False: every call an activity of its own (a rate-limited queue).
 
     Refuses (ConfigError) a journal inside a served root and path policies next to
     an executing backend unless execute is denied or ``allow_execute_with_policies``
-    (default: ``FILEGATE_ALLOW_EXECUTE_WITH_POLICIES``) accepts it (contract §11).
-    ``journal_fsync`` None: ``FILEGATE_JOURNAL_FSYNC``.
+    accepts it (contract §11). ``journal_fsync``: the journal syncs each record.
+    Every value is the caller's: the CLI and :class:`~filegate.plugin.FilegatePlugin`
+    read them from the environment, this never does.
     """
     from filegate.activities.journal_faults import JournalUnavailable
     from filegate.activities.tools import FileToolActivities
     from filegate.backends.policy import PolicyConfig
     from filegate.backends.startup import check_execute_policies, check_journal_outside
 
-    config = policies if policies is not None else PolicyConfig.from_env()
-    if allow_execute_with_policies is None or journal_fsync is None:
-        defaults = Settings.from_env()
-        if allow_execute_with_policies is None:
-            allow_execute_with_policies = defaults.allow_execute_with_policies
-        if journal_fsync is None:
-            journal_fsync = defaults.journal_fsync
+    config = policies if policies is not None else PolicyConfig()
     try:
         check_journal_outside(journal_dir, backends)
         check_execute_policies(backends, config, allow=allow_execute_with_policies)
@@ -353,7 +354,7 @@ def make_backend(
                 "--store-namespace is required for the store backend, e.g. users/alice"
             )
         parts = tuple(part for part in namespace.split("/") if part)
-        return StoreBackend.from_settings(settings or Settings.from_env(), parts)
+        return StoreBackend.from_settings(settings or Settings(), parts)
     if root is None:
         raise ValueError(f"--root is required for the {kind} backend")
     if not Path(root).is_dir():
@@ -378,7 +379,7 @@ def make_backend(
 def _bounds(settings: Settings | None) -> CommandBounds:
     from filegate.backends.reaper import CommandBounds
 
-    return CommandBounds.from_settings(settings or Settings.from_env())
+    return CommandBounds.from_settings(settings or Settings())
 
 
 def tools_worker(
@@ -389,12 +390,20 @@ def tools_worker(
     *,
     artifacts: ArtifactStore | None = None,
     policies: PolicyConfig | None = None,
-    allow_execute_with_policies: bool | None = None,
+    allow_execute_with_policies: bool = False,
+    journal_fsync: bool = False,
     serve_agents: bool = False,
     model_profiles: ModelProfiles | None = None,
+    workflows: list[type] | tuple[type, ...] = (),
     **options: Any,
 ) -> Worker:
     """A worker serving the ``filegate.<tool>`` activities for ``backends``.
+
+    Also what a caller outside any workflow needs (``filegate call``, the Deep
+    Agents adapter's client mode): the ``filegate.transfer.*`` activities over
+    the same backends (:func:`with_preview`) and ``OperationWorkflow``, the
+    one-operation workflow they fall back to where the server runs no standalone
+    activities (:mod:`filegate.operations`). ``workflows`` adds your own.
 
     ``serve_agents`` makes it also run the agent workflows started on
     ``task_queue`` (co-hosting, contract §8): their calls on a backend of this
@@ -403,43 +412,62 @@ def tools_worker(
     their other routes stay remote. It then makes model calls too, so it needs
     the model configuration (``model_profiles``, as :func:`agent_worker`).
 
-    ``artifacts`` turns on large-result offload (contract §7). ``policies`` defaults
-    to :meth:`PolicyConfig.from_env` (``FILEGATE_POLICY_FILE`` /
-    ``FILEGATE_POLICY_JSON``), read once here; workflows only name policies.
+    ``artifacts`` turns on large-result offload (contract §7). ``policies`` (None:
+    none), ``allow_execute_with_policies`` and ``journal_fsync`` are as for
+    :func:`file_tools`; workflows only name policies.
     A per-queue rate limit is ``max_task_queue_activities_per_second=...`` in
     ``options`` (enforced by the server across all workers of the queue). It
     counts activities, so such a worker runs no batches (contract §8): each of
     its calls is an activity the limit counts.
     """
     from filegate.activities.contract import HEARTBEAT_THROTTLE
+    from filegate.workflows.operation import OperationWorkflow
+    from filegate.workflows.runner import agent_runner
+    from temporalio.plugin import SimplePlugin
     from temporalio.worker import Worker
 
     options.setdefault("max_concurrent_activity_task_polls", ACTIVITY_TASK_POLLERS)
     # Heartbeats reach the server each second (a dead worker is noticed fast).
     options.setdefault("max_heartbeat_throttle_interval", HEARTBEAT_THROTTLE)
     allow = allow_execute_with_policies
+    hosted = [OperationWorkflow, *workflows]
     if serve_agents:
+        # agent_worker names its own workflows: these join them through a plugin.
+        joined = SimplePlugin("filegate.operation_workflow", workflows=hosted)
+        options["plugins"] = [*options.get("plugins", ()), joined]
         return agent_worker(
             client, task_queue, artifacts=artifacts, backends=backends, journal_dir=journal_dir,
             policies=policies, model_profiles=model_profiles, allow_execute_with_policies=allow,
-            **options,
+            journal_fsync=journal_fsync, **options,
         )  # fmt: skip
     tools = file_tools(
         backends, journal_dir, artifacts, policies, allow_execute_with_policies=allow,
         batch_calls="max_task_queue_activities_per_second" not in options,
+        journal_fsync=journal_fsync,
     )  # fmt: skip
-    return Worker(client, task_queue=task_queue, activities=with_preview(tools), **options)
+    options.setdefault("workflow_runner", agent_runner())
+    return Worker(
+        client, task_queue=task_queue, workflows=hosted, activities=with_preview(tools), **options
+    )
 
 
 def with_preview(tools: FileToolActivities) -> list[Callable[..., Any]]:
-    """The eight tool activities plus ``filegate.preview`` over the same backends.
+    """The eight tool activities, ``filegate.preview`` and the three ``filegate.transfer.*``
+    activities over the same backends.
 
     Served wherever the tools are, so a pending call's preview reads on the
-    call's own route (same queue, same backend name, same policies).
+    call's own route (same queue, same backend name, same policies), and a
+    caller outside any workflow reads a window or moves files' bytes through
+    any tools worker (:mod:`filegate.activities.transfer`).
     """
     from filegate.activities.preview import PreviewActivities
+    from filegate.activities.transfer import TransferActivities
 
-    return [*tools.activities(), PreviewActivities(tools).preview]
+    return [
+        *tools.activities(),
+        PreviewActivities(tools).preview,
+        *TransferActivities(tools).activities(),
+    ]
 
 
 async def run_until_stopped(worker: Worker, stop: asyncio.Event | None = None) -> None:
@@ -471,6 +499,9 @@ async def in_process_workers(
     backends: dict[str, BackendProtocol],
     journal_dir: Path,
     artifacts: ArtifactStore | None = None,
+    *,
+    settings: Settings | None = None,
+    policies: PolicyConfig | None = None,
 ) -> AsyncIterator[None]:
     """An agent worker and one tools worker, polling for the duration of the block.
 
@@ -479,13 +510,29 @@ async def in_process_workers(
     still serves runs started there (an earlier version's, resumed).
     ``artifacts`` goes to both: transcripts by reference on the agent side,
     large-result offload and ``/large_tool_results/`` / ``/conversation_history/``
-    reads on the tools side.
+    reads on the tools side. ``settings`` (None: the defaults) give the model
+    profiles, the journal's fsync and the execute-with-policies consent;
+    ``policies`` the tools worker's policies (None: none).
     """
+    settings = settings or Settings()
+    profiles = profiles_from(settings)
+    tuned: dict[str, Any] = {
+        "artifacts": artifacts,
+        "policies": policies,
+        "allow_execute_with_policies": settings.allow_execute_with_policies,
+        "journal_fsync": settings.journal_fsync,
+    }
     async with (
-        agent_worker(client, agent_queue, artifacts=artifacts),
+        agent_worker(client, agent_queue, model_profiles=profiles, **tuned),
         tools_worker(
-            client, tools_queue, backends, journal_dir, artifacts=artifacts, serve_agents=True
-        ),
+            client,
+            tools_queue,
+            backends,
+            journal_dir,
+            serve_agents=True,
+            model_profiles=profiles,
+            **tuned,
+        ),  # fmt: skip
     ):
         yield
 

@@ -43,7 +43,6 @@ from filegate.activities.providers.model_output import limit_turn
 from filegate.activities.providers.profiles import ModelProfile, ModelProfiles
 from filegate.activities.s3_outage import waiting_for_s3
 from filegate.activities.script_refs import ScriptShelf
-from filegate.backends.settings import Settings
 from filegate.kernel import wire
 from filegate.kernel.messages import Message, ModelRequest, ModelResponse, Usage
 from filegate.kernel.scripts import ScriptRef
@@ -139,13 +138,14 @@ async def summarize(request: ModelRequest, profile: ModelProfile) -> ModelRespon
 
 class ModelActivities:
     """The ``filegate.model`` activity bound to the agent worker's artifact store and
-    model profiles (None: ``FILEGATE_MODEL_PROFILES[_FILE]``, else the defaults)."""
+    model profiles (None: the built-in defaults; the worker's wiring resolves the
+    configured ones, so this class never reads the environment)."""
 
     def __init__(
         self, store: ArtifactStore | None = None, profiles: ModelProfiles | None = None
     ) -> None:
         if profiles is None:
-            profiles = ModelProfiles.from_settings(Settings.from_env())
+            profiles = ModelProfiles.defaults()
         self.profiles = profiles
         self.transcripts = TranscriptStore(store) if store is not None else None
         self.in_memory: RecentTranscripts[MemoryRef] = RecentTranscripts()

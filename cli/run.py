@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from filegate.activities.pages import full_transcript
+from filegate.backends.policy import PolicyConfig
 from filegate.cli.connection import target_from
 from filegate.cli.errors import CliError, failure_text
 from filegate.cli.outage import Outage, resume_command
@@ -248,7 +249,7 @@ async def run_command(args: argparse.Namespace) -> int:
         with _failure_lines(args):
             async with in_process_workers(
                 client, agent_queue, tools_queue, {name: backend}, state_dir / "journal" / name,
-                artifacts=artifacts,
+                artifacts=artifacts, settings=target.settings, policies=_policies(),
             ):  # fmt: skip
                 # Co-hosted: the run's own queue is the tools queue (contract §8).
                 result = await start_and_follow(
@@ -410,3 +411,11 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         "commands); --permissions compile into each command's view",
     )
     parser.set_defaults(handler=run_command)
+
+
+def _policies() -> PolicyConfig:
+    """The tools side's policies (``FILEGATE_POLICY_FILE`` / ``_JSON``), as ``filegate worker``."""
+    try:
+        return PolicyConfig.from_env()
+    except ValueError as exc:
+        raise CliError(str(exc), 2) from None

@@ -41,6 +41,7 @@ from filegate.worker import (
     agent_worker,
     configured_store,
     make_backend,
+    profiles_from,
     run_until_stopped,
     tools_worker,
     with_payload_codec,
@@ -156,21 +157,31 @@ async def worker_command(args: argparse.Namespace) -> int:
     served: tuple[str, BackendProtocol, Path] | None = None
     if args.role == "tools" or args.local_backend:
         served = backend_from_args(args, settings)  # refuse a bad configuration before connecting
-    allow = settings.allow_execute_with_policies
+    try:
+        policies = PolicyConfig.from_env()
+    except ValueError as exc:
+        raise CliError(str(exc), 2) from None
+    profiles = profiles_from(settings) if args.role == "agent" or args.serve_agents else None
     queue = args.task_queue or os.environ.get("FILEGATE_TASK_QUEUE") or settings.task_queue
     client = await target.connect(artifacts=None)
     # One store for the codec and the activities: transcripts / large results.
     artifacts = await configured_store(settings)
     client = with_payload_codec(client, artifacts)
     await install_artifact_expiry(client, artifacts, settings)  # one log line
+    # Every value the library needs, read here from the environment and the flags:
+    tuned: dict[str, Any] = {
+        "artifacts": artifacts,
+        "policies": policies,
+        "model_profiles": profiles,
+        "allow_execute_with_policies": settings.allow_execute_with_policies,
+        "journal_fsync": settings.journal_fsync,
+    }
     if args.role == "agent":
         hosted: dict[str, Any] = {}
         if served is not None:
             name, backend, journal = served
             hosted = {"backends": {name: backend}, "journal_dir": journal}
-        worker = agent_worker(
-            client, queue, artifacts=artifacts, allow_execute_with_policies=allow, **hosted
-        )
+        worker = agent_worker(client, queue, **tuned, **hosted)
     else:
         assert served is not None
         name, backend, journal = served
@@ -178,8 +189,8 @@ async def worker_command(args: argparse.Namespace) -> int:
         if args.max_activities_per_second is not None:
             options["max_task_queue_activities_per_second"] = args.max_activities_per_second
         worker = tools_worker(
-            client, args.task_queue, {name: backend}, journal, artifacts=artifacts,
-            allow_execute_with_policies=allow, serve_agents=args.serve_agents, **options,
+            client, args.task_queue, {name: backend}, journal,
+            serve_agents=args.serve_agents, **tuned, **options,
         )  # fmt: skip
     print(serving_line(args.role, queue, served), file=sys.stderr, flush=True)
     await run_until_stopped(worker)

@@ -12,11 +12,13 @@ import asyncio
 import json
 import uuid
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 import pytest_asyncio
+from filegate import FilegatePlugin
 from filegate.backends.bwrap import BwrapSandboxBackend
 from filegate.backends.composite import CompositeBackend
 from filegate.backends.filesystem import FilesystemBackend
@@ -34,6 +36,7 @@ from filegate.kernel.state import StateBackend
 from filegate.worker import ConfigError, file_tools, make_backend
 from filegate.workflows import AgentInput, AgentResult, AgentWorkflow, BackendSpec, Decision
 from temporalio.client import Client
+from temporalio.worker import Worker
 
 from tests.test_workflow_e2e import (
     calls,
@@ -42,7 +45,6 @@ from tests.test_workflow_e2e import (
     results,
     run_agent,
     running_agent,
-    running_tools,
     scripted,
 )
 
@@ -85,7 +87,8 @@ class Stack:
 async def stack(
     temporal_client: Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> AsyncIterator[Stack]:
-    """Agent worker + a tools worker whose policies come from the environment."""
+    """Agent worker + a tools worker whose policies come from the environment: the
+    plugin's default (the library's own factories take policies as a value)."""
     root = tmp_path / "files"
     (root / "locked").mkdir(parents=True)
     monkeypatch.delenv(PolicyConfig.ENV_FILE, raising=False)
@@ -95,9 +98,19 @@ async def stack(
     }
     async with (
         running_agent(temporal_client) as agent_queue,
-        running_tools(temporal_client, backends, tmp_path / "journal") as tools_queue,
+        plugin_tools(temporal_client, backends, tmp_path / "journal") as tools_queue,
     ):
         yield Stack(temporal_client, agent_queue, tools_queue, root)
+
+
+@asynccontextmanager
+async def plugin_tools(
+    client: Client, backends: dict[str, BackendProtocol], journal: Path
+) -> AsyncIterator[str]:
+    queue = f"tools-{uuid.uuid4().hex[:8]}"
+    plugin = FilegatePlugin(backends=backends, journal_dir=journal, artifacts=None)
+    async with Worker(client, task_queue=queue, plugins=[plugin]):
+        yield queue
 
 
 def audit_lines(stack: Stack) -> list[dict[str, Any]]:
@@ -257,8 +270,15 @@ def test_path_policies_refuse_an_executing_backend(
     file_tools({"fs": FilesystemBackend(str(root))}, journal, None, _config(tmp_path))
     throttle = {"policies": {"t": {"kind": "rate_limit", "calls_per_second": 5}}}
     file_tools({"sh": shells[0]}, journal, None, PolicyConfig.model_validate(throttle))
+    # The consent in the environment is the CLI's and the plugin's to read: the
+    # library takes it as a value and never reads it behind the caller's back.
     monkeypatch.setenv(ALLOW_EXECUTE_ENV, "1")
-    file_tools({"sh": shells[0]}, journal, None, _config(tmp_path))
+    with pytest.raises(ConfigError, match="cannot constrain execute"):
+        file_tools({"sh": shells[0]}, journal, None, _config(tmp_path))
+    consent = Settings.from_env().allow_execute_with_policies
+    file_tools(
+        {"sh": shells[0]}, journal, None, _config(tmp_path), allow_execute_with_policies=consent
+    )
 
 
 def test_journal_inside_a_served_root_is_refused(tmp_path: Path) -> None:
