@@ -2,22 +2,25 @@
 
 ``filegate call read_file --args '{"file_path": "/notes.md"}' --root ./ws``
 runs the ``filegate.read_file`` activity itself as a standalone activity
-(:mod:`filegate.integrations.deepagents.direct`), or one short
-``OperationWorkflow`` on a server without standalone activities. Either way
-the call takes an agent's path through a tools worker: its policies, the
-``--permissions`` rules (checked by the worker, as for every call), the
-idempotency journal and the audit log.
+(:mod:`filegate.operations`), or one short ``OperationWorkflow`` on a server
+without standalone activities. Either way the call takes an agent's path
+through a tools worker: its policies, the ``--permissions`` rules (checked by
+the worker, as for every call), the idempotency journal and the audit log.
 
 With ``--root`` it works like ``run``: it starts for its own duration whatever
 is missing (embedded Temporal and S3) and a tools worker on that directory.
 Without ``--root`` it works like ``submit``: the call goes to a deployment's
-tools worker (``--backend`` / ``--tools-queue`` / ``--name``), whose fallback
-workflow needs a worker hosting ``OperationWorkflow`` (``--operation-queue``,
-the Deep Agents adapter's ``tools_worker``).
+tools worker (``--backend`` / ``--tools-queue`` / ``--name``), which also hosts
+the fallback workflow (every tools worker does; ``--operation-queue`` names
+another worker for it).
+
+``--timeout`` bounds the call (default 60 s; an ``execute`` gets its command's
+timeout on top), on the server too, so a call that timed out never runs
+later; a queue no worker polls is then one line naming it.
 
 Prints the tool's text (``--json``: the structured result); exit 0 when the
 tool succeeded, 1 when it answered with an error (a missing file, a denied
-path) or failed, 2 for bad input.
+path), failed or got no answer in time, 2 for bad input.
 """
 
 from __future__ import annotations
@@ -26,17 +29,19 @@ import argparse
 import json
 import sys
 import uuid
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from filegate.cli.errors import CliError, failure_text
 from filegate.cli.run_inputs import first_error, load_permissions, load_prompt, workspace_root
+from filegate.kernel.limits import DEFAULT_EXECUTE_TIMEOUT
 from filegate.kernel.tool_types import TOOL_ORDER, ToolRequest
 from pydantic import ValidationError
 
 if TYPE_CHECKING:
     from filegate.cli.connection import Target
-    from filegate.integrations.deepagents.direct import OperationPath, Ran
+    from filegate.operations import OperationPath, Ran
     from temporalio.client import Client
 
 __all__ = ["add_parser", "call_command", "parse_request"]
@@ -45,6 +50,8 @@ LOCAL_BACKEND_NAME = "workspace"
 """The backend name of ``--root`` (as ``filegate run`` names its backend)."""
 LOCAL_KINDS = ("filesystem", "local-shell", "sandbox")
 """``--backend`` kinds ``--root`` can serve (``filegate worker --backend`` minus store)."""
+DEFAULT_CALL_TIMEOUT = 60.0
+"""``--timeout``'s default, in seconds (an ``execute`` gets its command's timeout on top)."""
 
 
 def parse_request(args: argparse.Namespace, backend: str) -> ToolRequest:
@@ -80,7 +87,7 @@ def parse_request(args: argparse.Namespace, backend: str) -> ToolRequest:
 async def call_command(args: argparse.Namespace) -> int:
     from filegate.cli.connection import target_from
     from filegate.cli.run import quiet_core_warnings
-    from filegate.integrations.deepagents.direct import checked_path, operation_path_from_env
+    from filegate.operations import checked_path, operation_path_from_env
 
     if not getattr(args, "verbose", False):
         quiet_core_warnings()
@@ -88,6 +95,8 @@ async def call_command(args: argparse.Namespace) -> int:
         path = checked_path(args.via, "--via") if args.via else operation_path_from_env()
     except ValueError as exc:
         raise CliError(str(exc), 2) from None
+    if args.timeout is not None and not args.timeout > 0:
+        raise CliError("--timeout must be a positive number of seconds", 2)
     target = target_from(args)
     if args.root is not None:
         if args.tools_queue or args.name or args.operation_queue:
@@ -101,13 +110,23 @@ async def call_command(args: argparse.Namespace) -> int:
     return _report(args, request, ran)
 
 
+def call_timeout(args: argparse.Namespace, request: ToolRequest) -> timedelta:
+    """The call's deadline: ``--timeout``, else 60 s (plus an ``execute``'s own timeout)."""
+    if args.timeout is not None:
+        return timedelta(seconds=args.timeout)
+    seconds = DEFAULT_CALL_TIMEOUT
+    if request.tool == "execute":
+        command = request.args.get("timeout") or DEFAULT_EXECUTE_TIMEOUT
+        seconds += float(command)
+    return timedelta(seconds=seconds)
+
+
 async def _call_on_root(
     args: argparse.Namespace, target: Target, root: Path, request: ToolRequest, path: OperationPath
 ) -> Ran:
     """The call on a tools worker of this process serving ``root`` (servers as ``run``)."""
     from filegate.cli.services import local_services, services_client, state_dir_outside
-    from filegate.integrations.deepagents.worker import tools_worker
-    from filegate.worker import make_backend
+    from filegate.worker import make_backend, tools_worker
 
     if args.backend not in LOCAL_KINDS:
         raise CliError(f"--root serves --backend {' | '.join(LOCAL_KINDS)}", 2)
@@ -125,7 +144,7 @@ async def _call_on_root(
         client, artifacts = await services_client(target, services)
         served = {LOCAL_BACKEND_NAME: backend}
         async with tools_worker(client, queue, served, journal, artifacts=artifacts):
-            return await _run(client, request, queue, queue, path)
+            return await _run(client, request, queue, queue, path, call_timeout(args, request))
 
 
 async def _call_deployed(
@@ -138,26 +157,38 @@ async def _call_deployed(
     queue = args.tools_queue or DEPLOYED_BACKENDS[args.backend].task_queue
     if not queue:
         raise CliError(f"--backend {args.backend} needs --tools-queue (no default queue)", 2)
+    timeout = call_timeout(args, request)
     client = await target.connect()
     try:
         if not await has_pollers(client, queue, workflow=False):
-            print(f"  !! no tools worker polls task queue {queue}: the call waits", file=sys.stderr)
+            print(
+                f"  !! no tools worker polls task queue {queue} yet: waiting up to "
+                f"{timeout.total_seconds():g} s for one",
+                file=sys.stderr,
+            )
     except RPCError:  # a server that does not describe queues: just call
         pass
-    return await _run(client, request, queue, args.operation_queue or queue, path)
+    return await _run(client, request, queue, args.operation_queue or queue, path, timeout)
 
 
 async def _run(
-    client: Client, request: ToolRequest, queue: str, op_queue: str, path: OperationPath
+    client: Client,
+    request: ToolRequest,
+    queue: str,
+    op_queue: str,
+    path: OperationPath,
+    timeout: timedelta,
 ) -> Ran:
-    from filegate.integrations.deepagents.direct import StandaloneUnavailable, run_outside
-    from filegate.integrations.deepagents.operations import Operation
+    from filegate.kernel.operation_types import Operation
+    from filegate.operations import OperationTimedOut, StandaloneUnavailable, run_outside
     from temporalio.client import WorkflowFailureError
 
     op = Operation(task_queue=queue, tool=request)
     try:
-        return await run_outside(client, op, operation_task_queue=op_queue, path=path)
-    except StandaloneUnavailable as exc:
+        return await run_outside(
+            client, op, operation_task_queue=op_queue, operation_timeout=timeout, path=path
+        )
+    except (StandaloneUnavailable, OperationTimedOut) as exc:
         raise CliError(str(exc)) from None
     except WorkflowFailureError as exc:
         raise CliError(f"the {request.tool} operation failed: {failure_text(exc)}") from None
@@ -212,7 +243,14 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--operation-queue",
         help="without --root: the queue of a worker hosting OperationWorkflow, for the "
-        "fallback (default: the tools queue)",
+        "fallback (default: the tools queue, whose tools workers host it)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        metavar="SECONDS",
+        help=f"give up after this long, on the server too (default {DEFAULT_CALL_TIMEOUT:g}; "
+        "execute: plus its command's timeout); a queue no worker polls is then named",
     )
     parser.add_argument(
         "--via",

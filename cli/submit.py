@@ -71,19 +71,10 @@ def backend_ref(args: argparse.Namespace) -> Any:
 
 
 async def has_pollers(client: Client, task_queue: str, *, workflow: bool) -> bool:
-    """Whether a worker polled ``task_queue`` lately (workflow or activity tasks)."""
-    from temporalio.api.enums.v1 import TaskQueueType
-    from temporalio.api.taskqueue.v1 import TaskQueue
-    from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+    """Whether a worker polled ``task_queue`` lately (:func:`filegate.operations.has_pollers`)."""
+    from filegate.operations import has_pollers as polled
 
-    kind = TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY
-    if workflow:
-        kind = TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW
-    request = DescribeTaskQueueRequest(
-        namespace=client.namespace, task_queue=TaskQueue(name=task_queue), task_queue_type=kind
-    )
-    answer = await client.workflow_service.describe_task_queue(request)
-    return bool(answer.pollers)
+    return await polled(client, task_queue, workflow=workflow)
 
 
 async def warn_unserved(client: Client, agent_queue: str, tools_queue: str) -> None:

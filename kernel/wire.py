@@ -37,6 +37,11 @@ DECIDED_ATTRIBUTE = "FilegateDecidedApprovals"
 MODEL_ACTIVITY = "filegate.model"
 TOOL_BATCH_ACTIVITY = "filegate.tool_batch"
 PREVIEW_ACTIVITY = "filegate.preview"
+# The transfer activities of one operation outside the tools (``filegate call``, the
+# Deep Agents adapter): a read window as data, and files' bytes in and out.
+TRANSFER_READ_ACTIVITY = "filegate.transfer.read"
+TRANSFER_UPLOAD_ACTIVITY = "filegate.transfer.upload"
+TRANSFER_DOWNLOAD_ACTIVITY = "filegate.transfer.download"
 
 __all__ = [
     "ADD_MESSAGE_UPDATE",
@@ -54,5 +59,8 @@ __all__ = [
     "STATUS_QUERY",
     "TOOL_BATCH_ACTIVITY",
     "TRANSCRIPT_QUERY",
+    "TRANSFER_DOWNLOAD_ACTIVITY",
+    "TRANSFER_READ_ACTIVITY",
+    "TRANSFER_UPLOAD_ACTIVITY",
     "WORKFLOW_TYPE",
 ]

@@ -6,8 +6,10 @@
 rules accept). Every operation is a Filegate activity on a tools worker,
 scheduled from the calling workflow or, outside one, started by the client
 as a standalone activity (else through a one-operation workflow,
-:class:`OperationWorkflow`; :mod:`.direct`). :func:`tools_worker` serves all of
-them. See ``docs/deepagents.md``.
+:class:`OperationWorkflow`; :mod:`filegate.operations`). Every Filegate tools
+worker serves all of them (a plain ``filegate worker --role tools`` too);
+:func:`tools_worker` is that worker on a sandbox that also runs Deep Agents
+graphs. See ``docs/deepagents.md``.
 
 Lazy (:mod:`filegate._lazy`): the workflow-side modules (``operations``) load
 without deepagents, so a workflow sandbox never imports LangChain.

@@ -12,7 +12,8 @@ payload codec, and is recorded in that workflow's history. Outside a
 workflow (a script, a notebook, the langchain-tests suite) each call is the
 very same activity, started through a Temporal client: a standalone activity
 where the server runs those, else one short
-:class:`~.operations.OperationWorkflow` (:mod:`.direct`, ``operation_path``).
+:class:`~filegate.workflows.operation.OperationWorkflow` (:mod:`filegate.operations`,
+``operation_path``).
 
 Only the async methods (``aread``, ``awrite``, ...) work inside a workflow: a
 workflow must never block its thread. The sync methods are for callers
@@ -42,30 +43,30 @@ from deepagents.backends.protocol import (
     WriteResult,
 )
 from filegate.activities.stubs import tool_request
-from filegate.kernel.permissions import FilesystemPermission
-from filegate.kernel.tool_types import ToolName
-from temporalio import workflow
-from temporalio.client import Client
-
-from . import convert
-from .convert import Mount
-from .direct import (
-    DEFAULT_OPERATION_TIMEOUT,
-    OperationPath,
-    checked_path,
-    operation_path_from_env,
-    run_outside,
-)
-from .gate import check_gate
-from .operations import (
+from filegate.kernel.operation_types import (
     DownloadRequest,
     Operation,
     OperationResult,
     ReadWindowRequest,
     UploadFile,
     UploadRequest,
-    run_operation,
 )
+from filegate.kernel.permissions import FilesystemPermission
+from filegate.kernel.tool_types import ToolName
+from filegate.operations import (
+    DEFAULT_OPERATION_TIMEOUT,
+    OperationPath,
+    checked_path,
+    operation_path_from_env,
+    run_outside,
+)
+from filegate.workflows.operation import run_operation
+from temporalio import workflow
+from temporalio.client import Client
+
+from . import convert
+from .convert import Mount
+from .gate import check_gate
 from .portal import Portal
 
 T = TypeVar("T")
@@ -78,11 +79,11 @@ class FilegateFileBackend(BackendProtocol):
     queue (as ``BackendRef(kind="remote")`` does). ``client`` is needed only
     outside a workflow: each call is then a standalone activity on
     ``task_queue`` where the server runs those, else an
-    :class:`~.operations.OperationWorkflow` on ``operation_task_queue``
-    (default: ``task_queue``; the worker from
-    :func:`~filegate.integrations.deepagents.tools_worker` serves both).
+    :class:`~filegate.workflows.operation.OperationWorkflow` on
+    ``operation_task_queue`` (default: ``task_queue``; every tools worker, a plain
+    ``filegate worker --role tools`` included, serves both).
     ``operation_path`` forces one of the two (``"standalone"``, ``"workflow"``;
-    default ``"auto"``, or ``FILEGATE_OPERATION_PATH``); see :mod:`.direct`.
+    default ``"auto"``, or ``FILEGATE_OPERATION_PATH``); see :mod:`filegate.operations`.
     ``mount`` is where Filegate's ``/`` appears in deepagents' paths
     (``"/workspace"`` for the bwrap sandbox, whose commands see the files
     there). ``permissions`` and ``policies`` travel with every call as they

@@ -41,11 +41,10 @@ from filegate.kernel.formatting import (
     permission_denied,
 )
 from filegate.kernel.gates import approval_missing
+from filegate.kernel.operation_types import ReadWindow, TransferAnswer
 from filegate.kernel.paths import validate_path
 from filegate.kernel.textops import EOF_NEWLINE_HINT, eof_newline_reason
 from filegate.kernel.tool_types import ToolOutcome
-
-from .operations import ReadWindow, TransferAnswer
 
 _PATH = "\x00path\x00"
 """A sentinel no real path contains, for turning kernel messages into patterns."""

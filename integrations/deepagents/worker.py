@@ -1,4 +1,5 @@
-"""A tools worker that also serves the deepagents adapter (operations and transfers)."""
+"""The tools worker for the deepagents adapter: the core one, on a sandbox that passes the
+frameworks through (for a workflow running a Deep Agents graph beside it)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from filegate.kernel.protocol import BackendProtocol
-from filegate.worker import ACTIVITY_TASK_POLLERS, file_tools
 from temporalio.client import Client
 from temporalio.worker import Worker, WorkflowRunner
-
-from .operations import OperationWorkflow
-from .transfer import TransferActivities
 
 if TYPE_CHECKING:
     from filegate.backends.artifacts import ArtifactStore
@@ -41,7 +38,8 @@ The frameworks build large class hierarchies at import and some (``requests``
 via ``urllib3``) subclass ``http.client`` types the sandbox restricts, so
 re-importing them per run is both slow and refused; none of them keeps
 state a workflow depends on at import time. The adapter's own modules are
-pure: :mod:`.operations` defines the models and the operation workflow."""
+pure (the operation models and workflow are the core's,
+:mod:`filegate.workflows.operation`)."""
 
 
 def sandbox_runner() -> WorkflowRunner:
@@ -71,27 +69,25 @@ def tools_worker(
     workflows: Sequence[type] = (),
     **options: Any,
 ) -> Worker:
-    """:func:`filegate.worker.tools_worker` plus what :class:`FilegateBackend` needs.
+    """:func:`filegate.worker.tools_worker` on :func:`sandbox_runner`'s sandbox.
 
-    The eight ``filegate.<tool>`` activities, the three ``filegate.transfer.*``
-    activities over the same backends (same policies, journal and artifact
-    store) and :class:`OperationWorkflow`, the one-operation workflow that
-    callers outside a workflow go through. Hosting the workflow on the tools
-    queue keeps each operation on one worker: a workflow task and one activity.
-    ``workflows`` adds your own (a workflow running a Deep Agents graph, say) on
-    the same sandbox settings, for a single-process setup.
+    Every tools worker serves what :class:`FilegateBackend` needs (the eight
+    ``filegate.<tool>`` activities, the three ``filegate.transfer.*`` activities
+    and :class:`OperationWorkflow`), so a plain ``filegate worker --role tools``
+    does too. This one only adds the sandbox settings a workflow running a Deep
+    Agents graph needs: ``workflows`` adds your own on them, for a
+    single-process setup.
     """
-    from filegate.activities.contract import HEARTBEAT_THROTTLE
+    from filegate.worker import tools_worker as core_tools_worker
 
     options.setdefault("workflow_runner", sandbox_runner())
-    options.setdefault("max_concurrent_activity_task_polls", ACTIVITY_TASK_POLLERS)
-    options.setdefault("max_heartbeat_throttle_interval", HEARTBEAT_THROTTLE)
-    tools = file_tools(dict(backends), journal_dir, artifacts, policies)
-    activities = [*tools.activities(), *TransferActivities(tools).activities()]
-    return Worker(
+    return core_tools_worker(
         client,
-        task_queue=task_queue,
-        workflows=[OperationWorkflow, *workflows],
-        activities=activities,
+        task_queue,
+        dict(backends),
+        journal_dir,
+        artifacts=artifacts,
+        policies=policies,
+        workflows=workflows,
         **options,
     )
