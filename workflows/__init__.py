@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 from filegate._lazy import attach
 
 if TYPE_CHECKING:
+    from filegate.kernel.messages import Message, ModelSpec, ToolCall
+
     from .agent import (
         AgentWorkflow,
     )
@@ -62,5 +64,7 @@ __getattr__, __dir__, __all__ = attach(
             "UserMessage",
         ],
         ".turn_decisions": ["TurnDecision", "TurnDecisionAck"],
+        # The model-facing messages a host workflow builds and reads.
+        "filegate.kernel.messages": ["Message", "ModelSpec", "ToolCall"],
     },
 )

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from deepagents import create_deep_agent
-from filegate.backends.bwrap import BwrapSandboxBackend
+from filegate.backends import BwrapSandboxBackend
 from filegate.integrations.deepagents import FilegateBackend, tools_worker
 from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
 from langchain_core.messages import AIMessage
@@ -69,7 +69,7 @@ async def main(client: Client, workspace: Path) -> list[Any]:
 
 
 async def _standalone(workspace: Path) -> None:
-    from filegate.backends.embedded import TemporalDevServer
+    from filegate.backends import TemporalDevServer
 
     with TemporalDevServer(tempfile.mkdtemp(prefix="filegate-temporal-")) as server:
         client = await Client.connect(server.address, data_converter=pydantic_data_converter)

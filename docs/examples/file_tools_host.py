@@ -23,8 +23,7 @@ from typing import TYPE_CHECKING, Any
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from filegate.kernel.messages import ToolCall
-    from filegate.workflows import FileTools, FileToolsConfig, FileToolsState
+    from filegate.workflows import FileTools, FileToolsConfig, FileToolsState, ToolCall
 
 if TYPE_CHECKING:
     from pathlib import Path

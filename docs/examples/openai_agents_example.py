@@ -39,8 +39,7 @@ with workflow.unsafe.imports_passed_through():
         filegate_instructions,
         filegate_tools,
     )
-    from filegate.kernel.messages import Message
-    from filegate.workflows import FileTools, FileToolsConfig
+    from filegate.workflows import FileTools, FileToolsConfig, Message
 
 
 class FileAgentInput(BaseModel):
@@ -100,9 +99,8 @@ async def run_example(
     """
     from agents import OpenAIProvider
     from filegate import FilegatePlugin
-    from filegate.backends.filesystem import FilesystemBackend
-    from filegate.kernel.protocol import BackendProtocol
-    from filegate.workflows.inputs import BackendRef, BackendSpec
+    from filegate.backends import BackendProtocol, FilesystemBackend
+    from filegate.workflows import BackendRef, BackendSpec
     from openai import AsyncOpenAI
     from temporalio.client import Client
     from temporalio.openai_agents import ModelActivityParameters, OpenAIAgentsPlugin
@@ -147,7 +145,7 @@ async def run_example(
 
 
 async def _main() -> None:
-    from filegate.backends.embedded import TemporalDevServer
+    from filegate.backends import TemporalDevServer
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("task")

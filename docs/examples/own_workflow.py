@@ -90,7 +90,7 @@ async def main(client: Client, workspace: Path) -> str:
 
 
 async def _standalone(workspace: Path) -> None:
-    from filegate.backends.embedded import TemporalDevServer
+    from filegate.backends import TemporalDevServer
 
     with TemporalDevServer(tempfile.mkdtemp(prefix="filegate-temporal-")) as server:
         client = await Client.connect(server.address, data_converter=pydantic_data_converter)
