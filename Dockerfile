@@ -9,14 +9,14 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
 WORKDIR /src
-COPY pyproject.toml README.md __init__.py __main__.py _lazy.py py.typed worker.py plugin.py ./
+COPY pyproject.toml README.md __init__.py __main__.py _lazy.py py.typed worker.py plugin.py operations.py ./
 COPY kernel ./kernel
 COPY backends ./backends
 COPY activities ./activities
 COPY workflows ./workflows
 COPY cli ./cli
 COPY integrations ./integrations
-RUN pip install '.[openai,anthropic,video,ui]' \
+RUN pip install '.[openai,anthropic,video,ui,otel]' \
     && rm -rf /src/build /src/*.egg-info
 
 # Unprivileged runtime user. /workspace and /data exist in the image with this

@@ -461,3 +461,85 @@ def test_package_data_reaches_the_image() -> None:
             if not any(fnmatch.fnmatch(relative, pattern) for pattern in patterns):
                 missing.append(path.relative_to(ROOT).as_posix())
     assert not missing, f"not in [tool.setuptools.package-data], so not in the image: {missing}"
+
+
+# =========================================================================== reach
+
+TOOLS = ("fs-worker", "sandbox-worker")
+READERS: dict[str, tuple[str, ...]] = {
+    "FILEGATE_UI_": ("approval-ui",),
+    "FILEGATE_MODEL_PROFILES": ("agent-worker",),
+    "FILEGATE_POLICY_": TOOLS,
+    "FILEGATE_EXEC_": TOOLS,
+    "FILEGATE_SANDBOX_": TOOLS,
+    "FILEGATE_JOURNAL_FSYNC": TOOLS,
+    "FILEGATE_ALLOW_EXECUTE_WITH_POLICIES": TOOLS,
+    "FILEGATE_OPERATION_PATH": ("cli",),
+}
+"""Which services read a documented variable (longest matching prefix wins); any
+other documented ``FILEGATE_*`` is shared by every Filegate service."""
+
+NOT_DEPLOYED = {
+    "FILEGATE_DEV_TEMPORAL_PORT": "the embedded dev stack's port, not a deployment's",
+    "FILEGATE_FOO_BAR": "the docs' example of how a field maps to a variable",
+    "FILEGATE_FUZZ_CALLS": "a test's knob",
+    "FILEGATE_TEST_ARTIFACTS": "a test's knob",
+    "FILEGATE_VERSION": "the compose file's own variable (the image tag)",
+    "FILEGATE_WORKSPACE": "the compose file's own variable (a bind mount)",
+}
+
+
+def documented_names() -> set[str]:
+    return set(re.findall(r"`(FILEGATE_[A-Z0-9_]*[A-Z0-9])`", documented_variables()))
+
+
+def readers_of(name: str) -> tuple[str, ...]:
+    prefixes = sorted((p for p in READERS if name.startswith(p)), key=len, reverse=True)
+    return READERS[prefixes[0]] if prefixes else tuple(FILEGATE_SERVICES)
+
+
+def unreached(services: dict[str, dict[str, Any]]) -> list[str]:
+    missing = []
+    for name in sorted(documented_names() - NOT_DEPLOYED.keys()):
+        for service in readers_of(name):
+            if name not in environment(services[service]):
+                missing.append(f"{name} -> {service}")
+    return missing
+
+
+def test_every_documented_variable_reaches_the_services_that_read_it() -> None:
+    """Setting a documented variable in ``.env`` must change the deployment: a
+    variable no service passes on is silently ignored (issue 36)."""
+    assert {"FILEGATE_UI_ALLOWED_HOSTS", "FILEGATE_POLICY_FILE"} <= documented_names()
+    missing = unreached(SERVICES)
+    assert not missing, f"documented but not passed to its service: {missing}"
+
+
+def test_the_reach_check_finds_a_dropped_variable() -> None:
+    services = copy.deepcopy(SERVICES)
+    del services["approval-ui"]["environment"]["FILEGATE_UI_TRUSTED_PROXIES"]
+    assert unreached(services) == ["FILEGATE_UI_TRUSTED_PROXIES -> approval-ui"]
+
+
+def test_the_namespace_job_registers_the_search_attributes() -> None:
+    from filegate.kernel import wire
+
+    script = "\n".join(as_argv(SERVICES["temporal-namespace"]["command"]))
+    for attribute in (wire.PENDING_ATTRIBUTE, wire.DECIDED_ATTRIBUTE):
+        assert attribute in script, attribute
+    assert "search-attribute create" in script and "--type Int" in script
+
+
+def test_the_pinned_server_runs_standalone_activities() -> None:
+    """``filegate call`` and the Deep Agents adapter start activities directly on a
+    server that allows it (1.32 or later, with ``activity.enableStandalone``)."""
+    image = SERVICES["temporal"]["image"]
+    pinned = re.search(r":-(\d+)\.(\d+)\.\d+\}", image)
+    assert pinned and (int(pinned.group(1)), int(pinned.group(2))) >= (1, 32), image
+    tools = {
+        SERVICES[name]["image"].split(":-")[-1]
+        for name in ("temporal-schema", "temporal-namespace")
+    }
+    assert tools == {image.split(":-")[-1]}, "admin tools match the server's release"
+    dynamic = yaml.safe_load((ROOT / "deploy" / "temporal-dynamic-config.yaml").read_text())
+    assert dynamic["activity.enableStandalone"] == [{"value": True}]
