@@ -131,7 +131,8 @@ async def approvals_command(args: argparse.Namespace) -> int:
     if silent:
         say(
             f"!! {counted(silent, 'workflow')} did not answer: their "
-            "pending approvals are not listed (is their worker running?)"
+            "pending approvals are not listed (is their worker running? end an abandoned "
+            "run with `filegate cancel WORKFLOW_ID`)"
         )
     if not listing.unreachable and not items:
         say("no pending approvals")

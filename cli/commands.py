@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from filegate.backends.embedded import LOOPBACK
-from filegate.cli import approvals, artifacts, call, demo, dev, grants, run, submit, workers
+from filegate.cli import approvals, artifacts, call, cancel, demo, dev, grants, run, submit, workers
 from filegate.cli.connection import connection_options
 from filegate.cli.errors import CliError, undecodable
 from filegate.cli.outage import transient
@@ -55,6 +55,7 @@ COMMANDS: dict[str, Callable[[Any, argparse.ArgumentParser], None]] = {
     "grants": grants.add_parsers,
     "ui": _add_ui_parser,
     "artifacts": artifacts.add_parsers,
+    "cancel": cancel.add_parser,
 }
 """Command group -> function adding its parser(s); extend to add commands."""
 
