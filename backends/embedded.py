@@ -92,6 +92,33 @@ def is_listening(host: str, port: int, timeout: float = 0.25) -> bool:
         return False
 
 
+_LISTEN = "0A"
+"""``st`` of a listening socket in ``/proc/net/tcp``."""
+
+
+def listener_uid(port: int, proc_net: str = "/proc/net") -> int | None:
+    """The uid owning the socket that listens on local TCP ``port``, or None when
+    none is found (no such listener, or no procfs to ask).
+
+    Why: a server found on 127.0.0.1:7233 may be another user's. Joining it
+    would put this user's runs and approval cards in that user's UI and that
+    user's abandoned runs in this user's ``approvals`` (issue 36); the kernel's
+    socket table says who owns the listener without connecting to it.
+    """
+    for table in ("tcp", "tcp6"):
+        try:
+            lines = Path(proc_net, table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) < 8 or fields[3] != _LISTEN:
+                continue
+            if int(fields[1].rsplit(":", 1)[1], 16) == port:
+                return int(fields[7])
+    return None
+
+
 def reserve_ports(*ports: int | None) -> None:
     """Never hand out ``ports`` from :func:`free_port` in this process (ports a user
     asked for, say ``dev --ui-port``, that are bound only after the servers start)."""

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from filegate.backends.embedded import LOOPBACK, TemporalDevServer, is_listening
+from filegate.backends.embedded import LOOPBACK, TemporalDevServer, is_listening, listener_uid
 from filegate.backends.embedded_s3 import S3DevServer
 from filegate.backends.embedded_stack import Lease, acquire, release, s3_entry, temporal_entry
 from filegate.backends.settings import ENV_PREFIX, Settings
@@ -130,11 +130,12 @@ def _lease_all(
             port=port if reuse_default else None, taken=taken,
         )  # fmt: skip
         if lease is None:
-            return default, "found running, reused"
+            return default, _unmanaged(port, state_dir)
         leases.append(lease)
-        return str(
-            lease.entry["address"]
-        ), f"{lease.how.replace('embedded', 'embedded dev server')}"
+        how = lease.how.replace("embedded", "embedded dev server")
+        if "reused" in how:  # say which stack: this user's, in its state directory
+            how += f", this user's stack at {state_dir}"
+        return str(lease.entry["address"]), how
 
     def s3() -> tuple[S3Access, str]:
         if settings.s3_endpoint:
@@ -154,10 +155,28 @@ def _lease_all(
     failure = next((f for f in failures if f is not None), None)
     if failure is not None:
         _release_all(leases)
+        if isinstance(failure, CliError):  # already one line with its own exit code
+            raise failure
         raise service_failure(failure) from failure
     (address, t_how), (access, s_how) = t_future.result(), s_future.result()
     notes += [f"Temporal at {address} ({t_how})", f"S3 at {access.endpoint} ({s_how})"]
     return address, access, leases
+
+
+def _unmanaged(port: int, state_dir: Path) -> str:
+    """How ``run`` may use a server it found on the dev port that its stack did not
+    start: only one of this user's, and it says so. Another uid's is refused
+    (its UI would show this user's runs and approval cards, and its abandoned
+    runs would show up here); TEMPORAL_ADDRESS uses it on purpose."""
+    owner = listener_uid(port)
+    if owner is not None and owner != os.getuid():
+        raise CliError(
+            f"127.0.0.1:{port} is served by uid {owner}'s Temporal, not by this user's "
+            f"stack ({state_dir}): set TEMPORAL_ADDRESS=127.0.0.1:{port} to use it anyway, "
+            f"or {ENV_PREFIX}DEV_TEMPORAL_PORT to start your own on another port",
+            2,
+        )
+    return f"found running, reused: this user's, not started by the stack at {state_dir}"
 
 
 def _release_all(leases: list[Lease]) -> None:

@@ -106,7 +106,7 @@ def test_two_runs_share_one_stack_stopped_after_the_second(tmp_path: Path) -> No
     assert len(pids) == 2 and all(pid_alive(p) for p in pids)
     short_run, short_out = stack.run(0.1)
     text = finish(short_run, short_out)
-    assert "(embedded dev server, reused (1 other user))" in text
+    assert "(embedded dev server, reused (1 other user), this user's stack at " in text
     assert "(embedded SeaweedFS, reused (1 other user))" in text
     assert "completed: final_answer" in text
     assert long_run.poll() is None  # the first run is still going, on the same stack
