@@ -17,7 +17,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from filegate.backends.embedded import LOOPBACK
 from filegate.cli import approvals, artifacts, call, cancel, demo, dev, grants, run, submit, workers
@@ -60,9 +60,18 @@ COMMANDS: dict[str, Callable[[Any, argparse.ArgumentParser], None]] = {
 """Command group -> function adding its parser(s); extend to add commands."""
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a bad argument is one line on stderr (exit 2), as docs/cli.md
+    promises, instead of the whole usage block; ``--help`` still prints it all.
+    Subcommand parsers inherit the class, so every command answers the same way."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see `{self.prog} --help`)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     doc = __doc__ or "Filegate"
-    parser = argparse.ArgumentParser(prog="filegate", description=doc.splitlines()[0])
+    parser = OneLineParser(prog="filegate", description=doc.splitlines()[0])
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True)
     common = connection_options()

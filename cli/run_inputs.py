@@ -7,6 +7,7 @@ The model (``--model``), the rules (``--permissions``), the approvals
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from collections.abc import Collection
@@ -64,11 +65,26 @@ def parse_model(text: str, known: Collection[str] | None = None) -> ModelSpec:
 
 
 def first_error(exc: ValidationError) -> str:
-    """One line for a pydantic error: where (``operations.0``) and what, plus how many more."""
+    """One line for a pydantic error: where (``operations.0``) and what, plus how many more.
+
+    An unknown key comes first and names itself, with the missing field it most
+    likely meant: a typo (``operation``) otherwise read ``operations: Field
+    required`` and never named the key the user wrote (issue 36).
+    """
     errors = exc.errors(include_url=False)
-    first = errors[0]
+    unknown = [e for e in errors if e["type"] == "extra_forbidden"]
+    first = (unknown or errors)[0]
     where = ".".join(str(part) for part in first["loc"])
     text = f"{where}: {first['msg']}" if where else str(first["msg"])
+    if unknown:
+        parent, key = first["loc"][:-1], str(first["loc"][-1])
+        missing = [
+            str(e["loc"][-1])
+            for e in errors
+            if e["type"] == "missing" and e["loc"][:-1] == parent
+        ]
+        close = difflib.get_close_matches(key, missing, n=1)
+        text = f"{where}: unknown key" + (f" (did you mean {close[0]!r}?)" if close else "")
     if len(errors) > 1:
         text += f" (and {len(errors) - 1} more)"
     return text
