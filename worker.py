@@ -89,8 +89,9 @@ async def connect(
         )
     except RuntimeError as exc:  # the core SDK reports connection failures this way
         raise ConfigError(
-            f"cannot connect to Temporal at {settings.temporal_address}: {exc}. Start one "
-            "(`filegate run` does it for you) or set TEMPORAL_ADDRESS."
+            f"cannot connect to Temporal at {settings.temporal_address}: {exc}. Start a "
+            "server first (`filegate dev` holds a local one until Ctrl-C) or set "
+            "TEMPORAL_ADDRESS to yours."
         ) from None
     store = await configured_store(settings) if isinstance(artifacts, str) else artifacts
     return with_payload_codec(client, store)

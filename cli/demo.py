@@ -184,7 +184,8 @@ def demo_checks(
               and _read(dirs.vault / "keys.txt") == DEMO_KEYS, one_line(text("denied1"))),
         Check("write to /docs waited for approval, approved by signal, then ran",
               len(approved) == 1 and result.approvals == 1 and ok("approved1")
-              and _read(dirs.docs / "report.md") == DEMO_REPORT),
+              and _read(dirs.docs / "report.md") == DEMO_REPORT
+              and f"approved by {DEMO_REVIEWER}" in text("approved1"), text("approved1")),
         Check("execute ran the fixed app",
               "hello, filegate!" in text("exec1") and "exit code 0" in text("exec1"),
               one_line(text("exec1"))),
@@ -216,6 +217,10 @@ async def take_stored_results(store: ArtifactStore | None, scope: str) -> list[s
     keys = await asyncio.to_thread(store.list_thread, scope)
     await asyncio.to_thread(store.delete_thread, scope)
     return keys
+
+
+DEMO_REVIEWER = "filegate demo"
+"""Who the demo's decision is recorded as (the tour decides, not a person)."""
 
 
 async def run_demo(
@@ -284,10 +289,13 @@ async def run_demo(
             seen = await shown_fingerprint(handle, approval_id)
             await handle.signal(
                 AgentWorkflow.decide_signal,
-                Decision(id=approval_id, decision="approve", preview_fingerprint=seen),
-            )
+                Decision(
+                    id=approval_id, decision="approve", preview_fingerprint=seen,
+                    reviewer=DEMO_REVIEWER,
+                ),
+            )  # fmt: skip
             approved.append(approval_id)
-            say(f"  !! approved {approval_id} by signal")
+            say(f"  !! approved {approval_id} by signal, as {DEMO_REVIEWER!r}")
 
         result = await asyncio.wait_for(follow(handle, Progress(say), approve), 60)
     # Stored results live under the run chain (contract §11), not the bare workflow id.

@@ -80,3 +80,16 @@ def test_the_cli_names_the_typo_in_a_rules_file(tmp_path: Path) -> None:
         "--permissions", str(rules),
     )  # fmt: skip
     assert "operation: unknown key (did you mean 'operations'?)" in line, line
+
+
+def test_a_worker_without_a_server_is_told_how_to_get_one(tmp_path: Path) -> None:
+    """A worker cannot "use `filegate run`": the line says to start a server first."""
+    env = {"PATH": "/usr/bin:/bin", "TEMPORAL_ADDRESS": "127.0.0.1:1", "HOME": str(tmp_path)}
+    done = subprocess.run(
+        [*CLI, "worker", "--role", "agent"], env=env, capture_output=True, text=True,
+        timeout=60, check=False, cwd="/",
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert "cannot connect to Temporal at 127.0.0.1:1" in line
+    assert "filegate dev" in line and "filegate run" not in line, line
