@@ -38,7 +38,6 @@ layer, beside :mod:`filegate.worker` (``.importlinter``).
 from __future__ import annotations
 
 import logging
-import os
 import time
 import uuid
 import weakref
@@ -109,9 +108,11 @@ class Ran:
     via: Via
 
 
-def operation_path_from_env(environ: Mapping[str, str] | None = None) -> OperationPath:
-    """The :data:`OperationPath` of ``FILEGATE_OPERATION_PATH`` (unset: ``auto``)."""
-    raw = (os.environ if environ is None else environ).get(OPERATION_PATH_ENV, "")
+def operation_path_from(environ: Mapping[str, str]) -> OperationPath:
+    """The :data:`OperationPath` ``FILEGATE_OPERATION_PATH`` names in ``environ`` (unset:
+    ``auto``). The caller passes the environment: it is read at the edges (the CLI, the
+    Deep Agents adapter's default), never here."""
+    raw = environ.get(OPERATION_PATH_ENV, "")
     value = raw.strip().lower()
     if not value:
         return DEFAULT_OPERATION_PATH
@@ -352,7 +353,7 @@ __all__ = [
     "checked_path",
     "has_pollers",
     "operation_kind",
-    "operation_path_from_env",
+    "operation_path_from",
     "run_outside",
     "standalone_known",
     "standalone_refused",

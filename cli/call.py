@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import uuid
 from datetime import timedelta
@@ -87,12 +88,12 @@ def parse_request(args: argparse.Namespace, backend: str) -> ToolRequest:
 async def call_command(args: argparse.Namespace) -> int:
     from filegate.cli.connection import target_from
     from filegate.cli.run import quiet_core_warnings
-    from filegate.operations import checked_path, operation_path_from_env
+    from filegate.operations import checked_path, operation_path_from
 
     if not getattr(args, "verbose", False):
         quiet_core_warnings()
     try:
-        path = checked_path(args.via, "--via") if args.via else operation_path_from_env()
+        path = checked_path(args.via, "--via") if args.via else operation_path_from(os.environ)
     except ValueError as exc:
         raise CliError(str(exc), 2) from None
     if args.timeout is not None and not args.timeout > 0:
@@ -125,25 +126,32 @@ async def _call_on_root(
     args: argparse.Namespace, target: Target, root: Path, request: ToolRequest, path: OperationPath
 ) -> Ran:
     """The call on a tools worker of this process serving ``root`` (servers as ``run``)."""
+    from filegate.backends.policy import PolicyConfig
     from filegate.cli.services import local_services, services_client, state_dir_outside
     from filegate.worker import make_backend, tools_worker
 
     if args.backend not in LOCAL_KINDS:
         raise CliError(f"--root serves --backend {' | '.join(LOCAL_KINDS)}", 2)
+    settings = target.settings
     try:
-        backend = make_backend(args.backend, root)
+        backend = make_backend(args.backend, root, settings=settings)
+        policies = PolicyConfig.from_env()  # as `filegate worker` and `run` read them
     except ValueError as exc:
         raise CliError(str(exc), 2) from None
     except RuntimeError as exc:  # the sandbox without a usable bwrap
         raise CliError(f"{args.backend} backend unavailable: {exc}") from None
-    state_dir = state_dir_outside(target.settings, [str(root)])
+    state_dir = state_dir_outside(settings, [str(root)])
     # One queue per call: no other process's call can reach this worker.
     queue = f"filegate-call-{uuid.uuid4().hex[:12]}"
     journal = state_dir / "journal" / LOCAL_BACKEND_NAME
     async with local_services(target, state_dir, reuse_default=True) as services:
         client, artifacts = await services_client(target, services)
         served = {LOCAL_BACKEND_NAME: backend}
-        async with tools_worker(client, queue, served, journal, artifacts=artifacts):
+        async with tools_worker(
+            client, queue, served, journal, artifacts=artifacts, policies=policies,
+            allow_execute_with_policies=settings.allow_execute_with_policies,
+            journal_fsync=settings.journal_fsync,
+        ):  # fmt: skip
             return await _run(client, request, queue, queue, path, call_timeout(args, request))
 
 

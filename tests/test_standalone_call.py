@@ -110,7 +110,7 @@ def test_call_prints_the_tools_text_or_its_structured_result(
     ("argv", "message"),
     [
         (["--args", "not json"], "--args is not valid JSON"),
-        (["--args", '{"file": "/notes.md"}'], "--args for read_file: file_path"),
+        (["--args", '{"file": "/notes.md"}'], "--args for read_file: file: unknown key"),
         (["--args", '{"file_path": "/a/../b"}'], "path traversal not allowed"),
         (["--args", "[1]"], "--args must be a JSON object"),
         (["--via", "sometimes"], "invalid choice"),
@@ -242,6 +242,8 @@ async def test_without_standalone_activities_calls_fall_back_to_the_workflow(
         done = cli(env, "call", "read_file", "--args", '{"file_path": "/notes.md"}',
                    "--root", str(root), "--json")  # fmt: skip
         forced = cli(env, "call", "ls", "--root", str(root), "--via", "standalone")
+        unpolled = f"nobody-{uuid.uuid4().hex[:8]}"
+        unserved = cli(env, "call", "ls", "--tools-queue", unpolled, "--timeout", "2")
         client = await Client.connect(server.address, data_converter=pydantic_data_converter)
         queue = f"nosa-{uuid.uuid4().hex[:8]}"
         backend = FilesystemBackend(str(root), virtual_mode=True)
@@ -263,3 +265,8 @@ async def test_without_standalone_activities_calls_fall_back_to_the_workflow(
     assert "one" in result["outcome"]["content"]
     assert forced.returncode == 1 and "no standalone activities" in forced.stderr
     assert len(forced.stderr.strip().splitlines()) == 1
+    # The fallback is said only where it explains something: a call nobody answered.
+    assert unserved.returncode == 1 and unserved.stdout == ""
+    error = unserved.stderr.rstrip("\n").splitlines()[-1]
+    assert error.startswith(f"filegate: no worker polls task queue '{unpolled}'"), error
+    assert "so it ran as an OperationWorkflow" in error

@@ -11,6 +11,7 @@ from pathlib import Path
 from filegate.activities.model import ModelActivities
 from filegate.activities.preview import PreviewActivities
 from filegate.activities.tools import FileToolActivities
+from filegate.activities.transfer import TransferActivities
 from filegate.kernel import wire
 from filegate.kernel.registry import TOOLS
 from filegate.workflows import AgentWorkflow
@@ -30,7 +31,7 @@ def test_the_agent_workflows_handlers_are_named_from_the_wire_module() -> None:
 
 def test_every_activity_is_named_by_the_wire_module_or_the_registry() -> None:
     known = NAMES | set(TOOLS.activity_names.values())
-    for cls in (FileToolActivities, ModelActivities, PreviewActivities):
+    for cls in (FileToolActivities, ModelActivities, PreviewActivities, TransferActivities):
         for attr in vars(cls).values():
             defn = getattr(attr, "__temporal_activity_definition", None)
             if defn is not None:

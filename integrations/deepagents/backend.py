@@ -57,7 +57,6 @@ from filegate.operations import (
     DEFAULT_OPERATION_TIMEOUT,
     OperationPath,
     checked_path,
-    operation_path_from_env,
     run_outside,
 )
 from filegate.workflows.operation import run_operation
@@ -66,6 +65,7 @@ from temporalio.client import Client
 
 from . import convert
 from .convert import Mount
+from .direct import operation_path_from_env
 from .gate import check_gate
 from .portal import Portal
 

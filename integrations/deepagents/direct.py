@@ -1,6 +1,13 @@
-"""Moved to the core (:mod:`filegate.operations`); these names stay importable from here."""
+"""Moved to the core (:mod:`filegate.operations`); these names stay importable from here.
+
+Except :func:`operation_path_from_env`, the adapter's default path: the adapter is an
+edge that may read the environment, the core is not (tests/test_config_edges.py).
+"""
 
 from __future__ import annotations
+
+import os
+from collections.abc import Mapping
 
 from filegate.operations import (
     DEFAULT_OPERATION_PATH,
@@ -14,11 +21,17 @@ from filegate.operations import (
     Via,
     checked_path,
     operation_kind,
-    operation_path_from_env,
+    operation_path_from,
     run_outside,
     standalone_known,
     standalone_refused,
 )
+
+
+def operation_path_from_env(environ: Mapping[str, str] | None = None) -> OperationPath:
+    """The :data:`OperationPath` of ``FILEGATE_OPERATION_PATH`` (unset: ``auto``)."""
+    return operation_path_from(os.environ if environ is None else environ)
+
 
 __all__ = [
     "DEFAULT_OPERATION_PATH",
