@@ -260,6 +260,16 @@ async def shown_fingerprint(
         await asyncio.sleep(0.1)
 
 
+async def _refuse_closed(client: Client, workflow_id: str) -> None:
+    """One line, exit 1, when ``workflow_id`` is unknown or no longer running."""
+    found = await describe_agent(client, workflow_id, agents_only=False)
+    if found.status != WorkflowExecutionStatus.RUNNING:
+        raise CliError(
+            f"workflow {workflow_id} is not running ({state_name(found)}): "
+            "it has no pending approvals"
+        )
+
+
 async def decide_command(args: argparse.Namespace) -> int:
     check_target(args)
     decision = decision_payload(args)
@@ -279,6 +289,9 @@ async def decide_command(args: argparse.Namespace) -> int:
             DECIDE_UPDATE, decision, rpc_timeout=timedelta(seconds=args.timeout)
         )
     except (WorkflowUpdateRPCTimeoutOrCancelledError, _Unanswered):
+        # A closed run has no worker to answer either: say that it closed, not that
+        # its worker may be down.
+        await _refuse_closed(client, args.workflow)
         raise CliError(
             f"no worker answered for {args.workflow} within {args.timeout:g} s: is the "
             "`filegate run` (or agent worker) serving it still running? Check "
@@ -292,11 +305,7 @@ async def decide_command(args: argparse.Namespace) -> int:
         raise CliError(f"cannot read the approvals of {args.workflow}: {unread(exc)}") from None
     except RPCError as exc:
         if exc.status == RPCStatusCode.NOT_FOUND:  # unknown, or no longer running
-            found = await describe_agent(client, args.workflow, agents_only=False)
-            raise CliError(
-                f"workflow {args.workflow} is not running ({state_name(found)}): "
-                "it has no pending approvals"
-            ) from None
+            await _refuse_closed(client, args.workflow)
         raise CliError(f"cannot reach workflow {args.workflow}: {exc.message}") from None
     if ack.get("changed_since_preview"):
         # Not applied: the call keeps waiting with a fresh preview (cli.md: exit 1).

@@ -91,3 +91,26 @@ async def test_an_unknown_run_is_one_line(cli_env: dict[str, str]) -> None:
     done = await asyncio.to_thread(cli, cli_env, "cancel", f"nope-{uuid.uuid4().hex}")
     assert done.returncode == 1
     assert "nope-" in one_line(done.stderr)
+
+
+async def test_approving_on_a_finished_run_says_it_finished(
+    temporal_client: Client, cli_env: dict[str, str], tmp_path: Path
+) -> None:
+    """Not "is its worker running?": a closed run has nothing to approve (issue 36)."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    queues = (f"agent-{uuid.uuid4().hex[:8]}", f"tools-{uuid.uuid4().hex[:8]}")
+    done_id = f"done-{uuid.uuid4().hex[:8]}"
+    async with workers(temporal_client, root, tmp_path / "journal", queues):
+        result = await temporal_client.execute_workflow(
+            AgentWorkflow.run,
+            docs_agent(queues[1], {"content": "nothing to do"}),
+            id=done_id,
+            task_queue=queues[0],
+        )
+    assert result.stop_reason == "final_answer"
+    done = await asyncio.to_thread(
+        cli, cli_env, "approve", "a1", "--workflow", done_id, "--timeout", "2"
+    )
+    assert done.returncode == 1
+    assert f"workflow {done_id} is not running (completed)" in one_line(done.stderr)
