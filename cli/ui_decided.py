@@ -11,7 +11,8 @@ A closed run is usually one whose workers are gone (a finished ``filegate
 run`` takes its in-process workers with it), so nothing can answer a query
 of it. Its history still says who decided: each accepted ``decide`` update
 and each ``decide`` signal carries the decision with its reviewer and
-channel, at the event's time. Those rows name the approval id rather than the
+channel, at the event's time; an accepted ``decide_turn`` update, one row per
+approval of the turn. Those rows name the approval id rather than the
 tool and path (the workflow's state, not its history, holds those). A closed
 run never changes, so what was learnt about it is kept (:data:`CLOSED_KEPT`
 runs) and not asked again on every refresh.
@@ -41,8 +42,15 @@ from filegate.cli.ui_listing import (
     log,
     quoted,
 )
-from filegate.kernel.wire import DECIDE_UPDATE, DECIDED_ATTRIBUTE, DECIDED_QUERY, STATUS_QUERY
-from temporalio.client import Client, WorkflowQueryFailedError
+from filegate.kernel.wire import (
+    DECIDE_TURN_UPDATE,
+    DECIDE_UPDATE,
+    DECIDED_ATTRIBUTE,
+    DECIDED_QUERY,
+    STATUS_QUERY,
+)
+from temporalio.client import Client, WorkflowHistory, WorkflowQueryFailedError
+from temporalio.converter import DataConverter
 from temporalio.service import RPCError
 
 CLOSED_KEPT = 1000
@@ -99,19 +107,23 @@ async def from_history(client: Client, wf: Candidate) -> list[dict[str, Any]]:
     outcome was not "changed since the preview", and ``decide`` signals."""
     handle = client.get_workflow_handle(wf.workflow_id, run_id=wf.run_id)
     history = await handle.fetch_history(rpc_timeout=timedelta(seconds=LISTING_TIMEOUT * 2))
-    convert = client.data_converter
-    accepted: dict[str, dict[str, Any]] = {}
+    return await decisions_in(history, client.data_converter)
+
+
+async def decisions_in(history: WorkflowHistory, convert: DataConverter) -> list[dict[str, Any]]:
+    """:func:`from_history` on a history at hand (a recorded one, in the tests)."""
+    accepted: dict[str, list[dict[str, Any]]] = {}
     found: list[dict[str, Any]] = []
     for event in history.events:
         if event.HasField("workflow_execution_update_accepted_event_attributes"):
             request = event.workflow_execution_update_accepted_event_attributes.accepted_request
-            if request.input.name != DECIDE_UPDATE or not request.input.args.payloads:
+            if request.input.name not in _DECISIONS or not request.input.args.payloads:
                 continue
             [decision] = await convert.decode(request.input.args.payloads[:1])
             if isinstance(decision, dict):
-                row = _row(decision, _when(event), "api")
-                accepted[request.meta.update_id] = row
-                found.append(row)
+                rows = _rows(request.input.name, decision, _when(event))
+                accepted[request.meta.update_id] = rows
+                found += rows
         elif event.HasField("workflow_execution_update_completed_event_attributes"):
             done = event.workflow_execution_update_completed_event_attributes
             sent = accepted.get(done.meta.update_id)
@@ -119,7 +131,8 @@ async def from_history(client: Client, wf: Candidate) -> list[dict[str, Any]]:
                 continue
             [ack] = await convert.decode(done.outcome.success.payloads[:1])
             if isinstance(ack, dict) and ack.get("changed_since_preview"):
-                found.remove(sent)  # not applied: the approval stayed open
+                for row in sent:  # not applied: the approvals stayed open
+                    found.remove(row)
         elif event.HasField("workflow_execution_signaled_event_attributes"):
             signal = event.workflow_execution_signaled_event_attributes
             if signal.signal_name == DECIDE_UPDATE and signal.input.payloads:
@@ -127,6 +140,24 @@ async def from_history(client: Client, wf: Candidate) -> list[dict[str, Any]]:
                 if isinstance(decision, dict):
                     found.append(_row(decision, _when(event), "signal"))
     return found
+
+
+_DECISIONS = (DECIDE_UPDATE, DECIDE_TURN_UPDATE)
+"""The updates that decide approvals: one at a time, or a whole turn at once."""
+
+
+def _rows(update: str, decision: dict[str, Any], when: str) -> list[dict[str, Any]]:
+    """The rows one accepted decision update adds: one, or one per approval of the
+    turn it decided (a turn decision names them in its ``fingerprints``)."""
+    if update == DECIDE_UPDATE:
+        return [_row(decision, when, "api")]
+    turn = decision.get("turn")
+    rows = []
+    for approval_id in decision.get("fingerprints") or {}:
+        row = _row({**decision, "id": approval_id}, when, "api")
+        row["summary"] = f"approval {approval_id} (turn {turn}, decided as a whole)"
+        rows.append(row)
+    return rows
 
 
 def _row(decision: dict[str, Any], when: str, channel: str) -> dict[str, Any]:
