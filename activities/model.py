@@ -43,6 +43,7 @@ from filegate.activities.providers.model_output import limit_turn
 from filegate.activities.providers.profiles import ModelProfile, ModelProfiles
 from filegate.activities.s3_outage import waiting_for_s3
 from filegate.activities.script_refs import ScriptShelf
+from filegate.activities.telemetry import model_call_span
 from filegate.kernel import wire
 from filegate.kernel.messages import Message, ModelRequest, ModelResponse, Usage
 from filegate.kernel.scripts import ScriptRef
@@ -157,11 +158,18 @@ class ModelActivities:
     async def call_model(
         self, request: ModelTurn | ModelRequest
     ) -> ModelResponse | ModelTurnResult:
-        """Ask the configured model for the next assistant message (or a summary)."""
+        """Ask the configured model for the next assistant message (or a summary);
+        a ``chat {model}`` span when the worker traces."""
         profile = self.profiles.resolve(request.model)
-        if isinstance(request, ModelTurn):
-            return await self._turn(request, profile)
-        return self._recordable(await complete(request, profile), request)
+        model = request.model.name or request.model.provider
+        with model_call_span(model, profile.kind) as answered:
+            if isinstance(request, ModelTurn):
+                result = await self._turn(request, profile)
+                answered(result.response)
+                return result
+            response = self._recordable(await complete(request, profile), request)
+            answered(response)
+            return response
 
     def _recordable(self, response: ModelResponse, request: ModelRequest) -> ModelResponse:
         """The answer capped as the workflow may record it (``model_output.limit_turn``):

@@ -62,7 +62,11 @@ model does not take a storage failure for a failed (and repeatable) command."""
 
 
 def offload_large(
-    store: ArtifactStore, scope: str, request: ToolRequest, outcome: ToolOutcome
+    store: ArtifactStore,
+    scope: str,
+    request: ToolRequest,
+    outcome: ToolOutcome,
+    stored: Callable[[int], None] | None = None,
 ) -> ToolOutcome:
     """Store a too-large text result and return a stub in its place (contract §7).
 
@@ -77,13 +81,15 @@ def offload_large(
     result is still a success: the stub's head and tail lines inline, with a note
     that the full output could not be stored. Failing the call instead told the
     model the command had failed, and it ran the command again.
+    ``stored`` is told how many bytes went to the store (the caller's metrics).
     """
     text = outcome.content
     if not isinstance(text, str) or not needs_offload(text):
         return outcome
     location = LARGE_RESULTS_DIR + request.tool_call_id
+    data = text.encode()
     try:
-        store.put(scope, request.tool_call_id, text.encode(), "text/plain; charset=utf-8")
+        store.put(scope, request.tool_call_id, data, "text/plain; charset=utf-8")
     except ValueError as exc:
         logger.warning("not offloading result of %s: %s", request.tool_call_id, exc)
         return outcome
@@ -92,6 +98,8 @@ def offload_large(
         rows = offload_stub(location, text).partition("\n")[2]
         note = NOT_STORED_NOTE.format(chars=len(text), lines=len(split_lines(text)))
         return outcome.model_copy(update={"content": note + "\n" + rows})
+    if stored is not None:
+        stored(len(data))
     return outcome.model_copy(update={"content": offload_stub(location, text)})
 
 

@@ -48,10 +48,12 @@ from filegate.activities.stored_results import (
     offload_large,
     read_offloaded,
 )
+from filegate.activities.telemetry import CallReport, tool_call_telemetry
 from filegate.activities.tool_threads import Job, ToolThreads
 from filegate.backends.audit import audit_context
 from filegate.backends.media import media_blocks
 from filegate.backends.policy import PolicyConfig, build_policy_chain
+from filegate.backends.reaper import kills_reported
 from filegate.backends.search_clock import search_time_limit
 from filegate.kernel.dispatch import InvalidToolRequest, parse_args, run_tool
 from filegate.kernel.limits import DEFAULT_SEARCH_TIMEOUT, partial_search_seconds
@@ -339,6 +341,16 @@ class FileToolActivities:
     async def _run(
         self, tool: ToolName, request: ToolRequest, *, batched: bool = False
     ) -> ToolOutcome:
+        """Run one call: the eight activities and each call of a batch come through here,
+        so its span and metrics (:func:`~filegate.activities.telemetry.tool_call_telemetry`)
+        are taken here, once."""
+        with tool_call_telemetry(request) as report:
+            report.outcome = await self._call(tool, request, report, batched=batched)
+            return report.outcome
+
+    async def _call(
+        self, tool: ToolName, request: ToolRequest, report: CallReport, *, batched: bool
+    ) -> ToolOutcome:
         if request.tool != tool:
             raise ApplicationError(
                 f"request for {request.tool!r} sent to the {tool} activity",
@@ -372,6 +384,7 @@ class FileToolActivities:
             with (
                 audit_context(scope, request.tool_call_id, request.approved_by),
                 search_time_limit(soft, since=started),
+                kills_reported(report.killed),
             ):
                 return run_tool(guarded, request, media=media_blocks, args=args)
 
@@ -390,7 +403,7 @@ class FileToolActivities:
             if store is not None and tool in OFFLOADED_TOOLS:
 
                 def fn() -> ToolOutcome:
-                    return offload_large(store, scope, request, journaled())
+                    return offload_large(store, scope, request, journaled(), report.offloaded)
 
         deadline = started + budget if tool in SEARCH_TOOLS else None
         try:

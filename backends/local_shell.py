@@ -42,7 +42,7 @@ from filegate.backends.process_guard import (
     needs_capability_drop,
     parse_refusal,
 )
-from filegate.backends.reaper import CommandBounds, Supervision, bound_error
+from filegate.backends.reaper import CommandBounds, Supervision, bound_error, report_kill
 from filegate.kernel.limits import DEFAULT_EXECUTE_TIMEOUT, DEFAULT_MAX_OUTPUT_BYTES
 from filegate.kernel.protocol import ExecuteResult, refuse_empty_command
 
@@ -205,6 +205,7 @@ def run_command(
         )
     output, truncated = capture.render(max_output_bytes)
     if timed_out:
+        report_kill("timeout")
         return ExecuteResult(
             output=output,
             exit_code=TIMEOUT_EXIT_CODE,
@@ -216,6 +217,7 @@ def run_command(
     if code is not None and code < 0:
         code = 128 - code  # killed by signal N: report like a shell (128 + N)
     if bound is not None and bounds is not None:  # a bound stopped it: say which (§11)
+        report_kill(bound)  # "join" (never started) is no kill: report_kill ignores it
         error, kind = bound_error(bound, bounds)
         return ExecuteResult(
             output=output, exit_code=code, truncated=truncated, error=error, code=kind

@@ -61,9 +61,10 @@ is killed as a whole; with one the kernel refuses the fork.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -284,6 +285,36 @@ def _bound_text(reason: str, bounds: CommandBounds) -> str:
     return "the command was not run: it could not enter its cgroup (the per-command bounds)"
 
 
+KILL_BOUNDS = ("timeout", "memory", "processes", "write")
+"""The bounds a command can be killed at (:func:`report_kill`)."""
+
+_KILLS: contextvars.ContextVar[Callable[[str], None] | None] = contextvars.ContextVar(
+    "filegate_command_kills", default=None
+)
+
+
+@contextlib.contextmanager
+def kills_reported(sink: Callable[[str], None]) -> Iterator[None]:
+    """Within the block, each command killed at a bound calls ``sink(bound)``.
+
+    For the caller's metrics and traces (the tools worker's ``sandbox_kills``);
+    set it in the thread that runs the command: a context variable does not
+    follow a new thread.
+    """
+    token = _KILLS.set(sink)
+    try:
+        yield
+    finally:
+        _KILLS.reset(token)
+
+
+def report_kill(bound: str) -> None:
+    """A command was killed at ``bound`` (one of :data:`KILL_BOUNDS`): tell the sink, if any."""
+    sink = _KILLS.get()
+    if sink is not None and bound in KILL_BOUNDS:
+        sink(bound)
+
+
 def parse_size(text: str) -> int:
     """``"512MiB"``, ``"1GiB"``, ``"64m"`` (decimal units: ``MB`` = 10**6) or bytes."""
     try:
@@ -297,7 +328,9 @@ __all__ = [
     "CommandBounds",
     "Supervision",
     "bound_error",
+    "kills_reported",
     "parse_size",
+    "report_kill",
     "size_text",
     "supervised",
 ]

@@ -92,6 +92,23 @@ def permission_denied(operation: str, path: str) -> Rendered:
     )
 
 
+RULE_REFUSAL_MARKS = (
+    "filesystem permission rules",
+    "write-deny rules",
+    "not allowed by the permission rules",
+    "leads to a protected location",
+    "needs human approval",
+)
+"""Phrases only a permission rule's refusal carries (an OS ``permission denied`` has none)."""
+
+
+def is_rule_refusal(text: str) -> bool:
+    """Whether ``text`` (a tool result) is a permission rule's refusal: the
+    tools worker's ``filegate_denials_total`` counts these."""
+    head = text[:2000].lower()
+    return "permission denied" in head[:40] and any(mark in head for mark in RULE_REFUSAL_MARKS)
+
+
 def delete_blocked(path: str, patterns: Sequence[str]) -> Rendered:
     """Recursive delete refused because the subtree overlaps write-deny rules."""
     listed = ", ".join(patterns)
