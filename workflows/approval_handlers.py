@@ -34,6 +34,7 @@ from typing import Any
 
 from filegate.kernel import wire
 from filegate.kernel.previews import ChangePreview
+from filegate.workflows import telemetry
 from filegate.workflows.approvals import DECIDED_KEPT, ApprovalBook, InlineAnswer, stamped
 from filegate.workflows.grant_models import Grant
 from filegate.workflows.grants import GrantBook, check_remember
@@ -292,7 +293,9 @@ class ApprovalHandlers:
     # ------------------------------------------------------------------ search attributes
 
     def publish(self) -> None:
-        """Upsert the approval counts when they changed (and publishing is on)."""
+        """Upsert the approval counts when they changed (and publishing is on), and
+        report the waiting ones to the ``filegate_approvals_pending`` gauge."""
+        telemetry.approvals_waiting(self, len(self.book.waiting()))
         if not self._publishing:
             return
         counts = (len(self.book.waiting()), self.book.decided_total)

@@ -35,7 +35,7 @@ from filegate.kernel.tool_types import (
     ToolOutcome,
     ToolRequest,
 )
-from filegate.workflows import fanout
+from filegate.workflows import fanout, telemetry
 from filegate.workflows import tool_descriptions as descriptions
 from filegate.workflows.approval_handlers import ApprovalHandlers
 from filegate.workflows.approvals import APPROVED_NOTE, ApprovalBook, edited_note
@@ -151,6 +151,7 @@ class ToolCalls(Reviews):
             return _rendered(checked)
         refused = self._gate(checked)
         if refused is not None:
+            telemetry.denied(checked.tool)
             return _rendered(refused)
         unread = self._unread_edit(checked)
         if unread is not None:  # checked before asking: a reviewer never decides a no-op

@@ -26,6 +26,7 @@ from filegate.kernel.registry import TOOLS
 from filegate.kernel.state import StateBackend
 from filegate.kernel.textops import MISSING_FINGERPRINT
 from filegate.kernel.tool_types import ToolName, ToolOutcome, ToolRequest
+from filegate.workflows import telemetry
 from filegate.workflows.approval_handlers import ApprovalHandlers
 from filegate.workflows.approvals import (
     ApprovalBook,
@@ -109,6 +110,7 @@ class Reviews:
             return None
         used = self._grants.use(checked.tool, checked.args, trigger.rule, workflow.now())
         if used is not None:
+            telemetry.grant_used(checked.tool)
             workflow.logger.info("call %s allowed by grant %s", checked.tool, used.grant.id)
         return used
 
@@ -169,6 +171,15 @@ class Reviews:
         shown = self._book.pending.get(approval.id)
         seen = _shown_fingerprint(shown.preview if shown is not None else None)
         decision = self._book.close(approval.id)
+        telemetry.approval_decided(
+            approval_id=approval.id,
+            tool=checked.tool,
+            call_id=call.id,
+            decision=decision.decision,
+            reviewer=decision.reviewer,
+            via=decision.via,
+            opened=opened,
+        )
         by = decision.by()
         if decision.decision == "approve":
             return checked, by, seen
@@ -185,6 +196,7 @@ class Reviews:
             return rendered_outcome(edited), by, None
         refused = self._gate(edited)
         if refused is not None:
+            telemetry.denied(edited.tool)
             return rendered_outcome(refused), by, None
         return edited, by, None  # edited: the preview showed another call
 

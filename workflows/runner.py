@@ -47,6 +47,7 @@ SANDBOX_PASSTHROUGH: tuple[str, ...] = (
     "filegate.workflows.batching",
     "filegate.workflows.reviews",
     "filegate.workflows.runner",
+    "filegate.workflows.telemetry",
     "filegate.workflows.tool_descriptions",
     "filegate.workflows.turns",
     "filegate.workflows.unserved",
