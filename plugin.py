@@ -19,6 +19,13 @@ object, the way Temporal's own integrations (``OpenAIAgentsPlugin``) do:
 On the client it also starts Filegate's workflow types with the short workflow
 task timeout when the caller names none (:class:`~filegate.worker.ShortWorkflowTasks`).
 
+Observability (docs/observability.md): ``tracer_provider`` traces the client,
+its workers and Filegate's own spans (default: OTLP over HTTP when
+``OTEL_EXPORTER_OTLP_ENDPOINT`` is set and the ``otel`` extra is installed,
+else none); ``metrics_port`` / ``metrics_address`` serve Prometheus text at
+``/metrics`` from the client's Temporal runtime: the SDK's metrics and
+Filegate's, on one endpoint.
+
 The store comes from typed settings (``FILEGATE_S3_*``) or the ``artifacts``
 argument; it never travels in a workflow input. The manual wiring stays: the
 plugin is built from the same functions (:mod:`filegate.worker`).
@@ -27,6 +34,8 @@ plugin is built from the same functions (:mod:`filegate.worker`).
 from __future__ import annotations
 
 import dataclasses
+import logging
+import os
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
 from pathlib import Path
@@ -36,6 +45,12 @@ from filegate.activities.history import (
     ArtifactPayloadCodec,
     InlineMarkingPayloadConverter,
     filegate_data_converter,
+)
+from filegate.activities.telemetry import (
+    Telemetry,
+    metrics_bind_address,
+    otlp_tracer_provider,
+    traces_configured,
 )
 from filegate.backends.policy import PolicyConfig
 from filegate.backends.settings import Settings
@@ -78,9 +93,16 @@ if TYPE_CHECKING:
     from filegate.activities.providers.profiles import ModelProfiles
     from filegate.backends.artifacts import ArtifactStore
     from filegate.kernel.protocol import BackendProtocol
+    from opentelemetry.trace import TracerProvider
 
 _UNRESOLVED: Any = object()
 """The store has not been opened yet (it is opened once, on first need)."""
+
+FROM_ENV: Literal["env"] = "env"
+"""``FilegatePlugin(tracer_provider=FROM_ENV)`` (the default): OTLP over HTTP when the
+``OTEL_*`` environment names an endpoint, else no traces."""
+
+log = logging.getLogger("filegate.plugin")
 
 _SDK_POLLS = PollerBehaviorSimpleMaximum(maximum=5)
 _SDK_HEARTBEAT_THROTTLE = timedelta(seconds=60)
@@ -115,6 +137,14 @@ class FilegatePlugin(SimplePlugin):
     that already carries Filegate's converter (:func:`filegate.worker.connect`).
     Next to ``OpenAIAgentsPlugin``, list this plugin after it: that plugin
     refuses any converter but its own, and this one keeps it and adds the codec.
+
+    ``tracer_provider``: where the client's, its workers' and Filegate's spans go
+    (``execute_tool {tool}``, ``chat {model}``, ``approval_wait {tool}``); ``"env"``
+    (default): an OTLP/HTTP exporter when ``OTEL_EXPORTER_OTLP_ENDPOINT`` (or
+    ``..._TRACES_ENDPOINT``) is set, else none; None: none. ``metrics_port``
+    (on 127.0.0.1) or ``metrics_address`` (``host:port``): serve Prometheus text at
+    ``/metrics`` through the client's Temporal runtime (give the plugin to
+    ``Client.connect``: a runtime cannot be added to a connected client).
     """
 
     def __init__(
@@ -128,6 +158,9 @@ class FilegatePlugin(SimplePlugin):
         model_profiles: ModelProfiles | None = None,
         policies: PolicyConfig | None = None,
         allow_execute_with_policies: bool | None = None,
+        tracer_provider: TracerProvider | Literal["env"] | None = FROM_ENV,
+        metrics_port: int | None = None,
+        metrics_address: str | None = None,
     ) -> None:
         if backends and journal_dir is None:
             raise ValueError("backends need a journal_dir for their idempotency journal")
@@ -142,6 +175,12 @@ class FilegatePlugin(SimplePlugin):
             policies = PolicyConfig.from_env()
         self.policies = policies
         self.allow_execute_with_policies = allow_execute_with_policies
+        if isinstance(tracer_provider, str):  # the default: the OTEL_* environment decides
+            configured = traces_configured(os.environ)
+            tracer_provider = otlp_tracer_provider("filegate") if configured else None
+        self.telemetry = Telemetry(
+            tracer_provider, metrics_address or metrics_bind_address(metrics_port)
+        )
         self._store: ArtifactStore | None = _UNRESOLVED if isinstance(artifacts, str) else artifacts
         self._model: list[Callable[..., Any]] | None = None
         self._tools: dict[bool, list[Callable[..., Any]]] = {}
@@ -149,7 +188,7 @@ class FilegatePlugin(SimplePlugin):
             "filegate.FilegatePlugin",
             data_converter=self._converter,
             workflows=self._workflows,
-            interceptors=[ShortWorkflowTasks()],
+            interceptors=[ShortWorkflowTasks(), *self.telemetry.interceptors()],
         )
 
     def store(self) -> ArtifactStore | None:
@@ -165,12 +204,29 @@ class FilegatePlugin(SimplePlugin):
 
         ``Client.connect`` configures the client (and so asks for the store)
         right after this; opening it here keeps S3's round trips out of the
-        loop. Temporal is reached first, so its failure is the one reported.
+        loop. Temporal is reached first, so its failure is the one reported. With a
+        metrics address the connection gets the runtime that serves it.
         """
+        if self.telemetry.metrics_address is not None:
+            config = self._with_metrics(config)
         service = await next(config)
         if self._store is _UNRESOLVED:
             self._store = await configured_store(self.settings)
         return service
+
+    def _with_metrics(self, config: ConnectConfig) -> ConnectConfig:
+        if config.runtime is not None:
+            log.warning(
+                "FilegatePlugin: the client has its own Temporal runtime; metrics are not "
+                "served on %s (configure Prometheus on that runtime)",
+                self.telemetry.metrics_address,
+            )
+            return config
+        try:
+            runtime = self.telemetry.runtime()
+        except ValueError as exc:
+            raise ConfigError(str(exc), 2) from None
+        return dataclasses.replace(config, runtime=runtime)
 
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
         """Add the roles' workflows and activities, the runner and the tuning."""

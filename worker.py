@@ -30,6 +30,7 @@ from temporalio.service import TLSConfig
 
 if TYPE_CHECKING:
     from filegate.activities.providers.profiles import ModelProfiles
+    from filegate.activities.telemetry import Telemetry
     from filegate.activities.tools import FileToolActivities
     from filegate.backends.artifacts import ArtifactStore
     from filegate.backends.policy import PolicyConfig
@@ -62,6 +63,7 @@ async def connect(
     artifacts: ArtifactStore | Literal["settings"] | None = FROM_SETTINGS,
     api_key: str | None = None,
     rpc_metadata: Mapping[str, str] | None = None,
+    telemetry: Telemetry | None = None,
 ) -> Client:
     """A client with the data converter every Filegate process must share.
 
@@ -74,9 +76,18 @@ async def connect(
     choose. Temporal is reached first, so its failure is the one reported.
     ``tls`` (None: plaintext), ``api_key``, ``rpc_metadata``: as resolved by the CLI.
     ``settings`` None: the defaults (127.0.0.1:7233, no S3); the environment is
-    read by the caller (``Settings.from_env()``), never here.
+    read by the caller (``Settings.from_env()``), never here. ``telemetry``: the
+    traces and metrics this process exports (docs/observability.md; None: none).
     """
     settings = settings or Settings()
+    interceptors: list[Any] = [ShortWorkflowTasks()]
+    runtime = None
+    if telemetry is not None:
+        interceptors += telemetry.interceptors()
+        try:
+            runtime = telemetry.runtime()
+        except ValueError as exc:
+            raise ConfigError(str(exc), 2) from None
     try:
         client = await Client.connect(
             settings.temporal_address,
@@ -85,7 +96,8 @@ async def connect(
             tls=False if tls is None else tls,
             api_key=api_key,
             rpc_metadata=rpc_metadata or {},
-            interceptors=[ShortWorkflowTasks()],
+            interceptors=interceptors,
+            runtime=runtime,
         )
     except RuntimeError as exc:  # the core SDK reports connection failures this way
         raise ConfigError(

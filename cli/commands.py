@@ -25,6 +25,7 @@ from filegate.cli.connection import connection_options
 from filegate.cli.errors import CliError, undecodable
 from filegate.cli.outage import transient
 from filegate.cli.services import STOPPED_BY
+from filegate.cli.telemetry import finish as finish_telemetry
 from filegate.worker import ConfigError
 from temporalio.service import RPCError
 
@@ -124,6 +125,8 @@ def run_cli(argv: Sequence[str]) -> int:
         name = signal.Signals(STOPPED_BY[0]).name
         print(f"filegate: interrupted (stopped by {name})", file=sys.stderr)
         return 130  # as Ctrl-C: the command was interrupted, and cleaned up
+    finally:
+        finish_telemetry()  # spans still buffered: main() ends with os._exit
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -20,6 +20,7 @@ from typing import Any
 
 from filegate.backends.settings import ENV_PREFIX, Settings
 from filegate.cli.errors import CliError
+from filegate.cli.telemetry import cli_telemetry
 from filegate.worker import FROM_SETTINGS, connect
 from temporalio.client import Client
 from temporalio.envconfig import ClientConfigProfile, ClientConfigTLS, DataSource
@@ -43,8 +44,13 @@ class Target:
         return {"tls": self.tls, "api_key": self.api_key, "rpc_metadata": self.rpc_metadata}
 
     async def connect(self, **overrides: Any) -> Client:
-        """:func:`filegate.worker.connect` to this target (``artifacts`` etc. as overrides)."""
-        options: dict[str, Any] = {"artifacts": FROM_SETTINGS, **self.connect_options()}
+        """:func:`filegate.worker.connect` to this target (``artifacts`` etc. as overrides),
+        traced as the ``OTEL_*`` environment says (:mod:`filegate.cli.telemetry`)."""
+        options: dict[str, Any] = {
+            "artifacts": FROM_SETTINGS,
+            "telemetry": cli_telemetry(),
+            **self.connect_options(),
+        }
         return await connect(self.settings, **{**options, **overrides})
 
     async def connect_reviewer(self) -> Client:

@@ -36,6 +36,7 @@ from filegate.cli.artifacts import install_artifact_expiry
 from filegate.cli.connection import target_from
 from filegate.cli.errors import CliError
 from filegate.cli.services import state_dir_outside
+from filegate.cli.telemetry import cli_telemetry
 from filegate.worker import (
     BACKEND_KINDS,
     agent_worker,
@@ -80,6 +81,18 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         type=float,
         help="tools role: rate limit of the whole task queue, enforced by the Temporal server "
         "across all its workers (Worker max_task_queue_activities_per_second)",
+    )
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="PORT",
+        help="serve Prometheus metrics at http://HOST:PORT/metrics: Temporal's and "
+        "Filegate's (docs/observability.md)",
+    )
+    parser.add_argument(
+        "--metrics-host",
+        default="127.0.0.1",
+        help="interface of --metrics-port (default 127.0.0.1; 0.0.0.0 for a scraper elsewhere)",
     )
     add_bound_flags(parser)
     parser.set_defaults(handler=worker_command)
@@ -163,7 +176,8 @@ async def worker_command(args: argparse.Namespace) -> int:
         raise CliError(str(exc), 2) from None
     profiles = profiles_from(settings) if args.role == "agent" or args.serve_agents else None
     queue = args.task_queue or os.environ.get("FILEGATE_TASK_QUEUE") or settings.task_queue
-    client = await target.connect(artifacts=None)
+    telemetry = cli_telemetry(args.metrics_port, args.metrics_host)
+    client = await target.connect(artifacts=None, telemetry=telemetry)
     # One store for the codec and the activities: transcripts / large results.
     artifacts = await configured_store(settings)
     client = with_payload_codec(client, artifacts)
@@ -193,6 +207,12 @@ async def worker_command(args: argparse.Namespace) -> int:
             serve_agents=args.serve_agents, **tuned, **options,
         )  # fmt: skip
     print(serving_line(args.role, queue, served), file=sys.stderr, flush=True)
+    if telemetry.metrics_address is not None:
+        print(
+            f"filegate worker: metrics at http://{telemetry.metrics_address}/metrics",
+            file=sys.stderr,
+            flush=True,
+        )
     await run_until_stopped(worker)
     return 0
 
