@@ -178,8 +178,8 @@ async def run_outside(
     fell_back = False
     if path == "standalone" or (path == "auto" and _SUPPORT.get(client) is not False):
         try:
-            result = await _run_standalone(client, op, timeout=operation_timeout)
-            return Ran(result, "standalone")
+            answer = await _run_standalone(client, op, timeout=operation_timeout)
+            return Ran(answer, "standalone")
         except _Refused as refused:
             if path == "standalone":
                 raise StandaloneUnavailable(

@@ -1,11 +1,11 @@
 """One operation from outside a workflow: standalone activity vs ``OperationWorkflow``.
 
 Run: ``python bench/standalone.py``. Starts a private Temporal dev server and
-an in-process tools worker of the Deep Agents adapter (tools, transfers and
-``OperationWorkflow``) on a Filesystem backend, then makes ``CALLS`` calls of
+an in-process tools worker (tools, transfers and ``OperationWorkflow``: every
+tools worker hosts them) on a Filesystem backend, then makes ``CALLS`` calls of
 ``read_file`` on a 4 KB file each way, alternating (so load drifts hit both
 paths alike), the way ``FilegateBackend`` and ``filegate call`` make them
-(:func:`filegate.integrations.deepagents.direct.run_outside`):
+(:func:`filegate.operations.run_outside`):
 
 - ``standalone``: the ``filegate.read_file`` activity started by the client;
 - ``workflow``: one ``OperationWorkflow`` scheduling the same activity.
@@ -29,9 +29,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import emit_json, ms, percentile, print_table, temporal_bench, text_file
 from filegate.activities.stubs import tool_request
 from filegate.backends.filesystem import FilesystemBackend
-from filegate.integrations.deepagents.direct import Via, run_outside
-from filegate.integrations.deepagents.operations import Operation
-from filegate.integrations.deepagents.worker import tools_worker
+from filegate.kernel.operation_types import Operation
+from filegate.operations import Via, run_outside
+from filegate.worker import tools_worker
 from temporalio.client import Client
 
 CALLS = int(os.environ.get("BENCH_CALLS", "100"))

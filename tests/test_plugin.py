@@ -38,6 +38,7 @@ with workflow.unsafe.imports_passed_through():
     from filegate.worker import ConfigError
     from filegate.workflows import AgentInput, AgentResult, AgentWorkflow, BackendRef, BackendSpec
     from filegate.workflows.inputs import RouteSpec
+    from filegate.workflows.operation import OperationWorkflow
     from filegate.workflows.runner import ContextFreeSandboxRunner
     from minio import Minio
     from temporalio.api.common.v1 import Payload
@@ -358,10 +359,12 @@ async def test_the_workers_own_workflows_and_activities_are_kept(
     queue = uid("own")
     worker = Worker(client, task_queue=queue, workflows=[EchoWorkflow], activities=[shout])
     config = worker.config(active_config=True)
-    assert config["workflows"] == [EchoWorkflow, AgentWorkflow]
+    # Backends also bring the one-operation workflow and the transfers (filegate call).
+    assert config["workflows"] == [EchoWorkflow, AgentWorkflow, OperationWorkflow]
     names = [activity._Definition.must_from_callable(a).name for a in config["activities"]]
     assert names[0] == "shout"
-    assert {"filegate.model", "filegate.read_file", "filegate.preview"} <= set(names)
+    served = {"filegate.model", "filegate.read_file", "filegate.preview", "filegate.transfer.read"}
+    assert served <= set(names)
     async with worker:
         loud = await client.execute_workflow(
             EchoWorkflow.run, "hello", id=uid("echo"), task_queue=queue

@@ -88,6 +88,6 @@ def tools_worker(
         journal_dir,
         artifacts=artifacts,
         policies=policies,
-        workflows=workflows,
+        workflows=list(workflows),
         **options,
     )
