@@ -16,11 +16,12 @@ reach no workflow's artifacts or journal entries and a request's
 
 from __future__ import annotations
 
+from filegate.kernel import wire
 from filegate.kernel.artifacts import chain_scope
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-IDENTITY_ERROR_TYPE = "InvalidRunIdentity"
+IDENTITY_ERROR_TYPE = wire.INVALID_RUN_IDENTITY_ERROR
 STANDALONE_SCOPE_PREFIX = "activity:"
 """Scopes of standalone activities start with this, kept apart from workflows' scopes."""
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import errno
 
+from filegate.kernel import wire
 from temporalio.exceptions import ApplicationError
 
-JOURNAL_UNAVAILABLE_ERROR = "JournalUnavailable"
+JOURNAL_UNAVAILABLE_ERROR = wire.JOURNAL_UNAVAILABLE_ERROR
 """ApplicationError type of a call its journal could not record (nothing applied)."""
 
 

@@ -74,7 +74,7 @@ PROVIDERS: dict[str, ProviderFactory] = {
 }
 """Provider kinds; each builds a provider bound to one profile of the worker."""
 
-FOREIGN_TRANSCRIPT = "ForeignTranscript"
+FOREIGN_TRANSCRIPT = wire.FOREIGN_TRANSCRIPT_ERROR
 """A transcript reference outside the calling run chain (contract §11): refused."""
 
 SUMMARY_PROMPT = (

@@ -35,11 +35,12 @@ from datetime import UTC, datetime
 
 from filegate.backends.artifact_errors import ArtifactStoreDown, ArtifactStoreRefused
 from filegate.backends.s3 import S3_WAIT_UNTIL
+from filegate.kernel import wire
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 S3_WAITING = "ArtifactStoreWaiting"
-S3_UNAVAILABLE = "ArtifactStoreUnavailable"
+S3_UNAVAILABLE = wire.ARTIFACT_STORE_UNAVAILABLE_ERROR
 S3_REFUSED = "ArtifactStoreRefused"
 
 RESERVE_SHARE = 0.2

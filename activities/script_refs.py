@@ -26,6 +26,7 @@ from filegate.backends.artifacts import (
     ArtifactIntegrityError,
     ArtifactNotFound,
 )
+from filegate.kernel import wire
 from filegate.kernel.artifacts import ArtifactRef
 from filegate.kernel.messages import ModelRequest
 from filegate.kernel.scripts import SCRIPT_BY_REFERENCE_OVER, ScriptRef, canonical_script
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
 
 SCRIPT_KEY_PREFIX = "script"
 """Artifact key ``script/<sha256>`` under the run chain: the canonical JSON."""
-FOREIGN_SCRIPT = "ForeignScript"
+FOREIGN_SCRIPT = wire.FOREIGN_SCRIPT_ERROR
 """A script reference into another run chain's objects (contract §11): refused."""
 STORED_REFS_KEPT = 256
 """(run chain, script) pairs whose stored object this worker remembers (it stores

@@ -79,9 +79,7 @@ def first_error(exc: ValidationError) -> str:
     if unknown:
         parent, key = first["loc"][:-1], str(first["loc"][-1])
         missing = [
-            str(e["loc"][-1])
-            for e in errors
-            if e["type"] == "missing" and e["loc"][:-1] == parent
+            str(e["loc"][-1]) for e in errors if e["type"] == "missing" and e["loc"][:-1] == parent
         ]
         close = difflib.get_close_matches(key, missing, n=1)
         text = f"{where}: unknown key" + (f" (did you mean {close[0]!r}?)" if close else "")

@@ -16,13 +16,14 @@ import hashlib
 import json
 from typing import Any
 
+from filegate.kernel import wire
 from filegate.kernel.artifacts import ArtifactRef
 from pydantic import BaseModel, ConfigDict, Field
 
 SCRIPT_BY_REFERENCE_OVER = 8 * 1024
 """Bytes of canonical JSON above which a script is named by reference after the first
 call (the payload codec's threshold: a larger inline script would also leave history)."""
-SCRIPT_UNAVAILABLE = "ScriptUnavailable"
+SCRIPT_UNAVAILABLE = wire.SCRIPT_UNAVAILABLE_ERROR
 """Error type of a model call naming a script this worker neither holds nor can fetch:
 the workflow sends the script inline once more."""
 

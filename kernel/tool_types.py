@@ -44,9 +44,9 @@ MUTATING_TOOLS = TOOLS.mutating
 SEARCH_TOOLS = TOOLS.searching
 """Tools that may run unboundedly long on a big tree and get a hard time limit."""
 
-INVALID_REQUEST_ERROR = "InvalidToolRequest"
-UNKNOWN_BACKEND_ERROR = "UnknownBackend"
-UNKNOWN_POLICY_ERROR = "UnknownPolicy"
+INVALID_REQUEST_ERROR = wire.INVALID_REQUEST_ERROR
+UNKNOWN_BACKEND_ERROR = wire.UNKNOWN_BACKEND_ERROR
+UNKNOWN_POLICY_ERROR = wire.UNKNOWN_POLICY_ERROR
 """``ApplicationError.type`` values the tool activities raise; never retried."""
 NON_RETRYABLE_ERROR_TYPES = [INVALID_REQUEST_ERROR, UNKNOWN_BACKEND_ERROR, UNKNOWN_POLICY_ERROR]
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
+from filegate.kernel import wire
 from filegate.kernel.artifacts import ArtifactRef
 from filegate.kernel.compact import DefaultsOmitted
 from filegate.kernel.messages import Message, ModelRequest, ModelResponse
@@ -20,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 CONVERSATION_DIR = "/conversation_history/"
 """Virtual directory of archived conversation text (evicted messages, summarised transcripts)."""
 Purpose = Literal["respond", "summarize"]
-TRANSCRIPT_UNAVAILABLE = "TranscriptUnavailable"
+TRANSCRIPT_UNAVAILABLE = wire.TRANSCRIPT_UNAVAILABLE_ERROR
 """Error type of a model call whose transcript reference this worker cannot resolve."""
 
 

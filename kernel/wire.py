@@ -43,24 +43,61 @@ TRANSFER_READ_ACTIVITY = "filegate.transfer.read"
 TRANSFER_UPLOAD_ACTIVITY = "filegate.transfer.upload"
 TRANSFER_DOWNLOAD_ACTIVITY = "filegate.transfer.download"
 
+# Error types (``ApplicationError.type``): what a caller, a retry policy or a
+# test matches on. The activities and workflows raise them by these names.
+INVALID_CONFIGURATION_ERROR = "InvalidConfiguration"
+"""A run's rules cannot hold on its backends (refused before any tool runs)."""
+INVALID_REQUEST_ERROR = "InvalidToolRequest"
+UNKNOWN_BACKEND_ERROR = "UnknownBackend"
+UNKNOWN_POLICY_ERROR = "UnknownPolicy"
+INVALID_RUN_IDENTITY_ERROR = "InvalidRunIdentity"
+JOURNAL_UNAVAILABLE_ERROR = "JournalUnavailable"
+ARTIFACT_STORE_UNAVAILABLE_ERROR = "ArtifactStoreUnavailable"
+MODEL_REQUEST_ERROR = "ModelRequestError"
+"""A model call no retry can fix (bad request, refused key): not retried."""
+MODEL_RETRYABLE_ERROR = "ModelRetryable"
+MODEL_PROFILE_ERROR = "ModelProfileError"
+MODEL_TURN_TOO_LARGE_ERROR = "ModelTurnTooLarge"
+FOREIGN_TRANSCRIPT_ERROR = "ForeignTranscript"
+FOREIGN_SCRIPT_ERROR = "ForeignScript"
+SCRIPT_UNAVAILABLE_ERROR = "ScriptUnavailable"
+TRANSCRIPT_UNAVAILABLE_ERROR = "TranscriptUnavailable"
+APPROVAL_ALREADY_DECIDED_ERROR = "ApprovalAlreadyDecided"
+
 __all__ = [
     "ADD_MESSAGE_UPDATE",
+    "APPROVAL_ALREADY_DECIDED_ERROR",
+    "ARTIFACT_STORE_UNAVAILABLE_ERROR",
     "DECIDED_ATTRIBUTE",
     "DECIDED_QUERY",
     "DECIDE_TURN_UPDATE",
     "DECIDE_UPDATE",
+    "FOREIGN_SCRIPT_ERROR",
+    "FOREIGN_TRANSCRIPT_ERROR",
     "GRANTS_QUERY",
+    "INVALID_CONFIGURATION_ERROR",
+    "INVALID_REQUEST_ERROR",
+    "INVALID_RUN_IDENTITY_ERROR",
+    "JOURNAL_UNAVAILABLE_ERROR",
     "MODEL_ACTIVITY",
+    "MODEL_PROFILE_ERROR",
+    "MODEL_REQUEST_ERROR",
+    "MODEL_RETRYABLE_ERROR",
+    "MODEL_TURN_TOO_LARGE_ERROR",
     "OPERATION_WORKFLOW_TYPE",
     "PENDING_ATTRIBUTE",
     "PENDING_QUERY",
     "PREVIEW_ACTIVITY",
     "REVOKE_UPDATE",
+    "SCRIPT_UNAVAILABLE_ERROR",
     "STATUS_QUERY",
     "TOOL_BATCH_ACTIVITY",
     "TRANSCRIPT_QUERY",
+    "TRANSCRIPT_UNAVAILABLE_ERROR",
     "TRANSFER_DOWNLOAD_ACTIVITY",
     "TRANSFER_READ_ACTIVITY",
     "TRANSFER_UPLOAD_ACTIVITY",
+    "UNKNOWN_BACKEND_ERROR",
+    "UNKNOWN_POLICY_ERROR",
     "WORKFLOW_TYPE",
 ]

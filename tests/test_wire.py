@@ -58,3 +58,39 @@ def test_no_module_spells_a_wire_name_in_a_decorator_or_handler_call() -> None:
             if (temporal and literal_name) or (handler and first_literal):
                 found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {ast.unparse(node)[:80]}")
     assert not found, "\n".join(found)
+
+
+def _package_trees() -> list[tuple[Path, ast.AST]]:
+    skip = {".venv", "build", "tests", "bench", "docs"}
+    return [
+        (path, ast.parse(path.read_text(), str(path)))
+        for path in ROOT.glob("**/*.py")
+        if not skip & set(path.relative_to(ROOT).parts)
+    ]
+
+
+def test_error_types_are_spelled_only_in_the_wire_module() -> None:
+    """An error type is a wire name too: callers, retry policies and other releases
+    match on it. No ``ApplicationError(..., type="...")`` or non-retryable list
+    spells one, and no module but wire assigns one to a constant of its own."""
+    errors = {v for k, v in vars(wire).items() if k.endswith("_ERROR") and isinstance(v, str)}
+    assert {"InvalidConfiguration", "ModelRequestError", "TranscriptUnavailable"} <= errors
+    found = []
+    for path, tree in _package_trees():
+        if path.name == "wire.py":
+            continue
+        where = path.relative_to(ROOT)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.keyword) and node.arg in ("type", "non_retryable_error_types"):
+                literals = [
+                    c.value for c in ast.walk(node.value)
+                    if isinstance(c, ast.Constant) and isinstance(c.value, str)
+                ]  # fmt: skip
+                found += [f"{where}: {node.arg}={v!r}" for v in literals if v in errors]
+            if (
+                isinstance(node, ast.Assign)
+                and isinstance(node.value, ast.Constant)
+                and node.value.value in errors
+            ):
+                found.append(f"{where}:{node.lineno}: {ast.unparse(node)}")
+    assert not found, "\n".join(found)

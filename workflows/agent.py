@@ -157,7 +157,7 @@ class AgentWorkflow(ModelTurns):
             check_model_spec(self._input.model)
         except ValueError as error:
             raise ApplicationError(
-                str(error), type="InvalidConfiguration", non_retryable=True
+                str(error), type=wire.INVALID_CONFIGURATION_ERROR, non_retryable=True
             ) from None
         self._tools.check_config()
 

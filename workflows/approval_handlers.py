@@ -64,7 +64,7 @@ DECIDED_APPROVALS = SearchAttributeKey.for_int(wire.DECIDED_ATTRIBUTE)
 RECHECKED = frozenset({"new_file", "overwrite", "edit", "delete"})
 """Preview kinds whose fingerprint is compared again before a decision runs the call."""
 
-ALREADY_DECIDED_ERROR = "ApprovalAlreadyDecided"
+ALREADY_DECIDED_ERROR = wire.APPROVAL_ALREADY_DECIDED_ERROR
 """The update's error when the approval was decided (or timed out) while its
 preview was being checked again."""
 

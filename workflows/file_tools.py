@@ -39,6 +39,7 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
+from filegate.kernel import wire
 from filegate.kernel.execute_gate import ExecuteGateError
 from filegate.kernel.formatting import Rendered
 from filegate.kernel.messages import ContentBlock, Message, ToolCall, ToolSpec
@@ -319,7 +320,9 @@ def _config_error(config: FileToolsConfig) -> ApplicationError | None:
     try:
         config.check_execute_gate()
     except ExecuteGateError as error:
-        return ApplicationError(str(error), type="InvalidConfiguration", non_retryable=True)
+        return ApplicationError(
+            str(error), type=wire.INVALID_CONFIGURATION_ERROR, non_retryable=True
+        )
     return None
 
 

@@ -192,7 +192,7 @@ class ModelTurns:
                 backoff_coefficient=2.0,
                 maximum_interval=timedelta(seconds=60),
                 maximum_attempts=limits.model_max_attempts,
-                non_retryable_error_types=["ModelRequestError"],
+                non_retryable_error_types=[wire.MODEL_REQUEST_ERROR],
             ),
         }
         try:

@@ -17,6 +17,7 @@ from datetime import timedelta
 from typing import Any
 
 from filegate.activities.providers.profiles import ModelProfile
+from filegate.kernel import wire
 from filegate.kernel.messages import (
     ContentBlock,
     MediaBlock,
@@ -28,8 +29,8 @@ from filegate.kernel.messages import (
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-RETRYABLE_TYPE = "ModelRetryable"
-REQUEST_ERROR_TYPE = "ModelRequestError"
+RETRYABLE_TYPE = wire.MODEL_RETRYABLE_ERROR
+REQUEST_ERROR_TYPE = wire.MODEL_REQUEST_ERROR
 
 RETRYABLE_STATUSES = frozenset({408, 409, 429})
 """Besides every 5xx: timeout, conflict (lock contention) and rate limit."""

@@ -20,6 +20,7 @@ import re
 from typing import Any
 
 import pydantic_core
+from filegate.kernel import wire
 from filegate.kernel.limits import (
     DEFAULT_MAX_TOOL_ARGS_CHARS,
     MAX_TOOL_ARGS_DEPTH,
@@ -44,7 +45,7 @@ from filegate.kernel.messages import (
 )
 from temporalio.exceptions import ApplicationError
 
-MODEL_TURN_TOO_LARGE = "ModelTurnTooLarge"
+MODEL_TURN_TOO_LARGE = wire.MODEL_TURN_TOO_LARGE_ERROR
 """Error type of a model turn too large to record even without its calls' arguments."""
 
 SAFE_CALL_ID = re.compile(f"[A-Za-z0-9_.:-]{{1,{MAX_TOOL_NAME_CHARS}}}")

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from filegate.kernel import wire
 from filegate.kernel.messages import ModelSpec, check_model_spec
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from temporalio.exceptions import ApplicationError
@@ -24,7 +25,7 @@ from temporalio.exceptions import ApplicationError
 if TYPE_CHECKING:
     from filegate.backends.settings import Settings
 
-PROFILE_ERROR_TYPE = "ModelProfileError"
+PROFILE_ERROR_TYPE = wire.MODEL_PROFILE_ERROR
 
 ProviderKind = Literal["openai", "anthropic", "scripted"]
 

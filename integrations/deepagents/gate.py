@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from filegate.kernel import wire
 from filegate.kernel.execute_gate import ExecuteGateError, check_execute_gate
 from filegate.kernel.permissions import FilesystemPermission
 from temporalio import workflow
@@ -43,7 +44,9 @@ class ExecuteGateFailure(ExecuteGateError, ApplicationError):
             pattern=refused.pattern,
             backend=refused.backend,
         )
-        ApplicationError.__init__(self, message, type="InvalidConfiguration", non_retryable=True)
+        ApplicationError.__init__(
+            self, message, type=wire.INVALID_CONFIGURATION_ERROR, non_retryable=True
+        )
 
 
 def check_gate(rules: Sequence[FilesystemPermission], *, backend: str, sandboxed: bool) -> None:
