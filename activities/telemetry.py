@@ -86,22 +86,23 @@ class CallReport:
         self.killed_by.append(bound)
 
 
+def measuring() -> bool:
+    """Whether the running activity records anything: a tracer, or a metrics runtime.
+    False costs the caller two lookups, and it skips :func:`tool_call_telemetry`."""
+    return _TRACER.get() is not None or activity.metric_meter() is not MetricMeter.noop
+
+
 @contextlib.contextmanager
-def tool_call_telemetry(request: ToolRequest) -> Iterator[CallReport]:
-    """The span and the metrics of one tool call on this worker.
+def tool_call_telemetry(request: ToolRequest, report: CallReport) -> Iterator[None]:
+    """The span and the metrics of one tool call on this worker (when :func:`measuring`).
 
     The one place every call of a tools worker passes (the eight activities and
     each call of a ``filegate.tool_batch``, :meth:`FileToolActivities._run`).
-    The caller sets :attr:`CallReport.outcome` before the block ends; a block
-    that raises is a ``failure``. With neither tracing nor metrics on, nothing
-    is measured.
+    The call fills ``report``, :attr:`CallReport.outcome` before the block
+    ends; a block that raises is a ``failure``.
     """
-    report = CallReport()
     meter = activity.metric_meter()
     tracer = _TRACER.get()
-    if tracer is None and meter is MetricMeter.noop:
-        yield report
-        return
     started = time.monotonic()
     span: Span | None = None
     with contextlib.ExitStack() as stack:
@@ -120,7 +121,7 @@ def tool_call_telemetry(request: ToolRequest) -> Iterator[CallReport]:
             )
         failed = True
         try:
-            yield report
+            yield
             failed = False
         finally:
             _finish_call(request, report, meter, span, time.monotonic() - started, failed=failed)

@@ -48,7 +48,7 @@ from filegate.activities.stored_results import (
     offload_large,
     read_offloaded,
 )
-from filegate.activities.telemetry import CallReport, tool_call_telemetry
+from filegate.activities.telemetry import CallReport, measuring, tool_call_telemetry
 from filegate.activities.tool_threads import Job, ToolThreads
 from filegate.backends.audit import audit_context
 from filegate.backends.media import media_blocks
@@ -344,7 +344,10 @@ class FileToolActivities:
         """Run one call: the eight activities and each call of a batch come through here,
         so its span and metrics (:func:`~filegate.activities.telemetry.tool_call_telemetry`)
         are taken here, once."""
-        with tool_call_telemetry(request) as report:
+        report = CallReport()
+        if not measuring():  # traces and metrics off: nothing else to pay
+            return await self._call(tool, request, report, batched=batched)
+        with tool_call_telemetry(request, report):
             report.outcome = await self._call(tool, request, report, batched=batched)
             return report.outcome
 

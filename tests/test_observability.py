@@ -343,7 +343,7 @@ async def test_a_plugin_worker_exports_tool_spans_and_serves_filegate_metrics(
     assert value(samples, f"{wait}_sum", tool="write_file", decision="approve") >= 0.3
     assert value(samples, "filegate_approvals_pending", workflow_type="AgentWorkflow") == 0
     assert value(samples, "temporal_workflow_completed") >= 1  # the SDK's own, same endpoint
-    assert value(samples, "temporal_activity_execution_latency_count") >= 0
+    assert value(samples, "temporal_worker_task_slots_available", worker_type="WorkflowWorker")
     assert any(s.name.startswith("temporal_") for s in samples)
 
     # ---- traces, at the OTLP receiver
