@@ -19,9 +19,11 @@ from __future__ import annotations
 import asyncio
 import gzip
 import http.server
+import logging
 import re
 import socket
 import subprocess
+import sys
 import threading
 import urllib.request
 import uuid
@@ -33,6 +35,7 @@ from typing import Any
 
 import pytest
 from filegate import FilegatePlugin
+from filegate.activities import telemetry
 from filegate.activities.telemetry import ToolSpans, traces_configured
 from filegate.backends.embedded import TemporalDevServer
 from filegate.backends.embedded_s3 import S3DevServer
@@ -425,6 +428,21 @@ def test_off_installs_nothing() -> None:
     assert not traces_configured(
         {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://x:4318", "OTEL_TRACES_EXPORTER": "none"}
     )
+
+
+def test_an_endpoint_without_the_extra_warns_and_traces_nothing(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``OTEL_EXPORTER_OTLP_ENDPOINT`` set but the OTLP exporter not installed: one
+    warning naming the extra, and no tracer provider (the process runs untraced)."""
+    monkeypatch.setattr(telemetry, "_OTLP", {})
+    missing = "opentelemetry.exporter.otlp.proto.http.trace_exporter"
+    monkeypatch.setitem(sys.modules, missing, None)  # import raises ImportError
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
+    with caplog.at_level(logging.WARNING, logger=telemetry.__name__):
+        plugin = FilegatePlugin(agent=True, settings=QUIET)
+    assert plugin.telemetry.tracer_provider is None and plugin.telemetry.interceptors() == []
+    assert "pip install 'filegate[otel]'" in caplog.text
 
 
 # --------------------------------------------------------------------------- the command line
