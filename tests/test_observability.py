@@ -55,12 +55,14 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from temporalio.client import Client, WorkflowHandle
 from temporalio.worker import Replayer, Worker
 
 from tests.scripting import calls
 from tests.test_cli import CLI, env_for, stop_worker
+from tests.test_replay_new_histories import SCENARIOS, recorded
 
 pytestmark = pytest.mark.services
 
@@ -409,6 +411,20 @@ async def test_a_plugin_worker_exports_tool_spans_and_serves_filegate_metrics(
         s for s in receiver.spans[before:] if s.name.startswith(("approval_wait", "execute_tool"))
     ]
     provider.shutdown()
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+async def test_histories_recorded_untraced_replay_with_tracing_on(name: str) -> None:
+    """Turning traces on for a deployment with runs in flight: the histories recorded on
+    f71da99 (approvals, a grant, turn decisions, operations) replay through a plugin with
+    a tracer provider, and the replay records no span."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    workflow_class, _ = SCENARIOS[name]
+    plugin = FilegatePlugin(artifacts=None, settings=QUIET, tracer_provider=provider)
+    await Replayer(workflows=[workflow_class], plugins=[plugin]).replay_workflow(recorded(name))
+    assert exporter.get_finished_spans() == ()
 
 
 def test_off_installs_nothing() -> None:
