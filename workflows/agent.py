@@ -41,10 +41,8 @@ with workflow.unsafe.imports_passed_through():
     import wcmatch.fnmatch
     import wcmatch.glob  # noqa: F401
     from filegate.kernel.messages import Message, check_model_spec
-    from filegate.kernel.transcripts import MemoryRef
     from filegate.workflows import runner
     from filegate.workflows.approvals import InlineAnswer, InlineStatus
-    from filegate.workflows.context import TokenTally
     from filegate.workflows.file_tools import FileTools, tool_messages
     from filegate.workflows.grants import GRANTS_QUERY, REVOKE_UPDATE, Grant, GrantRevocation
     from filegate.workflows.inputs import (
@@ -77,7 +75,7 @@ def transcript_json(messages: list[Message]) -> list[dict[str, Any]]:
 
 
 @workflow.defn(name=wire.WORKFLOW_TYPE)
-class AgentWorkflow(ModelTurns):
+class AgentWorkflow:
     """One agent thread: model turns, gated tool calls, human approvals."""
 
     @workflow.init
@@ -85,9 +83,8 @@ class AgentWorkflow(ModelTurns):
         self._input = input
         carry = input.carry or CarryOver()
         self._messages: list[Message] = list(carry.messages)
-        self._call_index = carry.call_index
-        self._usage = carry.usage.model_copy()
-        self._steps = carry.counters.get("steps", 0)
+        # The model side of the loop: its own state, the conversation shared.
+        self._turns = ModelTurns(input, input.carry, self._messages)
         # The tools quote the conversation on approval cards: they share the list
         # (never rebound here). The handlers are declared below, typed.
         # CarryOver holds FileToolsState's fields under the same names.
@@ -100,14 +97,8 @@ class AgentWorkflow(ModelTurns):
         )
         self._inbox: list[Message] = []
         self._end_requested = carry.end_requested
-        self._transcript = carry.transcript
-        self._context = carry.context.model_copy()
-        self._tally = TokenTally()
         self._state = "running"
         self._awaiting_model = carry.awaiting_model
-        self._model_time: str | None = None
-        self._memory: MemoryRef | None = None
-        self._script = carry.script
         if input.carry is None:
             self._messages.extend(input.messages)
             if input.task:
@@ -128,23 +119,24 @@ class AgentWorkflow(ModelTurns):
                 if reason is not None:
                     return self._result(final or self._last_answer(), reason)
                 continue
-            if self._steps >= input.limits.max_steps:
+            turns = self._turns
+            if turns.steps >= input.limits.max_steps:
                 return self._result(self._last_answer(), "max_steps")
             limit = input.limits.max_total_tokens
-            if limit is not None and self._usage.input_tokens + self._usage.output_tokens >= limit:
+            if limit is not None and turns.usage.input_tokens + turns.usage.output_tokens >= limit:
                 return self._result(self._last_answer(), "token_limit")
             if steps_this_run >= input.continue_as_new_after_steps or (
                 steps_this_run > 0 and workflow.info().is_continue_as_new_suggested()
             ):
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(self._continued_input())
-            response = await self._call_model(self._tools.visible())
+            response = await turns.call_model(self._tools.visible())
             steps_this_run += 1
             reply = response.message.model_copy(update={"role": "assistant"})
             self._messages.append(reply)
             if reply.tool_calls:
-                self._tools.stamp(self._model_time)
-                results = await self._tools.run_turn(reply.tool_calls, step=self._steps)
+                self._tools.stamp(turns.model_time)
+                results = await self._tools.run_turn(reply.tool_calls, step=turns.steps)
                 self._messages.extend(tool_messages(results))
                 continue
             final = reply.text()
@@ -189,20 +181,20 @@ class AgentWorkflow(ModelTurns):
         for message in reversed(self._messages):
             if message.role == "assistant" and not message.tool_calls:
                 return message.text()
-        return self._context.paged_answer  # the latest one in the transcript pages
+        return self._turns.context.paged_answer  # the latest one in the transcript pages
 
     def _result(self, final: str, reason: StopReason) -> AgentResult:
         self._state = "done"
         return AgentResult(
             final_answer=final,
             stop_reason=reason,
-            steps=self._steps,
+            steps=self._turns.steps,
             tool_calls=self._tools.counts["tool_calls"],
             tool_errors=self._tools.counts["tool_errors"],
             approvals=self._tools.counts["approvals"],
-            usage=self._usage,
+            usage=self._turns.usage,
             transcript=transcript_json(self._messages),
-            earlier_transcript=self._context.page,
+            earlier_transcript=self._turns.context.page,
         )
 
     def _continued_input(self) -> AgentInput:
@@ -210,16 +202,12 @@ class AgentWorkflow(ModelTurns):
         tools = self._tools.state()
         carry = CarryOver(
             **{name: getattr(tools, name) for name in FileToolsState.model_fields},
+            **self._turns.carried(),
             messages=self._messages,
-            call_index=self._call_index,
-            usage=self._usage,
             awaiting_model=self._awaiting_model,
             end_requested=self._end_requested,
-            transcript=self._transcript,
-            context=self._context,
-            script=self._script,
         )
-        carry.counters["steps"] = self._steps
+        carry.counters["steps"] = self._turns.steps
         return self._input.model_copy(update={"carry": carry, "messages": [], "task": None})
 
     # ------------------------------------------------------------- handlers
@@ -244,7 +232,7 @@ class AgentWorkflow(ModelTurns):
             state = "awaiting_approval"
         last = transcript_json(self._messages[-1:])
         return InlineStatus(  # inline: see InlineAnswer
-            step=self._steps,
+            step=self._turns.steps,
             state=state,  # type: ignore[arg-type]
             pending_approvals=pending,
             decided=self.decided_approvals(),

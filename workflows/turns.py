@@ -1,8 +1,12 @@
 """Model turns of the agent workflow: requests, summaries, transcripts by reference.
 
-A mixin of the workflow class: it holds no state of its own (the workflow's
-attributes it reads and writes are declared below), so the sandbox may pass
-this module through. Each step's model call is one ``filegate.model``
+:class:`ModelTurns` is a part the workflow holds (``AgentWorkflow._turns``), not a
+mixin: it owns the model loop's state (the summary bookkeeping, the transcript
+and script references, the step and call counters, the usage) and takes what it
+needs from the workflow in its constructor: the input, the carried-over state
+and the conversation (a list it shares with the workflow and the tools). The
+module keeps no global state, so the sandbox may pass it through. Each step's
+model call is one ``filegate.model``
 activity (local by default) carrying the transcript by reference plus the new
 messages (:class:`~filegate.kernel.transcripts.ModelTurn`); at 85 % of the
 context window a summary call replaces older messages first.
@@ -42,7 +46,7 @@ from filegate.workflows.context import (
     summary_message,
     to_archive,
 )
-from filegate.workflows.inputs import AgentInput
+from filegate.workflows.inputs import AgentInput, CarryOver
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError, FailureError
@@ -51,24 +55,47 @@ MODEL_ACTIVITY = wire.MODEL_ACTIVITY
 
 
 class ModelTurns:
-    """The model side of the agent loop (mixed into ``AgentWorkflow``)."""
+    """The model side of the agent loop; ``AgentWorkflow`` holds one and delegates.
 
-    _input: AgentInput
-    _messages: list[Message]
-    _context: ContextState
-    _transcript: TranscriptRef | None
-    _memory: MemoryRef | None
-    _script: ScriptRef | None
-    _model_time: str | None
-    _usage: Usage
-    _call_index: int
-    _steps: int
-    _tally: TokenTally
+    Built from the run's ``input``, the ``carry`` of a continued run (``None``
+    on a first run) and ``messages``: the conversation, shared in place with
+    the workflow (which appends to it) and with ``FileTools`` (which quotes it
+    on approval cards); this class only ever deletes the messages a summary
+    stored as a transcript page. The public attributes are the state the
+    workflow reads back for its result, its queries and the next run's carry.
+    """
 
-    async def _call_model(self, visible: list[ToolName]) -> ModelResponse:
+    def __init__(self, input: AgentInput, carry: CarryOver | None, messages: list[Message]) -> None:
+        carry = carry or CarryOver()
+        self._input = input
+        self._messages = messages
+        self._tally = TokenTally()
+        self._memory: MemoryRef | None = None
+        self.call_index: int = carry.call_index
+        """The scripted model's turn counter (summary calls do not advance it)."""
+        self.steps: int = carry.counters.get("steps", 0)
+        self.usage: Usage = carry.usage.model_copy()
+        self.context: ContextState = carry.context.model_copy()
+        self.transcript: TranscriptRef | None = carry.transcript
+        self.script: ScriptRef | None = carry.script
+        self.model_time: str | None = None
+        """When the last ``respond`` call completed (stamped on the tool calls it asked for)."""
+
+    def carried(self) -> dict[str, Any]:
+        """This side's fields of the next run's :class:`CarryOver` (``steps`` goes in
+        its counters)."""
+        return {
+            "call_index": self.call_index,
+            "usage": self.usage,
+            "transcript": self.transcript,
+            "context": self.context,
+            "script": self.script,
+        }
+
+    async def call_model(self, visible: list[ToolName]) -> ModelResponse:
         """One step's model call, offering the ``visible`` tools."""
         request = ModelRequest(
-            model=self._model_spec(by_reference=self._script is not None),
+            model=self._model_spec(by_reference=self.script is not None),
             system=descriptions.system_prompt(
                 self._input.system_prompt,
                 visible,
@@ -81,14 +108,14 @@ class ModelTurns:
                 self._input.tool_descriptions,
                 video=descriptions.any_can_read_video(self._input.backend),
             ),
-            call_index=self._call_index,
+            call_index=self.call_index,
             tool_limits=self._input.limits.tool_call_limits(),
-            script=self._script,
+            script=self.script,
         )
         view = await self._maybe_summarize(request)
         response = (await self._model_turn(request, "respond", view)).response
-        self._call_index += 1
-        self._steps += 1
+        self.call_index += 1
+        self.steps += 1
         return response
 
     def _model_spec(self, *, by_reference: bool) -> ModelSpec:
@@ -110,11 +137,11 @@ class ModelTurns:
         and does not advance ``call_index`` (the scripted model's turn counter).
         """
         threshold = summarize_threshold(request.model)
-        view = model_view(self._messages, self._context)
+        view = model_view(self._messages, self.context)
         if self._tally.view_tokens(view, request.system) < threshold:
             return view
-        cut = cut_for_summary(self._messages, self._context, threshold)
-        if cut <= self._context.start:
+        cut = cut_for_summary(self._messages, self.context, threshold)
+        if cut <= self.context.start:
             return view
         summarize = request.model_copy(update={"tools": []})
         page_out, summarized = self._page_out(cut)
@@ -122,16 +149,16 @@ class ModelTurns:
         summary = summary_message(result.response.message.text(), result.archived[-1:])
         update: dict[str, Any] = {"start": cut, "summary": summary, "summarized_chars": summarized}
         update.update(self._let_go(result.page, page_out))
-        self._context = self._context.model_copy(update=update)
-        self._transcript = None  # the view changed wholesale: send it afresh next time
+        self.context = self.context.model_copy(update=update)
+        self.transcript = None  # the view changed wholesale: send it afresh next time
         self._memory = None
-        return model_view(self._messages, self._context)
+        return model_view(self._messages, self.context)
 
     def _page_out(self, cut: int) -> tuple[PageOut | None, int]:
         """The summarized messages to store as a page once there are enough of them
         (:data:`~filegate.workflows.context.PAGE_OUT_CHARS`), and how many characters
         the messages before ``cut`` hold (each message is measured once)."""
-        context = self._context
+        context = self.context
         offset = context.offset
         summarized = context.summarized_chars + sum(
             message_chars(m) for m in self._messages[context.start - offset : cut - offset]
@@ -145,7 +172,7 @@ class ModelTurns:
         """Drop the messages a summary call stored as ``page``; the context fields to update."""
         if page is None:  # without a store on the agent worker, keep them all from now on
             return {"paging": False} if page_out is not None else {}
-        answer = last_answer(self._messages[: page.count], self._context.paged_answer)
+        answer = last_answer(self._messages[: page.count], self.context.paged_answer)
         del self._messages[: page.count]  # in place: FileTools shares the list
         return {"offset": page.end, "page": page, "summarized_chars": 0, "paged_answer": answer}
 
@@ -164,7 +191,7 @@ class ModelTurns:
         is made again with the whole conversation. ``view`` is this turn's
         :func:`model_view` of the messages.
         """
-        ref = self._transcript
+        ref = self.transcript
         if ref is not None and ref.count > len(view):
             ref = None
         memory = self._memory if ref is None else None
@@ -179,7 +206,7 @@ class ModelTurns:
             transcript=ref,
             memory=memory,
             purpose=purpose,
-            archive=to_archive(self._messages, self._context),
+            archive=to_archive(self._messages, self.context),
             first_run_id=workflow.info().first_execution_run_id,
             page_out=page_out,
         )
@@ -202,7 +229,7 @@ class ModelTurns:
                 result = await workflow.execute_activity(MODEL_ACTIVITY, turn, **options)
         except FailureError as error:
             if request.script is not None and _failed_with(error, SCRIPT_UNAVAILABLE):
-                self._script = None  # no worker holds it: send it inline once more
+                self.script = None  # no worker holds it: send it inline once more
                 inline = self._model_spec(by_reference=False)
                 request = request.model_copy(update={"model": inline, "script": None})
                 return await self._model_turn(request, purpose, view, page_out)
@@ -210,18 +237,18 @@ class ModelTurns:
                 raise
             self._memory = None  # that worker restarted or another one ran the call
             return await self._model_turn(request, purpose, view, page_out)
-        upto = self._context.offset + len(self._messages)
-        self._context = self._context.model_copy(update={"archived_upto": upto})
+        upto = self.context.offset + len(self._messages)
+        self.context = self.context.model_copy(update={"archived_upto": upto})
         if purpose == "respond":
-            self._transcript = result.transcript
+            self.transcript = result.transcript
             self._memory = result.memory
-            self._model_time = result.completed_at
+            self.model_time = result.completed_at
         if result.script is not None:
-            self._script = result.script  # later calls name the script by this
+            self.script = result.script  # later calls name the script by this
         response = result.response
-        self._usage = Usage(
-            input_tokens=self._usage.input_tokens + response.usage.input_tokens,
-            output_tokens=self._usage.output_tokens + response.usage.output_tokens,
+        self.usage = Usage(
+            input_tokens=self.usage.input_tokens + response.usage.input_tokens,
+            output_tokens=self.usage.output_tokens + response.usage.output_tokens,
         )
         return result
 
