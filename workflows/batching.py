@@ -262,7 +262,8 @@ class RemoteCalls:
         """One ``filegate.tool_batch`` activity on ``task_queue``; what it leaves
         unfinished runs alone, concurrently, as separate calls would. It waits for a
         worker as long as one call would (``schedule_to_start_timeout``, if any)."""
-        wait = {k: v for k, v in options.items() if k == WAIT_OPTION}
+        # The run's priority and fairness (its tenant) ride on the batch as on each call.
+        wait = {k: v for k, v in options.items() if k in (WAIT_OPTION, "priority")}
         unfinished = await _settle(
             lambda batch_input: workflow.execute_activity(
                 TOOL_BATCH_ACTIVITY,

@@ -350,6 +350,7 @@ class ToolCalls(Reviews):
                 return await self._local.call(name, request, options)
             # Bounded: a queue nobody polls is reported, not waited on (workflows.unserved).
             options.update(worker_wait_options(self._input.limits))
+            options.update(self._input.priority_options())
             return await self._remote.call(name, request, options, ref.task_queue)
         except FailureError as error:
             if not_picked_up(error):

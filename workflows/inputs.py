@@ -35,6 +35,7 @@ from filegate.workflows.context import ContextState
 from filegate.workflows.gate import ToolInterrupt
 from filegate.workflows.grant_models import Grant
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+from temporalio.common import Priority
 
 
 class BackendRef(BaseModel):
@@ -261,6 +262,12 @@ class FileToolsConfig(BaseModel):
     was started with them set, which proves the server has them registered (an
     upsert of an unregistered attribute would stall the workflow); True: always
     (the server must have them registered); False: never."""
+    fairness_key: str | None = Field(default=None, min_length=1, max_length=64)
+    """Who this run's tool calls are for (a tenant, a user): their activities carry
+    it as Temporal's fairness key, so on a busy tools queue one key's backlog does
+    not starve another's (the server shares dispatch across keys by weight)."""
+    fairness_weight: float | None = Field(default=None, gt=0, le=1000)
+    """The key's share of dispatch relative to other keys (server default 1)."""
 
     @model_validator(mode="after")
     def _interrupt_on_fits_its_tools(self) -> FileToolsConfig:
@@ -270,6 +277,17 @@ class FileToolsConfig(BaseModel):
             if problem is not None:
                 raise ValueError(f"interrupt_on[{tool}]: {problem}")
         return self
+
+    def priority_options(self) -> dict[str, Priority]:
+        """``priority=`` for this run's remote tool and preview activities, when it has
+        a fairness key (local activities run in the agent worker: no queue to share)."""
+        if self.fairness_key is None:
+            return {}
+        return {
+            "priority": Priority(
+                fairness_key=self.fairness_key, fairness_weight=self.fairness_weight
+            )
+        }
 
     def may_ask(self) -> bool:
         """Whether any call can wait for a human (interrupt rules or interrupt_on)."""

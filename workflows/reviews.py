@@ -269,6 +269,7 @@ class Reviews:
                 result_type=ChangePreview,
                 task_queue=ref.task_queue,
                 **options,
+                **self._input.priority_options(),
             )
         except (FailureError, ValueError) as error:
             # ValueError: a local activity this agent worker does not register.
