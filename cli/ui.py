@@ -59,7 +59,7 @@ from filegate.cli.ui_cards import (
 )
 from filegate.cli.ui_decided import decided_listing
 from filegate.cli.ui_grants import grant_routes, mark_scopes
-from filegate.cli.ui_listing import LISTING_TIMEOUT, approval_listing
+from filegate.cli.ui_listing import LISTING_TIMEOUT, approval_listing, forget_cards
 from filegate.cli.ui_turns import mark_turns, turn_decision_text
 from filegate.cli.web_guard import TOKEN_QUERY, GuardMiddleware, Reviewer, UiAccess, reviewer_of
 from filegate.kernel.wire import DECIDE_TURN_UPDATE, DECIDE_UPDATE
@@ -163,7 +163,11 @@ class ApprovalService:
         self, workflow_id: str, update: str, payload: dict[str, Any], what: str
     ) -> dict[str, Any]:
         """One decision update: a refusal is ``ValueError``, an unreachable run ``LookupError``."""
-        handle = (await self.client()).get_workflow_handle(workflow_id)
+        client = await self.client()
+        handle = client.get_workflow_handle(workflow_id)
+        # Whatever the outcome (applied, bounced with a fresh preview), the cards
+        # this page shows next are asked anew.
+        forget_cards(client, workflow_id)
         try:
             ack: dict[str, Any] = await handle.execute_update(update, payload)
         except WorkflowUpdateFailedError as exc:

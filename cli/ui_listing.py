@@ -27,13 +27,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
 from filegate.cli.errors import undecodable
-from filegate.kernel.wire import PENDING_ATTRIBUTE, PENDING_QUERY
+from filegate.kernel.wire import DECIDED_ATTRIBUTE, PENDING_ATTRIBUTE, PENDING_QUERY
 from temporalio.client import Client, WorkflowQueryFailedError
 from temporalio.common import SearchAttributeKey
 from temporalio.service import RPCError, RPCStatusCode
@@ -115,6 +116,8 @@ class Candidate:
     running: bool = True
     counted: bool = False
     """It carries the listing's search attribute (keeps its approval counters)."""
+    counters: tuple[int | None, int | None] = (None, None)
+    """Its pending and decided approval counters, as visibility last recorded them."""
 
 
 HOST_TYPES_KEPT = 50
@@ -156,14 +159,21 @@ async def candidates(
     query = fallback if attribute_missing(client, attribute) else narrowed
 
     key = SearchAttributeKey.for_int(attribute)
+    pending, decided = (
+        SearchAttributeKey.for_int(a) for a in (PENDING_ATTRIBUTE, DECIDED_ATTRIBUTE)
+    )
 
     async def listed(text: str) -> list[Candidate]:
         found: dict[str, Candidate] = {}
         async for wf in client.list_workflows(text, limit=limit):
             if wf.id not in found:  # newest run first: keep it
                 running = wf.status is None or wf.status.name == "RUNNING"
-                counted = wf.typed_search_attributes.get(key) is not None
-                found[wf.id] = Candidate(wf.id, wf.run_id, wf.workflow_type, running, counted)
+                attributes = wf.typed_search_attributes
+                counted = attributes.get(key) is not None
+                counters = (attributes.get(pending), attributes.get(decided))
+                found[wf.id] = Candidate(
+                    wf.id, wf.run_id, wf.workflow_type, running, counted, counters
+                )
         return sorted(found.values(), key=lambda c: c.workflow_id)
 
     try:
@@ -282,6 +292,64 @@ def undecodable_reason(reason: str) -> bool:
     return "stored in S3 by reference" in reason
 
 
+CARDS_RECHECK = 10.0
+"""Seconds a waiting workflow's cards are reused while its counters stand still.
+
+Why: every query is a billed Temporal Action, and the approval page refreshes
+every 2 s: one query per waiting workflow per refresh was 30 Actions a minute
+for a card nobody touched (``bench/actions.py``). A card changes when an
+approval opens or is decided (both move the workflow's counters, which the
+visibility query reads for free) or when its preview becomes ready (never
+reused while one is pending); anything else (an escalation, a decision that
+another process sent and the run bounced with a fresh preview) shows within
+this many seconds. A decision sent through this process forgets the run's
+cards at once (:func:`forget_cards`)."""
+
+CARDS_KEPT = 1000
+_cards: OrderedDict[tuple[str, str, str, str], tuple[tuple[Any, ...], list[Any], float]] = (
+    OrderedDict()
+)
+"""(server, namespace, workflow id, run id) -> (its counters, its cards, when asked)."""
+
+
+def _reused(client: Client, wf: Candidate) -> list[Any] | None:
+    if not wf.counted:
+        return None
+    hit = _cards.get((*_namespace_key(client), wf.workflow_id, wf.run_id))
+    if hit is None or hit[0] != wf.counters or time.monotonic() - hit[2] > CARDS_RECHECK:
+        return None
+    return hit[1]
+
+
+def _keep(client: Client, wf: Candidate, answer: list[Any]) -> None:
+    if not wf.counted or any(isinstance(a, dict) and a.get("preview_pending") for a in answer):
+        return
+    key = (*_namespace_key(client), wf.workflow_id, wf.run_id)
+    _cards[key] = (wf.counters, answer, time.monotonic())
+    _cards.move_to_end(key)
+    while len(_cards) > CARDS_KEPT:
+        _cards.popitem(last=False)
+
+
+def forget_cards(client: Client, workflow_id: str) -> None:
+    """Ask ``workflow_id`` anew on the next listing (this process just decided on it:
+    a bounced decision refreshes a preview without moving any counter)."""
+    prefix = (*_namespace_key(client), workflow_id)
+    for key in [k for k in _cards if k[:3] == prefix]:
+        del _cards[key]
+
+
+async def _cards_of(client: Client, wf: Candidate) -> list[Any] | str:
+    """The workflow's pending approvals: reused (:data:`CARDS_RECHECK`) or asked."""
+    reused = _reused(client, wf)
+    if reused is not None:
+        return reused
+    answer = await ask(client, wf, PENDING_QUERY)
+    if isinstance(answer, list):
+        _keep(client, wf, answer)
+    return answer
+
+
 async def approval_listing(
     client: Client, workflow_id: str | None = None, soft_deadline: float | None = None
 ) -> Listing:
@@ -295,7 +363,7 @@ async def approval_listing(
     only = f" AND WorkflowId = {quoted(workflow_id)}" if workflow_id else ""
     narrowed = f"{RUNNING} AND {waiting_or_unknown(PENDING_ATTRIBUTE)}{only}"
     found = await candidates(client, PENDING_ATTRIBUTE, narrowed, RUNNING + only)
-    answers = await ask_all(found, lambda wf: ask(client, wf, PENDING_QUERY), soft_deadline)
+    answers = await ask_all(found, lambda wf: _cards_of(client, wf), soft_deadline)
     listing = Listing(narrowed=not attribute_missing(client, PENDING_ATTRIBUTE))
     for wf, answer in zip(found, answers, strict=True):
         if answer is None or isinstance(answer, str):
