@@ -40,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import Bench, call, remote, scripted_input, temporal_bench
 from filegate.backends.filesystem import FilesystemBackend
+from filegate.cli.run import approval_counters
 from filegate.cli.ui_listing import approval_listing
 from filegate.kernel.permissions import FilesystemPermission
 from filegate.kernel.protocol import BackendProtocol
@@ -150,9 +151,11 @@ async def approval_scenario(bench: Bench, ui_seconds: float) -> tuple[Counter[st
         tools_worker(bench.client, tools_q, fs, bench.tmp / "journal-approval"),
     ):
         before = await settled(bench)
+        # With the approval counters, as filegate run / submit start runs.
         handle = await bench.client.start_workflow(
-            AgentWorkflow.run, input, id=f"actions-approval-{agent_q}", task_queue=agent_q
-        )
+            AgentWorkflow.run, input, id=f"actions-approval-{agent_q}", task_queue=agent_q,
+            search_attributes=await approval_counters(bench.client),
+        )  # fmt: skip
         while not (pending := await handle.query(AgentWorkflow.pending_approvals)) or any(
             p.preview_pending for p in pending
         ):
