@@ -13,7 +13,9 @@ object, the way Temporal's own integrations (``OpenAIAgentsPlugin``) do:
   when the converter is), and the workflows and activities of the roles asked
   for, *added* to the worker's own: ``agent=True`` serves ``AgentWorkflow`` and
   the model activity; ``backends`` serve the ``filegate.<tool>`` activities,
-  ``filegate.preview`` and batching over them. Neither: a worker for workflows
+  ``filegate.preview``, batching over them, and one operation outside a
+  workflow (``OperationWorkflow`` and ``filegate.transfer.*``, for ``filegate
+  call`` and the Deep Agents adapter). Neither: a worker for workflows
   of your own that host ``FileTools`` over remote backends.
 
 On the client it also starts Filegate's workflow types with the short workflow
