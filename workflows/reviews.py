@@ -263,13 +263,13 @@ class Reviews:
                         PREVIEW_ACTIVITY, request, result_type=ChangePreview, **options
                     )
                 )
+            remote: dict[str, Any] = {**options, **self._input.priority_options()}
             return await workflow.execute_activity(
                 PREVIEW_ACTIVITY,
                 request,
                 result_type=ChangePreview,
                 task_queue=ref.task_queue,
-                **options,
-                **self._input.priority_options(),
+                **remote,
             )
         except (FailureError, ValueError) as error:
             # ValueError: a local activity this agent worker does not register.
