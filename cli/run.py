@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from filegate.activities.pages import full_transcript
-from filegate.backends.policy import PolicyConfig
 from filegate.cli.connection import target_from
 from filegate.cli.errors import CliError, failure_text
 from filegate.cli.outage import Outage, resume_command
@@ -39,6 +38,7 @@ from filegate.cli.run_inputs import (
     workspace_root,
 )
 from filegate.cli.services import local_services, services_client, state_dir_outside
+from filegate.cli.workers import env_policies
 from filegate.worker import in_process_workers, make_backend
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.common import (
@@ -249,7 +249,7 @@ async def run_command(args: argparse.Namespace) -> int:
         with _failure_lines(args):
             async with in_process_workers(
                 client, agent_queue, tools_queue, {name: backend}, state_dir / "journal" / name,
-                artifacts=artifacts, settings=target.settings, policies=_policies(),
+                artifacts=artifacts, settings=target.settings, policies=env_policies(),
             ):  # fmt: skip
                 # Co-hosted: the run's own queue is the tools queue (contract §8).
                 result = await start_and_follow(
@@ -411,11 +411,3 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         "commands); --permissions compile into each command's view",
     )
     parser.set_defaults(handler=run_command)
-
-
-def _policies() -> PolicyConfig:
-    """The tools side's policies (``FILEGATE_POLICY_FILE`` / ``_JSON``), as ``filegate worker``."""
-    try:
-        return PolicyConfig.from_env()
-    except ValueError as exc:
-        raise CliError(str(exc), 2) from None

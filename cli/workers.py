@@ -160,6 +160,15 @@ def settings_with_flags(args: argparse.Namespace, settings: Settings) -> Setting
     return settings.model_copy(update=update) if update else settings
 
 
+def env_policies() -> PolicyConfig:
+    """The tools side's policies (``FILEGATE_POLICY_FILE`` / ``_JSON``); a bad one is
+    one line, exit 2. Read here, at the CLI's edge, for every command that serves tools."""
+    try:
+        return PolicyConfig.from_env()
+    except ValueError as exc:
+        raise CliError(str(exc), 2) from None
+
+
 async def worker_command(args: argparse.Namespace) -> int:
     target = target_from(args)
     settings = settings_with_flags(args, target.settings)
@@ -170,10 +179,7 @@ async def worker_command(args: argparse.Namespace) -> int:
     served: tuple[str, BackendProtocol, Path] | None = None
     if args.role == "tools" or args.local_backend:
         served = backend_from_args(args, settings)  # refuse a bad configuration before connecting
-    try:
-        policies = PolicyConfig.from_env()
-    except ValueError as exc:
-        raise CliError(str(exc), 2) from None
+    policies = env_policies()
     profiles = profiles_from(settings) if args.role == "agent" or args.serve_agents else None
     queue = args.task_queue or os.environ.get("FILEGATE_TASK_QUEUE") or settings.task_queue
     telemetry = cli_telemetry(args.metrics_port, args.metrics_host)
