@@ -17,7 +17,6 @@ import base64
 import errno
 import os
 import re
-from dataclasses import dataclass
 
 from deepagents.backends.protocol import (
     EditResult,
@@ -41,8 +40,8 @@ from filegate.kernel.formatting import (
     permission_denied,
 )
 from filegate.kernel.gates import approval_missing
+from filegate.kernel.mount import Mount
 from filegate.kernel.operation_types import ReadWindow, TransferAnswer
-from filegate.kernel.paths import validate_path
 from filegate.kernel.textops import EOF_NEWLINE_HINT, eof_newline_reason
 from filegate.kernel.tool_types import ToolOutcome
 
@@ -56,39 +55,6 @@ def _pattern(message: str, **groups: str) -> re.Pattern[str]:
     for name, sentinel in groups.items():
         pattern = pattern.replace(re.escape(sentinel), f"(?P<{name}>.+?)", 1)
     return re.compile(pattern)
-
-
-@dataclass(frozen=True)
-class Mount:
-    """Where Filegate's virtual ``/`` appears in deepagents' paths.
-
-    A sandbox runs commands with the workspace at ``/workspace``, so its files
-    must be named the same way in file operations (``mount="/workspace"``):
-    ``/workspace/a.py`` is Filegate's ``/a.py``. Paths outside the mount, and
-    relative ones, are refused as ``invalid_path``.
-    """
-
-    at: str = "/"
-
-    def inward(self, path: str) -> str:
-        """deepagents' path -> Filegate's virtual path (raises ValueError)."""
-        # Reasons do not repeat the path: every caller's message names it already.
-        if not path.startswith("/"):
-            raise ValueError("path must be absolute")
-        virtual = str(validate_path(path))
-        if self.at == "/":
-            return virtual
-        if virtual == self.at:
-            return "/"
-        if not virtual.startswith(self.at + "/"):
-            raise ValueError(f"outside the mount {self.at}")
-        return virtual[len(self.at) :]
-
-    def outward(self, virtual: str) -> str:
-        """Filegate's virtual path -> deepagents' path."""
-        if self.at == "/":
-            return virtual
-        return self.at if virtual == "/" else self.at + virtual
 
 
 # --------------------------------------------------------------------------- structured answers

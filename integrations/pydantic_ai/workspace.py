@@ -1,0 +1,504 @@
+"""Pydantic AI workspace backends whose every operation is a Filegate operation.
+
+:class:`FilegateWorkspace` implements Pydantic AI's ``WorkspaceBackend``,
+``SupportsFilesystem`` and ``SupportsCommands`` over one backend on a Filegate
+tools worker; :class:`FilegateFileWorkspace` is the same without commands.
+Each call is one :class:`~filegate.kernel.operation_types.Operation`:
+
+- inside a workflow, scheduled from it by the kit's
+  :func:`~filegate.workflows.operation.run_operation` (recorded in its history,
+  replay-stable call ids);
+- outside one, started through a Temporal client by
+  :func:`filegate.operations.run_outside` (a standalone activity, else one short
+  ``OperationWorkflow``). Inside an activity, such as the tool activity of a
+  Pydantic AI agent under Temporal, the activity's own client serves when the
+  workspace was built without one.
+
+Either way the call takes an agent's path on the tools worker: its policies,
+the permission rules carried in the request, the idempotency journal, the
+audit log, timeouts and the S3 payload codec.
+
+Why the mutations a rule may interrupt are checked here first: a workspace
+call has no workflow history to hold a reviewer's decision (the tools worker
+refuses a claimed approval on a standalone activity), so an ``interrupt`` rule
+becomes Pydantic AI's deferred approval instead. Inside an agent run the call
+raises ``ApprovalRequired`` with the Filegate call to approve in its metadata;
+:class:`~.approvals.FilegateApprovals` runs that call through ``FileTools`` in
+the agent's workflow (Filegate's approval handlers, ``filegate approve``),
+and the approved re-run of the tool finds the settled answer in
+``ctx.tool_call_metadata`` instead of running it a second time (:mod:`.settled`).
+"""
+
+from __future__ import annotations
+
+import base64
+import posixpath
+import shlex
+import uuid
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+from typing import Any
+
+from filegate.activities.stubs import tool_request
+from filegate.kernel.formatting import EXECUTE_TRUNCATED_NOTE, format_execute
+from filegate.kernel.mount import Mount
+from filegate.kernel.operation_types import (
+    DownloadRequest,
+    Operation,
+    OperationResult,
+    TransferAnswer,
+    UploadFile,
+    UploadRequest,
+)
+from filegate.kernel.permissions import FilesystemPermission, check_permission
+from filegate.kernel.protocol import ExecuteResult, FileInfo, LsResult
+from filegate.kernel.tool_types import ToolName, ToolOutcome
+from filegate.operations import (
+    DEFAULT_OPERATION_PATH,
+    DEFAULT_OPERATION_TIMEOUT,
+    OperationPath,
+    checked_path,
+    run_outside,
+)
+from filegate.workflows.adapter_gate import check_adapter_gate
+from filegate.workflows.operation import run_operation
+from pydantic_ai.workspaces import (
+    CommandResult,
+    FileEntry,
+    WorkspaceError,
+    WorkspaceOutputLimitError,
+    WorkspaceRef,
+    WorkspaceTimeoutError,
+)
+from temporalio import activity, workflow
+from temporalio.client import Client
+
+from . import settled
+from .errors import raise_for
+
+PROVIDER = "filegate"
+"""``WorkspaceRef.provider`` of a Filegate workspace."""
+
+ADAPTER_REMEDIES = (
+    "Through the Pydantic AI adapter: FilegateWorkspace(sandboxed=True) on a tools worker "
+    "serving the bubblewrap sandbox, or FilegateFileWorkspace to offer no commands."
+)
+"""The kernel's remedies name ``BackendRef`` and ``interrupt_on``; these are the adapter's."""
+
+_EXIT_TIMEOUT = format_execute(ExecuteResult(error="x", code="timeout", exit_code=124)).text
+_TIMEOUT_FOOTER = _EXIT_TIMEOUT.rsplit("\n", 1)[-1]
+"""The last line of a command the tools worker stopped at its timeout (from the kernel)."""
+
+# Exit codes of make_dir's script: 100 plus the errno, as pydantic_ai's shell filesystem does.
+_MKDIR_EXISTS = 117
+_MKDIR_NOT_DIRECTORY = 120
+_MKDIR_SCRIPT = (
+    'p=$1; if [ -e "$p" ] && [ ! -d "$p" ]; then exit 117; fi; q=$p; '
+    'while [ "$q" != / ] && [ ! -e "$q" ]; do q=${q%/*}; [ -n "$q" ] || q=/; done; '
+    '[ -d "$q" ] || exit 120; mkdir -p -- "$p"'
+)
+
+
+class FilegateFileWorkspace:
+    """Pydantic AI's ``WorkspaceBackend`` and ``SupportsFilesystem`` over one Filegate backend.
+
+    ``backend`` and ``task_queue`` name the backend and its tools worker's queue
+    (as ``BackendRef(kind="remote")`` does). ``client`` serves calls outside a
+    workflow (default: the running activity's client, if any);
+    ``operation_task_queue`` is where the fallback ``OperationWorkflow`` runs
+    (default: ``task_queue``; every tools worker serves it) and
+    ``operation_path`` forces a path (:mod:`filegate.operations`). ``mount`` is
+    where Filegate's ``/`` appears in the workspace's paths and is its working
+    directory (``"/workspace"`` for the bwrap sandbox, whose commands see the
+    files there). ``permissions`` and ``policies`` travel with every call, as
+    from ``AgentWorkflow``.
+
+    No commands: no ``run`` (Pydantic AI probes ``SupportsCommands``
+    structurally), and ``make_dir`` raises ``NotImplementedError`` (Filegate
+    has no directory operation but a command).
+    """
+
+    def __init__(
+        self,
+        *,
+        backend: str,
+        task_queue: str,
+        client: Client | None = None,
+        operation_task_queue: str | None = None,
+        mount: str = "/",
+        permissions: Sequence[FilesystemPermission] = (),
+        policies: Sequence[str] | None = None,
+        operation_timeout: timedelta = DEFAULT_OPERATION_TIMEOUT,
+        operation_path: OperationPath = DEFAULT_OPERATION_PATH,
+    ) -> None:
+        if not backend or not task_queue:
+            raise ValueError("FilegateWorkspace needs backend= and task_queue= (non-empty)")
+        if not mount.startswith("/"):
+            raise ValueError(f"mount {mount!r}: must be an absolute path")
+        self.backend = backend
+        self.task_queue = task_queue
+        self.client = client
+        self.operation_task_queue = operation_task_queue or task_queue
+        self.mount = Mount(posixpath.normpath(mount))
+        self.permissions = list(permissions)
+        self.policies = None if policies is None else list(policies)
+        self.operation_timeout = operation_timeout
+        self.operation_path = checked_path(operation_path)
+        self._ref = WorkspaceRef(provider=PROVIDER, id=f"{backend}@{task_queue}:{self.mount.at}")
+
+    # ----------------------------------------------------------------------- protocol
+
+    @property
+    def ref(self) -> WorkspaceRef:
+        """``filegate`` / ``<backend>@<task_queue>:<mount>``, from construction.
+
+        The tools worker's backend is the environment: it exists before the
+        first call and outlives every run, so there is nothing to create.
+        """
+        return self._ref
+
+    async def working_dir(self) -> str:
+        return self.mount.at
+
+    async def read_bytes(self, path: str) -> bytes:
+        local = self._inward(path)
+        self._refuse_interrupted_read(path, local)
+        request = DownloadRequest(paths=[local], **self._scope())
+        answer = (await self._files(Operation(task_queue=self.task_queue, download=request)))[0]
+        _raise_answer(answer, path)
+        return answer.content or b""
+
+    async def write_bytes(self, path: str, data: bytes) -> None:
+        local = self._inward(path)
+        if self._interrupted("write", local):
+            await self._approved_write(path, local, data)
+            return
+        request = UploadRequest(files=[UploadFile(path=local, content=data)], **self._scope())
+        answer = (await self._files(Operation(task_queue=self.task_queue, upload=request)))[0]
+        _raise_answer(answer, path)
+
+    async def stat(self, path: str) -> FileEntry:
+        local = self._inward(path)
+        listing = await self._ls(local)
+        name = posixpath.basename(path.rstrip("/")) or "/"
+        if listing.error is None:
+            return FileEntry(name=name, path=path, is_dir=True, size=None)
+        if listing.code == "not_a_directory":
+            return FileEntry(name=name, path=path, is_dir=False, size=None)
+        raise_for(listing.code, listing.error_text or "stat failed", path)
+
+    async def list_dir(self, path: str) -> Sequence[FileEntry]:
+        listing = await self._ls(self._inward(path))
+        if listing.error is not None:
+            raise_for(listing.code, listing.error_text or "listing failed", path)
+        entries = [self._entry(info) for info in listing.entries]
+        return sorted(entries, key=lambda entry: entry.path)
+
+    async def make_dir(self, path: str) -> None:
+        raise NotImplementedError(
+            "FilegateFileWorkspace cannot create directories: Filegate has no directory "
+            "operation; writing a file creates its parents (FilegateWorkspace makes them "
+            "with a command)"
+        )
+
+    async def remove(self, path: str) -> None:
+        local = self._inward(path)
+        if local == "/" or self.mount.at.startswith(posixpath.normpath(path).rstrip("/") + "/"):
+            raise ValueError("cannot remove the workspace's working directory or its ancestor")
+        await self.stat(path)  # FileNotFoundError / NotADirectoryError, as the protocol wants
+        if self._interrupted("write", local):
+            await self._approved("delete", {"file_path": local}, path)
+            return
+        outcome = await self._tool("delete", {"file_path": local})
+        if outcome.status == "error":
+            raise_for("permission_denied" if _denied(outcome.text) else None, outcome.text, path)
+
+    async def exists(self, path: str) -> bool:
+        try:
+            await self.stat(path)
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+        return True
+
+    # ----------------------------------------------------------------------- FileTools
+
+    def backend_ref(self) -> Any:
+        """This backend as a ``BackendRef`` (the kit's description of a remote backend)."""
+        from filegate.workflows.inputs import BackendRef
+
+        return BackendRef(
+            kind="remote",
+            name=self.backend,
+            task_queue=self.task_queue,
+            can_execute=self.can_execute,
+            sandboxed=self.sandboxed,
+        )
+
+    def file_tools_config(self) -> Any:
+        """The ``FileToolsConfig`` of this workspace: its backend, rules and policies.
+
+        Build the agent workflow's ``FileTools`` from it in ``@workflow.init``, so
+        a call an ``interrupt`` rule stops is approved against the same rules
+        (:class:`~.approvals.FilegateApprovals`).
+        """
+        from filegate.workflows.inputs import BackendSpec, FileToolsConfig
+
+        return FileToolsConfig(
+            backend=BackendSpec(default=self.backend_ref()),
+            permissions=self.permissions,
+            policies=self.policies,
+        )
+
+    can_execute: bool = False
+    sandboxed: bool = False
+
+    # ----------------------------------------------------------------------- plumbing
+
+    def _inward(self, path: str) -> str:
+        if not isinstance(path, str):
+            raise TypeError(f"path must be a string, got {type(path).__name__}")
+        if not path.startswith("/"):
+            raise ValueError(f"path must be absolute, got {path!r}")
+        try:
+            return self.mount.inward(path)
+        except ValueError as exc:
+            raise PermissionError(f"{path}: {exc}: not in this Filegate workspace") from None
+
+    def _scope(self) -> dict[str, Any]:
+        return {"backend": self.backend, "permissions": self.permissions, "policies": self.policies}
+
+    def _entry(self, info: FileInfo) -> FileEntry:
+        virtual = info.path.rstrip("/") or "/"
+        shown = self.mount.outward(virtual)
+        size = None if info.is_dir else info.size
+        return FileEntry(name=posixpath.basename(shown), path=shown, is_dir=info.is_dir, size=size)
+
+    def _interrupted(self, operation: str, local: str) -> bool:
+        return check_permission(self.permissions, operation, local) == "interrupt"
+
+    def _refuse_interrupted_read(self, path: str, local: str) -> None:
+        if self._interrupted("read", local):
+            raise PermissionError(
+                f"{path}: reading it needs human approval (an interrupt rule matches); the "
+                "workspace reads bytes through a transfer no reviewer can approve"
+            )
+
+    async def _approved_write(self, path: str, local: str, data: bytes) -> None:
+        try:
+            content = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise PermissionError(
+                f"{path}: writing it needs human approval (an interrupt rule matches), and "
+                "only a text (UTF-8) write can be approved: Filegate approves write_file calls"
+            ) from None
+        await self._approved("write_file", {"file_path": local, "content": content}, path)
+
+    async def _approved(self, tool: ToolName, args: dict[str, Any], path: str) -> None:
+        """The settled answer of an approved call, or the request for its approval."""
+        answer = settled.answer_for(tool, args)
+        if answer is not None:
+            if not answer.ok:
+                raise_for("permission_denied" if _denied(answer.text) else None, answer.text, path)
+            return
+        settled.ask(tool, args, shown=path)
+
+    async def _run(self, op: Operation) -> OperationResult:
+        if workflow.in_workflow():
+            return await run_operation(op)
+        client = self.client
+        if client is None and activity.in_activity():
+            client = activity.client()
+        if client is None:
+            raise RuntimeError(
+                "FilegateWorkspace outside a workflow or activity needs client=...: it starts "
+                "each operation's activity (or a short workflow) through it"
+            )
+        ran = await run_outside(
+            client,
+            op,
+            operation_task_queue=self.operation_task_queue,
+            operation_timeout=self.operation_timeout,
+            path=self.operation_path,
+        )
+        return ran.result
+
+    async def _files(self, op: Operation) -> list[TransferAnswer]:
+        files = (await self._run(op)).files
+        if not files:
+            raise WorkspaceError("the Filegate transfer returned no answer")
+        return files
+
+    async def _tool(self, tool: ToolName, args: dict[str, Any]) -> ToolOutcome:
+        request = tool_request(
+            tool,
+            args,
+            backend=self.backend,
+            tool_call_id="",  # filled by the workflow or the standalone activity that runs it
+            permissions=self.permissions,
+            policies=self.policies,
+        )
+        outcome = (await self._run(Operation(task_queue=self.task_queue, tool=request))).outcome
+        if outcome is None:
+            raise WorkspaceError(f"the Filegate {tool} call returned no outcome")
+        return outcome
+
+    async def _ls(self, local: str) -> LsResult:
+        outcome = await self._tool("ls", {"path": local})
+        if outcome.raw is not None and outcome.raw.ls is not None:
+            return outcome.raw.ls
+        # An error before the backend answered (the entry gate, a policy): text only.
+        code = "permission_denied" if _denied(outcome.text) else None
+        return LsResult(error=outcome.text, code=code)
+
+
+class FilegateWorkspace(FilegateFileWorkspace):
+    """Pydantic AI's ``WorkspaceBackend``, ``SupportsFilesystem`` and ``SupportsCommands``.
+
+    The arguments of :class:`FilegateFileWorkspace`, plus what the tools worker
+    serves, declared because the adapter cannot probe it (as ``BackendRef``):
+    ``sandboxed=True`` for a worker serving Filegate's bubblewrap sandbox,
+    whose commands run in a view the rules compile to. Protecting rules a
+    command could bypass are refused here, before any call
+    (``ExecuteGateError`` naming the rule; inside a workflow an
+    ``ExecuteGateFailure`` that fails it), as ``FileTools`` refuses them.
+
+    ``run`` sends the command to Filegate's ``execute`` wrapped so that its
+    standard output and error come back apart and byte-exact (each base64
+    encoded between markers): ``execute`` itself answers one merged stream for
+    a model. ``env`` is set on the command; ``timeout`` is ``execute``'s.
+    """
+
+    can_execute = True
+
+    def __init__(self, *, sandboxed: bool = False, **options: Any) -> None:
+        super().__init__(**options)
+        self.sandboxed = sandboxed
+        check_adapter_gate(
+            self.permissions, backend=self.backend, sandboxed=sandboxed, remedies=ADAPTER_REMEDIES
+        )
+
+    async def run(
+        self,
+        command: str | Sequence[str],
+        *,
+        shell: bool = False,
+        env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+    ) -> CommandResult:
+        inner = _command_text(command, shell=shell)
+        _check_timeout(timeout)
+        marker = f"FILEGATE-{uuid.uuid4().hex}"
+        args: dict[str, Any] = {"command": _wrapped(inner, env or {}, marker)}
+        if timeout is not None:
+            args["timeout"] = float(timeout)
+        outcome = await self._tool("execute", args)
+        return _command_result(outcome, marker, timeout)
+
+    async def make_dir(self, path: str) -> None:
+        self._inward(path)
+        script = f"sh -c {shlex.quote(_MKDIR_SCRIPT)} sh {shlex.quote(posixpath.normpath(path))}"
+        outcome = await self._tool("execute", {"command": script})
+        result = _command_result(outcome, None, None)
+        if result.exit_code == 0:
+            return
+        if result.exit_code == _MKDIR_EXISTS:
+            raise FileExistsError(path)
+        if result.exit_code == _MKDIR_NOT_DIRECTORY:
+            raise NotADirectoryError(path)
+        raise PermissionError(f"{path}: cannot create the directory: {result.stdout.strip()}")
+
+
+def _command_text(command: str | Sequence[str], *, shell: bool) -> str:
+    """The shell text of ``command``; ``TypeError`` when its form does not match ``shell``."""
+    if isinstance(command, str):
+        if not shell:
+            raise TypeError("a string command requires shell=True; pass an argv sequence otherwise")
+        return command
+    if shell:
+        raise TypeError("an argv sequence cannot be combined with shell=True")
+    argv = list(command)
+    if not argv or not all(isinstance(item, str) for item in argv):
+        raise ValueError("command must be a non-empty sequence of strings")
+    return shlex.join(argv)
+
+
+def _check_timeout(timeout: float | None) -> None:
+    if timeout is None:
+        return
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+        raise ValueError("timeout must be a positive finite number or None")
+    if timeout == float("inf"):
+        raise ValueError("timeout must be a positive finite number or None")
+
+
+def _wrapped(inner: str, env: Mapping[str, str], marker: str) -> str:
+    """``inner`` run by ``sh -c`` with stdin at EOF, its two streams base64 between markers.
+
+    The wrapper exits with the command's own code, so Filegate's audit log and
+    the execute footer show the real one.
+    """
+    for name in env:
+        if not name.isidentifier() or not name.isascii():
+            raise ValueError(f"env name {name!r}: not a shell variable name")
+    assignments = "".join(f"{name}={shlex.quote(value)} " for name, value in env.items())
+    return (
+        'o=$(mktemp) && e=$(mktemp) || exit 125; '
+        f"{assignments}sh -c {shlex.quote(inner)} </dev/null >\"$o\" 2>\"$e\"; s=$?; "
+        f"echo {marker}-out; base64 <\"$o\"; echo {marker}-err; base64 <\"$e\"; "
+        f'echo {marker}-end; rm -f "$o" "$e"; exit $s'
+    )
+
+
+def _command_result(outcome: ToolOutcome, marker: str | None, timeout: float | None) -> CommandResult:
+    """A ``CommandResult`` from ``execute``'s answer (see :func:`_wrapped`)."""
+    text = outcome.text
+    lines = text.split("\n")
+    if outcome.status == "error" and lines[-1] == _TIMEOUT_FOOTER:
+        raise WorkspaceTimeoutError(f"command timed out after {timeout:g}s" if timeout else text)
+    code = _exit_code(lines[-1])
+    if marker is None:  # an unwrapped helper command: its merged output
+        return CommandResult(exit_code=code if code is not None else 1, stdout=text, stderr="")
+    if text.endswith(EXECUTE_TRUNCATED_NOTE) or f"{marker}-end" not in lines:
+        if outcome.status == "error":
+            raise WorkspaceError(f"the Filegate execute call failed: {text}")
+        raise WorkspaceOutputLimitError(
+            "the command's output is larger than one Filegate execute answer; redirect it to a "
+            "file and read that instead",
+            limit=len(text),
+        )
+    stdout = _between(lines, f"{marker}-out", f"{marker}-err")
+    stderr = _between(lines, f"{marker}-err", f"{marker}-end")
+    return CommandResult(exit_code=code if code is not None else 0, stdout=stdout, stderr=stderr)
+
+
+_OK_FOOTER = format_execute(ExecuteResult(exit_code=0)).text
+_FAILED_FOOTER = format_execute(ExecuteResult(exit_code=987654)).text.split("987654")
+
+
+def _exit_code(footer: str) -> int | None:
+    """The exit code of the kernel's execute footer line (None when it is not one)."""
+    if footer == _OK_FOOTER:
+        return 0
+    head, tail = _FAILED_FOOTER
+    number = footer.removeprefix(head).removesuffix(tail)
+    if footer.startswith(head) and footer.endswith(tail) and number.lstrip("-").isdigit():
+        return int(number)
+    return None
+
+
+def _between(lines: list[str], start: str, end: str) -> str:
+    chunk = "".join(lines[lines.index(start) + 1 : lines.index(end)])
+    return base64.b64decode(chunk).decode("utf-8", errors="replace")
+
+
+def _denied(text: str) -> bool:
+    """A refusal by a permission rule or policy (the kernel's texts say so)."""
+    return "ermission denied" in text
+
+
+def _raise_answer(answer: TransferAnswer, path: str) -> None:
+    if answer.error is not None:
+        raise_for(answer.code, answer.error, path)
+
+
+__all__ = ["ADAPTER_REMEDIES", "PROVIDER", "FilegateFileWorkspace", "FilegateWorkspace"]
