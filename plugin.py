@@ -119,8 +119,9 @@ plugin's, such as ``OpenAIAgentsPlugin``'s) is kept and only gets the codec."""
 class FilegatePlugin(SimplePlugin):
     """Filegate's converter, runner, workflows and activities for a client and its workers.
 
-    ``agent``: serve ``AgentWorkflow`` and the ``filegate.model`` activity
-    (models from ``model_profiles``, default the settings' profiles).
+    ``agent``: serve ``AgentWorkflow``, ``SessionWorkflow`` (``filegate mcp``'s
+    sessions) and the ``filegate.model`` activity (models from
+    ``model_profiles``, default the settings' profiles).
     ``backends`` (with ``journal_dir``, their idempotency journal): serve their
     file tools; to ``kind="remote"`` refs on this worker's task queue and, with
     ``agent`` or a workflow of your own, to ``kind="local"`` refs as local
@@ -277,9 +278,12 @@ class FilegatePlugin(SimplePlugin):
         workflows = list(existing or [])
         if self.agent:
             from filegate.workflows import AgentWorkflow
+            from filegate.workflows.session import SessionWorkflow
 
-            if AgentWorkflow not in workflows:
-                workflows.append(AgentWorkflow)
+            # A session (filegate mcp) runs the same FileTools as an agent's run.
+            for hosted in (AgentWorkflow, SessionWorkflow):
+                if hosted not in workflows:
+                    workflows.append(hosted)
         if self.backends:
             # What a caller outside any workflow falls back to (filegate.operations).
             from filegate.workflows.operation import OperationWorkflow

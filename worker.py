@@ -233,6 +233,9 @@ def agent_worker(
 ) -> Worker:
     """The worker that runs AgentWorkflow, the model activity and local backends.
 
+    It also runs ``SessionWorkflow`` (``filegate mcp``'s tool sessions), which
+    hosts the same ``FileTools`` as an agent's run and makes no model calls.
+
     With ``artifacts`` the model activity keeps the transcript in S3 and the
     workflow sends it by reference plus the new messages (contract §8); it also
     archives evicted messages under ``/conversation_history/``. Without one,
@@ -249,6 +252,7 @@ def agent_worker(
     """
     from filegate.workflows import AgentWorkflow
     from filegate.workflows.runner import agent_runner
+    from filegate.workflows.session import SessionWorkflow
     from temporalio.worker import Worker
 
     options.setdefault("workflow_runner", agent_runner())
@@ -264,7 +268,11 @@ def agent_worker(
         )  # fmt: skip
         activities += with_preview(tools)
     return Worker(
-        client, task_queue=task_queue, workflows=[AgentWorkflow], activities=activities, **options
+        client,
+        task_queue=task_queue,
+        workflows=[AgentWorkflow, SessionWorkflow],
+        activities=activities,
+        **options,
     )
 
 

@@ -20,7 +20,19 @@ from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from filegate.backends.embedded import LOOPBACK
-from filegate.cli import approvals, artifacts, call, cancel, demo, dev, grants, run, submit, workers
+from filegate.cli import (
+    approvals,
+    artifacts,
+    call,
+    cancel,
+    demo,
+    dev,
+    grants,
+    mcp,
+    run,
+    submit,
+    workers,
+)
 from filegate.cli.connection import connection_options
 from filegate.cli.errors import CliError, undecodable
 from filegate.cli.outage import transient
@@ -57,6 +69,7 @@ COMMANDS: dict[str, Callable[[Any, argparse.ArgumentParser], None]] = {
     "ui": _add_ui_parser,
     "artifacts": artifacts.add_parsers,
     "cancel": cancel.add_parser,
+    "mcp": mcp.add_parser,
 }
 """Command group -> function adding its parser(s); extend to add commands."""
 

@@ -13,6 +13,15 @@ from __future__ import annotations
 WORKFLOW_TYPE = "AgentWorkflow"
 OPERATION_WORKFLOW_TYPE = "filegate.Operation"
 """One file operation as a workflow of its own (``filegate call``, the Deep Agents adapter)."""
+SESSION_WORKFLOW_TYPE = "filegate.Session"
+"""A long-lived tool session for a caller outside any workflow (``filegate mcp``): the
+tools of one ``FileTools`` behind an update, with read-before-edit, grants and approvals."""
+SESSION_CALL_UPDATE = "call"
+"""Run one tool call in a session (its update id is the caller's call id: a retry attaches)."""
+SESSION_SPECS_QUERY = "tool_specs"
+"""A session's visible tools with their descriptions (what its caller offers)."""
+SESSION_CLOSE_SIGNAL = "close"
+"""End a session once its running calls finish."""
 
 # Queries of AgentWorkflow (and, for the approval ones, of any FileTools host).
 PENDING_QUERY = "pending_approvals"
@@ -63,6 +72,10 @@ FOREIGN_SCRIPT_ERROR = "ForeignScript"
 SCRIPT_UNAVAILABLE_ERROR = "ScriptUnavailable"
 TRANSCRIPT_UNAVAILABLE_ERROR = "TranscriptUnavailable"
 APPROVAL_ALREADY_DECIDED_ERROR = "ApprovalAlreadyDecided"
+SESSION_CLOSED_ERROR = "SessionClosed"
+"""A session call sent after ``close``: it did not run."""
+SESSION_HANDOVER_ERROR = "SessionHandover"
+"""A session call refused while the session continues as new: send it again."""
 
 __all__ = [
     "ADD_MESSAGE_UPDATE",
@@ -90,6 +103,12 @@ __all__ = [
     "PREVIEW_ACTIVITY",
     "REVOKE_UPDATE",
     "SCRIPT_UNAVAILABLE_ERROR",
+    "SESSION_CALL_UPDATE",
+    "SESSION_CLOSED_ERROR",
+    "SESSION_CLOSE_SIGNAL",
+    "SESSION_HANDOVER_ERROR",
+    "SESSION_SPECS_QUERY",
+    "SESSION_WORKFLOW_TYPE",
     "STATUS_QUERY",
     "TOOL_BATCH_ACTIVITY",
     "TRANSCRIPT_QUERY",

@@ -23,11 +23,12 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, StringConstraints, m
 
 DecisionKind = Literal["approve", "edit", "reject", "respond"]
 
-Via = Literal["ui", "cli", "api", "proxy", "signal", "timeout"]
+Via = Literal["ui", "cli", "api", "proxy", "signal", "timeout", "mcp"]
 """How a decision arrived: the web UI (a session from the token URL), the
 command line, an API client of the UI (bearer token) or of the workflow (the
 update without a channel), a user named by an authenticating proxy, the bare
-``decide`` signal, or the workflow's own approval timeout."""
+``decide`` signal, the workflow's own approval timeout, or an MCP client's
+answer to ``filegate mcp``'s elicitation."""
 
 APPROVAL_ID_MAX = 64
 """Longest approval id a decision may name (ids are 16 hex digits)."""

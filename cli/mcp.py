@@ -1,0 +1,266 @@
+"""``filegate mcp``: Filegate's gate as an MCP server, on the official ``mcp`` SDK.
+
+One process serves one tool session (:mod:`filegate.workflows.session`) to
+MCP clients over stdio (the default: the client starts this command) or
+streamable HTTP. With ``--root`` the process serves that directory itself,
+as ``filegate run`` does: the embedded Temporal and S3 servers unless
+``TEMPORAL_ADDRESS`` names one, and an agent worker and a tools worker in
+this process. Without ``--root`` a deployment's workers serve the session
+(``--backend``, ``--tools-queue``, ``--agent-queue`` as for ``submit``).
+
+Why stdout stays clean: over stdio it is the protocol channel, so every
+note this command prints goes to stderr.
+
+HTTP listens on 127.0.0.1 by default, where the SDK's Host and Origin checks
+hold off DNS rebinding. Anywhere else it takes the approval UI's guard
+(:mod:`filegate.cli.web_guard`): ``Authorization: Bearer <token>``, with the
+token from ``FILEGATE_UI_TOKEN`` or printed at start. A tool call decides
+what runs on the files, so no other address is served unauthenticated.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import getpass
+import sys
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from filegate.cli.errors import CliError
+from filegate.cli.run_inputs import load_interrupt_on, load_permissions, workspace_root
+from temporalio.client import Client
+
+DEFAULT_HTTP_PORT = 8765
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def note(text: str) -> None:
+    """A line for the human: stderr, since stdout may be the MCP channel."""
+    print(text, file=sys.stderr, flush=True)
+
+
+def session_config(args: argparse.Namespace, ref: Any) -> Any:
+    """The session's FileToolsConfig from the flags; bad flags exit 2 before anything starts."""
+    from filegate.kernel.execute_gate import ExecuteGateError
+    from filegate.workflows import BackendSpec, FileToolsConfig
+
+    config = FileToolsConfig(
+        backend=BackendSpec(default=ref),
+        permissions=load_permissions(args.permissions),
+        interrupt_on=load_interrupt_on(args.interrupt_on),
+    )
+    try:
+        config.check_execute_gate()
+    except ExecuteGateError as exc:
+        raise CliError(str(exc), 2) from None
+    return config
+
+
+def local_ref(args: argparse.Namespace, root: Path, tools_queue: str) -> Any:
+    """The BackendRef of a root this process serves (``--shell`` / ``--sandbox`` as ``run``)."""
+    from filegate.workflows import BackendRef
+
+    shell_path = "/workspace" if args.sandbox else str(root) if args.shell else None
+    return BackendRef(
+        kind="remote", name="workspace", task_queue=tools_queue,
+        can_execute=args.shell or args.sandbox, sandboxed=args.sandbox, shell_path=shell_path,
+    )  # fmt: skip
+
+
+def reviewer_name(args: argparse.Namespace) -> str:
+    """Who the audit log names for a decision the MCP client sends."""
+    chosen = (args.reviewer or "").strip()
+    if chosen:
+        if len(chosen) > 200:
+            raise CliError("--reviewer must be 1 to 200 characters", 2)
+        return chosen
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = "unknown user"
+    return f"{user} (MCP client)"
+
+
+@contextlib.asynccontextmanager
+async def served_session(args: argparse.Namespace) -> AsyncIterator[tuple[Client, str]]:
+    """Temporal, the workers this process hosts (``--root``), and the running session."""
+    from filegate.cli.connection import target_from
+
+    target = target_from(args)
+    workflow_id = args.workflow_id or f"filegate-mcp-{uuid.uuid4().hex[:12]}"
+    if args.root is None:
+        if not target.configured:
+            raise CliError(
+                "give --root DIR (serve a directory from here), or set TEMPORAL_ADDRESS to "
+                "use a deployment's workers",
+                2,
+            )
+        async with _deployed(args, target, workflow_id) as client:
+            yield client, workflow_id
+        return
+    async with _hosted(args, target, workflow_id) as client:
+        yield client, workflow_id
+
+
+@contextlib.asynccontextmanager
+async def _hosted(args: argparse.Namespace, target: Any, workflow_id: str) -> AsyncIterator[Client]:
+    from filegate.cli.run import tools_queue_for
+    from filegate.cli.services import local_services, services_client, state_dir_outside
+    from filegate.cli.workers import env_policies
+    from filegate.worker import in_process_workers, make_backend
+
+    root = workspace_root(args.root)
+    tools_queue = tools_queue_for(workflow_id, root)
+    config = session_config(args, local_ref(args, root, tools_queue))
+    kind = "sandbox" if args.sandbox else "local-shell" if args.shell else "filesystem"
+    backend = make_backend(kind, root)
+    state_dir = state_dir_outside(target.settings, [str(root)])
+    async with local_services(target, state_dir, reuse_default=True) as services:
+        for line in services.notes:
+            note(line)
+        client, artifacts = await services_client(target, services)
+        async with (
+            in_process_workers(
+                client,
+                f"{workflow_id}.agent",
+                tools_queue,
+                {"workspace": backend},
+                state_dir / "journal" / "workspace",
+                artifacts=artifacts,
+                settings=target.settings,
+                policies=env_policies(),
+            ),  # fmt: skip
+            _session(client, config, workflow_id, tools_queue),
+        ):
+            yield client
+
+
+@contextlib.asynccontextmanager
+async def _deployed(
+    args: argparse.Namespace, target: Any, workflow_id: str
+) -> AsyncIterator[Client]:
+    from filegate.cli.submit import backend_ref, warn_unserved
+
+    if args.shell or args.sandbox:
+        raise CliError("--shell and --sandbox choose how --root is served: use --backend", 2)
+    ref = backend_ref(args)
+    config = session_config(args, ref)
+    agent_queue = args.agent_queue or target.settings.task_queue
+    client = await target.connect()
+    await warn_unserved(client, agent_queue, ref.task_queue)
+    async with _session(client, config, workflow_id, agent_queue):
+        yield client
+
+
+@contextlib.asynccontextmanager
+async def _session(
+    client: Client, config: Any, workflow_id: str, task_queue: str
+) -> AsyncIterator[None]:
+    """Start the session workflow; on the way out, close it (running calls finish first)."""
+    from filegate.workflows.session import SessionInput, SessionWorkflow
+
+    await client.start_workflow(
+        SessionWorkflow.run, SessionInput(config=config), id=workflow_id, task_queue=task_queue
+    )
+    note(f"filegate mcp: session {workflow_id} (its approvals: filegate approvals --workflow {workflow_id})")
+    try:
+        yield
+    finally:
+        with contextlib.suppress(Exception):
+            await client.get_workflow_handle(workflow_id).signal(SessionWorkflow.close)
+
+
+def mcp_server(client: Client, workflow_id: str, reviewer: str) -> Any:
+    """The SDK's low-level server with Filegate's two handlers."""
+    from filegate.cli.mcp_gate import McpGate
+    from mcp.server import Server
+
+    gate = McpGate(client, workflow_id, reviewer=reviewer)
+    return Server(
+        "filegate",
+        instructions=(
+            "File tools behind Filegate's permission rules. A call a rule interrupts asks "
+            "you to approve or reject it, with the change it would make."
+        ),
+        on_list_tools=gate.list_tools,
+        on_call_tool=gate.call_tool,
+    )
+
+
+async def serve_stdio(server: Any) -> None:
+    from mcp.server.stdio import stdio_server
+
+    async with stdio_server() as (read_stream, write_stream):
+        await server.run(read_stream, write_stream, server.create_initialization_options())
+
+
+async def serve_http(server: Any, host: str, port: int) -> None:
+    """Streamable HTTP at ``/mcp``; off loopback, behind the approval UI's guard."""
+    import uvicorn
+    from filegate.cli.web_guard import GuardMiddleware, UiAccess
+
+    app: Any = server.streamable_http_app(host=host)
+    if host not in LOOPBACK:
+        access = UiAccess.for_address(host)
+        app = GuardMiddleware(app, access)
+        note(f"filegate mcp: send `Authorization: Bearer {access.token}`")
+    note(f"filegate mcp: serving http://{host}:{port}/mcp")
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+    await uvicorn.Server(config).serve()
+
+
+async def mcp_command(args: argparse.Namespace) -> int:
+    from filegate.cli.run import quiet_core_warnings
+
+    try:  # the SDK is an optional extra: import it only for this command
+        import mcp.server  # noqa: F401
+    except ImportError as exc:
+        raise CliError(f"filegate mcp needs: pip install 'filegate[mcp]' ({exc})", 2) from None
+    if not getattr(args, "verbose", False):
+        quiet_core_warnings()
+    reviewer = reviewer_name(args)
+    if args.transport == "http" and not 0 < args.port < 65536:
+        raise CliError(f"--port {args.port}: must be 1 to 65535", 2)
+    async with served_session(args) as (client, workflow_id):
+        server = mcp_server(client, workflow_id, reviewer)
+        if args.transport == "http":
+            await serve_http(server, args.host, args.port)
+        else:
+            await serve_stdio(server)
+    return 0
+
+
+def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+    from filegate.cli.submit import DEPLOYED_BACKENDS
+
+    parser = sub.add_parser(
+        "mcp", parents=[common], help="serve Filegate's tools to MCP clients (stdio or HTTP)"
+    )
+    parser.add_argument("--root", help="directory this process serves (else a deployment's)")
+    parser.add_argument("--permissions", help="JSON file: list of {operations, paths, mode}")
+    parser.add_argument(
+        "--interrupt-on", metavar="FILE", help="JSON file: approvals per tool (as for run)"
+    )
+    shells = parser.add_mutually_exclusive_group()
+    shells.add_argument("--shell", action="store_true", help="LocalShell backend (adds execute)")
+    shells.add_argument(
+        "--sandbox", action="store_true", help="bubblewrap sandbox backend (adds execute)"
+    )
+    parser.add_argument(
+        "--backend",
+        choices=sorted(DEPLOYED_BACKENDS),
+        default="filesystem",
+        help="without --root: the deployment's tools worker kind (as for submit)",
+    )
+    parser.add_argument("--tools-queue", help="without --root: the tools worker's task queue")
+    parser.add_argument("--name", help="without --root: the tools worker's --name")
+    parser.add_argument("--agent-queue", help="without --root: the agent workers' task queue")
+    parser.add_argument("--transport", choices=("stdio", "http"), default="stdio")
+    parser.add_argument("--host", default="127.0.0.1", help="HTTP address (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=DEFAULT_HTTP_PORT, help="HTTP port")
+    parser.add_argument("--workflow-id", help="the session's workflow id (default: generated)")
+    parser.add_argument("--reviewer", help="who decisions sent from the client are recorded as")
+    parser.set_defaults(handler=mcp_command)

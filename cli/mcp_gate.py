@@ -1,0 +1,370 @@
+"""The MCP surface of one Filegate session: tools listed from it, calls sent through its gate.
+
+``filegate mcp`` serves one :class:`~filegate.workflows.session.SessionWorkflow`
+to MCP clients. Every ``tools/call`` becomes the session's ``call`` update, so
+the call passes the same gate as an agent's (rules, read-before-edit, grants,
+the tools worker's policies and journal). When a rule interrupts it, the
+client is asked, and its answer becomes the session's ``decide`` update, with
+the reviewer's name and ``via="mcp"`` in the audit log:
+
+- **Form elicitation.** The question shows the change preview and has one
+  field, ``decision`` (``approve`` or ``reject``). On a 2026-07-28 connection
+  the question rides an ``InputRequiredResult`` and the client retries the
+  call with the answer (the stateless flow); on an older one it is an
+  ``elicitation/create`` request sent while the call waits.
+- **Fail closed.** A client that declines, cancels or cannot elicit gets an
+  error result and nothing runs. The approval stays open in the session, so
+  ``filegate approve`` or the approval UI can still decide it: a human who
+  was not asked keeps the last word, never the client.
+
+Why ``request_state`` is signed: it comes back from the client, which is not
+trusted to name another call's approval. It carries the call and approval
+ids under an HMAC with a key this process made at start, so a forged or
+stale state is refused with one line and decides nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import hmac
+import json
+import secrets
+import uuid
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+import mcp_types as types
+from filegate.cli.approvals import fingerprint_shown
+from filegate.cli.progress import args_text, rule_text
+from filegate.kernel import wire
+from filegate.kernel.messages import MediaBlock, ToolCall, ToolSpec
+from filegate.kernel.registry import TOOLS
+from filegate.workflows.file_tools import ToolResult
+from mcp.server import ServerRequestContext
+from mcp.shared.exceptions import MCPError
+from mcp_types.version import is_version_at_least
+from temporalio.client import (
+    Client,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+    WorkflowUpdateHandle,
+    WorkflowUpdateStage,
+)
+
+STATELESS_VERSION = "2026-07-28"
+"""The first protocol revision whose tool calls ask through ``InputRequiredResult``."""
+POLL_SECONDS = 0.2
+"""How often a waiting call looks for its approval (a query: no history, no Action)."""
+HANDOVER_RETRY_SECONDS = 0.2
+"""Wait before sending a call again that met the session continuing as new."""
+RPC_TIMEOUT = timedelta(seconds=10)
+DECISION_FIELD = "decision"
+QUESTION_KEY = "filegate_approval"
+"""The key of the one input request a call asks (the client echoes it back)."""
+PREVIEW_CHARS = 6000
+"""Most preview text a question carries (a client shows it in a dialog)."""
+
+APPROVAL_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        DECISION_FIELD: {
+            "type": "string",
+            "title": "Decision",
+            "description": "approve runs the call as shown; reject refuses it",
+            "enum": ["approve", "reject"],
+        }
+    },
+    "required": [DECISION_FIELD],
+}
+
+
+class BadRequestState(ValueError):
+    """A ``request_state`` this process did not issue (forged, altered or from a restart)."""
+
+
+@dataclass(frozen=True)
+class Asked:
+    """What a call asked about: signed into ``request_state`` for the client's retry."""
+
+    call_id: str
+    approval_id: str
+    fingerprint: str | None
+
+
+@dataclass
+class StateSigner:
+    """Signs and checks ``request_state`` with a key that lives in this process only."""
+
+    key: bytes = field(default_factory=lambda: secrets.token_bytes(32))
+
+    def sign(self, asked: Asked) -> str:
+        body = json.dumps(
+            [asked.call_id, asked.approval_id, asked.fingerprint], separators=(",", ":")
+        ).encode()
+        mac = hmac.new(self.key, body, hashlib.sha256).hexdigest()
+        return base64.urlsafe_b64encode(body).decode() + "." + mac
+
+    def check(self, state: str) -> Asked:
+        encoded, _, mac = state.partition(".")
+        try:
+            body = base64.urlsafe_b64decode(encoded.encode())
+        except ValueError:
+            raise BadRequestState("request_state is not one this server issued") from None
+        expected = hmac.new(self.key, body, hashlib.sha256).hexdigest()
+        if not hmac.compare_digest(mac, expected):
+            raise BadRequestState(
+                "request_state is not one this server issued (or the server restarted): "
+                "call the tool again"
+            )
+        call_id, approval_id, fingerprint = json.loads(body)
+        return Asked(str(call_id), str(approval_id), fingerprint)
+
+
+def preview_text(approval: dict[str, Any]) -> str:
+    """The question a reviewer reads: the call, the rule, and the change it would make."""
+    tool = str(approval.get("tool", "?"))
+    lines = [
+        f"Filegate: {tool} {args_text(approval.get('args') or {})}",
+        f"needs your approval ({rule_text(approval.get('rule'))}).",
+    ]
+    preview = approval.get("preview") or {}
+    if preview.get("diff"):
+        lines += ["", str(preview["diff"])]
+    if preview.get("deleted"):
+        lines += ["", "deletes:", *(f"  {p}" for p in preview["deleted"])]
+        more = int(preview.get("deleted_more") or 0) + int(preview.get("deleted_hidden") or 0)
+        if more:
+            lines.append(f"  and {more} more")
+    if preview.get("command"):
+        where = f" in {preview['cwd']}" if preview.get("cwd") else ""
+        lines += ["", f"runs{where}: {preview['command']}"]
+    text = "\n".join(lines)
+    return text if len(text) <= PREVIEW_CHARS else text[:PREVIEW_CHARS] + "\n[preview truncated]"
+
+
+def mcp_tool(spec: ToolSpec) -> types.Tool:
+    """One Filegate tool as MCP lists it, with the registry's read-only/destructive hints."""
+    known = TOOLS.get(spec.name)
+    mutates = known is not None and known.mutates
+    hints = types.ToolAnnotations(read_only_hint=not mutates, destructive_hint=mutates)
+    return types.Tool(
+        name=spec.name,
+        description=spec.description,
+        input_schema=spec.parameters,
+        annotations=hints,
+    )
+
+
+def call_result(result: ToolResult) -> types.CallToolResult:
+    """A session's answer as an MCP result: text and images, its error flag kept."""
+    content: list[types.ContentBlock] = []
+    blocks = result.outcome.content
+    if isinstance(blocks, str):
+        content.append(types.TextContent(type="text", text=blocks))
+    else:
+        for block in blocks:
+            if isinstance(block, MediaBlock) and block.type == "image":
+                content.append(
+                    types.ImageContent(type="image", data=block.base64, mime_type=block.mime_type)
+                )
+            elif not isinstance(block, MediaBlock):
+                content.append(types.TextContent(type="text", text=block.text))
+    return types.CallToolResult(content=content, is_error=result.is_error)
+
+
+def error_result(text: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
+
+
+def can_ask(ctx: ServerRequestContext[Any]) -> bool:
+    """The client declared form elicitation (a bare ``elicitation: {}`` counts as form)."""
+    capabilities = ctx.session.client_capabilities
+    elicitation = capabilities.elicitation if capabilities is not None else None
+    return elicitation is not None and (elicitation.form is not None or elicitation.url is None)
+
+
+def stateless(ctx: ServerRequestContext[Any]) -> bool:
+    return bool(ctx.protocol_version) and is_version_at_least(
+        ctx.protocol_version, STATELESS_VERSION
+    )
+
+
+class McpGate:
+    """The request handlers of ``filegate mcp`` over one session workflow."""
+
+    def __init__(self, client: Client, workflow_id: str, *, reviewer: str) -> None:
+        self.client = client
+        self.workflow_id = workflow_id
+        self.reviewer = reviewer
+        self.signer = StateSigner()
+
+    @property
+    def handle(self) -> WorkflowHandle[Any, Any]:
+        return self.client.get_workflow_handle(self.workflow_id)
+
+    async def list_tools(
+        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        specs = await self.handle.query(
+            wire.SESSION_SPECS_QUERY, result_type=list[ToolSpec], rpc_timeout=RPC_TIMEOUT
+        )
+        return types.ListToolsResult(tools=[mcp_tool(spec) for spec in specs])
+
+    async def call_tool(
+        self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        if params.request_state is not None:
+            return await self._resume(ctx, params)
+        call = ToolCall(id=uuid.uuid4().hex, name=params.name, args=params.arguments or {})
+        update = await self._send(call)
+        return await self._until_answered(ctx, update, call.id)
+
+    async def _send(self, call: ToolCall) -> WorkflowUpdateHandle[ToolResult]:
+        """Start the call as the session's update (its id is the call's: a retry attaches)."""
+        while True:
+            try:
+                return await self.handle.start_update(
+                    wire.SESSION_CALL_UPDATE,
+                    call,
+                    id=update_id(call.id),
+                    wait_for_stage=WorkflowUpdateStage.ACCEPTED,
+                    result_type=ToolResult,
+                    rpc_timeout=RPC_TIMEOUT,
+                )
+            except WorkflowUpdateFailedError as exc:
+                if failure_type(exc) != wire.SESSION_HANDOVER_ERROR:
+                    refused = f"the session refused the call: {exc.cause}"
+                    raise MCPError(types.INTERNAL_ERROR, refused) from None
+                await asyncio.sleep(HANDOVER_RETRY_SECONDS)
+
+    async def _until_answered(
+        self, ctx: ServerRequestContext[Any], update: WorkflowUpdateHandle[ToolResult], call_id: str
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """Wait for the result, asking the client each time the call waits for a human."""
+        while True:
+            answer = await self._result_or_approval(update, call_id)
+            if isinstance(answer, ToolResult):
+                return call_result(answer)
+            asked = Asked(call_id, str(answer["id"]), fingerprint_shown(answer))
+            if not can_ask(ctx):
+                return self._unasked(answer, "this MCP client cannot ask you (no form elicitation)")
+            question = preview_text(answer)
+            if stateless(ctx):
+                request = types.ElicitRequest(
+                    params=types.ElicitRequestFormParams(
+                        message=question, requested_schema=APPROVAL_SCHEMA
+                    )
+                )
+                return types.InputRequiredResult(
+                    input_requests={QUESTION_KEY: request}, request_state=self.signer.sign(asked)
+                )
+            reply = await ctx.session.elicit_form(
+                question, APPROVAL_SCHEMA, related_request_id=ctx.request_id
+            )
+            refused = await self._apply(reply, asked, answer)
+            if refused is not None:
+                return refused
+
+    async def _resume(
+        self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """A client's retry with the answer to the question a call asked (stateless flow)."""
+        try:
+            asked = self.signer.check(params.request_state or "")
+        except BadRequestState as exc:
+            raise MCPError(types.INVALID_PARAMS, str(exc)) from None
+        reply = (params.input_responses or {}).get(QUESTION_KEY)
+        approval = await self._pending(asked.approval_id) or {"id": asked.approval_id}
+        if not isinstance(reply, types.ElicitResult):
+            reply = types.ElicitResult(action="cancel")
+        refused = await self._apply(reply, asked, approval)
+        if refused is not None:
+            return refused
+        update = self.handle.get_update_handle(update_id(asked.call_id), result_type=ToolResult)
+        return await self._until_answered(ctx, update, asked.call_id)
+
+    async def _apply(
+        self, reply: types.ElicitResult, asked: Asked, approval: dict[str, Any]
+    ) -> types.CallToolResult | None:
+        """Send the client's decision; an error result when it gave none (nothing runs)."""
+        choice = (reply.content or {}).get(DECISION_FIELD) if reply.action == "accept" else None
+        if choice not in ("approve", "reject"):
+            what = "declined" if reply.action == "decline" else "gave no decision"
+            return self._unasked(approval, f"the MCP client {what}")
+        payload: dict[str, Any] = {
+            "id": asked.approval_id,
+            "decision": choice,
+            "reviewer": self.reviewer,
+            "via": "mcp",
+        }
+        if asked.fingerprint is not None:
+            payload["preview_fingerprint"] = asked.fingerprint
+        try:
+            await self.handle.execute_update(
+                wire.DECIDE_UPDATE, payload, result_type=dict[str, Any], rpc_timeout=RPC_TIMEOUT
+            )
+        except WorkflowUpdateFailedError as exc:
+            # Decided elsewhere first (the CLI, the UI): the call follows that decision.
+            if failure_type(exc) != wire.APPROVAL_ALREADY_DECIDED_ERROR:
+                refused = f"the decision was refused: {exc.cause}"
+                raise MCPError(types.INTERNAL_ERROR, refused) from None
+        return None
+
+    def _unasked(self, approval: dict[str, Any], why: str) -> types.CallToolResult:
+        tool = approval.get("tool", "the call")
+        return error_result(
+            f"Error: {tool} was not run: it needs a human's approval and {why}. "
+            f"Approval {approval['id']} of session {self.workflow_id} stays open: decide it "
+            f"with `filegate approve --workflow {self.workflow_id} {approval['id']}` (or "
+            "reject) or in the approval UI."
+        )
+
+    async def _result_or_approval(
+        self, update: WorkflowUpdateHandle[ToolResult], call_id: str
+    ) -> ToolResult | dict[str, Any]:
+        """The call's result, or its pending approval once its preview is ready."""
+        result = asyncio.ensure_future(update.result())
+        # A cancelled wait ends in the SDK's own error: retrieve it, it is not news.
+        result.add_done_callback(lambda done: done.cancelled() or done.exception())
+        try:
+            while True:
+                done, _ = await asyncio.wait({result}, timeout=POLL_SECONDS)
+                if done:
+                    return result.result()
+                for approval in await self._listed():
+                    if approval.get("tool_call_id") == call_id and not approval.get(
+                        "preview_pending"
+                    ):
+                        return approval
+        finally:
+            result.cancel()
+
+    async def _listed(self) -> list[dict[str, Any]]:
+        listed: list[dict[str, Any]] = await self.handle.query(
+            wire.PENDING_QUERY, result_type=list[dict[str, Any]], rpc_timeout=RPC_TIMEOUT
+        )
+        return listed
+
+    async def _pending(self, approval_id: str) -> dict[str, Any] | None:
+        return next((a for a in await self._listed() if a.get("id") == approval_id), None)
+
+
+def update_id(call_id: str) -> str:
+    return f"mcp-{call_id}"
+
+
+def failure_type(exc: WorkflowUpdateFailedError) -> str | None:
+    """The ``ApplicationError`` type an update failed with (the innermost that has one)."""
+    cause: BaseException | None = exc.cause
+    while cause is not None:
+        kind = getattr(cause, "type", None)
+        if kind:
+            return str(kind)
+        cause = cause.__cause__
+    return None
+
+
+__all__ = ["McpGate", "StateSigner", "preview_text"]

@@ -1,0 +1,231 @@
+"""``filegate mcp`` driven by the official ``mcp`` SDK's own client (issue 37).
+
+Real parts: the command runs as a subprocess (``python -m filegate mcp``) on
+the suite's Temporal and S3 servers, with its agent and tools workers in
+that process, and the client is ``mcp.client.Client`` over stdio (both
+protocol eras: the 2026-07-28 stateless flow, where a question rides an
+``InputRequiredResult``, and the handshake era, where it is an
+``elicitation/create`` request) and over streamable HTTP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import mcp_types as types
+import pytest
+from filegate.kernel import wire
+from mcp.client import Client, ClientRequestContext
+from mcp.client.stdio import StdioServerParameters
+from temporalio.client import Client as TemporalClient
+
+from tests.test_cli import CLI, cli, cli_env, write_json
+
+__all__ = ["cli_env"]  # the fixture, shared with test_cli
+
+pytestmark = pytest.mark.services
+
+Asker = Callable[[ClientRequestContext, types.ElicitRequestParams], Awaitable[types.ElicitResult]]
+
+RULES = [
+    {"operations": ["read", "write"], "paths": ["/secret/**"], "mode": "deny"},
+]
+INTERRUPT_ON = {"write_file": True, "edit_file": True, "delete": True}
+
+
+def workspace(tmp_path: Path) -> Path:
+    root = tmp_path / "ws"
+    (root / "secret").mkdir(parents=True)
+    (root / "notes.txt").write_text("first line\nsecond line\n")
+    (root / "secret" / "key.txt").write_text("TOP-SECRET\n")
+    return root
+
+
+def flags(tmp_path: Path, root: Path, workflow_id: str) -> list[str]:
+    rules = tmp_path / "rules.json"
+    interrupts = tmp_path / "interrupt.json"
+    write_json(rules, RULES)
+    write_json(interrupts, INTERRUPT_ON)
+    return [
+        "mcp", "--root", str(root), "--permissions", str(rules),
+        "--interrupt-on", str(interrupts), "--workflow-id", workflow_id,
+        "--reviewer", "mcp-test-reviewer",
+    ]  # fmt: skip
+
+
+def answering(decision: str | None, asked: list[str]) -> Asker:
+    """An elicitation callback: accept with ``decision``, or decline when None."""
+
+    async def ask(
+        ctx: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult:
+        assert isinstance(params, types.ElicitRequestFormParams)
+        asked.append(params.message)
+        assert params.requested_schema["required"] == ["decision"]
+        if decision is None:
+            return types.ElicitResult(action="decline")
+        return types.ElicitResult(action="accept", content={"decision": decision})
+
+    return ask
+
+
+@asynccontextmanager
+async def mcp_client(
+    env: dict[str, str], args: list[str], ask: Asker | None, *, mode: str = "auto"
+) -> AsyncIterator[Client]:
+    server = StdioServerParameters(command=sys.executable, args=[*CLI[1:], *args], env=env)
+    async with Client(server, elicitation_callback=ask, mode=mode) as client:  # type: ignore[arg-type]
+        yield client
+
+
+def text_of(result: types.CallToolResult) -> str:
+    return "\n".join(b.text for b in result.content if isinstance(b, types.TextContent))
+
+
+async def pending(temporal: TemporalClient, workflow_id: str) -> list[dict[str, Any]]:
+    handle = temporal.get_workflow_handle(workflow_id)
+    listed: list[dict[str, Any]] = await handle.query(
+        wire.PENDING_QUERY, result_type=list[dict[str, Any]]
+    )
+    return listed
+
+
+async def decided(temporal: TemporalClient, workflow_id: str) -> list[dict[str, Any]]:
+    handle = temporal.get_workflow_handle(workflow_id)
+    listed: list[dict[str, Any]] = await handle.query(
+        wire.DECIDED_QUERY, result_type=list[dict[str, Any]]
+    )
+    return listed
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_the_gate_over_stdio(
+    cli_env: dict[str, str], tmp_path: Path, temporal_client: TemporalClient, mode: str
+) -> None:
+    """Lists the tools, reads, refuses a denied read, runs an accepted write, and runs
+    nothing for a declined one (whose approval stays open for ``filegate approve``)."""
+    root = workspace(tmp_path)
+    workflow_id = f"mcp-{mode}-{tmp_path.name}"
+    asked: list[str] = []
+    decisions: list[str | None] = ["approve", None, "reject"]
+
+    async def ask(
+        ctx: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult:
+        return await answering(decisions.pop(0), asked)(ctx, params)
+
+    async with mcp_client(cli_env, flags(tmp_path, root, workflow_id), ask, mode=mode) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        assert set(tools) == {
+            "ls",
+            "read_file",
+            "write_file",
+            "edit_file",
+            "delete",
+            "glob",
+            "grep",
+        }
+        assert tools["read_file"].annotations and tools["read_file"].annotations.read_only_hint
+        assert tools["write_file"].input_schema["required"] == ["file_path", "content"]
+
+        read = await client.call_tool("read_file", {"file_path": "/notes.txt"})
+        assert not read.is_error and "second line" in text_of(read)
+
+        denied = await client.call_tool("read_file", {"file_path": "/secret/key.txt"})
+        assert denied.is_error and "TOP-SECRET" not in text_of(denied)
+
+        wrote = await client.call_tool("write_file", {"file_path": "/out.txt", "content": "yes\n"})
+        assert not wrote.is_error, text_of(wrote)
+        assert (root / "out.txt").read_text() == "yes\n"
+        assert "write_file" in asked[0] and "+yes" in asked[0], asked[0]
+
+        declined = await client.call_tool(
+            "write_file", {"file_path": "/declined.txt", "content": "no\n"}
+        )
+        assert declined.is_error and "filegate approve" in text_of(declined)
+        assert not (root / "declined.txt").exists()
+        [open_one] = await pending(temporal_client, workflow_id)
+        assert open_one["args"]["file_path"] == "/declined.txt"
+
+        rejected = await client.call_tool(
+            "write_file", {"file_path": "/rejected.txt", "content": "no\n"}
+        )
+        assert rejected.is_error
+        assert not (root / "rejected.txt").exists()
+
+        # The declined call's approval is still decidable from the command line.
+        approved = cli(cli_env, "approve", "--workflow", workflow_id, open_one["id"])
+        assert approved.returncode == 0, approved.stdout + approved.stderr
+        for _ in range(100):
+            if (root / "declined.txt").exists():
+                break
+            await asyncio.sleep(0.1)
+        assert (root / "declined.txt").read_text() == "no\n"
+
+        records = await decided(temporal_client, workflow_id)
+        via_mcp = [d for d in records if d["via"] == "mcp"]
+        assert sorted(d["decision"] for d in via_mcp) == ["approve", "reject"]
+        assert {d["reviewer"] for d in via_mcp} == {"mcp-test-reviewer"}
+        assert [d["via"] for d in records if d["path"] == "/declined.txt"] == ["cli"]
+
+
+async def test_a_client_that_cannot_ask_runs_nothing(
+    cli_env: dict[str, str], tmp_path: Path, temporal_client: TemporalClient
+) -> None:
+    root = workspace(tmp_path)
+    workflow_id = f"mcp-mute-{tmp_path.name}"
+    async with mcp_client(cli_env, flags(tmp_path, root, workflow_id), None) as client:
+        result = await client.call_tool("write_file", {"file_path": "/x.txt", "content": "x"})
+        assert result.is_error and "cannot ask you" in text_of(result)
+        assert not (root / "x.txt").exists()
+        # A malformed call is an error result naming the argument.
+        bad = await client.call_tool("read_file", {"path": "/notes.txt"})
+        assert bad.is_error and "file_path" in text_of(bad)
+        [still_open] = await pending(temporal_client, workflow_id)
+        assert still_open["args"]["file_path"] == "/x.txt"
+
+
+async def test_a_forged_request_state_decides_nothing(
+    cli_env: dict[str, str], tmp_path: Path, temporal_client: TemporalClient
+) -> None:
+    """The retry's ``request_state`` comes from the client: an altered one is refused."""
+    root = workspace(tmp_path)
+    workflow_id = f"mcp-forged-{tmp_path.name}"
+    never = answering("approve", [])
+    async with mcp_client(cli_env, flags(tmp_path, root, workflow_id), never) as client:
+        session = client.session
+        first = await session.call_tool(
+            "write_file", {"file_path": "/f.txt", "content": "f"}, allow_input_required=True
+        )
+        assert isinstance(first, types.InputRequiredResult), first
+        assert first.request_state is not None
+        body, _, mac = first.request_state.partition(".")
+        forged = body + "." + ("0" * len(mac))
+        yes = {
+            "filegate_approval": types.ElicitResult(
+                action="accept", content={"decision": "approve"}
+            )
+        }
+        with pytest.raises(Exception, match="request_state"):
+            await session.call_tool(
+                "write_file", {"file_path": "/f.txt", "content": "f"},
+                input_responses=yes, request_state=forged, allow_input_required=True,
+            )  # fmt: skip
+        assert not (root / "f.txt").exists()
+        assert len(await pending(temporal_client, workflow_id)) == 1
+
+
+def test_bad_flags_are_one_line(cli_env: dict[str, str], tmp_path: Path) -> None:
+    missing = cli(cli_env, "mcp", "--root", str(tmp_path / "nope"))
+    assert missing.returncode == 2 and len(missing.stderr.strip().splitlines()) == 1
+    assert missing.stdout == ""
+    bad_rules = tmp_path / "bad.json"
+    bad_rules.write_text(json.dumps([{"operations": ["read"], "paths": ["/x"], "mode": "maybe"}]))
+    refused = cli(cli_env, "mcp", "--root", str(tmp_path), "--permissions", str(bad_rules))
+    assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1, refused.stderr

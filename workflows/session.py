@@ -1,0 +1,98 @@
+"""A tool session for a caller outside any workflow: :class:`SessionWorkflow`.
+
+Its workflow type is ``filegate.Session``. Why a workflow and not single
+operations: a standalone activity is its own run, so it has nowhere to keep
+what makes a session safe. Read-before-edit needs the paths read earlier; a
+grant needs the approvals given earlier; an ``interrupt`` rule needs a history
+that holds the human's decision while the call waits (a standalone call
+refuses it as a deny, :mod:`filegate.operations`). One long-lived workflow
+hosting :class:`~filegate.workflows.file_tools.FileTools` has all three, and
+its approvals are those of any FileTools host: ``filegate approvals``,
+``approve``, the UI and grants see and decide them.
+
+The caller (``filegate mcp``) sends each call as the ``call`` update whose
+update id is its own call id, so a retried request attaches to the call
+already running instead of running it twice. Calls run side by side, each a
+turn of its own. The session continues as new when the server suggests it
+(history size), between calls, carrying the tools' state; ``close`` ends it
+once the running calls finish.
+"""
+
+from __future__ import annotations
+
+from filegate.kernel import wire
+from filegate.kernel.messages import ToolCall, ToolSpec
+from filegate.workflows.file_tools import FileTools, ToolResult
+from filegate.workflows.inputs import FileToolsConfig, FileToolsState
+from pydantic import BaseModel, Field
+from temporalio import workflow
+from temporalio.exceptions import ApplicationError
+
+
+class SessionInput(BaseModel):
+    """What a session runs with: the tools' configuration and, continued, their state."""
+
+    config: FileToolsConfig
+    state: FileToolsState | None = None
+    continue_after_calls: int = Field(default=1000, ge=1)
+    """Calls in one run before it continues as new (between calls), besides the
+    server's own suggestion: keeps each run's history small."""
+
+
+@workflow.defn(name=wire.SESSION_WORKFLOW_TYPE)
+class SessionWorkflow:
+    """One caller's tool session: every call through the gate, one history for its decisions."""
+
+    @workflow.init
+    def __init__(self, input: SessionInput) -> None:
+        self._tools = FileTools(input.config, state=input.state)
+        self._closing = False
+        self._handing_over = False
+        self._calls = 0
+
+    @workflow.run
+    async def run(self, input: SessionInput) -> FileToolsState:
+        self._tools.check_config()
+        await workflow.wait_condition(lambda: self._closing or self._due(input))
+        # No new call is accepted from here on; the running ones finish first.
+        self._handing_over = True
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        if self._closing:
+            return self._tools.state()
+        next_input = input.model_copy(update={"state": self._tools.state()})
+        workflow.continue_as_new(next_input)
+
+    def _due(self, input: SessionInput) -> bool:
+        """Time to continue as new: enough calls, or the server asks (history size)."""
+        return self._calls >= input.continue_after_calls or (
+            self._calls > 0 and workflow.info().is_continue_as_new_suggested()
+        )
+
+    @workflow.update(name=wire.SESSION_CALL_UPDATE)
+    async def call(self, call: ToolCall) -> ToolResult:
+        """One tool call, a turn of its own; a model mistake is an error result, never a failure."""
+        self._calls += 1
+        return await self._tools.run(call)
+
+    @call.validator
+    def _accepting(self, call: ToolCall) -> None:
+        """Refuse before history records it: the caller retries on the next run, or stops."""
+        if self._closing:
+            raise ApplicationError("the session is closed", type=wire.SESSION_CLOSED_ERROR)
+        if self._handing_over:
+            raise ApplicationError(
+                "the session is continuing as new: send the call again",
+                type=wire.SESSION_HANDOVER_ERROR,
+            )
+
+    @workflow.query(name=wire.SESSION_SPECS_QUERY)
+    def tool_specs(self) -> list[ToolSpec]:
+        """The visible tools and their descriptions, rewritten for the visible set."""
+        return self._tools.specs()
+
+    @workflow.signal(name=wire.SESSION_CLOSE_SIGNAL)
+    def close(self) -> None:
+        self._closing = True
+
+
+__all__ = ["SessionInput", "SessionWorkflow"]
