@@ -165,7 +165,8 @@ async def _session(
     await client.start_workflow(
         SessionWorkflow.run, SessionInput(config=config), id=workflow_id, task_queue=task_queue
     )
-    note(f"filegate mcp: session {workflow_id} (its approvals: filegate approvals --workflow {workflow_id})")
+    listing = f"filegate approvals --workflow {workflow_id}"
+    note(f"filegate mcp: session {workflow_id} (its approvals: {listing})")
     try:
         yield
     finally:
