@@ -229,3 +229,138 @@ def test_bad_flags_are_one_line(cli_env: dict[str, str], tmp_path: Path) -> None
     bad_rules.write_text(json.dumps([{"operations": ["read"], "paths": ["/x"], "mode": "maybe"}]))
     refused = cli(cli_env, "mcp", "--root", str(tmp_path), "--permissions", str(bad_rules))
     assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+
+
+MARK = "OUTSIDE-MARK-7f3a"
+
+
+def hostile_tree(tmp_path: Path, root: Path) -> Path:
+    """Files outside the root, and links inside it that point at them."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "file.txt").write_text(f"{MARK}\n")
+    sibling = tmp_path / "ws_evil"  # shares the root's name as a prefix
+    sibling.mkdir()
+    (sibling / "secret.txt").write_text(f"{MARK}\n")
+    (root / "link.txt").symlink_to(outside / "file.txt")
+    (root / "dirlink").symlink_to(outside, target_is_directory=True)
+    return outside
+
+
+async def test_the_reference_servers_hostile_paths_through_mcp(
+    cli_env: dict[str, str], tmp_path: Path
+) -> None:
+    """Traversal, a sibling sharing the root's prefix, links out of the root, a NUL byte,
+    ``~`` and encoded dots: no read shows an outside byte, no write changes one, even
+    with every write approved (so each reaches the tools worker, not only the gate)."""
+    root = workspace(tmp_path)
+    outside = hostile_tree(tmp_path, root)
+    workflow_id = f"mcp-hostile-{tmp_path.name}"
+    yes = answering("approve", [])
+    paths = [
+        "/../outside/file.txt",
+        "/notes.txt/../../outside/file.txt",
+        "/../ws_evil/secret.txt",
+        str(outside / "file.txt"),
+        "/link.txt",
+        "/dirlink/file.txt",
+        "/notes.txt\x00/../../outside/file.txt",
+        "~/../outside/file.txt",
+        "/%2e%2e/outside/file.txt",
+        "\\..\\outside\\file.txt",
+    ]
+    async with mcp_client(cli_env, flags(tmp_path, root, workflow_id), yes) as client:
+        for path in paths:
+            read = await client.call_tool("read_file", {"file_path": path})
+            assert MARK not in text_of(read), (path, text_of(read))
+            wrote = await client.call_tool("write_file", {"file_path": path, "content": "PWNED"})
+            assert MARK not in text_of(wrote), path
+            edited = await client.call_tool(
+                "edit_file", {"file_path": path, "old_string": MARK, "new_string": "PWNED"}
+            )
+            assert MARK not in text_of(edited), path
+        for tool, args in (
+            ("grep", {"pattern": MARK, "path": "/", "output_mode": "content"}),
+            ("grep", {"pattern": MARK, "path": "/dirlink"}),
+            ("glob", {"pattern": "**/*.txt", "path": "/dirlink"}),
+            ("ls", {"path": "/dirlink"}),
+            ("ls", {"path": "/.."}),
+        ):
+            found = await client.call_tool(tool, args)
+            assert MARK not in text_of(found) and "secret.txt" not in text_of(found), (tool, args)
+    assert (outside / "file.txt").read_text() == f"{MARK}\n"
+    assert (tmp_path / "ws_evil" / "secret.txt").read_text() == f"{MARK}\n"
+    assert sorted(p.name for p in outside.iterdir()) == ["file.txt"]
+    assert (root / "link.txt").is_symlink() or not (root / "link.txt").exists()
+
+
+async def test_streamable_http_on_loopback_and_guarded_elsewhere(
+    cli_env: dict[str, str], tmp_path: Path, temporal_client: TemporalClient
+) -> None:
+    """127.0.0.1 serves the SDK's client as stdio does; another address (127.0.0.2 here,
+    still this machine) answers only a caller with the bearer token."""
+    import httpx
+
+    root = workspace(tmp_path)
+    env = {**cli_env, "FILEGATE_UI_TOKEN": "t" * 32}
+    for host in ("127.0.0.1", "127.0.0.2"):
+        port = free_port()
+        workflow_id = f"mcp-http-{host[-1]}-{tmp_path.name}"
+        args = [*flags(tmp_path, root, workflow_id), "--transport", "http", "--host", host]
+        proc = await asyncio.create_subprocess_exec(
+            *CLI, *args, "--port", str(port), env=env,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        url = f"http://{host}:{port}/mcp"
+        try:
+            await until_listening(host, port, proc)
+            headers = {"Authorization": "Bearer " + "t" * 32}
+            if host != "127.0.0.1":
+                async with httpx.AsyncClient() as raw:
+                    refused = await raw.post(
+                        url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"}
+                    )
+                assert refused.status_code == 401, refused.text
+            transport = streamable_client(url, headers if host != "127.0.0.1" else None)
+            async with Client(transport, elicitation_callback=answering("approve", [])) as client:
+                read = await client.call_tool("read_file", {"file_path": "/notes.txt"})
+                assert "first line" in text_of(read)
+                wrote = await client.call_tool(
+                    "write_file", {"file_path": f"/{host}.txt", "content": "over http"}
+                )
+                assert not wrote.is_error, text_of(wrote)
+            assert (root / f"{host}.txt").read_text() == "over http"
+        finally:
+            proc.terminate()
+            await proc.wait()
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def until_listening(host: str, port: int, proc: asyncio.subprocess.Process) -> None:
+    for _ in range(300):
+        if proc.returncode is not None:
+            err = await proc.stderr.read() if proc.stderr else b""
+            raise AssertionError(f"filegate mcp exited: {err.decode()}")
+        try:
+            _, writer = await asyncio.open_connection(host, port)
+        except OSError:
+            await asyncio.sleep(0.1)
+            continue
+        writer.close()
+        return
+    raise AssertionError(f"nothing listens on {host}:{port}")
+
+
+def streamable_client(url: str, headers: dict[str, str] | None) -> Any:
+    """The SDK's streamable HTTP transport, with the bearer header when one is needed."""
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    return streamable_http_client(url, http_client=httpx2.AsyncClient(headers=headers or {}))
