@@ -4,10 +4,12 @@ A class body annotation without a value (``_input: AgentInput``) that none of
 the class's own methods assigns (``self._input = ...``) is a promise that
 some *other* class (a subclass mixing it in) will. Neither mypy nor
 import-linter checks that contract, and such a class cannot be built or tested
-alone. ``ModelTurns`` was one (issue 35): the workflow now holds one and
-passes it its dependencies. Where the annotations *are* the fields
-(dataclasses, pydantic models, TypedDicts, Protocols, NamedTuples) and for
-``ClassVar`` declarations, the rule does not apply.
+alone. ``ModelTurns``, ``Reviews`` and ``ToolCalls`` were such mixins (issue
+35): ``AgentWorkflow`` now holds a ``ModelTurns``, and ``FileTools`` its
+``Routes``, ``ReviewDesk`` and ``ToolCalls``, each built with its
+dependencies. Where the annotations *are* the fields (dataclasses, pydantic
+models, TypedDicts, Protocols, NamedTuples) and for ``ClassVar``
+declarations, the rule does not apply.
 
 The known exceptions are listed with their reason; the list holds nothing
 else, and an entry that no longer declares anything unassigned fails too, so
@@ -21,15 +23,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-KNOWN = {
-    "workflows/reviews.py::Reviews": (
-        "a mixin of FileTools (via ToolCalls); issue 35 composes FileTools' parts "
-        "in a following change"
-    ),
-    "workflows/calls.py::ToolCalls": (
-        "a mixin of FileTools; issue 35 composes FileTools' parts in a following change"
-    ),
-}
+KNOWN: dict[str, str] = {}
 """Classes still allowed to declare attributes only a subclass assigns, and why."""
 
 FIELD_BASES = {
@@ -212,6 +206,6 @@ def test_the_check_finds_a_planted_violation(tmp_path: Path) -> None:
     assert _offenders(tmp_path) == {"planted.py::Mixin": ["_input"]}
 
 
-def test_known_exceptions_are_only_the_file_tools_mixins() -> None:
-    assert set(KNOWN) == {"workflows/reviews.py::Reviews", "workflows/calls.py::ToolCalls"}
-    assert all(reason.strip() for reason in KNOWN.values())
+def test_no_exception_is_left() -> None:
+    """Issue 35 composed the last mixins (FileTools' parts): a new exception needs a reason."""
+    assert KNOWN == {}

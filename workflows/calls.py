@@ -1,15 +1,14 @@
-"""The tool call path of the agent workflow: check, gate, approve, route, run.
+"""The tool call path of a workflow's file tools: check, gate, approve, route, run.
 
-The base of :class:`~filegate.workflows.file_tools.FileTools`, which holds the
-state (the attributes read and written here are declared below). One turn's calls run
-concurrently; on the same path a mutation waits for the calls before it and
-the calls after it wait for the mutation, while reads of one path run side by
-side (:class:`PathOrder`); each is validated and routed
-(:mod:`~filegate.workflows.gate`) once, gated by the permission rules, may wait
-for a human decision (:mod:`~filegate.workflows.reviews`: the card, the change
-preview, the wait), is checked for read-before-edit, and then runs in the
-workflow for the State backend (:func:`filegate.kernel.dispatch.run_tool`) or
-as the ``filegate.<tool>`` activity (local for ``kind="local"`` backends).
+Two of :class:`~filegate.workflows.file_tools.FileTools`' parts, each built with
+what it uses (issue 35: no mixins). :class:`Routes` validates and routes a call
+(:mod:`~filegate.workflows.gate`), gates it by the deny rules and runs it, or
+its change preview, in the workflow for the State backend
+(:func:`filegate.kernel.dispatch.run_tool`) or as the ``filegate.<tool>``
+activity (local for ``kind="local"`` backends). :class:`ToolCalls` runs a turn
+on it: the calls run concurrently, ordered per path (:class:`PathOrder`), each
+may wait for a human (:class:`~filegate.workflows.reviews.ReviewDesk`) and is
+checked for read-before-edit.
 """
 
 from __future__ import annotations
@@ -18,27 +17,34 @@ import asyncio
 from datetime import timedelta
 from typing import Any
 
-from filegate.activities.contract import outcome_for_activity_error, tool_activity_options
+from filegate.activities.contract import (
+    PREVIEW_ACTIVITY,
+    outcome_for_activity_error,
+    preview_activity_options,
+    tool_activity_options,
+)
 from filegate.kernel.dispatch import run_tool
 from filegate.kernel.execute_gate import protecting_rules
 from filegate.kernel.formatting import Rendered, format_error, not_read_before_edit
 from filegate.kernel.gates import waive_interrupts
-from filegate.kernel.messages import Message, TextBlock, ToolCall
+from filegate.kernel.messages import TextBlock, ToolCall
 from filegate.kernel.paths import is_within
 from filegate.kernel.permissions import FilesystemPermission
+from filegate.kernel.previews import ChangePreview, compute_preview
 from filegate.kernel.routing import Router
 from filegate.kernel.state import StateBackend
 from filegate.kernel.tool_types import (
+    MUTATING_TOOLS,
     TOOL_ACTIVITY_NAMES,
     ToolBatch,
     ToolName,
     ToolOutcome,
     ToolRequest,
+    activity_call_id,
 )
 from filegate.workflows import fanout, telemetry
 from filegate.workflows import tool_descriptions as descriptions
-from filegate.workflows.approval_handlers import ApprovalHandlers
-from filegate.workflows.approvals import APPROVED_NOTE, ApprovalBook, edited_note
+from filegate.workflows.approvals import APPROVED_NOTE, edited_note
 from filegate.workflows.batching import LocalCalls, RemoteCalls
 from filegate.workflows.gate import (
     PATH_FIELDS,
@@ -47,8 +53,8 @@ from filegate.workflows.gate import (
     check_call,
     deny_gate,
 )
-from filegate.workflows.inputs import BackendRef, FileToolsConfig
-from filegate.workflows.reviews import Reviews, rendered_outcome
+from filegate.workflows.inputs import BackendRef, FileToolsConfig, FileToolsState, PendingApproval
+from filegate.workflows.reviews import ReviewDesk, execute_cwd, rendered_outcome
 from filegate.workflows.unserved import not_picked_up, unserved_outcome, worker_wait_options
 from temporalio import workflow
 from temporalio.exceptions import FailureError
@@ -85,47 +91,55 @@ class PathOrder:
             self._reads.setdefault(key, []).append(task)
 
 
-class ToolCalls(Reviews):
-    """The tool call path (the base of :class:`~filegate.workflows.file_tools.FileTools`)."""
+class Routes:
+    """Where a call goes and how it runs there; the call path and the review desk share it.
 
-    _input: FileToolsConfig
-    _messages: list[Message]
-    _router: Router
-    _enabled: list[ToolName]
-    _states: dict[str, StateBackend]
-    _seen: set[str]
-    _fingerprints: dict[str, str]
-    _book: ApprovalBook
-    _approvals: ApprovalHandlers
-    _model_time: str | None
-    _local: LocalCalls
-    _remote: RemoteCalls
-    _tool_calls: int
-    _tool_errors: int
+    ``state``: the carried State backends' files (run here in the workflow);
+    ``co_hosted``: the default backend's queue when the run is co-hosted on it
+    (calls there run as local activities); ``batching``: whether calls may share
+    activities. Both are decided by version markers as the run starts.
+    """
 
-    def _visible(self) -> list[ToolName]:
+    def __init__(
+        self, config: FileToolsConfig, state: FileToolsState, co_hosted: str | None, batching: bool
+    ) -> None:
+        kept = state.state_files
+        names = [ref.name for ref in config.backend.all_backends() if ref.kind == "state"]
+        self.states = {
+            n: StateBackend.from_dict(kept[n]) if n in kept else StateBackend() for n in names
+        }
+        self.router = Router([route.prefix for route in config.backend.routes])
+        self._input = config
+        self._enabled = descriptions.whitelisted_tools(config.tools)
+        self._co_hosted = co_hosted
+        self._local = LocalCalls(start_local, at_start=batching)
+        self._remote = RemoteCalls(at_start=batching)
+        self.model_time: str | None = None
+        """When the host's latest model answer came (:meth:`FileTools.stamp`)."""
+
+    def visible(self) -> list[ToolName]:
         return descriptions.visible_tools(self._enabled, self._input.backend)
 
-    @staticmethod
-    def _order_key(checked: CheckedCall | Rendered) -> str | None:
-        """What a call is ordered on: its validated path, the shell, or nothing
-        (a refused call touches nothing and waits for nobody)."""
-        if isinstance(checked, Rendered):
-            return None
-        return "<shell>" if checked.tool == "execute" else checked.path
-
-    def _check(self, tool: str, args: Any) -> CheckedCall | Rendered:
+    def check(self, tool: str, args: Any) -> CheckedCall | Rendered:
         return check_call(
             tool,
             args,
-            allowed=self._visible(),
-            router=self._router,
+            allowed=self.visible(),
+            router=self.router,
             max_args_chars=self._input.limits.max_tool_args_chars,
             max_execute_timeout=self._input.limits.max_execute_timeout,
         )
 
-    def _gate(self, call: CheckedCall) -> Rendered | None:
+    def gate(self, call: CheckedCall) -> Rendered | None:
         return deny_gate(self._input.permissions, call, has_descendants=self._has_descendants(call))
+
+    def check_edit(self, tool: str, args: dict[str, Any]) -> str | None:
+        """A reviewer's edited arguments: the refusal text, or None when they may run."""
+        checked = self.check(tool, args)
+        if isinstance(checked, Rendered):
+            return checked.text
+        refused = self.gate(checked)
+        return refused.text if refused is not None else None
 
     def _has_descendants(self, call: CheckedCall) -> bool:
         """Only the State backend can be asked cheaply; remote targets count as trees."""
@@ -135,158 +149,19 @@ class ToolCalls(Reviews):
         if ref.kind != "state":
             return True
         return any(
-            p.startswith(call.local_path.rstrip("/") + "/") for p in self._states[ref.name].paths()
+            p.startswith(call.local_path.rstrip("/") + "/") for p in self.states[ref.name].paths()
         )
 
-    async def _one_call(
-        self,
-        call: ToolCall,
-        checked: CheckedCall | Rendered,
-        call_id: str,
-        previous: list[asyncio.Task[ToolOutcome]],
-    ) -> ToolOutcome:
-        if previous:
-            await workflow.wait(previous)
-        if isinstance(checked, Rendered):
-            return _rendered(checked)
-        refused = self._gate(checked)
-        if refused is not None:
-            telemetry.denied(checked.tool)
-            return _rendered(refused)
-        unread = self._unread_edit(checked)
-        if unread is not None:  # checked before asking: a reviewer never decides a no-op
-            return unread
-        note = ""
-        approved_by: str | None = None
-        trigger = approval_trigger(self._input.permissions, self._input.interrupt_on, checked)
-        granted = self._granted(checked, trigger)  # a remembered approval: nobody is asked
-        if granted is not None:
-            note, approved_by = granted.note, granted.approved_by
-        elif trigger is not None:
-            decided, by, seen = await self._ask_human(call, checked, trigger, call_id)
-            approved_by = by
-            if isinstance(decided, ToolOutcome):
-                return decided
-            if decided.tool == "write_file" and decided.path is not None:
-                # Approved against what the reviewer saw, which may be newer than
-                # the model's read; an edited call was not shown: no check.
-                if seen is not None:
-                    self._fingerprints[decided.path] = seen
-                else:
-                    self._fingerprints.pop(decided.path, None)
-            if decided is not checked:
-                note = edited_note(by, decided.args)
-            else:
-                note = APPROVED_NOTE.format(by=by)
-            checked = decided
-        # Only a call a human approved (as asked, edited, or by a grant) carries the approval.
-        approved = trigger is not None and (granted is None or granted.approves)
-        outcome = await self._execute(checked, call_id, approved=approved, approved_by=approved_by)
-        if note:
-            outcome = _with_note(outcome, note)
-        return outcome
-
-    def _now(self) -> str:
+    def now(self) -> str:
         """The time of the latest model answer: what this step's tool calls are stamped with.
 
         Recorded with the model call's result, so replays agree with the original
         run; ``workflow.now()`` (the fallback, before any answer) can differ
         after a local activity.
         """
-        return self._model_time or workflow.now().isoformat()
+        return self.model_time or workflow.now().isoformat()
 
-    def _execute_cwd(self) -> str:
-        """Where ``execute`` runs, for reviewers: the default backend's shell location."""
-        return self._input.backend.default.shell_path or "/"
-
-    async def _execute(
-        self,
-        call: CheckedCall,
-        tool_call_id: str,
-        *,
-        approved: bool = False,
-        approved_by: str | None = None,
-    ) -> ToolOutcome:
-        unread = self._unread_edit(call)
-        if unread is not None:
-            return unread
-        ref = self._input.backend.backend_for(call.prefix)
-        if call.tool == "delete" and not ref.can_delete:
-            return _rendered(format_error(f"delete is not supported for {call.path}"))
-        if fanout.needs_fanout(self._router, call.tool, call.args):
-
-            async def run_target(
-                prefix: str | None, args: dict[str, Any], virtual_path: str
-            ) -> ToolOutcome:
-                request = self._request(
-                    call.tool,
-                    prefix,
-                    args,
-                    tool_call_id,
-                    want_raw=True,
-                    approved=approved,
-                    approved_by=approved_by,
-                    virtual_path=virtual_path,
-                )
-                return await self._dispatch(self._input.backend.backend_for(prefix), request)
-
-            return _rendered(await fanout.fan_out(self._router, call.tool, call.args, run_target))
-        local_args = dict(call.args)
-        if call.path is not None and call.local_path is not None:
-            local_args[PATH_FIELDS[call.tool]] = call.local_path
-        # virtual_path: the call's path as the gate checked it, so the activity
-        # checks one path, not two.
-        request = self._request(
-            call.tool,
-            call.prefix,
-            local_args,
-            tool_call_id,
-            approved=approved,
-            approved_by=approved_by,
-            virtual_path=call.path,
-        )
-        if call.tool == "write_file" and call.path in self._fingerprints:
-            expected = self._fingerprints[call.path]
-            request = request.model_copy(update={"expected_fingerprint": expected})
-        if call.tool == "execute":
-            self._fingerprints.clear()  # the run's own command may change any file
-        outcome = await self._dispatch(ref, request)
-        self._remember_content(call, outcome)
-        if outcome.status == "success" and call.path is not None:
-            if call.tool in ("read_file", "write_file", "edit_file"):
-                self._seen.add(call.path)
-            elif call.tool == "delete":
-                self._seen = {p for p in self._seen if not is_within(p, call.path)}
-        return outcome
-
-    def _remember_content(self, call: CheckedCall, outcome: ToolOutcome) -> None:
-        """Keep each file's content as this run last read or wrote it (its fingerprint).
-
-        A later ``write_file`` of the path carries it, and the tools worker refuses
-        the write when the file changed since: a whole-file write after a stale
-        read never silently overwrites someone else's change. The run's own
-        changes move the fingerprint along; a command forgets them all, since it
-        may have changed any file."""
-        if call.tool == "execute":
-            self._fingerprints.clear()
-        elif call.path is None or outcome.status != "success":
-            return
-        elif call.tool in ("read_file", "write_file", "edit_file"):
-            if outcome.fingerprint is not None:
-                self._fingerprints[call.path] = outcome.fingerprint
-            else:
-                self._fingerprints.pop(call.path, None)
-        elif call.tool == "delete":
-            for path in [p for p in self._fingerprints if is_within(p, call.path)]:
-                del self._fingerprints[path]
-
-    def _unread_edit(self, call: CheckedCall) -> ToolOutcome | None:
-        """The refusal of an ``edit_file`` of a file this run has not read, or None."""
-        if call.tool == "edit_file" and call.path not in self._seen:
-            return _rendered(not_read_before_edit(call.path or ""))
-        return None
-
-    def _request(
+    def request(
         self,
         tool: ToolName,
         prefix: str | None,
@@ -331,10 +206,25 @@ class ToolCalls(Reviews):
             return protecting_rules(rules, self._input.shell_unreachable_prefixes())
         return waive_interrupts(rules) if tool in self._input.interrupt_on else rules
 
-    async def _dispatch(self, ref: BackendRef, request: ToolRequest) -> ToolOutcome:
+    def _in_this_worker(self, ref: BackendRef, tool: str) -> bool:
+        """Whether a call on ``ref`` runs as a local activity of the worker running this run.
+
+        Always for ``kind="local"``. For a remote backend on the queue of a
+        co-hosted run too (started on its default backend's queue: only a worker
+        serving that backend polls it for workflow tasks,
+        ``tools_worker(serve_agents=True)``), except
+        ``execute``: a command may run for minutes, and as a regular activity
+        on the same queue it heartbeats, can be cancelled and does not hold the
+        workflow task open meanwhile.
+        """
+        if ref.kind == "local":
+            return True
+        return ref.kind == "remote" and ref.task_queue == self._co_hosted and tool != "execute"
+
+    async def dispatch(self, ref: BackendRef, request: ToolRequest) -> ToolOutcome:
         if ref.kind == "state":
-            backend = self._states[ref.name]
-            backend.set_now(self._now())
+            backend = self.states[ref.name]
+            backend.set_now(self.now())
             return run_tool(backend, request)
         options = tool_activity_options(
             request.tool,
@@ -356,6 +246,238 @@ class ToolCalls(Reviews):
             if not_picked_up(error):
                 return unserved_outcome(request.tool, ref, self._input.limits)
             return outcome_for_activity_error(request.tool, error)
+
+    async def recheck(self, approval: PendingApproval) -> ChangePreview | None:
+        """A fresh preview of a pending approval's call (the handlers compare fingerprints)."""
+        checked = self.check(approval.tool, approval.args)
+        if isinstance(checked, Rendered):
+            return None
+        return await self.preview(checked, approval.tool_call_id)
+
+    async def preview(self, checked: CheckedCall, call_id: str) -> ChangePreview:
+        """What ``checked`` would change, read where its route's files are; never raises."""
+        if checked.tool == "execute":
+            command = str(checked.args.get("command", ""))
+            return ChangePreview(kind="execute", command=command, cwd=execute_cwd(self._input))
+        local_args = dict(checked.args)
+        if checked.local_path is not None:
+            local_args[PATH_FIELDS[checked.tool]] = checked.local_path
+        tool: ToolName = checked.tool
+        request = self.request(tool, checked.prefix, local_args, call_id, virtual_path=checked.path)
+        # All the rules: an interrupt_on entry waives the call's own approvals,
+        # not the model's read rights, which decide what the preview may show.
+        request = request.model_copy(update={"permissions": self._input.permissions})
+        ref = self._input.backend.backend_for(checked.prefix)
+        options = preview_activity_options()
+        try:
+            if ref.kind == "state":
+                return _in_workflow(self.states[ref.name], request)
+            if self._in_this_worker(ref, checked.tool):
+                return await self._local.one(
+                    lambda: workflow.execute_local_activity(
+                        PREVIEW_ACTIVITY, request, result_type=ChangePreview, **options
+                    )
+                )
+            remote: dict[str, Any] = {**options, **self._input.priority_options()}
+            return await workflow.execute_activity(
+                PREVIEW_ACTIVITY,
+                request,
+                result_type=ChangePreview,
+                task_queue=ref.task_queue,
+                **remote,
+            )
+        except (FailureError, ValueError) as error:
+            # ValueError: a local activity this agent worker does not register.
+            reason = getattr(error, "cause", None) or error
+            return ChangePreview(kind="unavailable", path=checked.path, error=str(reason))
+
+
+class ToolCalls:
+    """The call path: one turn's calls, in order per path, each approved and run on ``routes``.
+
+    ``desk`` asks grants and humans. The paths this run read or wrote (``seen``,
+    for read-before-edit) and each file's content as it last saw it
+    (``fingerprints``) come from the carried ``state`` and go into the next one.
+    """
+
+    def __init__(
+        self, config: FileToolsConfig, routes: Routes, desk: ReviewDesk, state: FileToolsState
+    ) -> None:
+        self._input = config
+        self._routes = routes
+        self._desk = desk
+        self.seen = set(state.seen_paths)
+        self.fingerprints = dict(state.read_fingerprints)
+
+    async def run_turn(self, calls: list[ToolCall], step: int) -> list[ToolOutcome]:
+        """Run one turn's calls concurrently; the outcomes in the calls' order."""
+        order = PathOrder()
+        tasks: list[asyncio.Task[ToolOutcome]] = []
+        for index, call in enumerate(calls):
+            # Checked here, once: the order key is the checked call's path, so the
+            # workflow validates each path a single time (bench/path_checks.py).
+            checked = self._routes.check(call.name, call.args)
+            key = self._order_key(checked)
+            mutates = call.name in MUTATING_TOOLS
+            previous = order.before(key, mutates=mutates)
+            call_id = activity_call_id(step, index, call.id)
+            task = asyncio.create_task(self._one_call(call, checked, call_id, previous))
+            order.add(key, task, mutates=mutates)
+            tasks.append(task)
+        return list(await asyncio.gather(*tasks))
+
+    @staticmethod
+    def _order_key(checked: CheckedCall | Rendered) -> str | None:
+        """What a call is ordered on: its validated path, the shell, or nothing
+        (a refused call touches nothing and waits for nobody)."""
+        if isinstance(checked, Rendered):
+            return None
+        return "<shell>" if checked.tool == "execute" else checked.path
+
+    async def _one_call(
+        self,
+        call: ToolCall,
+        checked: CheckedCall | Rendered,
+        call_id: str,
+        previous: list[asyncio.Task[ToolOutcome]],
+    ) -> ToolOutcome:
+        if previous:
+            await workflow.wait(previous)
+        if isinstance(checked, Rendered):
+            return _rendered(checked)
+        refused = self._routes.gate(checked)
+        if refused is not None:
+            telemetry.denied(checked.tool)
+            return _rendered(refused)
+        unread = self._unread_edit(checked)
+        if unread is not None:  # checked before asking: a reviewer never decides a no-op
+            return unread
+        note = ""
+        approved_by: str | None = None
+        trigger = approval_trigger(self._input.permissions, self._input.interrupt_on, checked)
+        granted = self._desk.granted(checked, trigger)  # a remembered approval: nobody is asked
+        if granted is not None:
+            note, approved_by = granted.note, granted.approved_by
+        elif trigger is not None:
+            decided, by, seen = await self._desk.ask_human(call, checked, trigger, call_id)
+            approved_by = by
+            if isinstance(decided, ToolOutcome):
+                return decided
+            if decided.tool == "write_file" and decided.path is not None:
+                # Approved against what the reviewer saw, which may be newer than
+                # the model's read; an edited call was not shown: no check.
+                if seen is not None:
+                    self.fingerprints[decided.path] = seen
+                else:
+                    self.fingerprints.pop(decided.path, None)
+            if decided is not checked:
+                note = edited_note(by, decided.args)
+            else:
+                note = APPROVED_NOTE.format(by=by)
+            checked = decided
+        # Only a call a human approved (as asked, edited, or by a grant) carries the approval.
+        approved = trigger is not None and (granted is None or granted.approves)
+        outcome = await self._execute(checked, call_id, approved=approved, approved_by=approved_by)
+        if note:
+            outcome = _with_note(outcome, note)
+        return outcome
+
+    async def _execute(
+        self,
+        call: CheckedCall,
+        tool_call_id: str,
+        *,
+        approved: bool = False,
+        approved_by: str | None = None,
+    ) -> ToolOutcome:
+        unread = self._unread_edit(call)
+        if unread is not None:
+            return unread
+        ref = self._input.backend.backend_for(call.prefix)
+        if call.tool == "delete" and not ref.can_delete:
+            return _rendered(format_error(f"delete is not supported for {call.path}"))
+        if fanout.needs_fanout(self._routes.router, call.tool, call.args):
+
+            async def run_target(
+                prefix: str | None, args: dict[str, Any], virtual_path: str
+            ) -> ToolOutcome:
+                request = self._routes.request(
+                    call.tool,
+                    prefix,
+                    args,
+                    tool_call_id,
+                    want_raw=True,
+                    approved=approved,
+                    approved_by=approved_by,
+                    virtual_path=virtual_path,
+                )
+                return await self._routes.dispatch(self._input.backend.backend_for(prefix), request)
+
+            return _rendered(
+                await fanout.fan_out(self._routes.router, call.tool, call.args, run_target)
+            )
+        local_args = dict(call.args)
+        if call.path is not None and call.local_path is not None:
+            local_args[PATH_FIELDS[call.tool]] = call.local_path
+        # virtual_path: the call's path as the gate checked it, so the activity
+        # checks one path, not two.
+        request = self._routes.request(
+            call.tool,
+            call.prefix,
+            local_args,
+            tool_call_id,
+            approved=approved,
+            approved_by=approved_by,
+            virtual_path=call.path,
+        )
+        if call.tool == "write_file" and call.path in self.fingerprints:
+            expected = self.fingerprints[call.path]
+            request = request.model_copy(update={"expected_fingerprint": expected})
+        if call.tool == "execute":
+            self.fingerprints.clear()  # the run's own command may change any file
+        outcome = await self._routes.dispatch(ref, request)
+        self._remember_content(call, outcome)
+        if outcome.status == "success" and call.path is not None:
+            if call.tool in ("read_file", "write_file", "edit_file"):
+                self.seen.add(call.path)
+            elif call.tool == "delete":
+                self.seen = {p for p in self.seen if not is_within(p, call.path)}
+        return outcome
+
+    def _remember_content(self, call: CheckedCall, outcome: ToolOutcome) -> None:
+        """Keep each file's content as this run last read or wrote it (its fingerprint).
+
+        A later ``write_file`` of the path carries it, and the tools worker refuses
+        the write when the file changed since: a whole-file write after a stale
+        read never silently overwrites someone else's change. The run's own
+        changes move the fingerprint along; a command forgets them all, since it
+        may have changed any file."""
+        if call.tool == "execute":
+            self.fingerprints.clear()
+        elif call.path is None or outcome.status != "success":
+            return
+        elif call.tool in ("read_file", "write_file", "edit_file"):
+            if outcome.fingerprint is not None:
+                self.fingerprints[call.path] = outcome.fingerprint
+            else:
+                self.fingerprints.pop(call.path, None)
+        elif call.tool == "delete":
+            for path in [p for p in self.fingerprints if is_within(p, call.path)]:
+                del self.fingerprints[path]
+
+    def _unread_edit(self, call: CheckedCall) -> ToolOutcome | None:
+        """The refusal of an ``edit_file`` of a file this run has not read, or None."""
+        if call.tool == "edit_file" and call.path not in self.seen:
+            return _rendered(not_read_before_edit(call.path or ""))
+        return None
+
+
+def _in_workflow(backend: StateBackend, request: ToolRequest) -> ChangePreview:
+    """The State backend's preview, computed here; a bug in it must not fail the task."""
+    try:
+        return compute_preview(backend, request)
+    except Exception as error:  # advice only: never a stuck workflow
+        return ChangePreview(kind="unavailable", path=request.virtual_path, error=str(error))
 
 
 _rendered = rendered_outcome

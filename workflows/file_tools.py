@@ -35,22 +35,18 @@ Example (a host workflow with its own loop)::
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from typing import Any
 
 from filegate.kernel import wire
 from filegate.kernel.execute_gate import ExecuteGateError
-from filegate.kernel.formatting import Rendered
 from filegate.kernel.messages import ContentBlock, Message, ToolCall, ToolSpec
-from filegate.kernel.routing import Router
-from filegate.kernel.state import StateBackend
-from filegate.kernel.tool_types import MUTATING_TOOLS, ToolName, ToolOutcome, activity_call_id
+from filegate.kernel.tool_types import ToolName, ToolOutcome
 from filegate.workflows import tool_descriptions as descriptions
 from filegate.workflows.approval_handlers import ApprovalHandlers
 from filegate.workflows.approvals import ApprovalBook
-from filegate.workflows.batching import LocalCalls, RemoteCalls, batching_at_start
-from filegate.workflows.calls import PathOrder, ToolCalls, start_local
+from filegate.workflows.batching import batching_at_start
+from filegate.workflows.calls import Routes, ToolCalls
 from filegate.workflows.grants import GrantBook, GrantHandlers
 from filegate.workflows.inputs import (
     DecidedApproval,
@@ -58,7 +54,7 @@ from filegate.workflows.inputs import (
     FileToolsState,
     PendingApproval,
 )
-from filegate.workflows.reviews import CO_HOSTED_PATCH, PREVIEW_PATCH
+from filegate.workflows.reviews import CO_HOSTED_PATCH, PREVIEW_PATCH, ReviewDesk
 from pydantic import BaseModel
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
@@ -89,7 +85,7 @@ def _co_hosted_queue(config: FileToolsConfig) -> str | None:
 
     Co-hosted: started on that queue, so the worker running it serves the backend
     (``tools_worker(serve_agents=True)``), and calls on that queue skip it
-    (``Reviews._in_this_worker``). Decided live by the worker's queue and recorded
+    (``Routes._in_this_worker``). Decided live by the worker's queue and recorded
     by the version marker; replaying, the marker alone decides, since a replayer
     (or a worker on another queue) has a queue of its own.
     """
@@ -102,7 +98,7 @@ def _co_hosted_queue(config: FileToolsConfig) -> str | None:
     return None
 
 
-class FileTools(ToolCalls):
+class FileTools:
     """The tool side of an agent, for any workflow (see the module docstring).
 
     ``messages``: the host's conversation, if it keeps one as Filegate
@@ -110,6 +106,9 @@ class FileTools(ToolCalls):
     task (first user message) and the model's text of the turn that made a
     call from it. ``register_handlers=False`` is for hosts that declare the
     handlers themselves and delegate to :attr:`approvals` (``AgentWorkflow``).
+
+    Its parts are held, each built with what it uses (issue 35): the routes, the
+    approval handlers, the review desk and the call path over them.
     """
 
     def __init__(
@@ -123,9 +122,6 @@ class FileTools(ToolCalls):
         state = state or FileToolsState()
         counters = state.counters
         self._input = config
-        self._messages = messages if messages is not None else []
-        self._seen = set(state.seen_paths)
-        self._fingerprints = dict(state.read_fingerprints)
         self._tool_calls = counters.get("tool_calls", 0)
         self._tool_errors = counters.get("tool_errors", 0)
         self._turns = counters.get("turns", 0)
@@ -139,31 +135,21 @@ class FileTools(ToolCalls):
         self._book.decided_total = counters.get("decided_approvals", 0)
         self._grants = GrantBook(state.grants, random_hex=lambda: workflow.uuid4().hex)
         self._grant_handlers = GrantHandlers(self._grants)
+        # Version markers, asked as the run starts (before any activity) in this
+        # order: batching, previews (only where a human may be asked), co-hosting.
+        at_start = batching_at_start()
+        previews = config.may_ask() and workflow.patched(PREVIEW_PATCH)
+        self._routes = Routes(config, state, _co_hosted_queue(config), at_start)
         self._approvals = ApprovalHandlers(
             self._book,
-            check_edit=self.check_edit,
-            recheck=self._recheck,
+            check_edit=self._routes.check_edit,
+            recheck=self._routes.recheck,
             search_attributes=config.approval_search_attributes,
             grants=self._grants,
         )
-        self._model_time: str | None = None
-        at_start = batching_at_start()  # the run's start: before any activity
-        self._local = LocalCalls(start_local, at_start=at_start)
-        self._remote = RemoteCalls(at_start=at_start)
-        spec = config.backend
-        self._router = Router([route.prefix for route in spec.routes])
-        self._enabled = descriptions.whitelisted_tools(config.tools)
-        self._states: dict[str, StateBackend] = {}
-        for ref in spec.all_backends():
-            if ref.kind == "state" and ref.name not in self._states:
-                saved = state.state_files.get(ref.name)
-                self._states[ref.name] = (
-                    StateBackend.from_dict(saved) if saved is not None else StateBackend()
-                )
-        # Asked as the tools are built (the run's start): only a run that can ask
-        # a human records the version marker (workflows.reviews.PREVIEW_PATCH).
-        self._previews = config.may_ask() and workflow.patched(PREVIEW_PATCH)
-        self._co_hosted_queue = _co_hosted_queue(config)
+        messages = messages if messages is not None else []
+        desk = ReviewDesk(config, self._routes, self._approvals, self._grants, messages, previews)
+        self._calls = ToolCalls(config, self._routes, desk, state)
         # Raised from the first call, not here: the host's __init__ may still be
         # setting up (its handlers, its own state), and a host that catches our
         # error there would be left half-built.
@@ -187,12 +173,12 @@ class FileTools(ToolCalls):
 
     def visible(self) -> list[ToolName]:
         """The tools the model may see now: the whitelist, minus what no backend can do."""
-        return self._visible()
+        return self._routes.visible()
 
     def specs(self) -> list[ToolSpec]:
         """The visible tools as specs, descriptions rewritten for the visible set."""
         return descriptions.tool_specs(
-            self._visible(),
+            self._routes.visible(),
             self._input.tool_descriptions,
             video=descriptions.any_can_read_video(self._input.backend),
         )
@@ -208,7 +194,7 @@ class FileTools(ToolCalls):
     def system_prompt(self, custom: str | None = None, *, extend: bool = False) -> str:
         """The default system prompt for the visible tools (or ``custom``, or both)."""
         return descriptions.system_prompt(
-            custom, self._visible(), self._input.backend, extend=extend
+            custom, self._routes.visible(), self._input.backend, extend=extend
         )
 
     # ------------------------------------------------------------------ calls
@@ -232,7 +218,7 @@ class FileTools(ToolCalls):
         if step is None:
             self._turns += 1
             step = self._turns
-        outcomes = await self._run_turn(parsed, step)
+        outcomes = await self._calls.run_turn(parsed, step)
         results = []
         for call, outcome in zip(parsed, outcomes, strict=True):
             self._tool_calls += 1
@@ -241,29 +227,9 @@ class FileTools(ToolCalls):
             results.append(ToolResult(tool_call_id=call.id, name=call.name, outcome=outcome))
         return results
 
-    async def _run_turn(self, calls: list[ToolCall], step: int) -> list[ToolOutcome]:
-        order = PathOrder()
-        tasks: list[asyncio.Task[ToolOutcome]] = []
-        for index, call in enumerate(calls):
-            # Checked here, once: the order key is the checked call's path, so the
-            # workflow validates each path a single time (bench/path_checks.py).
-            checked = self._check(call.name, call.args)
-            key = self._order_key(checked)
-            mutates = call.name in MUTATING_TOOLS
-            previous = order.before(key, mutates=mutates)
-            call_id = activity_call_id(step, index, call.id)
-            task = asyncio.create_task(self._one_call(call, checked, call_id, previous))
-            order.add(key, task, mutates=mutates)
-            tasks.append(task)
-        return list(await asyncio.gather(*tasks))
-
     def check_edit(self, tool: str, args: dict[str, Any]) -> str | None:
         """A reviewer's edited arguments: the refusal text, or None when they may run."""
-        checked = self._check(tool, args)
-        if isinstance(checked, Rendered):
-            return checked.text
-        refused = self._gate(checked)
-        return refused.text if refused is not None else None
+        return self._routes.check_edit(tool, args)
 
     def stamp(self, now: str | None) -> None:
         """Stamp the next calls with ``now`` (the host's latest model answer time).
@@ -271,7 +237,7 @@ class FileTools(ToolCalls):
         Recorded with the model call's result, so replays agree with the
         original run; without it, calls use ``workflow.now()``.
         """
-        self._model_time = now
+        self._routes.model_time = now
 
     # ------------------------------------------------------------------ approvals, state
 
@@ -305,9 +271,9 @@ class FileTools(ToolCalls):
     def state(self) -> FileToolsState:
         """What the host carries across continue-as-new (call between turns)."""
         return FileToolsState(
-            state_files={name: backend.to_dict() for name, backend in self._states.items()},
-            seen_paths=sorted(self._seen),
-            read_fingerprints=dict(self._fingerprints),
+            state_files={name: backend.to_dict() for name, backend in self._routes.states.items()},
+            seen_paths=sorted(self._calls.seen),
+            read_fingerprints=dict(self._calls.fingerprints),
             rejected=dict(self._book.rejected),
             approval_seq=self._book.seq,
             decided=list(self._book.decided),

@@ -1,35 +1,29 @@
-"""Asking a human about one tool call: the card, the preview, the wait, the answer.
+"""Asking a human about one tool call: the card, the wait, the answer.
 
-A mixin of :class:`~filegate.workflows.calls.ToolCalls` (no state of its own;
-the attributes and methods it uses are declared below). A call that needs
-approval gets a pending approval whose card says why (the trigger's
-description), for what task, what the model said, when it times out and what
-the call would change (a :class:`ChangePreview` computed on the call's own
-route: the ``filegate.preview`` activity, or in the workflow for the State
-backend). Then the call waits, durably, for a decision; an approve or edit
-that finds the target changed since the preview is bounced by
-:class:`~filegate.workflows.approval_handlers.ApprovalHandlers` and the call
-keeps waiting.
+:class:`ReviewDesk` is a part the call path holds, built with what it uses
+(issue 35: no mixins). A call that needs approval gets a pending approval whose
+card says why (the trigger's description), for what task, what the model said,
+when it times out and what the call would change (a :class:`ChangePreview`
+computed on the call's own route). Then the call waits, durably, for a
+decision; an approve or edit that finds the target changed since the preview
+is bounced by :class:`~filegate.workflows.approval_handlers.ApprovalHandlers`
+and the call keeps waiting.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
-from filegate.activities.contract import PREVIEW_ACTIVITY, preview_activity_options
 from filegate.kernel.formatting import Rendered
 from filegate.kernel.messages import Message, ToolCall
-from filegate.kernel.previews import ChangePreview, compute_preview
+from filegate.kernel.previews import ChangePreview
 from filegate.kernel.registry import TOOLS
-from filegate.kernel.state import StateBackend
 from filegate.kernel.textops import MISSING_FINGERPRINT
-from filegate.kernel.tool_types import ToolName, ToolOutcome, ToolRequest
+from filegate.kernel.tool_types import ToolOutcome
 from filegate.workflows import telemetry
 from filegate.workflows.approval_handlers import ApprovalHandlers
 from filegate.workflows.approvals import (
-    ApprovalBook,
     approval_deadline,
     call_signature,
     clip,
@@ -37,13 +31,11 @@ from filegate.workflows.approvals import (
     repeated_rejection_text,
     response_text,
 )
-from filegate.workflows.batching import LocalCalls
-from filegate.workflows.gate import PATH_FIELDS, ApprovalTrigger, CheckedCall
+from filegate.workflows.gate import ApprovalTrigger, CheckedCall
 from filegate.workflows.grants import GrantBook, GrantUse
-from filegate.workflows.inputs import BackendRef, Decision, FileToolsConfig, PendingApproval
+from filegate.workflows.inputs import Decision, FileToolsConfig
 from filegate.workflows.turn_decisions import turn_of
 from temporalio import workflow
-from temporalio.exceptions import FailureError
 
 PREVIEWED_TOOLS = TOOLS.previewed
 """Tools whose approvals carry a preview (the others change nothing)."""
@@ -51,7 +43,7 @@ TASK_MAX = 500
 ASSISTANT_TEXT_MAX = 2_000
 """Characters of the task and of the model's text kept on a card (history stays small)."""
 PREVIEW_PATCH = "filegate-approval-preview"
-"""``workflow.patched`` id, asked once as a run starts (``_previews``): a run recorded
+"""``workflow.patched`` id, asked once as a run starts (``previews``): a run recorded
 before previews existed replays without them, and its next run (continue-as-new)
 has them. Asked there, not per call: the first workflow task is the one point
 every replay reaches in the same order."""
@@ -63,42 +55,46 @@ its remote default backend's task queue: the marker records that it was co-hoste
 replays with those calls as regular activities, as it ran."""
 
 
-class Reviews:
-    """The approval side of the tool call path (mixed into ``ToolCalls``)."""
+class CallChecks(Protocol):
+    """What the desk uses of ``calls.Routes`` (typed here: ``calls`` imports this module)."""
 
-    _input: FileToolsConfig
-    _messages: list[Message]
-    _states: dict[str, StateBackend]
-    _book: ApprovalBook
-    _grants: GrantBook
-    _approvals: ApprovalHandlers
-    _previews: bool
-    _co_hosted_queue: str | None
-    _check: Callable[[str, Any], CheckedCall | Rendered]
-    _gate: Callable[[CheckedCall], Rendered | None]
-    _now: Callable[[], str]
-    _execute_cwd: Callable[[], str]
-    _request: Callable[..., ToolRequest]
-    _local: LocalCalls
+    def check(self, tool: str, args: Any) -> CheckedCall | Rendered: ...
+    def gate(self, call: CheckedCall) -> Rendered | None: ...
+    def now(self) -> str: ...
+    async def preview(self, checked: CheckedCall, call_id: str) -> ChangePreview: ...
 
-    def _in_this_worker(self, ref: BackendRef, tool: str) -> bool:
-        """Whether a call on ``ref`` runs as a local activity of the worker running this run.
 
-        Always for ``kind="local"``. For a remote backend on the queue of a
-        co-hosted run too (started on its default backend's queue: only a worker
-        serving that backend polls it for workflow tasks,
-        ``tools_worker(serve_agents=True)``), except
-        ``execute``: a command may run for minutes, and as a regular activity
-        on the same queue it heartbeats, can be cancelled and does not hold the
-        workflow task open meanwhile.
-        """
-        if ref.kind == "local":
-            return True
-        return (
-            ref.kind == "remote" and ref.task_queue == self._co_hosted_queue and tool != "execute"
-        )
+def execute_cwd(config: FileToolsConfig) -> str:
+    """Where ``execute`` runs, for reviewers: the default backend's shell location."""
+    return config.backend.default.shell_path or "/"
 
-    def _granted(self, checked: CheckedCall, trigger: ApprovalTrigger | None) -> GrantUse | None:
+
+class ReviewDesk:
+    """The approval side of the call path: a grant's answer, else a human's decision.
+
+    ``handlers`` serve the book to reviewers (and publish its counts);
+    ``messages``, the host's conversation, is quoted on cards; ``previews``:
+    whether the run shows change previews (:data:`PREVIEW_PATCH`).
+    """
+
+    def __init__(
+        self,
+        config: FileToolsConfig,
+        checks: CallChecks,
+        handlers: ApprovalHandlers,
+        grants: GrantBook,
+        messages: list[Message],
+        previews: bool,
+    ) -> None:
+        self._input = config
+        self._checks = checks
+        self._approvals = handlers
+        self._book = handlers.book
+        self._grants = grants
+        self._messages = messages
+        self._previews = previews
+
+    def granted(self, checked: CheckedCall, trigger: ApprovalTrigger | None) -> GrantUse | None:
         """The grant that answers this call's question (its use counted), or None: ask.
 
         Consulted only for a call that would wait for a human, so after the deny
@@ -114,7 +110,7 @@ class Reviews:
             workflow.logger.info("call %s allowed by grant %s", checked.tool, used.grant.id)
         return used
 
-    async def _ask_human(
+    async def ask_human(
         self, call: ToolCall, checked: CheckedCall, trigger: ApprovalTrigger, call_id: str
     ) -> tuple[CheckedCall | ToolOutcome, str, str | None]:
         """Wait for a decision; return the call to run or the final tool result,
@@ -127,7 +123,7 @@ class Reviews:
             repeated = repeated_rejection_text(earlier or None)
             return ToolOutcome(content=repeated, status="error"), "an earlier rejection", None
         timeout, on_timeout = approval_deadline(self._input.approvals, trigger)
-        requested_at = self._now()
+        requested_at = self._checks.now()
         approval = self._book.open(
             tool=checked.tool,
             args=checked.args,
@@ -135,14 +131,14 @@ class Reviews:
             tool_call_id=call.id,
             turn=turn_of(call_id),
             now=requested_at,
-            cwd=self._execute_cwd() if checked.tool == "execute" else None,
+            cwd=execute_cwd(self._input) if checked.tool == "execute" else None,
             **self._card(call, trigger, requested_at, timeout, on_timeout),
         )
         opened = workflow.now()
         if checked.tool in PREVIEWED_TOOLS and self._previews:
             self._book.expect_preview(approval.id)
             self._approvals.publish()
-            self._book.attach_preview(approval.id, await self._preview(checked, call_id))
+            self._book.attach_preview(approval.id, await self._checks.preview(checked, call_id))
         else:
             self._approvals.publish()
         decided = lambda: self._book.is_decided(approval.id)  # noqa: E731
@@ -191,10 +187,10 @@ class Reviews:
             named = by if decision.via != "timeout" else None  # no human decided
             outcome = ToolOutcome(content=rejection_text(decision.reason, named), status="error")
             return outcome, by, None
-        edited = self._check(checked.tool, decision.args)
+        edited = self._checks.check(checked.tool, decision.args)
         if isinstance(edited, Rendered):
             return rendered_outcome(edited), by, None
-        refused = self._gate(edited)
+        refused = self._checks.gate(edited)
         if refused is not None:
             telemetry.denied(edited.tool)
             return rendered_outcome(refused), by, None
@@ -229,60 +225,6 @@ class Reviews:
             "timeout_at": timeout_at,
             "on_timeout": on_timeout if timeout is not None else None,
         }
-
-    async def _recheck(self, approval: PendingApproval) -> ChangePreview | None:
-        """A fresh preview of a pending approval's call (the handlers compare fingerprints)."""
-        checked = self._check(approval.tool, approval.args)
-        if isinstance(checked, Rendered):
-            return None
-        return await self._preview(checked, approval.tool_call_id)
-
-    async def _preview(self, checked: CheckedCall, call_id: str) -> ChangePreview:
-        """What ``checked`` would change, read where its route's files are; never raises."""
-        if checked.tool == "execute":
-            command = str(checked.args.get("command", ""))
-            return ChangePreview(kind="execute", command=command, cwd=self._execute_cwd())
-        local_args = dict(checked.args)
-        if checked.local_path is not None:
-            local_args[PATH_FIELDS[checked.tool]] = checked.local_path
-        tool: ToolName = checked.tool
-        request = self._request(
-            tool, checked.prefix, local_args, call_id, virtual_path=checked.path
-        )
-        # All the rules: an interrupt_on entry waives the call's own approvals,
-        # not the model's read rights, which decide what the preview may show.
-        request = request.model_copy(update={"permissions": self._input.permissions})
-        ref = self._input.backend.backend_for(checked.prefix)
-        options = preview_activity_options()
-        try:
-            if ref.kind == "state":
-                return _in_workflow(self._states[ref.name], request)
-            if self._in_this_worker(ref, checked.tool):
-                return await self._local.one(
-                    lambda: workflow.execute_local_activity(
-                        PREVIEW_ACTIVITY, request, result_type=ChangePreview, **options
-                    )
-                )
-            remote: dict[str, Any] = {**options, **self._input.priority_options()}
-            return await workflow.execute_activity(
-                PREVIEW_ACTIVITY,
-                request,
-                result_type=ChangePreview,
-                task_queue=ref.task_queue,
-                **remote,
-            )
-        except (FailureError, ValueError) as error:
-            # ValueError: a local activity this agent worker does not register.
-            reason = getattr(error, "cause", None) or error
-            return ChangePreview(kind="unavailable", path=checked.path, error=str(reason))
-
-
-def _in_workflow(backend: StateBackend, request: ToolRequest) -> ChangePreview:
-    """The State backend's preview, computed here; a bug in it must not fail the task."""
-    try:
-        return compute_preview(backend, request)
-    except Exception as error:  # advice only: never a stuck workflow
-        return ChangePreview(kind="unavailable", path=request.virtual_path, error=str(error))
 
 
 def rendered_outcome(result: Rendered) -> ToolOutcome:
