@@ -232,11 +232,8 @@ class FileTools:
         return self._routes.check_edit(tool, args)
 
     def stamp(self, now: str | None) -> None:
-        """Stamp the next calls with ``now`` (the host's latest model answer time).
-
-        Recorded with the model call's result, so replays agree with the
-        original run; without it, calls use ``workflow.now()``.
-        """
+        """Stamp the next calls with ``now``, the host's latest model answer time
+        (recorded with the answer, so replays agree; :meth:`Routes.now`)."""
         self._routes.model_time = now
 
     # ------------------------------------------------------------------ approvals, state
