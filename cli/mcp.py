@@ -30,7 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from filegate.cli.errors import CliError
+from filegate.cli.run import ROOT_MEMO
 from filegate.cli.run_inputs import load_interrupt_on, load_permissions, workspace_root
+from filegate.kernel import wire
 from temporalio.client import Client
 
 DEFAULT_HTTP_PORT = 8765
@@ -133,7 +135,7 @@ async def _hosted(args: argparse.Namespace, target: Any, workflow_id: str) -> As
                 settings=target.settings,
                 policies=env_policies(),
             ),  # fmt: skip
-            _session(client, config, workflow_id, tools_queue),
+            _session(client, config, workflow_id, tools_queue, root),
         ):
             yield client
 
@@ -157,21 +159,40 @@ async def _deployed(
 
 @contextlib.asynccontextmanager
 async def _session(
-    client: Client, config: Any, workflow_id: str, task_queue: str
+    client: Client, config: Any, workflow_id: str, task_queue: str, root: Path | None = None
 ) -> AsyncIterator[None]:
-    """Start the session workflow; on the way out, close it (running calls finish first)."""
+    """Start the session workflow, or serve a running one again (``--workflow-id``); on the
+    way out, close it (its running calls finish first, and a later start may reopen it)."""
     from filegate.workflows.session import SessionInput, SessionWorkflow
+    from temporalio.exceptions import WorkflowAlreadyStartedError
 
-    await client.start_workflow(
-        SessionWorkflow.run, SessionInput(config=config), id=workflow_id, task_queue=task_queue
-    )
+    memo = {ROOT_MEMO: str(root)} if root is not None else None
+    handle = client.get_workflow_handle(workflow_id)
+    try:
+        await client.start_workflow(
+            SessionWorkflow.run, SessionInput(config=config), id=workflow_id,
+            task_queue=task_queue, memo=memo,
+        )  # fmt: skip
+    except WorkflowAlreadyStartedError:
+        found = await handle.describe()
+        served = await found.memo_value(ROOT_MEMO, None)
+        if found.workflow_type != wire.SESSION_WORKFLOW_TYPE or served != (memo or {}).get(
+            ROOT_MEMO
+        ):
+            raise CliError(
+                f"workflow {workflow_id} is running and is not a session on this root: "
+                "choose another --workflow-id",
+                2,
+            ) from None
+        await handle.signal(SessionWorkflow.reopen)
+        note(f"filegate mcp: serving the running session {workflow_id} again (its own rules)")
     listing = f"filegate approvals --workflow {workflow_id}"
     note(f"filegate mcp: session {workflow_id} (its approvals: {listing})")
     try:
         yield
     finally:
         with contextlib.suppress(Exception):
-            await client.get_workflow_handle(workflow_id).signal(SessionWorkflow.close)
+            await handle.signal(SessionWorkflow.close)
 
 
 def mcp_server(client: Client, workflow_id: str, reviewer: str) -> Any:

@@ -22,6 +22,8 @@ SESSION_SPECS_QUERY = "tool_specs"
 """A session's visible tools with their descriptions (what its caller offers)."""
 SESSION_CLOSE_SIGNAL = "close"
 """End a session once its running calls finish."""
+SESSION_REOPEN_SIGNAL = "reopen"
+"""Take back a ``close`` (a caller serving the session again, ``filegate mcp --workflow-id``)."""
 
 # Queries of AgentWorkflow (and, for the approval ones, of any FileTools host).
 PENDING_QUERY = "pending_approvals"
@@ -107,6 +109,7 @@ __all__ = [
     "SESSION_CLOSED_ERROR",
     "SESSION_CLOSE_SIGNAL",
     "SESSION_HANDOVER_ERROR",
+    "SESSION_REOPEN_SIGNAL",
     "SESSION_SPECS_QUERY",
     "SESSION_WORKFLOW_TYPE",
     "STATUS_QUERY",

@@ -364,3 +364,78 @@ def streamable_client(url: str, headers: dict[str, str] | None) -> Any:
     from mcp.client.streamable_http import streamable_http_client
 
     return streamable_http_client(url, http_client=httpx2.AsyncClient(headers=headers or {}))
+
+
+async def test_a_client_that_leaves_mid_approval_loses_nothing(
+    cli_env: dict[str, str], tmp_path: Path, temporal_client: TemporalClient
+) -> None:
+    """The client exits while its write waits for a human (over stdio the server exits
+    with it): the approval stays in the session, and ``filegate mcp --workflow-id`` on the
+    same root serves the session again, where ``filegate approve`` lets the write run."""
+    root = workspace(tmp_path)
+    workflow_id = f"mcp-leave-{tmp_path.name}"
+    args = flags(tmp_path, root, workflow_id)
+    async with mcp_client(cli_env, args, answering("approve", [])) as client:
+        asked = await client.session.call_tool(
+            "write_file", {"file_path": "/later.txt", "content": "later"}, allow_input_required=True
+        )
+        assert isinstance(asked, types.InputRequiredResult)
+    assert not (root / "later.txt").exists()
+    async with mcp_client(cli_env, args, None) as client:
+        [waiting] = await pending(temporal_client, workflow_id)
+        assert waiting["args"]["file_path"] == "/later.txt"
+        approved = cli(cli_env, "approve", "--workflow", workflow_id, waiting["id"])
+        assert approved.returncode == 0, approved.stdout + approved.stderr
+        read = await client.call_tool("read_file", {"file_path": "/notes.txt"})
+        assert not read.is_error, text_of(read)
+        for _ in range(100):
+            if (root / "later.txt").exists():
+                break
+            await asyncio.sleep(0.1)
+        # While it runs, the session is served on its own root only.
+        other = tmp_path / "other"
+        other.mkdir()
+        elsewhere = cli(cli_env, *flags(tmp_path, other, workflow_id))
+        assert elsewhere.returncode == 2 and "not a session on this root" in elsewhere.stderr
+    assert (root / "later.txt").read_text() == "later"
+
+
+async def test_a_deployments_workers_serve_the_session(
+    cli_env: dict[str, str], tmp_path: Path, temporal_client: TemporalClient
+) -> None:
+    """Without ``--root`` the process holds no files: the deployment's agent worker runs
+    the session and its tools worker the calls (both built by ``FilegatePlugin``)."""
+    from filegate.backends.filesystem import FilesystemBackend
+    from filegate.backends.settings import Settings
+    from filegate.plugin import FilegatePlugin
+    from temporalio.worker import Worker
+
+    root = workspace(tmp_path)
+    tag = tmp_path.name[-20:]
+    agent_queue, tools_queue = f"agents-{tag}", f"tools-{tag}"
+    quiet: dict[str, Any] = {"artifacts": None, "settings": Settings(), "tracer_provider": None}
+    agents = FilegatePlugin(agent=True, **quiet)
+    tools = FilegatePlugin(
+        backends={"ws": FilesystemBackend(root)}, journal_dir=tmp_path / "j", policies=None, **quiet
+    )
+    env = {k: v for k, v in cli_env.items() if not k.startswith("FILEGATE_S3_")}
+    rules = tmp_path / "rules.json"
+    write_json(rules, RULES)
+    args = [
+        "mcp", "--tools-queue", tools_queue, "--name", "ws", "--agent-queue", agent_queue,
+        "--permissions", str(rules), "--workflow-id", f"mcp-deployed-{tag}",
+    ]  # fmt: skip
+    async with (
+        Worker(temporal_client, task_queue=agent_queue, plugins=[agents]),
+        Worker(temporal_client, task_queue=tools_queue, plugins=[tools]),
+        mcp_client(env, args, None) as client,
+    ):
+        read = await client.call_tool("read_file", {"file_path": "/notes.txt"})
+        assert "first line" in text_of(read)
+        denied = await client.call_tool("read_file", {"file_path": "/secret/key.txt"})
+        assert denied.is_error and "TOP-SECRET" not in text_of(denied)
+        wrote = await client.call_tool("write_file", {"file_path": "/d.txt", "content": "d"})
+        assert not wrote.is_error, text_of(wrote)
+    assert (root / "d.txt").read_text() == "d"
+    no_root = cli({k: v for k, v in env.items() if k != "TEMPORAL_ADDRESS"}, "mcp")
+    assert no_root.returncode == 2 and "--root" in no_root.stderr

@@ -15,7 +15,9 @@ update id is its own call id, so a retried request attaches to the call
 already running instead of running it twice. Calls run side by side, each a
 turn of its own. The session continues as new when the server suggests it
 (history size), between calls, carrying the tools' state; ``close`` ends it
-once the running calls finish.
+once the running calls finish, and ``reopen`` takes a ``close`` back while
+they run (a caller that exited with a call still waiting for a human, served
+again: the call goes on in the same session).
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ class SessionWorkflow:
         await workflow.wait_condition(workflow.all_handlers_finished)
         if self._closing:
             return self._tools.state()
+        # Continued, or reopened while the running calls finished: a fresh run.
         next_input = input.model_copy(update={"state": self._tools.state()})
         workflow.continue_as_new(next_input)
 
@@ -93,6 +96,10 @@ class SessionWorkflow:
     @workflow.signal(name=wire.SESSION_CLOSE_SIGNAL)
     def close(self) -> None:
         self._closing = True
+
+    @workflow.signal(name=wire.SESSION_REOPEN_SIGNAL)
+    def reopen(self) -> None:
+        self._closing = False
 
 
 __all__ = ["SessionInput", "SessionWorkflow"]
