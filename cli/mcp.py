@@ -195,12 +195,15 @@ async def _session(
             await handle.signal(SessionWorkflow.close)
 
 
-def mcp_server(client: Client, workflow_id: str, reviewer: str) -> Any:
+def mcp_server(client: Client, workflow_id: str, args: argparse.Namespace) -> Any:
     """The SDK's low-level server with Filegate's two handlers."""
     from filegate.cli.mcp_gate import McpGate
     from mcp.server import Server
 
-    gate = McpGate(client, workflow_id, reviewer=reviewer)
+    gate = McpGate(
+        client, workflow_id, reviewer=reviewer_name(args), ask=args.ask,
+        approval_url=args.approval_url,
+    )  # fmt: skip
     return Server(
         "filegate",
         instructions=(
@@ -243,11 +246,13 @@ async def mcp_command(args: argparse.Namespace) -> int:
         raise CliError(f"filegate mcp needs: pip install 'filegate[mcp]' ({exc})", 2) from None
     if not getattr(args, "verbose", False):
         quiet_core_warnings()
-    reviewer = reviewer_name(args)
+    reviewer_name(args)  # a bad --reviewer exits 2 before anything starts
     if args.transport == "http" and not 0 < args.port < 65536:
         raise CliError(f"--port {args.port}: must be 1 to 65535", 2)
+    if args.ask == "url" and not args.approval_url:
+        raise CliError("--ask url needs --approval-url (the approval UI's address)", 2)
     async with served_session(args) as (client, workflow_id):
-        server = mcp_server(client, workflow_id, reviewer)
+        server = mcp_server(client, workflow_id, args)
         if args.transport == "http":
             await serve_http(server, args.host, args.port)
         else:
@@ -285,4 +290,16 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=DEFAULT_HTTP_PORT, help="HTTP port")
     parser.add_argument("--workflow-id", help="the session's workflow id (default: generated)")
     parser.add_argument("--reviewer", help="who decisions sent from the client are recorded as")
+    parser.add_argument(
+        "--approval-url",
+        help="the approval UI's address (filegate ui): a client that takes URL questions "
+        "and no forms is sent there to decide",
+    )
+    parser.add_argument(
+        "--ask",
+        choices=("form", "url"),
+        default="form",
+        help="the question tried first when the client takes both (default form: it shows "
+        "the preview in the client)",
+    )
     parser.set_defaults(handler=mcp_command)

@@ -34,7 +34,7 @@ import secrets
 import uuid
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal
 
 import mcp_types as types
 from filegate.cli.approvals import fingerprint_shown
@@ -54,6 +54,8 @@ from temporalio.client import (
     WorkflowUpdateStage,
 )
 
+AskMode = Literal["form", "url"]
+"""How a call asks: a form with the preview, or a link to the approval UI."""
 STATELESS_VERSION = "2026-07-28"
 """The first protocol revision whose tool calls ask through ``InputRequiredResult``."""
 POLL_SECONDS = 0.2
@@ -92,6 +94,7 @@ class Asked:
     call_id: str
     approval_id: str
     fingerprint: str | None
+    mode: AskMode = "form"
 
 
 @dataclass
@@ -102,7 +105,8 @@ class StateSigner:
 
     def sign(self, asked: Asked) -> str:
         body = json.dumps(
-            [asked.call_id, asked.approval_id, asked.fingerprint], separators=(",", ":")
+            [asked.call_id, asked.approval_id, asked.fingerprint, asked.mode],
+            separators=(",", ":"),
         ).encode()
         mac = hmac.new(self.key, body, hashlib.sha256).hexdigest()
         return base64.urlsafe_b64encode(body).decode() + "." + mac
@@ -119,8 +123,8 @@ class StateSigner:
                 "request_state is not one this server issued (or the server restarted): "
                 "call the tool again"
             )
-        call_id, approval_id, fingerprint = json.loads(body)
-        return Asked(str(call_id), str(approval_id), fingerprint)
+        call_id, approval_id, fingerprint, mode = json.loads(body)
+        return Asked(str(call_id), str(approval_id), fingerprint, mode)
 
 
 def preview_text(approval: dict[str, Any]) -> str:
@@ -179,11 +183,16 @@ def error_result(text: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
 
 
-def can_ask(ctx: ServerRequestContext[Any]) -> bool:
-    """The client declared form elicitation (a bare ``elicitation: {}`` counts as form)."""
+def client_modes(ctx: ServerRequestContext[Any]) -> set[AskMode]:
+    """The elicitation modes the client declared (a bare ``elicitation: {}`` is form)."""
     capabilities = ctx.session.client_capabilities
     elicitation = capabilities.elicitation if capabilities is not None else None
-    return elicitation is not None and (elicitation.form is not None or elicitation.url is None)
+    if elicitation is None:
+        return set()
+    modes: set[AskMode] = {"url"} if elicitation.url is not None else set()
+    if elicitation.form is not None or elicitation.url is None:
+        modes.add("form")
+    return modes
 
 
 def stateless(ctx: ServerRequestContext[Any]) -> bool:
@@ -195,10 +204,24 @@ def stateless(ctx: ServerRequestContext[Any]) -> bool:
 class McpGate:
     """The request handlers of ``filegate mcp`` over one session workflow."""
 
-    def __init__(self, client: Client, workflow_id: str, *, reviewer: str) -> None:
+    def __init__(
+        self,
+        client: Client,
+        workflow_id: str,
+        *,
+        reviewer: str,
+        ask: AskMode = "form",
+        approval_url: str | None = None,
+    ) -> None:
+        """``ask``: the mode tried first; ``approval_url``: the approval UI, where a
+        ``url`` question sends the human (without it only forms are asked)."""
+        if ask == "url" and approval_url is None:
+            raise ValueError("asking by URL needs the approval UI's URL")
         self.client = client
         self.workflow_id = workflow_id
         self.reviewer = reviewer
+        self.approval_url = approval_url
+        self.preferred: tuple[AskMode, ...] = ("url", "form") if ask == "url" else ("form", "url")
         self.signer = StateSigner()
 
     @property
@@ -241,32 +264,64 @@ class McpGate:
                 await asyncio.sleep(HANDOVER_RETRY_SECONDS)
 
     async def _until_answered(
-        self, ctx: ServerRequestContext[Any], update: WorkflowUpdateHandle[ToolResult], call_id: str
+        self,
+        ctx: ServerRequestContext[Any],
+        update: WorkflowUpdateHandle[ToolResult],
+        call_id: str,
+        sent_to_ui: str | None = None,
     ) -> types.CallToolResult | types.InputRequiredResult:
-        """Wait for the result, asking the client each time the call waits for a human."""
+        """Wait for the result, asking the client each time the call waits for a human.
+
+        ``sent_to_ui``: an approval the human was sent to the UI for; the call
+        waits for its decision there instead of asking again.
+        """
         while True:
-            answer = await self._result_or_approval(update, call_id)
+            answer = await self._result_or_approval(update, call_id, sent_to_ui)
             if isinstance(answer, ToolResult):
                 return call_result(answer)
-            asked = Asked(call_id, str(answer["id"]), fingerprint_shown(answer))
-            if not can_ask(ctx):
-                return self._unasked(answer, "this MCP client cannot ask you (no form elicitation)")
-            question = preview_text(answer)
+            mode = self._mode(ctx)
+            if mode is None:
+                return self._unasked(answer, "this MCP client cannot ask you (no elicitation)")
+            asked = Asked(call_id, str(answer["id"]), fingerprint_shown(answer), mode)
+            params = self._question(asked, answer)
             if stateless(ctx):
-                request = types.ElicitRequest(
-                    params=types.ElicitRequestFormParams(
-                        message=question, requested_schema=APPROVAL_SCHEMA
-                    )
-                )
+                request = types.ElicitRequest(params=params)
                 return types.InputRequiredResult(
                     input_requests={QUESTION_KEY: request}, request_state=self.signer.sign(asked)
                 )
-            reply = await ctx.session.elicit_form(
-                question, APPROVAL_SCHEMA, related_request_id=ctx.request_id
-            )
+            if isinstance(params, types.ElicitRequestURLParams):
+                reply = await ctx.session.elicit_url(
+                    params.message, params.url, asked.approval_id, ctx.request_id
+                )
+            else:
+                reply = await ctx.session.elicit_form(
+                    params.message, APPROVAL_SCHEMA, related_request_id=ctx.request_id
+                )
             refused = await self._apply(reply, asked, answer)
             if refused is not None:
                 return refused
+            sent_to_ui = asked.approval_id if mode == "url" else None
+
+    def _mode(self, ctx: ServerRequestContext[Any]) -> AskMode | None:
+        """How to ask this client: the preferred mode it supports (URL only with a UI)."""
+        offered = client_modes(ctx)
+        if self.approval_url is None:
+            offered.discard("url")
+        return next((mode for mode in self.preferred if mode in offered), None)
+
+    def _question(
+        self, asked: Asked, approval: dict[str, Any]
+    ) -> types.ElicitRequestFormParams | types.ElicitRequestURLParams:
+        question = preview_text(approval)
+        if asked.mode == "url" and self.approval_url is not None:
+            # The approval's id rides the fragment too: the 2026-07-28 flow carries
+            # no elicitation id in an embedded question.
+            return types.ElicitRequestURLParams(
+                message=f"{question}\n\nDecide approval {asked.approval_id} on the approval page.",
+                url=f"{self.approval_url}#{asked.approval_id}",
+                elicitation_id=asked.approval_id,
+            )
+        return types.ElicitRequestFormParams(message=question, requested_schema=APPROVAL_SCHEMA)
 
     async def _resume(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
@@ -284,12 +339,18 @@ class McpGate:
         if refused is not None:
             return refused
         update = self.handle.get_update_handle(update_id(asked.call_id), result_type=ToolResult)
-        return await self._until_answered(ctx, update, asked.call_id)
+        sent = asked.approval_id if asked.mode == "url" else None
+        return await self._until_answered(ctx, update, asked.call_id, sent)
 
     async def _apply(
         self, reply: types.ElicitResult, asked: Asked, approval: dict[str, Any]
     ) -> types.CallToolResult | None:
-        """Send the client's decision; an error result when it gave none (nothing runs)."""
+        """Send the client's decision; an error result when it gave none (nothing runs).
+
+        A URL question accepted is no decision: the human decides on the page.
+        """
+        if asked.mode == "url" and reply.action == "accept":
+            return None
         choice = (reply.content or {}).get(DECISION_FIELD) if reply.action == "accept" else None
         if choice not in ("approve", "reject"):
             what = "declined" if reply.action == "decline" else "gave no decision"
@@ -323,9 +384,9 @@ class McpGate:
         )
 
     async def _result_or_approval(
-        self, update: WorkflowUpdateHandle[ToolResult], call_id: str
+        self, update: WorkflowUpdateHandle[ToolResult], call_id: str, skip: str | None
     ) -> ToolResult | dict[str, Any]:
-        """The call's result, or its pending approval once its preview is ready."""
+        """The call's result, or its pending approval (not ``skip``) once its preview is ready."""
         result = asyncio.ensure_future(update.result())
         # A cancelled wait ends in the SDK's own error: retrieve it, it is not news.
         result.add_done_callback(lambda done: done.cancelled() or done.exception())
@@ -335,9 +396,8 @@ class McpGate:
                 if done:
                     return result.result()
                 for approval in await self._listed():
-                    if approval.get("tool_call_id") == call_id and not approval.get(
-                        "preview_pending"
-                    ):
+                    mine = approval.get("tool_call_id") == call_id and approval.get("id") != skip
+                    if mine and not approval.get("preview_pending"):
                         return approval
         finally:
             result.cancel()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,7 @@ import mcp_types as types
 import pytest
 from filegate.kernel import wire
 from mcp.client import Client, ClientRequestContext
+from mcp.client.session import ElicitationFnT
 from mcp.client.stdio import StdioServerParameters
 from temporalio.client import Client as TemporalClient
 
@@ -31,7 +32,7 @@ __all__ = ["cli_env"]  # the fixture, shared with test_cli
 
 pytestmark = pytest.mark.services
 
-Asker = Callable[[ClientRequestContext, types.ElicitRequestParams], Awaitable[types.ElicitResult]]
+Asker = ElicitationFnT
 
 RULES = [
     {"operations": ["read", "write"], "paths": ["/secret/**"], "mode": "deny"},
@@ -63,8 +64,8 @@ def answering(decision: str | None, asked: list[str]) -> Asker:
     """An elicitation callback: accept with ``decision``, or decline when None."""
 
     async def ask(
-        ctx: ClientRequestContext, params: types.ElicitRequestParams
-    ) -> types.ElicitResult:
+        context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult | types.ErrorData:
         assert isinstance(params, types.ElicitRequestFormParams)
         asked.append(params.message)
         assert params.requested_schema["required"] == ["decision"]
@@ -116,9 +117,9 @@ async def test_the_gate_over_stdio(
     decisions: list[str | None] = ["approve", None, "reject"]
 
     async def ask(
-        ctx: ClientRequestContext, params: types.ElicitRequestParams
-    ) -> types.ElicitResult:
-        return await answering(decisions.pop(0), asked)(ctx, params)
+        context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult | types.ErrorData:
+        return await answering(decisions.pop(0), asked)(context, params)
 
     async with mcp_client(cli_env, flags(tmp_path, root, workflow_id), ask, mode=mode) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
@@ -207,7 +208,7 @@ async def test_a_forged_request_state_decides_nothing(
         assert first.request_state is not None
         body, _, mac = first.request_state.partition(".")
         forged = body + "." + ("0" * len(mac))
-        yes = {
+        yes: types.InputResponses = {
             "filegate_approval": types.ElicitResult(
                 action="accept", content={"decision": "approve"}
             )
@@ -439,3 +440,43 @@ async def test_a_deployments_workers_serve_the_session(
     assert (root / "d.txt").read_text() == "d"
     no_root = cli({k: v for k, v in env.items() if k != "TEMPORAL_ADDRESS"}, "mcp")
     assert no_root.returncode == 2 and "--root" in no_root.stderr
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_a_url_question_sends_the_human_to_the_approval_page(
+    cli_env: dict[str, str], tmp_path: Path, temporal_client: TemporalClient, mode: str
+) -> None:
+    """``--ask url``: the client is given the approval UI's address, the human decides
+    there (``filegate approve`` stands in for the page: both send the same update), and
+    the call answers with what the decision let run. A declined link runs nothing."""
+    root = workspace(tmp_path)
+    workflow_id = f"mcp-url-{mode}-{tmp_path.name}"
+    page = "http://127.0.0.1:8080/"
+    links: list[types.ElicitRequestURLParams] = []
+    accept = [True, False]
+
+    async def follow_link(
+        context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult | types.ErrorData:
+        assert isinstance(params, types.ElicitRequestURLParams), params
+        links.append(params)
+        if not accept.pop(0):
+            return types.ElicitResult(action="decline")
+        named = params.url.partition("#")[2]
+        waiting = [a for a in await pending(temporal_client, workflow_id) if a["id"] == named]
+        assert waiting, f"the link {params.url} names no waiting approval"
+        decided = cli(cli_env, "approve", "--workflow", workflow_id, waiting[0]["id"])
+        assert decided.returncode == 0, decided.stdout + decided.stderr
+        return types.ElicitResult(action="accept")
+
+    args = [*flags(tmp_path, root, workflow_id), "--ask", "url", "--approval-url", page]
+    async with mcp_client(cli_env, args, follow_link, mode=mode) as client:
+        wrote = await client.call_tool("write_file", {"file_path": "/u.txt", "content": "u"})
+        assert not wrote.is_error, text_of(wrote)
+        assert (root / "u.txt").read_text() == "u"
+        declined = await client.call_tool("write_file", {"file_path": "/v.txt", "content": "v"})
+        assert declined.is_error and not (root / "v.txt").exists()
+    assert [link.url.partition("#")[0] for link in links] == [page, page]
+    assert "write_file" in links[0].message and "+u" in links[0].message
+    refused = cli(cli_env, "mcp", "--root", str(root), "--ask", "url")
+    assert refused.returncode == 2 and "--approval-url" in refused.stderr
