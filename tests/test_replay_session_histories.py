@@ -57,9 +57,9 @@ class SleepySession(SessionWorkflow):
         return await super().run(input)
 
     @workflow.update(name=wire.SESSION_CALL_UPDATE)
-    async def call(self, call: ToolCall) -> ToolResult:
+    async def call(self, call: ToolCall) -> ToolResult:  # type: ignore[override]
         await workflow.sleep(0.001)
-        return await super().call(call)
+        return await self._tools.run(call)
 
 
 async def test_a_changed_session_fails_replay() -> None:
@@ -129,7 +129,9 @@ async def test_record_a_session(temporal_client: Client, tmp_path: Path) -> None
         permissions=[
             FilesystemPermission(operations=["read", "write"], paths=["/secret/**"], mode="deny")
         ],
-        interrupt_on={"write_file": True},
+        interrupt_on=FileToolsConfig.model_validate(
+            {"interrupt_on": {"write_file": True}}
+        ).interrupt_on,
     )
     async with Worker(temporal_client, task_queue=queue, plugins=[plugin]):
         started = await temporal_client.start_workflow(
