@@ -230,6 +230,12 @@ def test_bad_flags_are_one_line(cli_env: dict[str, str], tmp_path: Path) -> None
     bad_rules.write_text(json.dumps([{"operations": ["read"], "paths": ["/x"], "mode": "maybe"}]))
     refused = cli(cli_env, "mcp", "--root", str(tmp_path), "--permissions", str(bad_rules))
     assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+    # A host shell could read what a deny rule hides: refused before anything starts.
+    rules = tmp_path / "rules.json"
+    write_json(rules, RULES)
+    shell = cli(cli_env, "mcp", "--root", str(tmp_path), "--shell", "--permissions", str(rules))
+    assert shell.returncode == 2 and len(shell.stderr.strip().splitlines()) == 1, shell.stderr
+    assert "execute" in shell.stderr and shell.stdout == ""
 
 
 MARK = "OUTSIDE-MARK-7f3a"
