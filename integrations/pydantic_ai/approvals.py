@@ -108,7 +108,7 @@ class FilegateCapability(AbstractCapability[Any]):
     ) -> WorkspaceBackend | None:
         if ref is not None and ref != self.workspace.ref:
             return None  # a ref from history never redirects to another backend
-        return self.workspace
+        return self.workspace.for_context(ctx)
 
     async def handle_deferred_tool_calls(
         self, ctx: RunContext[Any], *, requests: DeferredToolRequests

@@ -28,7 +28,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from pydantic_ai import ApprovalRequired
+from pydantic_ai import ApprovalRequired, RunContext
 from pydantic_ai._run_context import get_current_run_context
 
 METADATA_KEY = "filegate"
@@ -72,9 +72,18 @@ def settled_metadata(key: str, ok: bool, text: str) -> dict[str, Any]:
     return {METADATA_KEY: {key: {"ok": ok, "text": text}}}
 
 
-def answer_for(tool: str, args: dict[str, Any]) -> Settled | None:
+def current(bound: RunContext[Any] | None) -> RunContext[Any] | None:
+    """The run context of the tool call a workspace call belongs to.
+
+    ``bound``: the context the workspace was selected with (a durable unit
+    rebuilds the workspace from the tool call's own serialized context);
+    else Pydantic AI's ambient one, where a run sets it.
+    """
+    return bound if bound is not None else get_current_run_context()
+
+
+def answer_for(ctx: RunContext[Any] | None, tool: str, args: dict[str, Any]) -> Settled | None:
     """The settled outcome of this call in the approved re-run of its tool, if any."""
-    ctx = get_current_run_context()
     if ctx is None or not ctx.tool_call_approved:
         return None
     metadata = ctx.tool_call_metadata
@@ -85,14 +94,13 @@ def answer_for(tool: str, args: dict[str, Any]) -> Settled | None:
     return Settled(ok=bool(entry.get("ok")), text=str(entry.get("text", "")))
 
 
-def ask(tool: str, args: dict[str, Any], *, shown: str) -> NoReturn:
+def ask(ctx: RunContext[Any] | None, tool: str, args: dict[str, Any], *, shown: str) -> NoReturn:
     """Raise for a call that needs a human: ``ApprovalRequired`` inside an agent run.
 
     Outside a run there is no one to ask, and an approved re-run without a
     settled answer was approved somewhere Filegate cannot see (the tools
     worker would refuse it anyway): both are ``PermissionError``.
     """
-    ctx = get_current_run_context()
     needs = f"{shown}: {tool} needs human approval (an interrupt rule matches)"
     if ctx is None:
         raise PermissionError(f"{needs}; outside an agent run nobody can give it")
@@ -110,6 +118,7 @@ __all__ = [
     "answer_for",
     "ask",
     "call_key",
+    "current",
     "request_metadata",
     "requested_call",
     "settled_metadata",

@@ -32,12 +32,13 @@ and the approved re-run of the tool finds the settled answer in
 from __future__ import annotations
 
 import base64
+import copy
 import posixpath
 import shlex
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
-from typing import Any
+from typing import Any, Self
 
 from filegate.activities.stubs import tool_request
 from filegate.kernel.formatting import EXECUTE_TRUNCATED_NOTE, format_execute
@@ -62,6 +63,7 @@ from filegate.operations import (
 )
 from filegate.workflows.adapter_gate import check_adapter_gate
 from filegate.workflows.operation import run_operation
+from pydantic_ai import RunContext
 from pydantic_ai.workspaces import (
     CommandResult,
     FileEntry,
@@ -145,6 +147,19 @@ class FilegateFileWorkspace:
         self.operation_timeout = operation_timeout
         self.operation_path = checked_path(operation_path)
         self._ref = WorkspaceRef(provider=PROVIDER, id=f"{backend}@{task_queue}:{self.mount.at}")
+        self._context: RunContext[Any] | None = None
+
+    def for_context(self, ctx: RunContext[Any]) -> Self:
+        """This workspace for the calls of one run context (a tool call's, in a durable unit).
+
+        Why: an approved tool call's re-run finds its settled answer in
+        ``ctx.tool_call_metadata``; Pydantic AI's Temporal integration hands a
+        tool's context to the capability that rebuilds the workspace, not to the
+        workspace's calls. A shallow copy: the same backend, client and rules.
+        """
+        bound = copy.copy(self)
+        bound._context = ctx
+        return bound
 
     # ----------------------------------------------------------------------- protocol
 
@@ -202,9 +217,9 @@ class FilegateFileWorkspace:
         )
 
     async def remove(self, path: str) -> None:
-        local = self._inward(path)
-        if local == "/" or self.mount.at.startswith(posixpath.normpath(path).rstrip("/") + "/"):
+        if isinstance(path, str) and _contains(posixpath.normpath(path), self.mount.at):
             raise ValueError("cannot remove the workspace's working directory or its ancestor")
+        local = self._inward(path)
         await self.stat(path)  # FileNotFoundError / NotADirectoryError, as the protocol wants
         if self._interrupted("write", local):
             await self._approved("delete", {"file_path": local}, path)
@@ -295,12 +310,13 @@ class FilegateFileWorkspace:
 
     async def _approved(self, tool: ToolName, args: dict[str, Any], path: str) -> None:
         """The settled answer of an approved call, or the request for its approval."""
-        answer = settled.answer_for(tool, args)
+        ctx = settled.current(self._context)
+        answer = settled.answer_for(ctx, tool, args)
         if answer is not None:
             if not answer.ok:
                 raise_for("permission_denied" if _denied(answer.text) else None, answer.text, path)
             return
-        settled.ask(tool, args, shown=path)
+        settled.ask(ctx, tool, args, shown=path)
 
     async def _run(self, op: Operation) -> OperationResult:
         if workflow.in_workflow():
@@ -489,6 +505,11 @@ def _exit_code(footer: str) -> int | None:
 def _between(lines: list[str], start: str, end: str) -> str:
     chunk = "".join(lines[lines.index(start) + 1 : lines.index(end)])
     return base64.b64decode(chunk).decode("utf-8", errors="replace")
+
+
+def _contains(directory: str, path: str) -> bool:
+    """Whether ``path`` is ``directory`` or lies below it (both normalised, absolute)."""
+    return path == directory or path.startswith(directory.rstrip("/") + "/")
 
 
 def _denied(text: str) -> bool:
