@@ -369,7 +369,9 @@ class McpGate:
             )
         except WorkflowUpdateFailedError as exc:
             # Decided elsewhere first (the CLI, the UI): the call follows that decision.
-            if failure_type(exc) != wire.APPROVAL_ALREADY_DECIDED_ERROR:
+            # A preview that changed meanwhile: the call is asked about again.
+            still = await self._pending(asked.approval_id)
+            if still is not None and fingerprint_shown(still) == asked.fingerprint:
                 refused = f"the decision was refused: {exc.cause}"
                 raise MCPError(types.INTERNAL_ERROR, refused) from None
         return None

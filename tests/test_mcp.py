@@ -486,3 +486,27 @@ async def test_a_url_question_sends_the_human_to_the_approval_page(
     assert "write_file" in links[0].message and "+u" in links[0].message
     refused = cli(cli_env, "mcp", "--root", str(root), "--ask", "url")
     assert refused.returncode == 2 and "--approval-url" in refused.stderr
+
+
+async def test_a_decision_made_elsewhere_first_wins(
+    cli_env: dict[str, str], tmp_path: Path, temporal_client: TemporalClient
+) -> None:
+    """While the client's question is open, ``filegate approve`` decides; the client's
+    later ``reject`` is refused as already decided and the call follows the approval."""
+    root = workspace(tmp_path)
+    workflow_id = f"mcp-race-{tmp_path.name}"
+
+    async def approve_then_reject(
+        context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult | types.ErrorData:
+        [waiting] = await pending(temporal_client, workflow_id)
+        done = cli(cli_env, "approve", "--workflow", workflow_id, waiting["id"])
+        assert done.returncode == 0, done.stdout + done.stderr
+        return types.ElicitResult(action="accept", content={"decision": "reject"})
+
+    async with mcp_client(cli_env, flags(tmp_path, root, workflow_id), approve_then_reject) as c:
+        wrote = await c.call_tool("write_file", {"file_path": "/raced.txt", "content": "r"})
+        assert not wrote.is_error, text_of(wrote)
+        records = await decided(temporal_client, workflow_id)
+    assert (root / "raced.txt").read_text() == "r"
+    assert [(d["decision"], d["via"]) for d in records] == [("approve", "cli")]
