@@ -223,6 +223,7 @@ class McpGate:
         self.approval_url = approval_url
         self.preferred: tuple[AskMode, ...] = ("url", "form") if ask == "url" else ("form", "url")
         self.signer = StateSigner()
+        self._tools: list[types.Tool] | None = None
 
     @property
     def handle(self) -> WorkflowHandle[Any, Any]:
@@ -231,10 +232,13 @@ class McpGate:
     async def list_tools(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        specs = await self.handle.query(
-            wire.SESSION_SPECS_QUERY, result_type=list[ToolSpec], rpc_timeout=RPC_TIMEOUT
-        )
-        return types.ListToolsResult(tools=[mcp_tool(spec) for spec in specs])
+        # A session's configuration never changes, so neither does its offer: asked once.
+        if self._tools is None:
+            specs = await self.handle.query(
+                wire.SESSION_SPECS_QUERY, result_type=list[ToolSpec], rpc_timeout=RPC_TIMEOUT
+            )
+            self._tools = [mcp_tool(spec) for spec in specs]
+        return types.ListToolsResult(tools=self._tools)
 
     async def call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
