@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -122,20 +121,26 @@ async def test_an_approval_not_given_through_filegate_writes_nothing(tmp_path: P
 
     with pytest.raises(PermissionError, match="outside an agent run"):
         await workspace.write_bytes("/docs/a.md", b"x")
-    with set_current_run_context(_context(approved=False)):
-        with pytest.raises(ApprovalRequired) as asked:
-            await workspace.write_bytes("/docs/a.md", b"x")
+    with (
+        set_current_run_context(_context(approved=False)),
+        pytest.raises(ApprovalRequired) as asked,
+    ):
+        await workspace.write_bytes("/docs/a.md", b"x")
     metadata = asked.value.metadata or {}
     assert metadata["filegate"]["tool"] == "write_file"
     assert metadata["filegate"]["args"] == {"file_path": "/docs/a.md", "content": "x"}
     # Approved by the application, not through Filegate: nothing settled, so refused.
-    with set_current_run_context(_context(approved=True, metadata={"other": 1})):
-        with pytest.raises(PermissionError, match="not given through Filegate"):
-            await workspace.write_bytes("/docs/a.md", b"x")
+    with (
+        set_current_run_context(_context(approved=True, metadata={"other": 1})),
+        pytest.raises(PermissionError, match="not given through Filegate"),
+    ):
+        await workspace.write_bytes("/docs/a.md", b"x")
     # A binary write cannot become a write_file a reviewer approves.
-    with set_current_run_context(_context(approved=False)):
-        with pytest.raises(PermissionError, match="only a text"):
-            await workspace.write_bytes("/docs/a.bin", b"\xff\xfe")
+    with (
+        set_current_run_context(_context(approved=False)),
+        pytest.raises(PermissionError, match="only a text"),
+    ):
+        await workspace.write_bytes("/docs/a.bin", b"\xff\xfe")
     # Settled for another content: this call is not the approved one.
     key = metadata["filegate"]["key"]
     settled = {"filegate": {key: {"ok": True, "text": "Successfully wrote"}}}
@@ -153,7 +158,3 @@ def test_bad_configuration_is_one_clear_error() -> None:
         FilegateFileWorkspace(backend="b", task_queue="q", mount="workspace")
     with pytest.raises(ValueError, match="operation_path"):
         FilegateFileWorkspace(backend="b", task_queue="q", operation_path="fast")  # type: ignore[arg-type]
-
-
-if sys.version_info < (3, 11):  # pragma: no cover
-    pytest.skip("needs Python 3.11", allow_module_level=True)

@@ -43,7 +43,13 @@ with workflow.unsafe.imports_passed_through():
         PydanticAIWorkflow,
         TemporalDurability,
     )
-    from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+    from pydantic_ai.messages import (
+        ModelMessage,
+        ModelResponse,
+        TextPart,
+        ToolCallPart,
+        ToolReturnPart,
+    )
     from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 TASK_QUEUE = "pydantic-ai-notes"
@@ -92,7 +98,7 @@ async def write_note(ctx: RunContext[None], path: str, text: str) -> str:
 class NotesWorkflow(PydanticAIWorkflow):
     """Runs the agent; its ``FileTools`` holds the approval handlers Filegate's clients use."""
 
-    __pydantic_ai_agents__ = [agent]
+    __pydantic_ai_agents__ = (agent,)
 
     @workflow.init
     def __init__(self, task: str) -> None:

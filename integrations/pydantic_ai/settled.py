@@ -51,9 +51,7 @@ def call_key(tool: str, args: dict[str, Any]) -> str:
 
 def request_metadata(tool: str, args: dict[str, Any], shown: str) -> dict[str, Any]:
     """The ``ApprovalRequired`` metadata of a call: what ``FileTools`` will run."""
-    return {
-        METADATA_KEY: {"tool": tool, "args": args, "path": shown, "key": call_key(tool, args)}
-    }
+    return {METADATA_KEY: {"tool": tool, "args": args, "path": shown, "key": call_key(tool, args)}}
 
 
 def requested_call(metadata: Any) -> tuple[str, dict[str, Any], str] | None:

@@ -363,8 +363,9 @@ class FilegateFileWorkspace:
         if outcome.raw is not None and outcome.raw.ls is not None:
             return outcome.raw.ls
         # An error before the backend answered (the entry gate, a policy): text only.
-        code = "permission_denied" if _denied(outcome.text) else None
-        return LsResult(error=outcome.text, code=code)
+        if _denied(outcome.text):
+            return LsResult(error=outcome.text, code="permission_denied")
+        return LsResult(error=outcome.text)
 
 
 class FilegateWorkspace(FilegateFileWorkspace):
@@ -458,14 +459,16 @@ def _wrapped(inner: str, env: Mapping[str, str], marker: str) -> str:
             raise ValueError(f"env name {name!r}: not a shell variable name")
     assignments = "".join(f"{name}={shlex.quote(value)} " for name, value in env.items())
     return (
-        'o=$(mktemp) && e=$(mktemp) || exit 125; '
-        f"{assignments}sh -c {shlex.quote(inner)} </dev/null >\"$o\" 2>\"$e\"; s=$?; "
-        f"echo {marker}-out; base64 <\"$o\"; echo {marker}-err; base64 <\"$e\"; "
+        "o=$(mktemp) && e=$(mktemp) || exit 125; "
+        f'{assignments}sh -c {shlex.quote(inner)} </dev/null >"$o" 2>"$e"; s=$?; '
+        f'echo {marker}-out; base64 <"$o"; echo {marker}-err; base64 <"$e"; '
         f'echo {marker}-end; rm -f "$o" "$e"; exit $s'
     )
 
 
-def _command_result(outcome: ToolOutcome, marker: str | None, timeout: float | None) -> CommandResult:
+def _command_result(
+    outcome: ToolOutcome, marker: str | None, timeout: float | None
+) -> CommandResult:
     """A ``CommandResult`` from ``execute``'s answer (see :func:`_wrapped`)."""
     text = outcome.text
     lines = text.split("\n")
