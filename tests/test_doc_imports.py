@@ -26,6 +26,7 @@ FACADES = frozenset(
         "filegate.workflows",
         "filegate.integrations.deepagents",
         "filegate.integrations.openai_agents",
+        "filegate.integrations.pydantic_ai",
     }
 )
 """The packages whose ``__init__`` is a documented facade (lazy ``attach`` exports)."""

@@ -33,9 +33,8 @@ from temporalio.worker import Worker
 
 with workflow.unsafe.imports_passed_through():
     from filegate import FilegatePlugin
-    from filegate.backends import FilesystemBackend
+    from filegate.backends import FilesystemBackend, FilesystemPermission
     from filegate.integrations.pydantic_ai import FilegateCapability, FilegateFileWorkspace
-    from filegate.kernel.permissions import FilesystemPermission
     from filegate.workflows import Decision, FileTools
     from pydantic_ai import Agent, RunContext
     from pydantic_ai.durable_exec.temporal import (
