@@ -36,13 +36,16 @@ plugin is built from the same functions (:mod:`filegate.worker`).
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import logging
 import os
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
+from filegate.activities.contract import HEARTBEAT_THROTTLE
 from filegate.activities.history import (
     ArtifactPayloadCodec,
     InlineMarkingPayloadConverter,
@@ -86,6 +89,7 @@ from temporalio.service import ConnectConfig, ServiceClient
 from temporalio.worker import (
     PollerBehaviorSimpleMaximum,
     ReplayerConfig,
+    Worker,
     WorkerConfig,
     WorkflowRunner,
 )
@@ -106,10 +110,63 @@ FROM_ENV: Literal["env"] = "env"
 
 log = logging.getLogger("filegate.plugin")
 
-_SDK_POLLS = PollerBehaviorSimpleMaximum(maximum=5)
-_SDK_HEARTBEAT_THROTTLE = timedelta(seconds=60)
-_SDK_STICKY_SCHEDULE_TO_START = timedelta(seconds=10)
-"""The SDK's defaults: only values left at them are tuned (a user's own setting wins)."""
+_SDK_DEFAULTS = {
+    name: p.default for name, p in inspect.signature(Worker.__init__).parameters.items()
+}
+"""``Worker``'s defaults: only options left at them are tuned (a user's own setting wins)."""
+
+_POLL_COUNTS = {
+    "workflow_task_poller_behavior": "max_concurrent_workflow_task_polls",
+    "activity_task_poller_behavior": "max_concurrent_activity_task_polls",
+}
+"""The older count option that, when set, replaces the poller behavior (the SDK reads it first)."""
+
+
+@dataclass(frozen=True)
+class WorkerTuning:
+    """Worker options Filegate sets besides workflows and activities (None: the SDK's).
+
+    ``workflow_task_polls`` / ``activity_task_polls``: long polls kept open
+    (:data:`~filegate.worker.WORKFLOW_TASK_POLLERS`); ``sticky_schedule_to_start``:
+    how long a run waits for the worker that ran it last
+    (:data:`~filegate.worker.STICKY_SCHEDULE_TO_START`); ``heartbeat_throttle``:
+    heartbeats reach the server each second, so a dead tools worker is noticed
+    fast (:data:`~filegate.activities.contract.HEARTBEAT_THROTTLE`). An option
+    the worker sets itself (any value but the SDK's default) wins.
+    """
+
+    workflow_task_polls: int | None = WORKFLOW_TASK_POLLERS
+    activity_task_polls: int | None = ACTIVITY_TASK_POLLERS
+    sticky_schedule_to_start: timedelta | None = STICKY_SCHEDULE_TO_START
+    heartbeat_throttle: timedelta | None = HEARTBEAT_THROTTLE
+
+    @classmethod
+    def for_roles(cls, *, agent: bool, tools: bool) -> WorkerTuning:
+        """The values a worker of these roles gets: the agent's workflow polls and sticky
+        timeout, the tools' activity polls and heartbeat throttle."""
+        full = cls()
+        return cls(
+            workflow_task_polls=full.workflow_task_polls if agent else None,
+            sticky_schedule_to_start=full.sticky_schedule_to_start if agent else None,
+            activity_task_polls=full.activity_task_polls if tools else None,
+            heartbeat_throttle=full.heartbeat_throttle if tools else None,
+        )
+
+    def apply(self, config: WorkerConfig) -> None:
+        """Set these values on ``config`` where it holds the SDK's default."""
+        options = cast(dict[str, Any], config)
+        polls = (self.workflow_task_polls, self.activity_task_polls)
+        tuned: dict[str, Any] = {
+            key: PollerBehaviorSimpleMaximum(maximum=n) if n else None
+            for key, n in zip(_POLL_COUNTS, polls, strict=True)
+        }
+        tuned["sticky_queue_schedule_to_start_timeout"] = self.sticky_schedule_to_start
+        tuned["max_heartbeat_throttle_interval"] = self.heartbeat_throttle
+        for key, value in tuned.items():
+            keys = (key, _POLL_COUNTS.get(key, key))
+            if value is not None and all(options.get(k) == _SDK_DEFAULTS[k] for k in keys):
+                options[key] = value
+
 
 _OURS = (DefaultPayloadConverter, PydanticPayloadConverter, InlineMarkingPayloadConverter)
 """Payload converters the plugin replaces by Filegate's; any other one (another
@@ -148,6 +205,12 @@ class FilegatePlugin(SimplePlugin):
     (on 127.0.0.1) or ``metrics_address`` (``host:port``): serve Prometheus text at
     ``/metrics`` through the client's Temporal runtime (give the plugin to
     ``Client.connect``: a runtime cannot be added to a connected client).
+
+    ``tuning``: the poll counts, sticky timeout and heartbeat throttle its workers
+    get (None: :meth:`WorkerTuning.for_roles` of the roles asked for). A worker
+    given the plugin with a store refuses a client without Filegate's payload
+    codec, unless ``check_codec`` is False (:mod:`filegate.worker`'s factories:
+    their callers pass the client, whose large payloads then stay inline).
     """
 
     def __init__(
@@ -164,6 +227,8 @@ class FilegatePlugin(SimplePlugin):
         tracer_provider: TracerProvider | Literal["env"] | None = FROM_ENV,
         metrics_port: int | None = None,
         metrics_address: str | None = None,
+        tuning: WorkerTuning | None = None,
+        check_codec: bool = True,
     ) -> None:
         if backends and journal_dir is None:
             raise ValueError("backends need a journal_dir for their idempotency journal")
@@ -178,6 +243,8 @@ class FilegatePlugin(SimplePlugin):
             policies = PolicyConfig.from_env()
         self.policies = policies
         self.allow_execute_with_policies = allow_execute_with_policies
+        self.tuning = tuning or WorkerTuning.for_roles(agent=agent, tools=bool(self.backends))
+        self.check_codec = check_codec
         if isinstance(tracer_provider, str):  # the default: the OTEL_* environment decides
             configured = traces_configured(os.environ)
             tracer_provider = otlp_tracer_provider("filegate") if configured else None
@@ -235,8 +302,9 @@ class FilegatePlugin(SimplePlugin):
         """Add the roles' workflows and activities, the runner and the tuning."""
         config = super().configure_worker(config)
         converter = config["client"].data_converter
-        store = self.store()
-        if store is not None and not isinstance(converter.payload_codec, ArtifactPayloadCodec):
+        codec = converter.payload_codec
+        lacks_codec = self.store() is not None and not isinstance(codec, ArtifactPayloadCodec)
+        if self.check_codec and lacks_codec:
             # This worker would write large payloads inline and fail to read the
             # references every other process writes.
             raise ConfigError(
@@ -247,21 +315,7 @@ class FilegatePlugin(SimplePlugin):
         batch = config.get("max_task_queue_activities_per_second") is None
         config["activities"] = [*config.get("activities", []), *self._activities(batch)]
         config["workflow_runner"] = filegate_runner(config.get("workflow_runner"), converter)
-        # As many long polls as Filegate's own workers keep, unless the user chose.
-        if self.agent and _sdk_polls(config, "workflow"):
-            config["workflow_task_poller_behavior"] = _polls(WORKFLOW_TASK_POLLERS)
-        # A dead agent worker's runs move again after this (worker.STICKY_SCHEDULE_TO_START).
-        sticky = config.get("sticky_queue_schedule_to_start_timeout")
-        if self.agent and sticky == _SDK_STICKY_SCHEDULE_TO_START:
-            config["sticky_queue_schedule_to_start_timeout"] = STICKY_SCHEDULE_TO_START
-        if self.backends:
-            from filegate.activities.contract import HEARTBEAT_THROTTLE
-
-            if _sdk_polls(config, "activity"):
-                config["activity_task_poller_behavior"] = _polls(ACTIVITY_TASK_POLLERS)
-            # Heartbeats reach the server each second (a dead worker is noticed fast).
-            if config.get("max_heartbeat_throttle_interval") == _SDK_HEARTBEAT_THROTTLE:
-                config["max_heartbeat_throttle_interval"] = HEARTBEAT_THROTTLE
+        self.tuning.apply(config)
         return config
 
     def configure_replayer(self, config: ReplayerConfig) -> ReplayerConfig:
@@ -364,22 +418,3 @@ def filegate_runner(existing: WorkflowRunner | None, converter: DataConverter) -
     free = converter.with_context(probe) is converter
     cls = ContextFreeSandboxRunner if free else SandboxedWorkflowRunner
     return cls(restrictions=restrictions, runner_class=runner.runner_class)
-
-
-def _sdk_polls(config: WorkerConfig, kind: Literal["workflow", "activity"]) -> bool:
-    """Whether ``kind`` task polls are left at the SDK's default."""
-    if kind == "workflow":
-        count, behavior = (
-            config.get("max_concurrent_workflow_task_polls"),
-            config.get("workflow_task_poller_behavior"),
-        )
-    else:
-        count, behavior = (
-            config.get("max_concurrent_activity_task_polls"),
-            config.get("activity_task_poller_behavior"),
-        )
-    return count is None and behavior == _SDK_POLLS
-
-
-def _polls(maximum: int) -> PollerBehaviorSimpleMaximum:
-    return PollerBehaviorSimpleMaximum(maximum=maximum)

@@ -249,31 +249,54 @@ def agent_worker(
     variables, allowed names; contract §11); None: the built-in defaults
     (:func:`profiles_from` reads them from settings). ``policies``,
     ``allow_execute_with_policies`` and ``journal_fsync``: as for :func:`file_tools`.
+    Its tuning is an agent's alone, local backends or not.
     """
-    from filegate.workflows import AgentWorkflow
-    from filegate.workflows.runner import agent_runner
-    from filegate.workflows.session import SessionWorkflow
+    return _plugin_worker(
+        client, task_queue, options, agent=True, tools=False, backends=backends,
+        journal_dir=journal_dir, artifacts=artifacts, policies=policies,
+        model_profiles=model_profiles, allow=allow_execute_with_policies, fsync=journal_fsync,
+    )  # fmt: skip
+
+
+def _plugin_worker(
+    client: Client,
+    task_queue: str,
+    options: dict[str, Any],
+    *,
+    agent: bool,
+    tools: bool,
+    backends: dict[str, BackendProtocol] | None,
+    journal_dir: str | Path | None,
+    artifacts: ArtifactStore | None,
+    policies: PolicyConfig | None,
+    model_profiles: ModelProfiles | None,
+    allow: bool,
+    fsync: bool,
+) -> Worker:
+    """A ``Worker`` wired by :class:`~filegate.plugin.FilegatePlugin`'s roles, with every
+    value explicit (nothing read from the environment) and ``options`` as given.
+
+    A ``workflow_runner`` in ``options`` is used as it is (the plugin would pass
+    Filegate's modules through it); the client is the caller's, codec or not.
+    """
+    from filegate.backends.policy import PolicyConfig
+    from filegate.plugin import FilegatePlugin, WorkerTuning
+    from temporalio.plugin import SimplePlugin
     from temporalio.worker import Worker
 
-    options.setdefault("workflow_runner", agent_runner())
-    options.setdefault("max_concurrent_workflow_task_polls", WORKFLOW_TASK_POLLERS)
-    options.setdefault("sticky_queue_schedule_to_start_timeout", STICKY_SCHEDULE_TO_START)
-    activities = model_activities(artifacts, model_profiles)
-    if backends:
-        if journal_dir is None:
-            raise ValueError("local backends need a journal_dir for their idempotency journal")
-        tools = file_tools(
-            backends, journal_dir, artifacts, policies,
-            allow_execute_with_policies=allow_execute_with_policies, journal_fsync=journal_fsync,
-        )  # fmt: skip
-        activities += with_preview(tools)
-    return Worker(
-        client,
-        task_queue=task_queue,
-        workflows=[AgentWorkflow, SessionWorkflow],
-        activities=activities,
-        **options,
-    )
+    filegate = FilegatePlugin(
+        agent=agent, backends=backends, journal_dir=journal_dir, artifacts=artifacts,
+        settings=Settings(journal_fsync=fsync), model_profiles=model_profiles,
+        policies=policies if policies is not None else PolicyConfig(),
+        allow_execute_with_policies=allow, tracer_provider=None,
+        tuning=WorkerTuning.for_roles(agent=agent, tools=tools), check_codec=False,
+    )  # fmt: skip
+    plugins: list[Any] = [filegate]
+    if "workflow_runner" in options:
+        runner = options.pop("workflow_runner")
+        plugins.append(SimplePlugin("filegate.workflow_runner", workflow_runner=runner))
+    plugins += options.pop("plugins", ())
+    return Worker(client, task_queue=task_queue, plugins=plugins, **options)
 
 
 def model_activities(
@@ -441,35 +464,12 @@ def tools_worker(
     counts activities, so such a worker runs no batches (contract §8): each of
     its calls is an activity the limit counts.
     """
-    from filegate.activities.contract import HEARTBEAT_THROTTLE
-    from filegate.workflows.operation import OperationWorkflow
-    from filegate.workflows.runner import agent_runner
-    from temporalio.plugin import SimplePlugin
-    from temporalio.worker import Worker
-
-    options.setdefault("max_concurrent_activity_task_polls", ACTIVITY_TASK_POLLERS)
-    # Heartbeats reach the server each second (a dead worker is noticed fast).
-    options.setdefault("max_heartbeat_throttle_interval", HEARTBEAT_THROTTLE)
-    allow = allow_execute_with_policies
-    hosted = [OperationWorkflow, *workflows]
-    if serve_agents:
-        # agent_worker names its own workflows: these join them through a plugin.
-        joined = SimplePlugin("filegate.operation_workflow", workflows=hosted)
-        options["plugins"] = [*options.get("plugins", ()), joined]
-        return agent_worker(
-            client, task_queue, artifacts=artifacts, backends=backends, journal_dir=journal_dir,
-            policies=policies, model_profiles=model_profiles, allow_execute_with_policies=allow,
-            journal_fsync=journal_fsync, **options,
-        )  # fmt: skip
-    tools = file_tools(
-        backends, journal_dir, artifacts, policies, allow_execute_with_policies=allow,
-        batch_calls="max_task_queue_activities_per_second" not in options,
-        journal_fsync=journal_fsync,
+    return _plugin_worker(
+        client, task_queue, {"workflows": list(workflows), **options}, agent=serve_agents,
+        tools=True, backends=backends, journal_dir=journal_dir, artifacts=artifacts,
+        policies=policies, model_profiles=model_profiles, allow=allow_execute_with_policies,
+        fsync=journal_fsync,
     )  # fmt: skip
-    options.setdefault("workflow_runner", agent_runner())
-    return Worker(
-        client, task_queue=task_queue, workflows=hosted, activities=with_preview(tools), **options
-    )
 
 
 def with_preview(tools: FileToolActivities) -> list[Callable[..., Any]]:

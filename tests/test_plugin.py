@@ -40,6 +40,7 @@ with workflow.unsafe.imports_passed_through():
     from filegate.workflows.inputs import RouteSpec
     from filegate.workflows.operation import OperationWorkflow
     from filegate.workflows.runner import ContextFreeSandboxRunner
+    from filegate.workflows.session import SessionWorkflow
     from minio import Minio
     from temporalio.api.common.v1 import Payload
     from temporalio.client import Client
@@ -360,7 +361,7 @@ async def test_the_workers_own_workflows_and_activities_are_kept(
     worker = Worker(client, task_queue=queue, workflows=[EchoWorkflow], activities=[shout])
     config = worker.config(active_config=True)
     # Backends also bring the one-operation workflow and the transfers (filegate call).
-    assert config["workflows"] == [EchoWorkflow, AgentWorkflow, OperationWorkflow]
+    assert config["workflows"] == [EchoWorkflow, AgentWorkflow, SessionWorkflow, OperationWorkflow]
     names = [activity._Definition.must_from_callable(a).name for a in config["activities"]]
     assert names[0] == "shout"
     served = {"filegate.model", "filegate.read_file", "filegate.preview", "filegate.transfer.read"}
