@@ -1,0 +1,96 @@
+"""FilegateWorkspace inside a workflow of one's own: each call scheduled through the kit.
+
+Inside a workflow the workspace's methods schedule the operation's activity
+from that workflow (``run_operation``): recorded in its history, with call ids
+from ``workflow.uuid4()``, so the history replays. The worker carries both
+plugins, as an agent's worker would. A rule the worker enforces refuses the
+denied write with the builtin ``PermissionError`` the protocol names.
+"""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("pydantic_ai")
+
+from temporalio import workflow
+from temporalio.client import Client
+from temporalio.worker import Replayer, Worker
+
+with workflow.unsafe.imports_passed_through():
+    from filegate import FilegatePlugin
+    from filegate.backends import FilesystemBackend, FilesystemPermission
+    from filegate.backends.embedded import TemporalDevServer
+    from filegate.integrations.pydantic_ai import FilegateFileWorkspace
+    from pydantic_ai.durable_exec.temporal import PydanticAIPlugin
+
+pytestmark = [pytest.mark.services]
+
+LOCKED = FilesystemPermission(operations=["write"], paths=["/locked/**"], mode="deny")
+
+
+@workflow.defn
+class WorkspaceInWorkflow:
+    @workflow.run
+    async def run(self, queue: str) -> dict[str, Any]:
+        ws = FilegateFileWorkspace(backend="files", task_queue=queue, permissions=[LOCKED])
+        await ws.write_bytes("/a/b.txt", b"hello\n")
+        answer: dict[str, Any] = {
+            "read": (await ws.read_bytes("/a/b.txt")).decode(),
+            "listed": [(e.name, e.path, e.is_dir) for e in await ws.list_dir("/a")],
+            "missing": await ws.exists("/nope"),
+            "dir": (await ws.stat("/a")).is_dir,
+        }
+        try:
+            await ws.write_bytes("/locked/x.txt", b"x")
+            answer["denied"] = None
+        except PermissionError as exc:
+            answer["denied"] = str(exc)
+        try:
+            await ws.read_bytes("/nope")
+        except FileNotFoundError:
+            answer["not_found"] = True
+        await ws.remove("/a/b.txt")
+        answer["removed"] = not await ws.exists("/a/b.txt")
+        return answer
+
+
+async def test_the_workspace_runs_through_the_kit_inside_a_workflow(
+    temporal_server: TemporalDevServer, tmp_path: Path
+) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    queue = f"pai-wf-{uuid.uuid4().hex[:8]}"
+    plugin = FilegatePlugin(
+        backends={"files": FilesystemBackend(root)}, journal_dir=tmp_path / "journal"
+    )
+    client = await Client.connect(
+        temporal_server.address,
+        namespace=temporal_server.namespace,
+        plugins=[plugin, PydanticAIPlugin()],
+    )
+    async with Worker(client, task_queue=queue, workflows=[WorkspaceInWorkflow]):
+        handle = await client.start_workflow(
+            WorkspaceInWorkflow.run, queue, id=f"pai-wf-{uuid.uuid4().hex[:8]}", task_queue=queue
+        )
+        answer = await handle.result()
+        history = await handle.fetch_history()
+    await Replayer(
+        workflows=[WorkspaceInWorkflow], plugins=[FilegatePlugin(), PydanticAIPlugin()]
+    ).replay_workflow(history)
+
+    assert answer["read"] == "hello\n"
+    assert answer["listed"] == [["b.txt", "/a/b.txt", False]]
+    assert answer["missing"] is False and answer["dir"] is True
+    assert answer["denied"] is not None and "/locked/x.txt" in answer["denied"]
+    assert not (root / "locked").exists()
+    assert answer["not_found"] is True and answer["removed"] is True
+    events = [
+        event.activity_task_scheduled_event_attributes.activity_type.name
+        for event in history.events
+    ]
+    assert "filegate.transfer.upload" in events and "filegate.delete" in events
