@@ -73,17 +73,9 @@ from filegate.worker import (
     settings_store,
     with_preview,
 )
-from filegate.workflows.runner import (
-    SANDBOX_PASSTHROUGH,
-    ContextFreeSandboxRunner,
-    compile_workflows_once,
-)
+from filegate.workflows.runner import filegate_runner
 from temporalio.contrib.pydantic import PydanticPayloadConverter
-from temporalio.converter import (
-    DataConverter,
-    DefaultPayloadConverter,
-    WorkflowSerializationContext,
-)
+from temporalio.converter import DataConverter, DefaultPayloadConverter
 from temporalio.plugin import SimplePlugin
 from temporalio.service import ConnectConfig, ServiceClient
 from temporalio.worker import (
@@ -91,9 +83,7 @@ from temporalio.worker import (
     ReplayerConfig,
     Worker,
     WorkerConfig,
-    WorkflowRunner,
 )
-from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 if TYPE_CHECKING:
     from filegate.activities.providers.profiles import ModelProfiles
@@ -396,25 +386,3 @@ def with_filegate_codec(
             )
         codec = ours.payload_codec
     return dataclasses.replace(base, payload_converter_class=payload_class, payload_codec=codec)
-
-
-def filegate_runner(existing: WorkflowRunner | None, converter: DataConverter) -> WorkflowRunner:
-    """``existing`` (default: the SDK sandbox) with Filegate's pure modules passed through.
-
-    The stock sandbox becomes :class:`~filegate.workflows.runner.ContextFreeSandboxRunner`
-    when ``converter`` never reads the serialization context (Filegate's, the
-    SDK's and the OpenAI plugin's do not), which saves a fifth of an agent
-    worker's event loop; a runner class of your own keeps its class, and an
-    unsandboxed runner is left as it is.
-    """
-    runner = existing or SandboxedWorkflowRunner()
-    if not isinstance(runner, SandboxedWorkflowRunner):
-        return runner
-    compile_workflows_once()
-    restrictions = runner.restrictions.with_passthrough_modules(*SANDBOX_PASSTHROUGH)
-    if type(runner) not in (SandboxedWorkflowRunner, ContextFreeSandboxRunner):
-        return dataclasses.replace(runner, restrictions=restrictions)
-    probe = WorkflowSerializationContext(namespace="filegate", workflow_id="probe")
-    free = converter.with_context(probe) is converter
-    cls = ContextFreeSandboxRunner if free else SandboxedWorkflowRunner
-    return cls(restrictions=restrictions, runner_class=runner.runner_class)

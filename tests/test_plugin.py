@@ -34,12 +34,12 @@ with workflow.unsafe.imports_passed_through():
     from filegate.backends.filesystem import FilesystemBackend
     from filegate.backends.settings import Settings
     from filegate.kernel.messages import ModelSpec
-    from filegate.plugin import filegate_runner, with_filegate_codec
+    from filegate.plugin import with_filegate_codec
     from filegate.worker import ConfigError
     from filegate.workflows import AgentInput, AgentResult, AgentWorkflow, BackendRef, BackendSpec
     from filegate.workflows.inputs import RouteSpec
     from filegate.workflows.operation import OperationWorkflow
-    from filegate.workflows.runner import ContextFreeSandboxRunner
+    from filegate.workflows.runner import ContextFreeSandboxRunner, filegate_runner
     from filegate.workflows.session import SessionWorkflow
     from minio import Minio
     from temporalio.api.common.v1 import Payload

@@ -10,12 +10,13 @@ runner answers "no context" directly and delegates everything else, activation
 included, to the stock sandboxed instance: the determinism guards stay.
 
 Use it only with context-free converters, such as those ``filegate.worker.connect``
-builds. A converter that needs the context should run on
-:func:`sandboxed_runner`'s plain sandbox instead.
+builds: :func:`filegate_runner`, the one builder every Filegate worker's runner
+comes from, picks the plain sandbox for a converter that needs the context.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.abc
 import importlib.machinery
 import os
@@ -26,8 +27,13 @@ from typing import ClassVar
 
 from temporalio.bridge.proto.workflow_activation import WorkflowActivation
 from temporalio.bridge.proto.workflow_completion import WorkflowActivationCompletion
-from temporalio.converter import SerializationContext, StorageDriverStoreContext
-from temporalio.worker import WorkflowInstance, WorkflowInstanceDetails
+from temporalio.converter import (
+    DataConverter,
+    SerializationContext,
+    StorageDriverStoreContext,
+    WorkflowSerializationContext,
+)
+from temporalio.worker import WorkflowInstance, WorkflowInstanceDetails, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 from temporalio.workflow import Info
 
@@ -139,17 +145,39 @@ def compile_workflows_once() -> None:
         sys.meta_path.insert(0, CompiledOnceFinder(["filegate.workflows"]))
 
 
-def _restrictions() -> SandboxRestrictions:
-    return SandboxRestrictions.default.with_passthrough_modules(*SANDBOX_PASSTHROUGH)
+def filegate_runner(
+    existing: WorkflowRunner | None, converter: DataConverter | None = None
+) -> WorkflowRunner:
+    """``existing`` (default: the SDK sandbox) with Filegate's pure modules passed through.
+
+    The stock sandbox becomes :class:`ContextFreeSandboxRunner` when ``converter``
+    never reads the serialization context (None, Filegate's, the SDK's and the
+    OpenAI plugin's do not), which saves a fifth of an agent worker's event
+    loop; a runner class of your own keeps its class, and an unsandboxed
+    runner is left as it is. :class:`~filegate.plugin.FilegatePlugin` puts
+    this on every worker and replayer it configures.
+    """
+    runner = existing or SandboxedWorkflowRunner()
+    if not isinstance(runner, SandboxedWorkflowRunner):
+        return runner
+    compile_workflows_once()
+    restrictions = runner.restrictions.with_passthrough_modules(*SANDBOX_PASSTHROUGH)
+    if type(runner) not in (SandboxedWorkflowRunner, ContextFreeSandboxRunner):
+        return dataclasses.replace(runner, restrictions=restrictions)
+    probe = WorkflowSerializationContext(namespace="filegate", workflow_id="probe")
+    free = converter is None or converter.with_context(probe) is converter
+    cls = ContextFreeSandboxRunner if free else SandboxedWorkflowRunner
+    return cls(restrictions=restrictions, runner_class=runner.runner_class)
 
 
 def sandboxed_runner() -> SandboxedWorkflowRunner:
-    """The stock sandbox with :data:`SANDBOX_PASSTHROUGH` passed through."""
+    """The stock sandbox with :data:`SANDBOX_PASSTHROUGH` passed through, for a
+    converter that reads the serialization context."""
     compile_workflows_once()
-    return SandboxedWorkflowRunner(restrictions=_restrictions())
+    restrictions = SandboxRestrictions.default.with_passthrough_modules(*SANDBOX_PASSTHROUGH)
+    return SandboxedWorkflowRunner(restrictions=restrictions)
 
 
-def agent_runner() -> SandboxedWorkflowRunner:
-    """What agent workers run on: :func:`sandboxed_runner`, context-free."""
-    compile_workflows_once()
-    return ContextFreeSandboxRunner(restrictions=_restrictions())
+def agent_runner() -> WorkflowRunner:
+    """What agent workers run on: :func:`filegate_runner` for a context-free converter."""
+    return filegate_runner(None)
