@@ -3,8 +3,10 @@
 Inside a workflow the workspace's methods schedule the operation's activity
 from that workflow (``run_operation``): recorded in its history, with call ids
 from ``workflow.uuid4()``, so the history replays. The worker carries both
-plugins, as an agent's worker would. A rule the worker enforces refuses the
-denied write with the builtin ``PermissionError`` the protocol names.
+plugins, as an agent's worker would, on the merged data converter with
+Filegate's S3 codec (a write over the codec threshold goes through the S3
+server). A rule the worker enforces refuses the denied write with the builtin
+``PermissionError`` the protocol names.
 """
 
 from __future__ import annotations
@@ -23,14 +25,23 @@ from temporalio.worker import Replayer, Worker
 
 with workflow.unsafe.imports_passed_through():
     from filegate import FilegatePlugin
+    from filegate.activities.history import ArtifactPayloadCodec
     from filegate.backends import FilesystemBackend, FilesystemPermission
+    from filegate.backends.artifacts import ArtifactStore
     from filegate.backends.embedded import TemporalDevServer
-    from filegate.integrations.pydantic_ai import FilegateFileWorkspace
+    from filegate.integrations.pydantic_ai import (
+        FilegateFileWorkspace,
+        FilegatePydanticAIPayloadConverter,
+        pydantic_ai_data_converter,
+    )
+    from minio import Minio
     from pydantic_ai.durable_exec.temporal import PydanticAIPlugin
 
 pytestmark = [pytest.mark.services]
 
 LOCKED = FilesystemPermission(operations=["write"], paths=["/locked/**"], mode="deny")
+LARGE = b"0123456789abcdef" * 4096
+"""64 KiB: over the codec threshold, so the upload and the read travel through S3."""
 
 
 @workflow.defn
@@ -39,8 +50,10 @@ class WorkspaceInWorkflow:
     async def run(self, queue: str) -> dict[str, Any]:
         ws = FilegateFileWorkspace(backend="files", task_queue=queue, permissions=[LOCKED])
         await ws.write_bytes("/a/b.txt", b"hello\n")
+        await ws.write_bytes("/big.bin", LARGE)
         answer: dict[str, Any] = {
             "read": (await ws.read_bytes("/a/b.txt")).decode(),
+            "large": await ws.read_bytes("/big.bin") == LARGE,
             "listed": [(e.name, e.path, e.is_dir) for e in await ws.list_dir("/a")],
             "missing": await ws.exists("/nope"),
             "dir": (await ws.stat("/a")).is_dir,
@@ -60,19 +73,27 @@ class WorkspaceInWorkflow:
 
 
 async def test_the_workspace_runs_through_the_kit_inside_a_workflow(
-    temporal_server: TemporalDevServer, tmp_path: Path
+    temporal_server: TemporalDevServer, minio_client: Minio, tmp_path: Path
 ) -> None:
     root = tmp_path / "root"
     root.mkdir()
     queue = f"pai-wf-{uuid.uuid4().hex[:8]}"
+    store = ArtifactStore(minio_client, "pai-wf", namespace=f"ns-{uuid.uuid4().hex[:8]}")
     plugin = FilegatePlugin(
-        backends={"files": FilesystemBackend(root)}, journal_dir=tmp_path / "journal"
+        backends={"files": FilesystemBackend(root)},
+        journal_dir=tmp_path / "journal",
+        artifacts=store,
     )
     client = await Client.connect(
         temporal_server.address,
         namespace=temporal_server.namespace,
         plugins=[plugin, PydanticAIPlugin()],
+        data_converter=pydantic_ai_data_converter(),
     )
+    # Both plugins kept the merged converter; Filegate added its codec.
+    converter = client.data_converter
+    assert converter.payload_converter_class is FilegatePydanticAIPayloadConverter
+    assert isinstance(converter.payload_codec, ArtifactPayloadCodec)
     async with Worker(client, task_queue=queue, workflows=[WorkspaceInWorkflow]):
         handle = await client.start_workflow(
             WorkspaceInWorkflow.run, queue, id=f"pai-wf-{uuid.uuid4().hex[:8]}", task_queue=queue
@@ -80,10 +101,13 @@ async def test_the_workspace_runs_through_the_kit_inside_a_workflow(
         answer = await handle.result()
         history = await handle.fetch_history()
     await Replayer(
-        workflows=[WorkspaceInWorkflow], plugins=[FilegatePlugin(), PydanticAIPlugin()]
+        workflows=[WorkspaceInWorkflow],
+        plugins=[FilegatePlugin(artifacts=store), PydanticAIPlugin()],
+        data_converter=pydantic_ai_data_converter(),
     ).replay_workflow(history)
 
-    assert answer["read"] == "hello\n"
+    assert answer["read"] == "hello\n" and answer["large"] is True
+    assert (root / "big.bin").read_bytes() == LARGE
     assert answer["listed"] == [["b.txt", "/a/b.txt", False]]
     assert answer["missing"] is False and answer["dir"] is True
     assert answer["denied"] is not None and "/locked/x.txt" in answer["denied"]

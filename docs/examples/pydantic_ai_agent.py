@@ -6,7 +6,8 @@ workflow, for a human decision through Filegate's approval handlers: the one
 ``filegate approvals`` lists and ``filegate approve`` decides. One worker
 hosts everything: the agent's workflow and Pydantic AI's activities
 (``PydanticAIPlugin``) next to a Filegate tools worker over a directory
-(``FilegatePlugin``), on one client whose data converter both plugins share.
+(``FilegatePlugin``), on one client whose data converter both plugins keep
+(:func:`~filegate.integrations.pydantic_ai.pydantic_ai_data_converter`).
 
 The model is a Pydantic AI ``FunctionModel`` with a fixed script, so the
 example needs no API key and no network. Run it on its own (embedded Temporal
@@ -34,7 +35,11 @@ from temporalio.worker import Worker
 with workflow.unsafe.imports_passed_through():
     from filegate import FilegatePlugin
     from filegate.backends import FilesystemBackend, FilesystemPermission
-    from filegate.integrations.pydantic_ai import FilegateCapability, FilegateFileWorkspace
+    from filegate.integrations.pydantic_ai import (
+        FilegateCapability,
+        FilegateFileWorkspace,
+        pydantic_ai_data_converter,
+    )
     from filegate.workflows import Decision, FileTools
     from pydantic_ai import Agent, RunContext
     from pydantic_ai.durable_exec.temporal import (
@@ -120,7 +125,10 @@ async def main(
     journal = Path(tempfile.mkdtemp(prefix="filegate-journal-"))
     filegate = FilegatePlugin(backends={"notes": FilesystemBackend(workspace)}, journal_dir=journal)
     client = await Client.connect(
-        address, namespace=namespace, plugins=[filegate, PydanticAIPlugin()]
+        address,
+        namespace=namespace,
+        plugins=[filegate, PydanticAIPlugin()],
+        data_converter=pydantic_ai_data_converter(),  # both plugins keep it (docs)
     )
     workflow_id = f"notes-{uuid.uuid4().hex[:8]}"
     async with Worker(client, task_queue=TASK_QUEUE, workflows=[NotesWorkflow]):

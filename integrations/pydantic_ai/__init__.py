@@ -5,7 +5,9 @@
 backend on a Filegate tools worker; :class:`FilegateFileWorkspace` offers the
 files without commands. :class:`FilegateCapability` gives an agent that
 workspace and decides a call an ``interrupt`` rule stops through Filegate's
-approval handlers in the agent's workflow. See ``docs/pydantic-ai.md``.
+approval handlers in the agent's workflow; :func:`pydantic_ai_data_converter`
+is the one data converter a client with both plugins needs. See
+``docs/pydantic-ai.md``.
 
 Lazy (:mod:`filegate._lazy`): importing the package loads no framework.
 """
@@ -16,12 +18,14 @@ from filegate._lazy import attach
 
 if TYPE_CHECKING:
     from .approvals import FilegateCapability
+    from .converter import FilegatePydanticAIPayloadConverter, pydantic_ai_data_converter
     from .workspace import FilegateFileWorkspace, FilegateWorkspace
 
 __getattr__, __dir__, __all__ = attach(
     __name__,
     {
         ".approvals": ["FilegateCapability"],
+        ".converter": ["FilegatePydanticAIPayloadConverter", "pydantic_ai_data_converter"],
         ".workspace": ["FilegateFileWorkspace", "FilegateWorkspace"],
     },
 )
