@@ -57,6 +57,8 @@ class WorkspaceInWorkflow:
             "listed": [(e.name, e.path, e.is_dir) for e in await ws.list_dir("/a")],
             "missing": await ws.exists("/nope"),
             "dir": (await ws.stat("/a")).is_dir,
+            "file": (await ws.stat("/a/b.txt")).size,
+            "below_a_file": await ws.exists("/a/b.txt/child"),
         }
         try:
             await ws.write_bytes("/locked/x.txt", b"x")
@@ -110,6 +112,7 @@ async def test_the_workspace_runs_through_the_kit_inside_a_workflow(
     assert (root / "big.bin").read_bytes() == LARGE
     assert answer["listed"] == [["b.txt", "/a/b.txt", False]]
     assert answer["missing"] is False and answer["dir"] is True
+    assert answer["file"] == 6 and answer["below_a_file"] is False
     assert answer["denied"] is not None and "/locked/x.txt" in answer["denied"]
     assert not (root / "locked").exists()
     assert answer["not_found"] is True and answer["removed"] is True

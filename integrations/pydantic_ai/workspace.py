@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import errno
 import posixpath
 import shlex
 import uuid
@@ -62,6 +63,7 @@ from filegate.operations import (
     run_outside,
 )
 from filegate.workflows.adapter_gate import check_adapter_gate
+from filegate.workflows.inputs import BackendRef, BackendSpec, FileToolsConfig
 from filegate.workflows.operation import run_operation
 from pydantic_ai import RunContext
 from pydantic_ai.workspaces import (
@@ -95,10 +97,11 @@ _TIMEOUT_FOOTER = _EXIT_TIMEOUT.rsplit("\n", 1)[-1]
 _MKDIR_EXISTS = 117
 _MKDIR_NOT_DIRECTORY = 120
 _MKDIR_SCRIPT = (
-    'p=$1; if [ -e "$p" ] && [ ! -d "$p" ]; then exit 117; fi; q=$p; '
+    f'p=$1; if [ -e "$p" ] && [ ! -d "$p" ]; then exit {_MKDIR_EXISTS}; fi; q=$p; '
     'while [ "$q" != / ] && [ ! -e "$q" ]; do q=${q%/*}; [ -n "$q" ] || q=/; done; '
-    '[ -d "$q" ] || exit 120; mkdir -p -- "$p"'
+    f'[ -d "$q" ] || exit {_MKDIR_NOT_DIRECTORY}; mkdir -p -- "$p"'
 )
+"""``mkdir -p`` that tells a file in the way (the path, or an ancestor) from other failures."""
 
 
 class FilegateFileWorkspace:
@@ -119,6 +122,11 @@ class FilegateFileWorkspace:
     structurally), and ``make_dir`` raises ``NotImplementedError`` (Filegate
     has no directory operation but a command).
     """
+
+    can_execute: bool = False
+    """Whether ``run`` is offered (only :class:`FilegateWorkspace` offers it)."""
+    sandboxed: bool = False
+    """Whether commands run in Filegate's bubblewrap sandbox (declared, never probed)."""
 
     def __init__(
         self,
@@ -199,8 +207,24 @@ class FilegateFileWorkspace:
         if listing.error is None:
             return FileEntry(name=name, path=path, is_dir=True, size=None)
         if listing.code == "not_a_directory":
-            return FileEntry(name=name, path=path, is_dir=False, size=None)
+            return await self._file_entry(path, local)
         raise_for(listing.code, listing.error_text or "stat failed", path)
+
+    async def _file_entry(self, path: str, local: str) -> FileEntry:
+        """A path ``ls`` calls "not a directory": a file, or a path below one.
+
+        ``ls`` answers the same for both, so the parent's listing decides (and
+        gives the file's size); a name it does not list (below a file, or a
+        special file Filegate does not serve) is missing.
+        """
+        parent = await self._ls(posixpath.dirname(local))
+        if parent.error is not None:
+            raise_for(parent.code, parent.error_text or "stat failed", path)
+        for info in parent.entries:
+            if info.path.rstrip("/") == local:
+                entry = self._entry(info)
+                return FileEntry(name=entry.name, path=path, is_dir=entry.is_dir, size=entry.size)
+        raise FileNotFoundError(errno.ENOENT, "no such file or directory", path)
 
     async def list_dir(self, path: str) -> Sequence[FileEntry]:
         listing = await self._ls(self._inward(path))
@@ -237,10 +261,8 @@ class FilegateFileWorkspace:
 
     # ----------------------------------------------------------------------- FileTools
 
-    def backend_ref(self) -> Any:
+    def backend_ref(self) -> BackendRef:
         """This backend as a ``BackendRef`` (the kit's description of a remote backend)."""
-        from filegate.workflows.inputs import BackendRef
-
         return BackendRef(
             kind="remote",
             name=self.backend,
@@ -249,23 +271,18 @@ class FilegateFileWorkspace:
             sandboxed=self.sandboxed,
         )
 
-    def file_tools_config(self) -> Any:
+    def file_tools_config(self) -> FileToolsConfig:
         """The ``FileToolsConfig`` of this workspace: its backend, rules and policies.
 
         Build the agent workflow's ``FileTools`` from it in ``@workflow.init``, so
         a call an ``interrupt`` rule stops is approved against the same rules
         (:class:`~.approvals.FilegateApprovals`).
         """
-        from filegate.workflows.inputs import BackendSpec, FileToolsConfig
-
         return FileToolsConfig(
             backend=BackendSpec(default=self.backend_ref()),
             permissions=self.permissions,
             policies=self.policies,
         )
-
-    can_execute: bool = False
-    sandboxed: bool = False
 
     # ----------------------------------------------------------------------- plumbing
 
