@@ -29,8 +29,9 @@ else none); ``metrics_port`` / ``metrics_address`` serve Prometheus text at
 Filegate's, on one endpoint.
 
 The store comes from typed settings (``FILEGATE_S3_*``) or the ``artifacts``
-argument; it never travels in a workflow input. The manual wiring stays: the
-plugin is built from the same functions (:mod:`filegate.worker`).
+argument; it never travels in a workflow input. :mod:`filegate.worker`'s
+factories (``filegate worker``, ``filegate run``) build their workers through
+this plugin too, with explicit values: there is one wiring path.
 """
 
 from __future__ import annotations
@@ -68,7 +69,6 @@ from filegate.worker import (
     ShortWorkflowTasks,
     configured_store,
     file_tools,
-    model_activities,
     profiles_from,
     settings_store,
     with_preview,
@@ -114,16 +114,9 @@ _POLL_COUNTS = {
 
 @dataclass(frozen=True)
 class WorkerTuning:
-    """Worker options Filegate sets besides workflows and activities (None: the SDK's).
-
-    ``workflow_task_polls`` / ``activity_task_polls``: long polls kept open
-    (:data:`~filegate.worker.WORKFLOW_TASK_POLLERS`); ``sticky_schedule_to_start``:
-    how long a run waits for the worker that ran it last
-    (:data:`~filegate.worker.STICKY_SCHEDULE_TO_START`); ``heartbeat_throttle``:
-    heartbeats reach the server each second, so a dead tools worker is noticed
-    fast (:data:`~filegate.activities.contract.HEARTBEAT_THROTTLE`). An option
-    the worker sets itself (any value but the SDK's default) wins.
-    """
+    """Worker options Filegate sets besides workflows and activities (None: the SDK's);
+    the defaults' reasons are at the constants they come from. An option the
+    worker sets itself (any value but the SDK's default) wins."""
 
     workflow_task_polls: int | None = WORKFLOW_TASK_POLLERS
     activity_task_polls: int | None = ACTIVITY_TASK_POLLERS
@@ -132,8 +125,8 @@ class WorkerTuning:
 
     @classmethod
     def for_roles(cls, *, agent: bool, tools: bool) -> WorkerTuning:
-        """The values a worker of these roles gets: the agent's workflow polls and sticky
-        timeout, the tools' activity polls and heartbeat throttle."""
+        """An agent's workflow polls and sticky timeout, a tools worker's activity polls
+        and heartbeat throttle (a dead tools worker is noticed fast)."""
         full = cls()
         return cls(
             workflow_task_polls=full.workflow_task_polls if agent else None,
@@ -196,11 +189,9 @@ class FilegatePlugin(SimplePlugin):
     ``/metrics`` through the client's Temporal runtime (give the plugin to
     ``Client.connect``: a runtime cannot be added to a connected client).
 
-    ``tuning``: the poll counts, sticky timeout and heartbeat throttle its workers
-    get (None: :meth:`WorkerTuning.for_roles` of the roles asked for). A worker
-    given the plugin with a store refuses a client without Filegate's payload
-    codec, unless ``check_codec`` is False (:mod:`filegate.worker`'s factories:
-    their callers pass the client, whose large payloads then stay inline).
+    ``tuning``: its workers' poll counts, sticky timeout and heartbeat throttle
+    (None: :meth:`WorkerTuning.for_roles`). ``check_codec`` False: a worker with a
+    store accepts a client without Filegate's codec (large payloads stay inline).
     """
 
     def __init__(
@@ -342,8 +333,10 @@ class FilegatePlugin(SimplePlugin):
         activities: list[Callable[..., Any]] = []
         if self.agent:
             if self._model is None:
+                from filegate.activities.model import ModelActivities
+
                 profiles = self.model_profiles or profiles_from(self.settings)
-                self._model = model_activities(self.store(), profiles)
+                self._model = [ModelActivities(self.store(), profiles=profiles).call_model]
             activities += self._model
         if self.backends:
             if batch_calls not in self._tools:

@@ -3,8 +3,11 @@
 :func:`agent_worker` serves the AgentWorkflow and the model activity (plus,
 optionally, local backends); :func:`tools_worker` serves one backend's file
 tools on its own task queue (its credentials never leave that process);
-:func:`connect` gives the client with the shared data converter. The command
-line is :mod:`filegate.cli`. Worker code is imported where a worker is built.
+:func:`connect` gives the client with the shared data converter. Both factories
+build a ``Worker`` through :class:`~filegate.plugin.FilegatePlugin`'s roles with
+explicit values, so the plugin is the one place workflows, activities, runner
+and tuning are applied. The command line is :mod:`filegate.cli`. Worker code is
+imported where a worker is built.
 """
 
 from __future__ import annotations
@@ -252,44 +255,29 @@ def agent_worker(
     Its tuning is an agent's alone, local backends or not.
     """
     return _plugin_worker(
-        client, task_queue, options, agent=True, tools=False, backends=backends,
-        journal_dir=journal_dir, artifacts=artifacts, policies=policies,
-        model_profiles=model_profiles, allow=allow_execute_with_policies, fsync=journal_fsync,
+        client, task_queue, options, tools=False, policies=policies, journal_fsync=journal_fsync,
+        agent=True, backends=backends, journal_dir=journal_dir, artifacts=artifacts,
+        model_profiles=model_profiles, allow_execute_with_policies=allow_execute_with_policies,
     )  # fmt: skip
 
 
 def _plugin_worker(
-    client: Client,
-    task_queue: str,
-    options: dict[str, Any],
-    *,
-    agent: bool,
-    tools: bool,
-    backends: dict[str, BackendProtocol] | None,
-    journal_dir: str | Path | None,
-    artifacts: ArtifactStore | None,
-    policies: PolicyConfig | None,
-    model_profiles: ModelProfiles | None,
-    allow: bool,
-    fsync: bool,
-) -> Worker:
-    """A ``Worker`` wired by :class:`~filegate.plugin.FilegatePlugin`'s roles, with every
-    value explicit (nothing read from the environment) and ``options`` as given.
-
-    A ``workflow_runner`` in ``options`` is used as it is (the plugin would pass
-    Filegate's modules through it); the client is the caller's, codec or not.
+    client: Client, task_queue: str, options: dict[str, Any], *, tools: bool,
+    policies: PolicyConfig | None, journal_fsync: bool, **roles: Any,
+) -> Worker:  # fmt: skip
+    """A ``Worker`` configured by :class:`~filegate.plugin.FilegatePlugin` with ``roles``,
+    every value explicit (nothing read from the environment), ``options`` as given:
+    a ``workflow_runner`` among them is used as it is, and the client's codec is the caller's.
     """
     from filegate.backends.policy import PolicyConfig
     from filegate.plugin import FilegatePlugin, WorkerTuning
     from temporalio.plugin import SimplePlugin
     from temporalio.worker import Worker
 
+    tuning = WorkerTuning.for_roles(agent=roles["agent"], tools=tools)
     filegate = FilegatePlugin(
-        agent=agent, backends=backends, journal_dir=journal_dir, artifacts=artifacts,
-        settings=Settings(journal_fsync=fsync), model_profiles=model_profiles,
-        policies=policies if policies is not None else PolicyConfig(),
-        allow_execute_with_policies=allow, tracer_provider=None,
-        tuning=WorkerTuning.for_roles(agent=agent, tools=tools), check_codec=False,
+        settings=Settings(journal_fsync=journal_fsync), policies=policies or PolicyConfig(),
+        tracer_provider=None, tuning=tuning, check_codec=False, **roles,
     )  # fmt: skip
     plugins: list[Any] = [filegate]
     if "workflow_runner" in options:
@@ -297,20 +285,6 @@ def _plugin_worker(
         plugins.append(SimplePlugin("filegate.workflow_runner", workflow_runner=runner))
     plugins += options.pop("plugins", ())
     return Worker(client, task_queue=task_queue, plugins=plugins, **options)
-
-
-def model_activities(
-    artifacts: ArtifactStore | None, model_profiles: ModelProfiles | None = None
-) -> list[Callable[..., Any]]:
-    """The ``filegate.model`` activity, as :func:`agent_worker` registers it.
-
-    ``model_profiles`` None: the built-in defaults. Profiles from settings are
-    resolved by the caller (:func:`profiles_from`), so a bad configuration is a
-    :class:`ConfigError` when the worker is built, not at the first model call.
-    """
-    from filegate.activities.model import ModelActivities
-
-    return [ModelActivities(artifacts, profiles=model_profiles).call_model]
 
 
 def profiles_from(settings: Settings) -> ModelProfiles:
@@ -465,10 +439,10 @@ def tools_worker(
     its calls is an activity the limit counts.
     """
     return _plugin_worker(
-        client, task_queue, {"workflows": list(workflows), **options}, agent=serve_agents,
-        tools=True, backends=backends, journal_dir=journal_dir, artifacts=artifacts,
-        policies=policies, model_profiles=model_profiles, allow=allow_execute_with_policies,
-        fsync=journal_fsync,
+        client, task_queue, {"workflows": list(workflows), **options}, tools=True,
+        policies=policies, journal_fsync=journal_fsync, agent=serve_agents, backends=backends,
+        journal_dir=journal_dir, artifacts=artifacts, model_profiles=model_profiles,
+        allow_execute_with_policies=allow_execute_with_policies,
     )  # fmt: skip
 
 

@@ -153,9 +153,7 @@ def filegate_runner(
     The stock sandbox becomes :class:`ContextFreeSandboxRunner` when ``converter``
     never reads the serialization context (None, Filegate's, the SDK's and the
     OpenAI plugin's do not), which saves a fifth of an agent worker's event
-    loop; a runner class of your own keeps its class, and an unsandboxed
-    runner is left as it is. :class:`~filegate.plugin.FilegatePlugin` puts
-    this on every worker and replayer it configures.
+    loop; a runner class of your own keeps its class, an unsandboxed one is left.
     """
     runner = existing or SandboxedWorkflowRunner()
     if not isinstance(runner, SandboxedWorkflowRunner):
