@@ -52,6 +52,7 @@ from filegate.kernel.operation_types import (
     UploadFile,
     UploadRequest,
 )
+from filegate.kernel.paths import validate_path
 from filegate.kernel.permissions import FilesystemPermission, check_permission
 from filegate.kernel.protocol import ExecuteResult, FileInfo, LsResult
 from filegate.kernel.tool_types import ToolName, ToolOutcome
@@ -287,10 +288,16 @@ class FilegateFileWorkspace:
     # ----------------------------------------------------------------------- plumbing
 
     def _inward(self, path: str) -> str:
+        """Filegate's path for ``path``: ``ValueError`` for a malformed one (a bad argument),
+        ``PermissionError`` for one outside the mount (a place this workspace cannot reach)."""
         if not isinstance(path, str):
             raise TypeError(f"path must be a string, got {type(path).__name__}")
         if not path.startswith("/"):
             raise ValueError(f"path must be absolute, got {path!r}")
+        try:
+            validate_path(path)
+        except ValueError as exc:
+            raise ValueError(f"{path!r}: {exc}") from None
         try:
             return self.mount.inward(path)
         except ValueError as exc:
