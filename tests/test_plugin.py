@@ -429,3 +429,63 @@ async def test_the_plugins_settings_decide_whether_the_journal_fsyncs(
 
 
 LOCAL_WS = BackendSpec(default=BackendRef(kind="local", name="ws"))
+
+
+def _tuning(config: Any) -> tuple[int, int, timedelta, timedelta]:
+    """The poll counts, sticky timeout and heartbeat throttle a worker runs with."""
+    polls = [
+        config.get(f"max_concurrent_{kind}_task_polls")
+        or config[f"{kind}_task_poller_behavior"].maximum
+        for kind in ("workflow", "activity")
+    ]
+    return (
+        polls[0],
+        polls[1],
+        config["sticky_queue_schedule_to_start_timeout"],
+        config["max_heartbeat_throttle_interval"],
+    )
+
+
+@pytest.mark.services
+async def test_the_factories_build_through_the_plugins_roles(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    """Issue 35 item 3: ``agent_worker`` and ``tools_worker`` are ``Worker(plugins=[
+    FilegatePlugin(<role>)])``, each role with its workflows and its tuning (an agent
+    worker's local backends bring no tools tuning); a worker's own options and
+    runner are kept as given."""
+    from filegate.worker import agent_worker, tools_worker
+
+    def root(name: str) -> dict[str, Any]:
+        (tmp_path / name).mkdir()
+        return {"ws": FilesystemBackend(tmp_path / name)}
+
+    def journal(name: str) -> Path:
+        return tmp_path.parent / f"{tmp_path.name}-{name}"
+
+    runner = SandboxedWorkflowRunner()
+    workers = {
+        "agent": agent_worker(
+            temporal_client, uid("a"), backends=root("agent"), journal_dir=journal("agent")
+        ),
+        "tools": tools_worker(
+            temporal_client, uid("t"), root("tools"), journal("tools"),
+            max_concurrent_activity_task_polls=3,
+        ),
+        "co": tools_worker(
+            temporal_client, uid("c"), root("co"), journal("co"), serve_agents=True,
+            workflow_runner=runner,
+        ),
+    }  # fmt: skip
+    configs = {role: w.config(active_config=True) for role, w in workers.items()}
+    for config in configs.values():
+        assert any(isinstance(p, FilegatePlugin) for p in config["plugins"])
+    hosted = {role: set(c["workflows"]) for role, c in configs.items()}
+    assert hosted["tools"] == {OperationWorkflow}
+    assert hosted["agent"] == hosted["co"] == {AgentWorkflow, SessionWorkflow, OperationWorkflow}
+    second = timedelta(seconds=1)
+    assert _tuning(configs["agent"]) == (20, 5, 2 * second, 60 * second)
+    assert _tuning(configs["tools"]) == (5, 3, 10 * second, second)
+    assert _tuning(configs["co"]) == (20, 50, 2 * second, second)
+    assert configs["co"]["workflow_runner"] is runner
+    assert isinstance(configs["agent"]["workflow_runner"], ContextFreeSandboxRunner)
