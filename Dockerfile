@@ -16,7 +16,7 @@ COPY activities ./activities
 COPY workflows ./workflows
 COPY cli ./cli
 COPY integrations ./integrations
-RUN pip install '.[openai,anthropic,video,ui,otel]' \
+RUN pip install '.[openai,anthropic,video,ui,otel,mcp]' \
     && rm -rf /src/build /src/*.egg-info
 
 # Unprivileged runtime user. /workspace and /data exist in the image with this

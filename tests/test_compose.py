@@ -434,7 +434,8 @@ def test_dockerfile_installs_extras_without_system_packages() -> None:
     # Every runtime extra (a new one, e.g. for the UI, must reach the image), never
     # dev, nor the embedded dev servers (the stack runs real Temporal and MinIO),
     # nor the agent-framework adapters: those run in the user's own workers.
-    assert extras == set(declared) - {"dev", "devstack", "deepagents", "openai-agents"}
+    adapters = {"deepagents", "openai-agents", "pydantic-ai"}
+    assert extras == set(declared) - {"dev", "devstack"} - adapters
     assert ("USER", "filegate") in steps, "services must not run as root"
 
 
