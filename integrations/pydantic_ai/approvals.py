@@ -35,6 +35,7 @@ from typing import Any, Protocol
 
 from filegate.kernel.messages import ToolCall
 from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.exceptions import UserError
 from pydantic_ai.tools import (
     DeferredToolRequests,
     DeferredToolResults,
@@ -67,7 +68,9 @@ def host_file_tools(host: Any) -> TurnRunner:
     """The default way to the host's ``FileTools``: its ``file_tools`` attribute."""
     tools = getattr(host, "file_tools", None)
     if tools is None or not hasattr(tools, "run_turn"):
-        raise RuntimeError(
+        # UserError: PydanticAIPlugin fails the workflow with it (a code fix is needed),
+        # instead of retrying the workflow task forever.
+        raise UserError(
             f"{type(host).__name__} has no file_tools: build FileTools(workspace."
             "file_tools_config()) in @workflow.init as self.file_tools, or pass "
             "FilegateCapability(file_tools=...)"

@@ -245,10 +245,13 @@ class FilegateFileWorkspace:
         if isinstance(path, str) and _contains(posixpath.normpath(path), self.mount.at):
             raise ValueError("cannot remove the workspace's working directory or its ancestor")
         local = self._inward(path)
+        interrupted = self._interrupted("write", local)
+        args = {"file_path": local}
+        if interrupted and self._settled("delete", args, path):
+            return  # the approved re-run: the workflow removed it (it is gone now)
         await self.stat(path)  # FileNotFoundError / NotADirectoryError, as the protocol wants
-        if self._interrupted("write", local):
-            await self._approved("delete", {"file_path": local}, path)
-            return
+        if interrupted:
+            settled.ask(settled.current(self._context), "delete", args, shown=path)
         outcome = await self._tool("delete", {"file_path": local})
         if outcome.status == "error":
             raise_for("permission_denied" if _denied(outcome.text) else None, outcome.text, path)
@@ -330,17 +333,22 @@ class FilegateFileWorkspace:
                 f"{path}: writing it needs human approval (an interrupt rule matches), and "
                 "only a text (UTF-8) write can be approved: Filegate approves write_file calls"
             ) from None
-        await self._approved("write_file", {"file_path": local, "content": content}, path)
+        args = {"file_path": local, "content": content}
+        if not self._settled("write_file", args, path):
+            settled.ask(settled.current(self._context), "write_file", args, shown=path)
 
-    async def _approved(self, tool: ToolName, args: dict[str, Any], path: str) -> None:
-        """The settled answer of an approved call, or the request for its approval."""
-        ctx = settled.current(self._context)
-        answer = settled.answer_for(ctx, tool, args)
-        if answer is not None:
-            if not answer.ok:
-                raise_for("permission_denied" if _denied(answer.text) else None, answer.text, path)
-            return
-        settled.ask(ctx, tool, args, shown=path)
+    def _settled(self, tool: ToolName, args: dict[str, Any], path: str) -> bool:
+        """Whether this is the approved re-run of ``tool(args)``, which the workflow ran.
+
+        True: it ran and succeeded (nothing is left to do); an outcome recorded
+        as failed raises. False: not approved through Filegate yet.
+        """
+        answer = settled.answer_for(settled.current(self._context), tool, args)
+        if answer is None:
+            return False
+        if not answer.ok:
+            raise_for("permission_denied" if _denied(answer.text) else None, answer.text, path)
+        return True
 
     async def _run(self, op: Operation) -> OperationResult:
         if workflow.in_workflow():
