@@ -4,7 +4,7 @@ The round trip, for a call an ``interrupt`` rule stops (a write, a removal):
 
 1. the first run of the tool raises ``ApprovalRequired`` whose metadata names
    the Filegate call to approve (:func:`ask`); Pydantic AI defers the tool call;
-2. :class:`~.approvals.FilegateApprovals`, in the agent's workflow, runs that
+2. :class:`~.approvals.FilegateCapability`, in the agent's workflow, runs that
    call through ``FileTools``: a pending approval in Filegate's handlers, a
    reviewer's decision (``filegate approve``, the UI), and on approval the
    ``filegate.<tool>`` activity scheduled by the workflow that holds the
@@ -105,7 +105,7 @@ def ask(ctx: RunContext[Any] | None, tool: str, args: dict[str, Any], *, shown: 
     if ctx.tool_call_approved:
         raise PermissionError(
             f"{needs}, and this call's approval was not given through Filegate "
-            "(FilegateApprovals in the agent's workflow), so the tools worker cannot honour it"
+            "(FilegateCapability in the agent's workflow), so the tools worker cannot honour it"
         )
     raise ApprovalRequired(metadata=request_metadata(tool, args, shown))
 

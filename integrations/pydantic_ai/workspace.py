@@ -23,7 +23,7 @@ call has no workflow history to hold a reviewer's decision (the tools worker
 refuses a claimed approval on a standalone activity), so an ``interrupt`` rule
 becomes Pydantic AI's deferred approval instead. Inside an agent run the call
 raises ``ApprovalRequired`` with the Filegate call to approve in its metadata;
-:class:`~.approvals.FilegateApprovals` runs that call through ``FileTools`` in
+:class:`~.approvals.FilegateCapability` runs that call through ``FileTools`` in
 the agent's workflow (Filegate's approval handlers, ``filegate approve``),
 and the approved re-run of the tool finds the settled answer in
 ``ctx.tool_call_metadata`` instead of running it a second time (:mod:`.settled`).
@@ -280,7 +280,7 @@ class FilegateFileWorkspace:
 
         Build the agent workflow's ``FileTools`` from it in ``@workflow.init``, so
         a call an ``interrupt`` rule stops is approved against the same rules
-        (:class:`~.approvals.FilegateApprovals`).
+        (:class:`~.approvals.FilegateCapability`).
         """
         return FileToolsConfig(
             backend=BackendSpec(default=self.backend_ref()),
