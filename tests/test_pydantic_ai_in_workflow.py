@@ -121,3 +121,44 @@ async def test_the_workspace_runs_through_the_kit_inside_a_workflow(
         for event in history.events
     ]
     assert "filegate.transfer.upload" in events and "filegate.delete" in events
+
+
+@pytest.mark.parametrize("path", ["standalone", "workflow"])
+async def test_outside_a_workflow_both_operation_paths_answer_alike(
+    temporal_server: TemporalDevServer, tmp_path: Path, path: str
+) -> None:
+    """A standalone activity or the ``OperationWorkflow`` fallback: the same answers."""
+    root = tmp_path / "root"
+    root.mkdir()
+    queue = f"pai-out-{uuid.uuid4().hex[:8]}"
+    plugin = FilegatePlugin(
+        backends={"files": FilesystemBackend(root)},
+        journal_dir=tmp_path / "journal",
+        artifacts=None,
+    )
+    client = await Client.connect(
+        temporal_server.address,
+        namespace=temporal_server.namespace,
+        plugins=[plugin, PydanticAIPlugin()],
+        data_converter=pydantic_ai_data_converter(),
+    )
+    ws = FilegateFileWorkspace(
+        backend="files",
+        task_queue=queue,
+        client=client,
+        permissions=[LOCKED],
+        operation_path=path,  # type: ignore[arg-type]
+    )
+    async with Worker(client, task_queue=queue):
+        await ws.write_bytes("/d/x.bin", b"\x00\xff")
+        assert await ws.read_bytes("/d/x.bin") == b"\x00\xff"
+        assert [entry.name for entry in await ws.list_dir("/d")] == ["x.bin"]
+        with pytest.raises(PermissionError):
+            await ws.write_bytes("/locked/y", b"y")
+        with pytest.raises(IsADirectoryError):
+            await ws.read_bytes("/d")
+        with pytest.raises(NotADirectoryError):
+            await ws.list_dir("/d/x.bin")
+        await ws.remove("/d")
+        assert not await ws.exists("/d")
+    assert not (root / "d").exists() and not (root / "locked").exists()
