@@ -60,6 +60,8 @@ from filegate.activities.telemetry import (
 )
 from filegate.backends.policy import PolicyConfig
 from filegate.backends.settings import Settings
+from filegate.kernel.command_rules import CommandPrefixError
+from filegate.kernel.execute_gate import ExecuteGateError
 from filegate.worker import (
     ACTIVITY_TASK_POLLERS,
     FROM_SETTINGS,
@@ -154,6 +156,14 @@ class WorkerTuning:
 _OURS = (DefaultPayloadConverter, PydanticPayloadConverter, InlineMarkingPayloadConverter)
 """Payload converters the plugin replaces by Filegate's; any other one (another
 plugin's, such as ``OpenAIAgentsPlugin``'s) is kept and only gets the codec."""
+
+
+WORKFLOW_FAILURE_TYPES: tuple[type[Exception], ...] = (ExecuteGateError, CommandPrefixError)
+"""Filegate's typed configuration errors. Raised in workflow code (a host of
+``FileTools`` checking its rules, an adapter's gate inside a workflow), they
+fail the workflow: a configuration that can never run. Unregistered, each
+would fail only the workflow task, which Temporal retries until the code
+changes, so the run would hang with no answer."""
 
 
 class FilegatePlugin(SimplePlugin):
@@ -296,6 +306,7 @@ class FilegatePlugin(SimplePlugin):
         batch = config.get("max_task_queue_activities_per_second") is None
         config["activities"] = [*config.get("activities", []), *self._activities(batch)]
         config["workflow_runner"] = filegate_runner(config.get("workflow_runner"), converter)
+        config["workflow_failure_exception_types"] = failure_types(config)
         self.tuning.apply(config)
         return config
 
@@ -304,6 +315,7 @@ class FilegatePlugin(SimplePlugin):
         config = super().configure_replayer(config)
         converter = config.get("data_converter") or DataConverter.default
         config["workflow_runner"] = filegate_runner(config.get("workflow_runner"), converter)
+        config["workflow_failure_exception_types"] = failure_types(config)
         return config
 
     def _converter(self, existing: DataConverter | None) -> DataConverter:
@@ -379,3 +391,9 @@ def with_filegate_codec(
             )
         codec = ours.payload_codec
     return dataclasses.replace(base, payload_converter_class=payload_class, payload_codec=codec)
+
+
+def failure_types(config: WorkerConfig | ReplayerConfig) -> list[type[BaseException]]:
+    """The worker's own workflow failure types, and :data:`WORKFLOW_FAILURE_TYPES`."""
+    own = list(config.get("workflow_failure_exception_types") or [])
+    return own + [kind for kind in WORKFLOW_FAILURE_TYPES if kind not in own]
