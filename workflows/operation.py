@@ -96,7 +96,25 @@ class OperationWorkflow:
 
     @workflow.run
     async def run(self, op: Operation) -> OperationResult:
-        return await run_operation(op)
+        return await run_operation(unapproved(op))
 
 
-__all__ = ["OperationWorkflow", "run_operation"]
+def unapproved(op: Operation) -> Operation:
+    """``op`` without a claimed approval: the caller is outside any workflow.
+
+    Why: the tools worker believes ``approved`` on an activity a workflow
+    schedules, since a workflow that hosts ``FileTools`` sets it only after a
+    reviewer's decision in its own history. This workflow holds no decision;
+    it only forwards its starter's request. Passed on, a claimed approval
+    would waive an ``interrupt`` rule for anyone who can start a workflow,
+    where the same request sent as a standalone activity is refused
+    (``FileToolActivities._call``). So it is dropped here too, and an
+    interrupt rule refuses the call as a deny.
+    """
+    if op.tool is None or not (op.tool.approved or op.tool.approved_by):
+        return op
+    cleared = op.tool.model_copy(update={"approved": False, "approved_by": None})
+    return op.model_copy(update={"tool": cleared})
+
+
+__all__ = ["OperationWorkflow", "run_operation", "unapproved"]
