@@ -30,11 +30,8 @@ Score (langchain-tests 1.1.9): 79 passed, 7 xfailed of 86. The seven:
 
 from __future__ import annotations
 
-import asyncio
-import threading
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -43,7 +40,6 @@ pytest.importorskip("deepagents")
 pytest.importorskip("langchain_tests")
 
 from deepagents.backends.protocol import SandboxBackendProtocol
-from filegate.activities.history import filegate_data_converter
 from filegate.backends.artifacts import ArtifactStore
 from filegate.backends.bwrap import BwrapSandboxBackend
 from filegate.backends.embedded import TemporalDevServer
@@ -51,6 +47,8 @@ from filegate.integrations.deepagents import FilegateBackend, tools_worker
 from langchain_tests.integration_tests import SandboxIntegrationTests
 from minio import Minio
 from temporalio.client import Client
+
+from tests.threaded_worker import ThreadedWorker, xfail_deviations
 
 pytestmark = [pytest.mark.slow, pytest.mark.services]
 
@@ -78,77 +76,7 @@ DEVIATIONS: dict[str, str] = {
 """Suite tests that fail on purpose or because of a known difference, with the reason."""
 
 
-class _Services:
-    """A tools worker and a client on an event loop thread of their own.
-
-    Why a thread: the suite's sync tests block the test's event loop while they
-    wait for an operation, so a worker on that loop could never run it.
-    """
-
-    def __init__(self, server: TemporalDevServer, store: ArtifactStore, root: Path, journal: Path):
-        self.queue = f"lc-sandbox-{uuid.uuid4().hex[:8]}"
-        self.loop = asyncio.new_event_loop()
-        self._stop = asyncio.Event()
-        self._ready = threading.Event()
-        self._error: BaseException | None = None
-        self.client: Client | None = None
-        self._thread = threading.Thread(
-            target=self.loop.run_until_complete,
-            args=(self._serve(server, store, root, journal),),
-            daemon=True,
-        )
-        self._thread.start()
-        if not self._ready.wait(60) or self.client is None:
-            raise RuntimeError(f"the tools worker did not start: {self._error!r}")
-
-    async def _serve(
-        self, server: TemporalDevServer, store: ArtifactStore, root: Path, journal: Path
-    ) -> None:
-        try:
-            self.client = await Client.connect(
-                server.address,
-                namespace=server.namespace,
-                data_converter=filegate_data_converter(store),
-            )
-            backend = BwrapSandboxBackend(root, max_output_bytes=LARGE_OUTPUT_BYTES)
-            worker = tools_worker(self.client, self.queue, {BACKEND: backend}, journal)
-            async with worker:
-                self._ready.set()
-                await self._stop.wait()
-        except BaseException as exc:
-            self._error = exc
-            self._ready.set()
-            raise
-
-    def close(self) -> None:
-        self.loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(30)
-
-
-def _xfail_deviations(cls: type[Any]) -> type[Any]:
-    """Override each listed test in ``cls`` with an xfail-marked copy (the base stays as is)."""
-    for name, reason in DEVIATIONS.items():
-        inherited = getattr(cls, name)
-        marked = pytest.mark.xfail(reason=reason, strict=True)(_copy(inherited))
-        setattr(cls, name, marked)
-    return cls
-
-
-def _copy(function: Any) -> Any:
-    import functools
-    import types
-
-    clone = types.FunctionType(
-        function.__code__,
-        function.__globals__,
-        function.__name__,
-        function.__defaults__,
-        function.__closure__,
-    )
-    return functools.update_wrapper(clone, function)
-
-
-@_xfail_deviations
+@xfail_deviations(DEVIATIONS)
 class TestFilegateSandboxStandard(SandboxIntegrationTests):
     """The standard suite, unchanged but for the root directory and the deviations."""
 
@@ -166,7 +94,13 @@ class TestFilegateSandboxStandard(SandboxIntegrationTests):
         BwrapSandboxBackend(tmp_path_factory.mktemp("probe"), check=True)  # skip-free probe
         store = ArtifactStore(minio_client, "lc-suite", namespace=f"ns-{uuid.uuid4().hex[:8]}")
         root = tmp_path_factory.mktemp("lc-root")
-        services = _Services(temporal_server, store, root, tmp_path_factory.mktemp("journal"))
+        journal = tmp_path_factory.mktemp("journal")
+
+        def build(client: Client, queue: str) -> Any:
+            backend = BwrapSandboxBackend(root, max_output_bytes=LARGE_OUTPUT_BYTES)
+            return tools_worker(client, queue, {BACKEND: backend}, journal)
+
+        services = ThreadedWorker(temporal_server, store, "lc-sandbox", build)
         assert services.client is not None
         backend = FilegateBackend(
             backend=BACKEND, task_queue=services.queue, client=services.client, mount="/workspace"

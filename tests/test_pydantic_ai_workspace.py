@@ -14,20 +14,14 @@ a change of behaviour shows up as XPASS.
 
 from __future__ import annotations
 
-import asyncio
-import functools
-import threading
-import types
 import uuid
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 pytest.importorskip("pydantic_ai")
 
-from filegate.activities.history import filegate_data_converter
 from filegate.backends.artifacts import ArtifactStore
 from filegate.backends.bwrap import BwrapSandboxBackend
 from filegate.backends.embedded import TemporalDevServer
@@ -37,6 +31,8 @@ from minio import Minio
 from pydantic_ai.workspaces import WorkspaceBackend, WorkspaceRef
 from pydantic_ai.workspaces.conformance import WorkspaceBackendSuite
 from temporalio.client import Client
+
+from tests.threaded_worker import ThreadedWorker, xfail_deviations
 
 pytestmark = [pytest.mark.slow, pytest.mark.services]
 
@@ -68,72 +64,29 @@ DEVIATIONS: dict[str, str] = {
 """Suite tests that fail on purpose or because of a known difference, with the reason."""
 
 
-class Services:
-    """A tools worker and its client on an event loop thread of their own.
-
-    Why a thread: the suite's tests run on anyio's event loop, pytest-asyncio's
-    session fixtures on another; a worker on a loop of its own serves both (a
-    Temporal client may be used from any loop).
-    """
-
-    def __init__(self, server: TemporalDevServer, store: ArtifactStore, root: Path, journal: Path):
-        self.queue = f"pai-{uuid.uuid4().hex[:8]}"
-        self.loop = asyncio.new_event_loop()
-        self._stop = asyncio.Event()
-        self._ready = threading.Event()
-        self._error: BaseException | None = None
-        self.client: Client | None = None
-        self._thread = threading.Thread(
-            target=self.loop.run_until_complete,
-            args=(self._serve(server, store, root, journal),),
-            daemon=True,
-        )
-        self._thread.start()
-        if not self._ready.wait(60) or self.client is None:
-            raise RuntimeError(f"the tools worker did not start: {self._error!r}")
-
-    async def _serve(
-        self, server: TemporalDevServer, store: ArtifactStore, root: Path, journal: Path
-    ) -> None:
-        try:
-            self.client = await Client.connect(
-                server.address,
-                namespace=server.namespace,
-                data_converter=filegate_data_converter(store),
-            )
-            backend = BwrapSandboxBackend(root)
-            async with tools_worker(
-                self.client, self.queue, {BACKEND: backend}, journal, artifacts=store
-            ):
-                self._ready.set()
-                await self._stop.wait()
-        except BaseException as exc:
-            self._error = exc
-            self._ready.set()
-            raise
-
-    def close(self) -> None:
-        self.loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(30)
-
-
 @pytest.fixture(scope="module")
 def services(
     temporal_server: TemporalDevServer,
     minio_client: Minio,
     tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[Services]:
+) -> Iterator[ThreadedWorker]:
     BwrapSandboxBackend(tmp_path_factory.mktemp("probe"), check=True)  # skip-free probe
     store = ArtifactStore(minio_client, "pai-suite", namespace=f"ns-{uuid.uuid4().hex[:8]}")
     root = tmp_path_factory.mktemp("pai-root")
-    running = Services(temporal_server, store, root, tmp_path_factory.mktemp("journal"))
+    journal = tmp_path_factory.mktemp("journal")
+
+    def build(client: Client, queue: str) -> Any:
+        backend = BwrapSandboxBackend(root)
+        return tools_worker(client, queue, {BACKEND: backend}, journal, artifacts=store)
+
+    running = ThreadedWorker(temporal_server, store, "pai", build)
     try:
         yield running
     finally:
         running.close()
 
 
-def _workspace(services: Services) -> FilegateWorkspace:
+def _workspace(services: ThreadedWorker) -> FilegateWorkspace:
     assert services.client is not None
     return FilegateWorkspace(
         backend=BACKEND,
@@ -144,25 +97,7 @@ def _workspace(services: Services) -> FilegateWorkspace:
     )
 
 
-def _xfail_deviations(cls: type[Any]) -> type[Any]:
-    """Override each listed test in ``cls`` with an xfail-marked copy (the base stays as is)."""
-    for name, reason in DEVIATIONS.items():
-        inherited = getattr(cls, name)
-        clone = types.FunctionType(
-            inherited.__code__,
-            inherited.__globals__,
-            inherited.__name__,
-            inherited.__defaults__,
-            inherited.__closure__,
-        )
-        marked = pytest.mark.xfail(reason=reason, strict=True)(
-            functools.update_wrapper(clone, inherited)
-        )
-        setattr(cls, name, marked)
-    return cls
-
-
-@_xfail_deviations
+@xfail_deviations(DEVIATIONS)
 class TestFilegateWorkspaceConformance(WorkspaceBackendSuite):
     """The published suite, unchanged but for the deviations."""
 
@@ -171,11 +106,13 @@ class TestFilegateWorkspaceConformance(WorkspaceBackendSuite):
         return "asyncio"
 
     @pytest.fixture
-    def backend(self, services: Services) -> WorkspaceBackend:
+    def backend(self, services: ThreadedWorker) -> WorkspaceBackend:
         return _workspace(services)
 
     @pytest.fixture
-    def attach_backend(self, services: Services) -> Callable[[WorkspaceRef], WorkspaceBackend]:
+    def attach_backend(
+        self, services: ThreadedWorker
+    ) -> Callable[[WorkspaceRef], WorkspaceBackend]:
         def attach(ref: WorkspaceRef) -> WorkspaceBackend:
             built = _workspace(services)
             assert built.ref == ref, "a ref names one backend, queue and mount"
