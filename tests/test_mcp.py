@@ -21,6 +21,7 @@ from typing import Any
 import mcp_types as types
 import pytest
 from filegate.kernel import wire
+from filegate.kernel.registry import TOOLS
 from mcp.client import Client, ClientRequestContext
 from mcp.client.session import ElicitationFnT
 from mcp.client.stdio import StdioServerParameters
@@ -123,15 +124,7 @@ async def test_the_gate_over_stdio(
 
     async with mcp_client(cli_env, flags(tmp_path, root, workflow_id), ask, mode=mode) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
-        assert set(tools) == {
-            "ls",
-            "read_file",
-            "write_file",
-            "edit_file",
-            "delete",
-            "glob",
-            "grep",
-        }
+        assert set(tools) == set(TOOLS.order()) - {"execute"}  # no shell was asked for
         assert tools["read_file"].annotations and tools["read_file"].annotations.read_only_hint
         assert tools["write_file"].input_schema["required"] == ["file_path", "content"]
 
