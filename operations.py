@@ -37,14 +37,15 @@ layer, beside :mod:`filegate.worker` (``.importlinter``).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import uuid
 import weakref
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Literal, cast, get_args
+from typing import Any, Literal, TypeVar, cast, get_args
 
 from filegate.activities.contract import outcome_for_activity_error
 from filegate.activities.operation_stubs import (
@@ -63,6 +64,7 @@ from temporalio.exceptions import FailureError, TimeoutError, TimeoutType
 from temporalio.service import RPCError, RPCStatusCode
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 OperationPath = Literal["auto", "standalone", "workflow"]
 """How an operation outside a workflow runs (see the module docstring)."""
@@ -192,14 +194,15 @@ async def run_outside(
         except _TimedOut:
             raise await _timed_out(client, op, operation_timeout, via="standalone") from None
     remaining = timedelta(seconds=deadline - time.monotonic())
+    started = await client.start_workflow(
+        OperationWorkflow.run,
+        op,
+        id=f"filegate-op-{operation_kind(op)}-{uuid.uuid4().hex}",  # readable in the Web UI
+        task_queue=operation_task_queue,
+        execution_timeout=max(remaining, MIN_FALLBACK_TIMEOUT),
+    )
     try:
-        result: OperationResult = await client.execute_workflow(
-            OperationWorkflow.run,
-            op,
-            id=f"filegate-op-{operation_kind(op)}-{uuid.uuid4().hex}",  # readable in the Web UI
-            task_queue=operation_task_queue,
-            execution_timeout=max(remaining, MIN_FALLBACK_TIMEOUT),
-        )
+        result: OperationResult = await _until_done(started.result(), started.cancel)
     except WorkflowFailureError as exc:
         if not isinstance(exc.cause, TimeoutError):
             raise
@@ -246,7 +249,7 @@ async def _run_standalone(client: Client, op: Operation, *, timeout: timedelta) 
         raise
     _SUPPORT[client] = True
     try:
-        answer = await handle.result()
+        answer = await _until_done(handle.result(), handle.cancel)
     except ActivityFailureError as exc:
         if _overall_timeout(exc.cause):
             raise _TimedOut from exc
@@ -258,6 +261,25 @@ async def _run_standalone(client: Client, op: Operation, *, timeout: timedelta) 
     if kind == "read":
         return OperationResult(read=answer)
     return OperationResult(files=answer)
+
+
+async def _until_done(result: Awaitable[T], cancel: Callable[[], Awaitable[None]]) -> T:
+    """``result``; a caller cancelled meanwhile cancels the operation on the server too.
+
+    Why: the operation runs on a tools worker, not in this task, so cancelling
+    the caller alone would leave a command running to its timeout. The
+    cancellation reaches the activity with its next heartbeat (a second),
+    which stops the command; it is sent even while this task is being
+    cancelled, and its own failure (the server gone) is only logged.
+    """
+    try:
+        return await result
+    except asyncio.CancelledError:
+        try:
+            await asyncio.shield(cancel())
+        except Exception as exc:  # the caller's cancellation is what matters here
+            log.debug("cancelling the operation on the server failed: %s", exc)
+        raise
 
 
 def _overall_timeout(cause: BaseException) -> bool:
