@@ -23,6 +23,10 @@ from filegate.plugin import FilegatePlugin
 from temporalio.client import Client
 from temporalio.worker import Worker
 
+from tests.test_cli import CLI, cli_env
+
+__all__ = ["cli_env"]  # the fixture, shared with test_cli
+
 pytestmark = pytest.mark.services
 
 
@@ -54,3 +58,33 @@ async def test_a_cancelled_caller_stops_the_command(
             await caller
         await asyncio.sleep(5)
     assert not (root / "finished").exists(), "the command ran on after its caller was cancelled"
+
+
+async def test_ctrl_c_on_filegate_call_stops_the_command(
+    cli_env: dict[str, str], temporal_client: Client, tmp_path: Path
+) -> None:
+    """The command line's Ctrl-C (SIGINT) reaches the same cancellation: the tools
+    worker here is another process's (this test's), so only the server can stop it."""
+    import signal
+
+    root = tmp_path / "ws"
+    root.mkdir()
+    queue = f"cancel-cli-{uuid.uuid4().hex[:8]}"
+    plugin = FilegatePlugin(
+        backends={"ws": LocalShellBackend(str(root), virtual_mode=True)},
+        journal_dir=tmp_path / "journal", artifacts=None, settings=Settings(),
+        policies=None, tracer_provider=None,
+    )  # fmt: skip
+    env = {k: v for k, v in cli_env.items() if not k.startswith("FILEGATE_S3_")}
+    args = '{"command": "sleep 5 && touch finished"}'
+    async with Worker(temporal_client, task_queue=queue, plugins=[plugin]):
+        proc = await asyncio.create_subprocess_exec(
+            *CLI, "call", "execute", "--args", args, "--tools-queue", queue, "--name", "ws",
+            env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        await asyncio.sleep(3)  # the interpreter's start, then the command runs
+        proc.send_signal(signal.SIGINT)
+        _, err = await asyncio.wait_for(proc.communicate(), 60)
+        assert proc.returncode == 130, err.decode()
+        await asyncio.sleep(6)
+    assert not (root / "finished").exists(), "the command ran on after Ctrl-C"
