@@ -47,6 +47,10 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Literal, TypeVar, cast, get_args
 
+from temporalio.client import ActivityFailureError, Client, WorkflowFailureError
+from temporalio.exceptions import FailureError, TimeoutError, TimeoutType
+from temporalio.service import RPCError, RPCStatusCode
+
 from filegate.activities.contract import outcome_for_activity_error
 from filegate.activities.operation_stubs import (
     TRANSFER_STUBS,
@@ -59,9 +63,6 @@ from filegate.kernel.limits import DEFAULT_SEARCH_TIMEOUT
 from filegate.kernel.operation_types import Operation, OperationResult, operation_kind
 from filegate.kernel.tool_types import ToolOutcome
 from filegate.workflows.operation import OperationWorkflow
-from temporalio.client import ActivityFailureError, Client, WorkflowFailureError
-from temporalio.exceptions import FailureError, TimeoutError, TimeoutType
-from temporalio.service import RPCError, RPCStatusCode
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

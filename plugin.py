@@ -46,6 +46,17 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
 
+from temporalio.contrib.pydantic import PydanticPayloadConverter
+from temporalio.converter import DataConverter, DefaultPayloadConverter
+from temporalio.plugin import SimplePlugin
+from temporalio.service import ConnectConfig, ServiceClient
+from temporalio.worker import (
+    PollerBehaviorSimpleMaximum,
+    ReplayerConfig,
+    Worker,
+    WorkerConfig,
+)
+
 from filegate.activities.contract import HEARTBEAT_THROTTLE
 from filegate.activities.history import (
     ArtifactPayloadCodec,
@@ -76,22 +87,13 @@ from filegate.worker import (
     with_preview,
 )
 from filegate.workflows.runner import filegate_runner
-from temporalio.contrib.pydantic import PydanticPayloadConverter
-from temporalio.converter import DataConverter, DefaultPayloadConverter
-from temporalio.plugin import SimplePlugin
-from temporalio.service import ConnectConfig, ServiceClient
-from temporalio.worker import (
-    PollerBehaviorSimpleMaximum,
-    ReplayerConfig,
-    Worker,
-    WorkerConfig,
-)
 
 if TYPE_CHECKING:
+    from opentelemetry.trace import TracerProvider
+
     from filegate.activities.providers.profiles import ModelProfiles
     from filegate.backends.artifacts import ArtifactStore
     from filegate.kernel.protocol import BackendProtocol
-    from opentelemetry.trace import TracerProvider
 
 _UNRESOLVED: Any = object()
 """The store has not been opened yet (it is opened once, on first need)."""

@@ -24,14 +24,17 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from filegate.backends.settings import ENV_PREFIX, Settings
-from filegate.kernel.wire import OPERATION_WORKFLOW_TYPE, WORKFLOW_TYPE
 from temporalio import client as client_interceptor
 from temporalio.client import Client, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import TLSConfig
 
+from filegate.backends.settings import ENV_PREFIX, Settings
+from filegate.kernel.wire import OPERATION_WORKFLOW_TYPE, WORKFLOW_TYPE
+
 if TYPE_CHECKING:
+    from temporalio.worker import Worker
+
     from filegate.activities.providers.profiles import ModelProfiles
     from filegate.activities.telemetry import Telemetry
     from filegate.activities.tools import FileToolActivities
@@ -39,7 +42,6 @@ if TYPE_CHECKING:
     from filegate.backends.policy import PolicyConfig
     from filegate.backends.reaper import CommandBounds
     from filegate.kernel.protocol import BackendProtocol
-    from temporalio.worker import Worker
 
 log = logging.getLogger("filegate.worker")
 
@@ -269,10 +271,11 @@ def _plugin_worker(
     every value explicit (nothing read from the environment), ``options`` as given:
     a ``workflow_runner`` among them is used as it is, and the client's codec is the caller's.
     """
-    from filegate.backends.policy import PolicyConfig
-    from filegate.plugin import FilegatePlugin, WorkerTuning
     from temporalio.plugin import SimplePlugin
     from temporalio.worker import Worker
+
+    from filegate.backends.policy import PolicyConfig
+    from filegate.plugin import FilegatePlugin, WorkerTuning
 
     tuning = WorkerTuning.for_roles(agent=roles["agent"], tools=tools)
     filegate = FilegatePlugin(

@@ -13,6 +13,9 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, FailureError, TimeoutError, TimeoutType
+
 from filegate.kernel import wire
 from filegate.kernel.formatting import format_error
 from filegate.kernel.limits import (
@@ -28,8 +31,6 @@ from filegate.kernel.tool_types import (
     ToolName,
     ToolOutcome,
 )
-from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, FailureError, TimeoutError, TimeoutType
 
 HEARTBEAT_TIMEOUT = timedelta(seconds=2.5)
 """A worker that stops heartbeating this long is presumed dead and the call retried.

@@ -37,6 +37,10 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from temporalio.api.common.v1 import Payload
+from temporalio.contrib.pydantic import PydanticPayloadConverter, pydantic_data_converter
+from temporalio.converter import DataConverter, PayloadCodec
+
 from filegate.kernel.artifacts import ArtifactRef
 from filegate.kernel.messages import Message
 from filegate.kernel.transcripts import (
@@ -46,9 +50,6 @@ from filegate.kernel.transcripts import (
     TranscriptRef,
     conversation_key,
 )
-from temporalio.api.common.v1 import Payload
-from temporalio.contrib.pydantic import PydanticPayloadConverter, pydantic_data_converter
-from temporalio.converter import DataConverter, PayloadCodec
 
 if TYPE_CHECKING:
     from filegate.backends.artifacts import ArtifactStore

@@ -44,6 +44,8 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from pydantic import BaseModel
+
 from filegate.activities.journal_faults import JournalUnavailable, journal_reason
 from filegate.backends.host_files import named_for_call
 from filegate.kernel.dispatch import render_mutation, to_virtual
@@ -58,7 +60,6 @@ from filegate.kernel.tool_types import (
     ToolRequest,
     WriteFileArgs,
 )
-from pydantic import BaseModel
 
 CRASH_AFTER_APPLY_ENV = "FILEGATE_TEST_CRASH_AFTER_APPLY"
 """Test hook: when set to a tool call id, the process exits with status 137 right

@@ -16,10 +16,11 @@ reach no workflow's artifacts or journal entries and a request's
 
 from __future__ import annotations
 
-from filegate.kernel import wire
-from filegate.kernel.artifacts import chain_scope
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
+
+from filegate.kernel import wire
+from filegate.kernel.artifacts import chain_scope
 
 IDENTITY_ERROR_TYPE = wire.INVALID_RUN_IDENTITY_ERROR
 STANDALONE_SCOPE_PREFIX = "activity:"

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import errno
 
-from filegate.kernel import wire
 from temporalio.exceptions import ApplicationError
+
+from filegate.kernel import wire
 
 JOURNAL_UNAVAILABLE_ERROR = wire.JOURNAL_UNAVAILABLE_ERROR
 """ApplicationError type of a call its journal could not record (nothing applied)."""

@@ -25,6 +25,9 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Protocol
 
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
 from filegate.activities.history import (
     RecentTranscripts,
     TranscriptStore,
@@ -54,8 +57,6 @@ from filegate.kernel.transcripts import (
     ModelTurnResult,
     TranscriptPage,
 )
-from temporalio import activity
-from temporalio.exceptions import ApplicationError
 
 if TYPE_CHECKING:
     from filegate.backends.artifacts import ArtifactStore

@@ -16,6 +16,9 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from temporalio import activity
+from temporalio.common import RetryPolicy
+
 from filegate.activities.contract import (
     FILE_OP_TIMEOUT,
     HEARTBEAT_TIMEOUT,
@@ -32,8 +35,6 @@ from filegate.kernel.operation_types import (
     UploadRequest,
 )
 from filegate.kernel.tool_types import NON_RETRYABLE_ERROR_TYPES
-from temporalio import activity
-from temporalio.common import RetryPolicy
 
 
 def _unreachable(name: str) -> RuntimeError:

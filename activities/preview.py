@@ -20,10 +20,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from temporalio import activity
+
 from filegate.kernel import wire
 from filegate.kernel.previews import ChangePreview, compute_preview
 from filegate.kernel.tool_types import ToolRequest
-from temporalio import activity
 
 if TYPE_CHECKING:
     from filegate.activities.tools import FileToolActivities

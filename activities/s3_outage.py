@@ -33,11 +33,12 @@ import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
 from filegate.backends.artifact_errors import ArtifactStoreDown, ArtifactStoreRefused
 from filegate.backends.s3 import S3_WAIT_UNTIL
 from filegate.kernel import wire
-from temporalio import activity
-from temporalio.exceptions import ApplicationError
 
 S3_WAITING = "ArtifactStoreWaiting"
 S3_UNAVAILABLE = wire.ARTIFACT_STORE_UNAVAILABLE_ERROR

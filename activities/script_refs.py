@@ -20,6 +20,8 @@ import threading
 from collections import OrderedDict
 from typing import TYPE_CHECKING
 
+from temporalio.exceptions import ApplicationError
+
 from filegate.activities.providers.scripted import SCRIPTS, Parsed, script_unavailable
 from filegate.backends.artifacts import (
     ArtifactAccessError,
@@ -30,7 +32,6 @@ from filegate.kernel import wire
 from filegate.kernel.artifacts import ArtifactRef
 from filegate.kernel.messages import ModelRequest
 from filegate.kernel.scripts import SCRIPT_BY_REFERENCE_OVER, ScriptRef, canonical_script
-from temporalio.exceptions import ApplicationError
 
 if TYPE_CHECKING:
     from filegate.backends.artifacts import ArtifactStore

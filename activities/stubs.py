@@ -33,6 +33,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from datetime import timedelta
 from typing import Any
 
+from pydantic import BaseModel
+from temporalio import activity, workflow
+
 from filegate.activities.contract import tool_activity_options
 from filegate.kernel.formatting import format_glob, format_grep, format_ls
 from filegate.kernel.limits import DEFAULT_TOOL_WORKER_WAIT
@@ -49,8 +52,6 @@ from filegate.kernel.tool_types import (
     ToolRequest,
 )
 from filegate.kernel.visibility import to_virtual
-from pydantic import BaseModel
-from temporalio import activity, workflow
 
 WORKER_WAIT = timedelta(seconds=DEFAULT_TOOL_WORKER_WAIT)
 """:func:`file_tool`'s default wait for a tools worker (the one default, in ``kernel.limits``)."""

@@ -35,8 +35,6 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from filegate.kernel import observability as names
-from filegate.kernel.formatting import is_rule_refusal
 from temporalio import activity
 from temporalio import client as client_interceptors
 from temporalio.common import MetricMeter
@@ -48,11 +46,15 @@ from temporalio.worker import (
     WorkflowInterceptorClassInput,
 )
 
+from filegate.kernel import observability as names
+from filegate.kernel.formatting import is_rule_refusal
+
 if TYPE_CHECKING:
-    from filegate.kernel.messages import ModelResponse
-    from filegate.kernel.tool_types import ToolOutcome, ToolRequest
     from opentelemetry.trace import Span, Tracer, TracerProvider
     from temporalio.runtime import Runtime
+
+    from filegate.kernel.messages import ModelResponse
+    from filegate.kernel.tool_types import ToolOutcome, ToolRequest
 
 log = logging.getLogger(__name__)
 

@@ -38,6 +38,11 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from temporalio import activity
+from temporalio.exceptions import (
+    ApplicationError,
+)
+
 from filegate.activities.contract import search_timeout_message
 from filegate.activities.idempotency import open_journal
 from filegate.activities.identity import run_scope
@@ -76,10 +81,6 @@ from filegate.kernel.tool_types import (
     ToolName,
     ToolOutcome,
     ToolRequest,
-)
-from temporalio import activity
-from temporalio.exceptions import (
-    ApplicationError,
 )
 
 if TYPE_CHECKING:

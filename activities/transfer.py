@@ -18,6 +18,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Literal
 
+from temporalio import activity
+
 from filegate.activities.tools import FileToolActivities
 from filegate.kernel import wire
 from filegate.kernel.gates import entry_refused
@@ -36,7 +38,6 @@ from filegate.kernel.tool_types import (
     ToolName,
     ToolRequest,
 )
-from temporalio import activity
 
 _Operation = Literal["read", "write"]
 

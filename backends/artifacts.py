@@ -32,6 +32,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from minio import Minio
+from minio.commonconfig import ENABLED, Filter
+from minio.error import S3Error
+from minio.lifecycleconfig import Expiration, LifecycleConfig, Rule
+
 from filegate.backends.artifact_errors import (
     ArtifactAccessError,
     ArtifactError,
@@ -60,10 +65,6 @@ from filegate.backends.s3 import (
 from filegate.kernel.artifacts import ArtifactRef
 from filegate.kernel.limits import DEFAULT_READ_LIMIT, DEFAULT_S3_OUTAGE_SECONDS
 from filegate.kernel.protocol import ReadResult
-from minio import Minio
-from minio.commonconfig import ENABLED, Filter
-from minio.error import S3Error
-from minio.lifecycleconfig import Expiration, LifecycleConfig, Rule
 
 if TYPE_CHECKING:
     from filegate.backends.settings import Settings

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from av.container import InputContainer
     from av.video.frame import VideoFrame
     from av.video.stream import VideoStream
+
     from filegate.kernel.messages import ContentBlock
 
 FRAME_MIME = "image/jpeg"

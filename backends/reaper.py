@@ -69,6 +69,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pydantic import ByteSize, TypeAdapter
+
 from filegate.backends.cgroups import CommandCgroup
 from filegate.kernel.limits import (
     DEFAULT_EXECUTE_COMMAND_MEMORY_BYTES,
@@ -81,7 +83,6 @@ from filegate.kernel.limits import (
     EXECUTE_WATCH_SECONDS,
     execute_timeout_problem,
 )
-from pydantic import ByteSize, TypeAdapter
 
 if TYPE_CHECKING:
     from filegate.backends.settings import Settings

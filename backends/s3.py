@@ -20,15 +20,16 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import urllib3
+from minio import Minio
+from minio.deleteobjects import DeleteObject
+from minio.error import InvalidResponseError, MinioException, S3Error, ServerError
+
 from filegate.backends.streams import stream_text_window
 from filegate.kernel.limits import DEFAULT_S3_OUTAGE_SECONDS
 from filegate.kernel.media_types import is_media_path
 from filegate.kernel.protocol import (
     ReadResult,
 )
-from minio import Minio
-from minio.deleteobjects import DeleteObject
-from minio.error import InvalidResponseError, MinioException, S3Error, ServerError
 
 if TYPE_CHECKING:
     from filegate.backends.settings import Settings

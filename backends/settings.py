@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import ClassVar
 
+from pydantic import BaseModel, ByteSize, ConfigDict, Field, SecretStr
+
 from filegate.kernel.limits import (
     DEFAULT_EXECUTE_COMMAND_MEMORY_BYTES,
     DEFAULT_EXECUTE_FILE_BYTES,
@@ -23,7 +25,6 @@ from filegate.kernel.limits import (
     DEFAULT_S3_OUTAGE_SECONDS,
     DEFAULT_SANDBOX_TMP_BYTES,
 )
-from pydantic import BaseModel, ByteSize, ConfigDict, Field, SecretStr
 
 ENV_PREFIX = "FILEGATE_"
 

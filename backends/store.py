@@ -18,6 +18,9 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from minio import Minio
+from minio.error import S3Error
+
 from filegate.backends.s3 import (
     DEFAULT_MAX_FILE_BYTES,
     S3_FAILURES,
@@ -60,12 +63,11 @@ from filegate.kernel.protocol import (
     WriteResult,
 )
 from filegate.kernel.textops import apply_edit, decode_text
-from minio import Minio
-from minio.error import S3Error
 
 if TYPE_CHECKING:
-    from filegate.backends.settings import Settings
     from minio.datatypes import Object
+
+    from filegate.backends.settings import Settings
 
 
 _TEXT_TYPE = "text/plain; charset=utf-8"

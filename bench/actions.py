@@ -39,6 +39,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import Bench, call, remote, scripted_input, temporal_bench
+
 from filegate.backends.filesystem import FilesystemBackend
 from filegate.cli.run import approval_counters
 from filegate.cli.ui_listing import approval_listing

@@ -35,12 +35,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import Bench, call, scripted_input, temporal_bench
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+
 from filegate import FilegatePlugin
 from filegate.backends.local_shell import LocalShellBackend
 from filegate.worker import WORKFLOW_TASK_TIMEOUT, tools_worker
 from filegate.workflows import AgentWorkflow, BackendRef
-from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client
 
 FLOOR_SECONDS = 4.0
 MOMENTS = {

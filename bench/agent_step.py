@@ -66,15 +66,16 @@ from common import (
     temporal_bench,
     text_file,
 )
+from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+from temporalio.contrib.pydantic import pydantic_data_converter
+
 from filegate.activities.providers.scripted import ScriptedProvider
 from filegate.backends.filesystem import FilesystemBackend
 from filegate.kernel.messages import Message, ModelRequest, ModelSpec, ToolCall
 from filegate.worker import agent_worker, tools_worker
 from filegate.workflows import AgentInput, AgentWorkflow, BackendRef
-from temporalio.api.enums.v1 import TaskQueueType
-from temporalio.api.taskqueue.v1 import TaskQueue
-from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
-from temporalio.contrib.pydantic import pydantic_data_converter
 
 STEPS = int(os.environ.get("BENCH_STEPS", "50"))
 FILE_BYTES = 20 * 1024

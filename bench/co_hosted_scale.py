@@ -28,9 +28,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from agent_step import tools_process
 from common import Bench, emit_json, print_table, remote, temporal_bench
+from throughput import CALLS_PER_WORKFLOW, WORKFLOWS, failures, noop_ceiling, run_agents
+
 from filegate.backends.filesystem import FilesystemBackend
 from filegate.worker import tools_worker
-from throughput import CALLS_PER_WORKFLOW, WORKFLOWS, failures, noop_ceiling, run_agents
 
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
 

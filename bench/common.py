@@ -24,12 +24,13 @@ PROJECT = Path(__file__).resolve().parents[1]
 if str(PROJECT) not in sys.path:
     sys.path.insert(0, str(PROJECT))
 
-from filegate.backends.embedded import TemporalDevServer  # noqa: E402
-from filegate.kernel.messages import ModelSpec  # noqa: E402
-from filegate.workflows import AgentInput, BackendRef, BackendSpec, Limits  # noqa: E402
 from temporalio.api.enums.v1 import EventType  # noqa: E402
 from temporalio.client import Client, WorkflowHandle  # noqa: E402
 from temporalio.contrib.pydantic import pydantic_data_converter  # noqa: E402
+
+from filegate.backends.embedded import TemporalDevServer  # noqa: E402
+from filegate.kernel.messages import ModelSpec  # noqa: E402
+from filegate.workflows import AgentInput, BackendRef, BackendSpec, Limits  # noqa: E402
 
 Turn = dict[str, Any]
 

@@ -47,6 +47,13 @@ PROJECT = Path(__file__).resolve().parents[1]
 if str(PROJECT) not in sys.path:
     sys.path.insert(0, str(PROJECT))
 
+from google.protobuf.descriptor import FieldDescriptor  # noqa: E402
+from google.protobuf.message import Message as ProtoMessage  # noqa: E402
+from temporalio.api.common.v1 import Payload  # noqa: E402
+from temporalio.api.enums.v1 import EventType  # noqa: E402
+from temporalio.api.history.v1 import HistoryEvent  # noqa: E402
+from temporalio.client import Client  # noqa: E402
+
 from filegate.activities.history import CODEC_THRESHOLD, filegate_data_converter  # noqa: E402
 from filegate.backends.artifacts import ArtifactStore  # noqa: E402
 from filegate.backends.embedded import TemporalDevServer  # noqa: E402
@@ -57,12 +64,6 @@ from filegate.kernel.protocol import BackendProtocol  # noqa: E402
 from filegate.worker import agent_worker, tools_worker  # noqa: E402
 from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec, Limits  # noqa: E402
 from filegate.workflows.agent import sandboxed_runner  # noqa: E402
-from google.protobuf.descriptor import FieldDescriptor  # noqa: E402
-from google.protobuf.message import Message as ProtoMessage  # noqa: E402
-from temporalio.api.common.v1 import Payload  # noqa: E402
-from temporalio.api.enums.v1 import EventType  # noqa: E402
-from temporalio.api.history.v1 import HistoryEvent  # noqa: E402
-from temporalio.client import Client  # noqa: E402
 
 FILE_LINES = 200
 LINE = 99  # + newline: 200 x 100 = 20 000 chars

@@ -41,9 +41,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import throughput
 from common import Bench, emit_json, print_table, temporal_bench
-from filegate.workflows import batching
 from temporalio import activity, workflow
 from temporalio.worker import Worker
+
+from filegate.workflows import batching
 
 WORKFLOWS = 50
 TURNS = 5

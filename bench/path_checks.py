@@ -33,6 +33,8 @@ from typing import Any
 PROJECT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(PROJECT))
 
+from temporalio.testing import ActivityEnvironment  # noqa: E402
+
 from filegate.activities.tools import FileToolActivities  # noqa: E402
 from filegate.backends.composite import CompositeBackend  # noqa: E402
 from filegate.backends.filesystem import FilesystemBackend  # noqa: E402
@@ -43,7 +45,6 @@ from filegate.kernel.routing import Router  # noqa: E402
 from filegate.kernel.tool_types import TOOL_ARGS, ToolRequest  # noqa: E402
 from filegate.workflows.calls import ToolCalls  # noqa: E402
 from filegate.workflows.gate import check_call  # noqa: E402
-from temporalio.testing import ActivityEnvironment  # noqa: E402
 
 COUNTS: collections.Counter[str] = collections.Counter()
 

@@ -49,6 +49,7 @@ from common import (
     temporal_bench,
     text_file,
 )
+
 from filegate.backends.filesystem import FilesystemBackend
 from filegate.kernel.dispatch import run_tool
 from filegate.kernel.state import StateBackend

@@ -41,6 +41,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from temporalio.client import Client, WorkflowHandle
+from temporalio.service import RPCError
+
 from filegate.backends.embedded import TemporalDevServer
 from filegate.backends.embedded_s3 import S3DevServer
 from filegate.backends.local_shell import LocalShellBackend
@@ -51,8 +54,6 @@ from filegate.kernel.protocol import BackendProtocol
 from filegate.worker import agent_worker, configured_store, connect, tools_worker
 from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec, Decision
 from filegate.workflows.inputs import Limits
-from temporalio.client import Client, WorkflowHandle
-from temporalio.service import RPCError
 
 LINES = 900
 BIG = f"echo ran >> runs.log; for i in $(seq 1 {LINES}); do printf 'R%05d%093d\\n' $i 0; done"

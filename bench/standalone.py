@@ -27,12 +27,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import emit_json, ms, percentile, print_table, temporal_bench, text_file
+from temporalio.client import Client
+
 from filegate.activities.stubs import tool_request
 from filegate.backends.filesystem import FilesystemBackend
 from filegate.kernel.operation_types import Operation
 from filegate.operations import Via, run_outside
 from filegate.worker import tools_worker
-from temporalio.client import Client
 
 CALLS = int(os.environ.get("BENCH_CALLS", "100"))
 WARMUP = 5

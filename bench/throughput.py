@@ -63,6 +63,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import Bench, call, emit_json, print_table, remote, scripted_input, temporal_bench
+from temporalio import activity, workflow
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
+
 from filegate.backends.filesystem import FilesystemBackend
 from filegate.kernel.tool_types import (
     TOOL_BATCH_ACTIVITY,
@@ -74,8 +77,6 @@ from filegate.kernel.tool_types import (
 )
 from filegate.worker import ACTIVITY_TASK_POLLERS, WORKFLOW_TASK_POLLERS, agent_worker, tools_worker
 from filegate.workflows import AgentResult, AgentWorkflow, BackendRef
-from temporalio import activity, workflow
-from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 WORKFLOWS = int(os.environ.get("BENCH_WORKFLOWS", "50"))
 CALLS_PER_WORKFLOW = 20

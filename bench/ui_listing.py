@@ -38,6 +38,8 @@ from typing import Any
 
 import httpx
 from common import Bench, emit_json, ms, print_table, scripted_input, temporal_bench
+from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
+
 from filegate.backends.filesystem import FilesystemBackend
 from filegate.cli import ui_listing
 from filegate.cli.ui import create_app
@@ -46,7 +48,6 @@ from filegate.kernel.messages import ModelSpec
 from filegate.kernel.permissions import FilesystemPermission
 from filegate.worker import agent_worker, tools_worker
 from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec
-from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
 
 FLOOR_S = 2.0
 TOKEN = "bench-ui-listing-token-0123456789"

@@ -16,13 +16,6 @@ import sys
 from datetime import timedelta
 from typing import Any
 
-from filegate.cli.connection import target_from
-from filegate.cli.contract import DECIDE_TIMEOUT, QUERY_TIMEOUT
-from filegate.cli.errors import NEEDS_S3, CliError, failure_text, undecodable
-from filegate.cli.grant_options import add_remember_options, grant_line, remember_payload
-from filegate.cli.progress import approval_context, args_text, counted, rule_text, say
-from filegate.cli.ui_listing import LISTING_TIMEOUT, Listing, approval_listing
-from filegate.kernel.wire import DECIDE_UPDATE, PENDING_QUERY, STATUS_QUERY, WORKFLOW_TYPE
 from temporalio.client import (
     Client,
     WorkflowContinuedAsNewError,
@@ -35,6 +28,14 @@ from temporalio.client import (
     WorkflowUpdateRPCTimeoutOrCancelledError,
 )
 from temporalio.service import RPCError, RPCStatusCode
+
+from filegate.cli.connection import target_from
+from filegate.cli.contract import DECIDE_TIMEOUT, QUERY_TIMEOUT
+from filegate.cli.errors import NEEDS_S3, CliError, failure_text, undecodable
+from filegate.cli.grant_options import add_remember_options, grant_line, remember_payload
+from filegate.cli.progress import approval_context, args_text, counted, rule_text, say
+from filegate.cli.ui_listing import LISTING_TIMEOUT, Listing, approval_listing
+from filegate.kernel.wire import DECIDE_UPDATE, PENDING_QUERY, STATUS_QUERY, WORKFLOW_TYPE
 
 log = logging.getLogger("filegate.approvals")
 

@@ -21,6 +21,9 @@ import sys
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
+from temporalio.service import RPCError
+
 from filegate.backends.artifacts import (
     OPEN_RUN_MARGIN_DAYS,
     ArtifactError,
@@ -30,12 +33,11 @@ from filegate.backends.artifacts import (
 from filegate.backends.settings import ENV_PREFIX, Settings
 from filegate.cli.errors import CliError
 from filegate.worker import configured_store
-from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
-from temporalio.service import RPCError
 
 if TYPE_CHECKING:
-    from filegate.backends.artifacts import ArtifactStore
     from temporalio.client import Client
+
+    from filegate.backends.artifacts import ArtifactStore
 
 log = logging.getLogger("filegate.artifacts")
 

@@ -34,16 +34,18 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pydantic import ValidationError
+
 from filegate.cli.errors import CliError, failure_text
 from filegate.cli.run_inputs import first_error, load_permissions, load_prompt, workspace_root
 from filegate.kernel.limits import DEFAULT_EXECUTE_TIMEOUT
 from filegate.kernel.tool_types import TOOL_ORDER, ToolRequest
-from pydantic import ValidationError
 
 if TYPE_CHECKING:
+    from temporalio.client import Client
+
     from filegate.cli.connection import Target
     from filegate.operations import OperationPath, Ran
-    from temporalio.client import Client
 
 __all__ = ["add_parser", "call_command", "parse_request"]
 
@@ -159,8 +161,9 @@ async def _call_deployed(
     args: argparse.Namespace, target: Target, request: ToolRequest, path: OperationPath
 ) -> Ran:
     """The call on a deployment's tools worker (queues as ``submit`` names them)."""
-    from filegate.cli.submit import DEPLOYED_BACKENDS, has_pollers
     from temporalio.service import RPCError
+
+    from filegate.cli.submit import DEPLOYED_BACKENDS, has_pollers
 
     queue = args.tools_queue or DEPLOYED_BACKENDS[args.backend].task_queue
     if not queue:
@@ -187,9 +190,10 @@ async def _run(
     path: OperationPath,
     timeout: timedelta,
 ) -> Ran:
+    from temporalio.client import WorkflowFailureError
+
     from filegate.kernel.operation_types import Operation
     from filegate.operations import OperationTimedOut, StandaloneUnavailable, run_outside
-    from temporalio.client import WorkflowFailureError
 
     op = Operation(task_queue=queue, tool=request)
     try:

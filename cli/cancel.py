@@ -16,12 +16,13 @@ import asyncio
 import time
 from typing import Any
 
+from temporalio.client import WorkflowExecutionStatus
+from temporalio.service import RPCError, RPCStatusCode
+
 from filegate.cli.approvals import describe_agent, os_user, state_name
 from filegate.cli.connection import target_from
 from filegate.cli.errors import CliError
 from filegate.cli.progress import say
-from temporalio.client import WorkflowExecutionStatus
-from temporalio.service import RPCError, RPCStatusCode
 
 GRACE_SECONDS = 5.0
 """How long a live worker gets to end a canceled run before it is terminated."""

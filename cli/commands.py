@@ -19,6 +19,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
+from temporalio.service import RPCError
+
 from filegate.backends.embedded import LOOPBACK
 from filegate.cli import (
     approvals,
@@ -39,7 +41,6 @@ from filegate.cli.outage import transient
 from filegate.cli.services import STOPPED_BY
 from filegate.cli.telemetry import finish as finish_telemetry
 from filegate.worker import ConfigError
-from temporalio.service import RPCError
 
 
 def _add_ui_parser(sub: Any, common: argparse.ArgumentParser) -> None:

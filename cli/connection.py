@@ -18,13 +18,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from temporalio.client import Client
+from temporalio.envconfig import ClientConfigProfile, ClientConfigTLS, DataSource
+from temporalio.service import TLSConfig
+
 from filegate.backends.settings import ENV_PREFIX, Settings
 from filegate.cli.errors import CliError
 from filegate.cli.telemetry import cli_telemetry
 from filegate.worker import FROM_SETTINGS, connect
-from temporalio.client import Client
-from temporalio.envconfig import ClientConfigProfile, ClientConfigTLS, DataSource
-from temporalio.service import TLSConfig
 
 
 @dataclass(frozen=True)

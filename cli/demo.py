@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from temporalio.client import Client, WorkflowFailureError
+
 from filegate.cli.approvals import shown_fingerprint
 from filegate.cli.connection import target_from
 from filegate.cli.errors import CliError, failure_text, logs_kept
@@ -25,7 +27,6 @@ from filegate.cli.progress import Approval, Progress, args_text, content_text, f
 from filegate.cli.run import approval_counters
 from filegate.cli.services import local_services, services_client, state_dir_for
 from filegate.worker import in_process_workers
-from temporalio.client import Client, WorkflowFailureError
 
 if TYPE_CHECKING:
     from filegate.backends.artifacts import ArtifactStore

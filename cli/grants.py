@@ -13,13 +13,6 @@ import json
 from datetime import timedelta
 from typing import Any
 
-from filegate.cli.approvals import describe_agent, os_user, state_name
-from filegate.cli.connection import target_from
-from filegate.cli.contract import DECIDE_TIMEOUT, QUERY_TIMEOUT
-from filegate.cli.errors import CliError, failure_text
-from filegate.cli.grant_options import grant_line, shown_status
-from filegate.cli.progress import say
-from filegate.kernel.wire import GRANTS_QUERY, REVOKE_UPDATE
 from temporalio.client import (
     Client,
     WorkflowQueryFailedError,
@@ -28,6 +21,14 @@ from temporalio.client import (
 )
 from temporalio.client import WorkflowExecutionStatus as Status
 from temporalio.service import RPCError, RPCStatusCode
+
+from filegate.cli.approvals import describe_agent, os_user, state_name
+from filegate.cli.connection import target_from
+from filegate.cli.contract import DECIDE_TIMEOUT, QUERY_TIMEOUT
+from filegate.cli.errors import CliError, failure_text
+from filegate.cli.grant_options import grant_line, shown_status
+from filegate.cli.progress import say
+from filegate.kernel.wire import GRANTS_QUERY, REVOKE_UPDATE
 
 
 async def _running(client: Client, workflow_id: str) -> None:

@@ -29,11 +29,12 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+from temporalio.client import Client
+
 from filegate.cli.errors import CliError
 from filegate.cli.run import ROOT_MEMO
 from filegate.cli.run_inputs import load_interrupt_on, load_permissions, workspace_root
 from filegate.kernel import wire
-from temporalio.client import Client
 
 DEFAULT_HTTP_PORT = 8765
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -163,8 +164,9 @@ async def _session(
 ) -> AsyncIterator[None]:
     """Start the session workflow, or serve a running one again (``--workflow-id``); on the
     way out, close it (its running calls finish first, and a later start may reopen it)."""
-    from filegate.workflows.session import SessionInput, SessionWorkflow
     from temporalio.exceptions import WorkflowAlreadyStartedError
+
+    from filegate.workflows.session import SessionInput, SessionWorkflow
 
     memo = {ROOT_MEMO: str(root)} if root is not None else None
     handle = client.get_workflow_handle(workflow_id)
@@ -197,8 +199,9 @@ async def _session(
 
 def mcp_server(client: Client, workflow_id: str, args: argparse.Namespace) -> Any:
     """The SDK's low-level server with Filegate's two handlers."""
-    from filegate.cli.mcp_gate import McpGate
     from mcp.server import Server
+
+    from filegate.cli.mcp_gate import McpGate
 
     gate = McpGate(
         client, workflow_id, reviewer=reviewer_name(args), ask=args.ask,
@@ -225,6 +228,7 @@ async def serve_stdio(server: Any) -> None:
 async def serve_http(server: Any, host: str, port: int) -> None:
     """Streamable HTTP at ``/mcp``; off loopback, behind the approval UI's guard."""
     import uvicorn
+
     from filegate.cli.web_guard import GuardMiddleware, UiAccess
 
     app: Any = server.streamable_http_app(host=host)

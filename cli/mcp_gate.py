@@ -37,12 +37,6 @@ from datetime import timedelta
 from typing import Any, Literal
 
 import mcp_types as types
-from filegate.cli.approvals import fingerprint_shown
-from filegate.cli.progress import args_text, rule_text
-from filegate.kernel import wire
-from filegate.kernel.messages import MediaBlock, ToolCall, ToolSpec
-from filegate.kernel.registry import TOOLS
-from filegate.workflows.file_tools import ToolResult
 from mcp.server import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import is_version_at_least
@@ -53,6 +47,13 @@ from temporalio.client import (
     WorkflowUpdateHandle,
     WorkflowUpdateStage,
 )
+
+from filegate.cli.approvals import fingerprint_shown
+from filegate.cli.progress import args_text, rule_text
+from filegate.kernel import wire
+from filegate.kernel.messages import MediaBlock, ToolCall, ToolSpec
+from filegate.kernel.registry import TOOLS
+from filegate.workflows.file_tools import ToolResult
 
 AskMode = Literal["form", "url"]
 """How a call asks: a form with the preview, or a link to the approval UI."""

@@ -17,8 +17,9 @@ import sys
 import time
 from collections.abc import Callable
 
-from filegate.cli.errors import CliError
 from temporalio.service import RPCError, RPCStatusCode
+
+from filegate.cli.errors import CliError
 
 OUTAGE_ENV = "FILEGATE_TEMPORAL_OUTAGE_SECONDS"
 """How long ``run`` / ``submit`` wait for an unreachable Temporal before giving up."""

@@ -11,11 +11,12 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from temporalio.client import WorkflowHandle, WorkflowQueryFailedError
+from temporalio.service import RPCError
+
 from filegate.cli.contract import QUERY_TIMEOUT
 from filegate.cli.outage import Outage, transient
 from filegate.kernel.wire import PENDING_QUERY, TRANSCRIPT_QUERY
-from temporalio.client import WorkflowHandle, WorkflowQueryFailedError
-from temporalio.service import RPCError
 
 if TYPE_CHECKING:
     from filegate.workflows import AgentResult

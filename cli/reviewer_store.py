@@ -19,8 +19,9 @@ from filegate.backends.s3 import OutageWaiter, client_from_settings, endpoint_ur
 from filegate.worker import ConfigError, settings_store
 
 if TYPE_CHECKING:
-    from filegate.backends.settings import Settings
     from minio import Minio
+
+    from filegate.backends.settings import Settings
 
 REVIEWER_S3_OUTAGE_SECONDS = 5.0
 """How long a reviewer's command waits for S3 that does not answer."""

@@ -15,6 +15,15 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from temporalio.client import Client, WorkflowFailureError
+from temporalio.common import (
+    TypedSearchAttributes,
+    WorkflowIDConflictPolicy,
+    WorkflowIDReusePolicy,
+)
+from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.service import RPCError, RPCStatusCode
+
 from filegate.activities.pages import full_transcript
 from filegate.cli.connection import target_from
 from filegate.cli.errors import CliError, failure_text
@@ -40,14 +49,6 @@ from filegate.cli.run_inputs import (
 from filegate.cli.services import local_services, services_client, state_dir_outside
 from filegate.cli.workers import env_policies
 from filegate.worker import in_process_workers, make_backend
-from temporalio.client import Client, WorkflowFailureError
-from temporalio.common import (
-    TypedSearchAttributes,
-    WorkflowIDConflictPolicy,
-    WorkflowIDReusePolicy,
-)
-from temporalio.exceptions import WorkflowAlreadyStartedError
-from temporalio.service import RPCError, RPCStatusCode
 
 if TYPE_CHECKING:
     from filegate.backends.artifacts import ArtifactStore
@@ -329,12 +330,13 @@ async def approval_counters(client: Client) -> TypedSearchAttributes | None:
     UI and ``filegate approvals`` find it with one visibility query; a server
     without them would refuse the start, so they are asked for first (one RPC).
     """
+    from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
+
     from filegate.workflows.approval_handlers import (
         DECIDED_APPROVALS,
         PENDING_APPROVALS,
         initial_search_attributes,
     )
-    from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 
     try:
         known = await client.operator_service.list_search_attributes(

@@ -14,9 +14,10 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from pydantic import ValidationError
+
 from filegate.cli.connection import read_file
 from filegate.cli.errors import CliError, failure_text
-from pydantic import ValidationError
 
 if TYPE_CHECKING:
     from filegate.kernel.messages import ModelSpec

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from temporalio.client import Client
+
 from filegate.backends.embedded import LOOPBACK, TemporalDevServer, is_listening, listener_uid
 from filegate.backends.embedded_s3 import S3DevServer
 from filegate.backends.embedded_stack import Lease, acquire, release, s3_entry, temporal_entry
@@ -26,7 +28,6 @@ from filegate.backends.startup import inside
 from filegate.cli.connection import Target, with_address
 from filegate.cli.errors import CliError, service_failure
 from filegate.worker import S3Access, open_store, with_payload_codec
-from temporalio.client import Client
 
 if TYPE_CHECKING:
     from filegate.backends.artifacts import ArtifactStore

@@ -15,6 +15,9 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from temporalio.client import Client
+from temporalio.service import RPCError
+
 from filegate.cli.connection import target_from
 from filegate.cli.errors import CliError
 from filegate.cli.progress import say
@@ -26,8 +29,6 @@ from filegate.cli.run import (
     report_result,
     start_and_follow,
 )
-from temporalio.client import Client
-from temporalio.service import RPCError
 
 __all__ = ["DEPLOYED_BACKENDS", "DeployedBackend", "add_parser", "submit_command"]
 

@@ -19,11 +19,12 @@ import asyncio
 from datetime import timedelta
 from typing import Any
 
+from temporalio.client import WorkflowHandle
+
 from filegate.cli.approvals import PREVIEW_WAIT_SECONDS, fingerprint_shown, listed_now
 from filegate.cli.errors import CliError
 from filegate.cli.progress import counted
 from filegate.kernel.wire import DECIDE_TURN_UPDATE
-from temporalio.client import WorkflowHandle
 
 DONE = {"approve": "approved", "reject": "rejected"}
 

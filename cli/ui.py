@@ -40,6 +40,15 @@ from typing import Any, TypeVar
 from urllib.parse import urlencode
 
 import uvicorn
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from pydantic import ValidationError
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.routing import Route
+from temporalio.client import Client, WorkflowUpdateFailedError
+from temporalio.service import RPCError
+
 from filegate.backends.embedded import is_listening
 from filegate.cli.connection import target_from
 from filegate.cli.errors import CliError, failure_text, undecodable
@@ -66,14 +75,6 @@ from filegate.kernel.wire import DECIDE_TURN_UPDATE, DECIDE_UPDATE
 from filegate.worker import ConfigError
 from filegate.workflows.inputs import Decision
 from filegate.workflows.turn_decisions import TurnDecision
-from jinja2 import Environment, FileSystemLoader, select_autoescape
-from pydantic import ValidationError
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, Response
-from starlette.routing import Route
-from temporalio.client import Client, WorkflowUpdateFailedError
-from temporalio.service import RPCError
 
 log = logging.getLogger("filegate.ui")
 

@@ -26,6 +26,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from temporalio.client import Client, WorkflowHistory, WorkflowQueryFailedError
+from temporalio.converter import DataConverter
+from temporalio.service import RPCError
+
 from filegate.cli.ui_listing import (
     LISTING_TIMEOUT,
     NOT_OURS,
@@ -49,9 +53,6 @@ from filegate.kernel.wire import (
     DECIDED_QUERY,
     STATUS_QUERY,
 )
-from temporalio.client import Client, WorkflowHistory, WorkflowQueryFailedError
-from temporalio.converter import DataConverter
-from temporalio.service import RPCError
 
 CLOSED_KEPT = 1000
 """Closed runs whose decisions are remembered (they cannot change)."""

@@ -21,6 +21,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from jinja2 import Environment
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.routing import Route
+from temporalio.client import Client, WorkflowUpdateFailedError
+from temporalio.service import RPCError
+
 from filegate.cli.errors import failure_text
 from filegate.cli.grant_options import grant_line, shown_status
 from filegate.cli.ui_cards import page_json
@@ -37,12 +44,6 @@ from filegate.cli.web_guard import reviewer_of
 from filegate.kernel.wire import DECIDED_ATTRIBUTE, GRANTS_QUERY, REVOKE_UPDATE
 from filegate.workflows.grant_models import Grant, scope_text
 from filegate.workflows.grants import grant_scope, grant_search
-from jinja2 import Environment
-from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, Response
-from starlette.routing import Route
-from temporalio.client import Client, WorkflowUpdateFailedError
-from temporalio.service import RPCError
 
 GRANTS_FRAGMENT = "/grants"
 GRANTS_API = "/api/grants"

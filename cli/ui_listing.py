@@ -33,11 +33,12 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from filegate.cli.errors import undecodable
-from filegate.kernel.wire import DECIDED_ATTRIBUTE, PENDING_ATTRIBUTE, PENDING_QUERY
 from temporalio.client import Client, WorkflowQueryFailedError
 from temporalio.common import SearchAttributeKey
 from temporalio.service import RPCError, RPCStatusCode
+
+from filegate.cli.errors import undecodable
+from filegate.kernel.wire import DECIDED_ATTRIBUTE, PENDING_ATTRIBUTE, PENDING_QUERY
 
 log = logging.getLogger("filegate.approvals")
 

@@ -20,6 +20,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pydantic import ByteSize
+
 from filegate.backends.cgroups import aggregate_bounds_in_place, aggregate_bounds_status
 from filegate.backends.policy import PolicyConfig
 from filegate.backends.reaper import CommandBounds, parse_size, size_text
@@ -47,7 +49,6 @@ from filegate.worker import (
     tools_worker,
     with_payload_codec,
 )
-from pydantic import ByteSize
 
 if TYPE_CHECKING:
     from filegate.kernel.protocol import BackendProtocol

@@ -70,6 +70,9 @@ from agents import (
     ToolOutputText,
 )
 from agents.tool_context import ToolContext
+from temporalio import workflow
+from temporalio.converter import DataConverter, DefaultPayloadConverter
+
 from filegate.kernel.messages import (
     RAW_ARGS_KEY,
     ContentBlock,
@@ -81,8 +84,6 @@ from filegate.kernel.messages import (
 from filegate.kernel.tool_types import TOOL_ORDER, ToolOutcome
 from filegate.workflows import tool_descriptions as descriptions
 from filegate.workflows.file_tools import FileTools
-from temporalio import workflow
-from temporalio.converter import DataConverter, DefaultPayloadConverter
 
 __all__ = [
     "FileToolsRunner",

@@ -27,6 +27,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
+from pydantic import BaseModel, ValidationError
+
 from filegate.kernel.execute_gate import (
     ExecuteGateError,
     check_execute_gate,
@@ -89,7 +91,6 @@ from filegate.kernel.tool_types import (
     WriteFileArgs,
 )
 from filegate.kernel.visibility import to_virtual
-from pydantic import BaseModel, ValidationError
 
 _R = TypeVar("_R", bound=_Result)
 

@@ -26,11 +26,12 @@ from collections.abc import Iterable
 from functools import cache, lru_cache
 
 import bracex
+from wcmatch import fnmatch as wc_fnmatch
+from wcmatch import glob as wc_glob
+
 from filegate.kernel.paths import is_within, validate_path
 from filegate.kernel.protocol import GrepResult
 from filegate.kernel.textops import bad_max_count
-from wcmatch import fnmatch as wc_fnmatch
-from wcmatch import glob as wc_glob
 
 GLOB_FLAGS = wc_glob.GLOBSTAR | wc_glob.BRACE
 _SEGMENT_FLAGS = 0  # no DOTMATCH: a leading dot must be spelled

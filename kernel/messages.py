@@ -10,13 +10,14 @@ import json
 import re
 from typing import Any, Literal
 
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
 from filegate.kernel.limits import (
     DEFAULT_MAX_TOOL_ARGS_CHARS,
     DEFAULT_MAX_TOOL_CALLS_PER_TURN,
     MAX_TOOL_NAME_CHARS,
 )
 from filegate.kernel.scripts import ScriptRef
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 
 class TextBlock(BaseModel):

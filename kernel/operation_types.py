@@ -15,12 +15,13 @@ and clients alike. Their shapes are a wire contract: recorded histories
 
 from __future__ import annotations
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from filegate.kernel import wire
 from filegate.kernel.limits import DEFAULT_READ_LIMIT
 from filegate.kernel.permissions import FilesystemPermission
 from filegate.kernel.protocol import ErrorCode
 from filegate.kernel.tool_types import ToolOutcome, ToolRequest
-from pydantic import BaseModel, ConfigDict, Field
 
 MAX_BINARY_BYTES = 500 * 1024
 """Largest binary file a read returns (deepagents' ``MAX_BINARY_BYTES``): a bigger

@@ -25,6 +25,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, TypeVar
 
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
 from filegate.kernel.paths import validate_path
 from filegate.kernel.protocol import FileInfo, GrepMatch
 from filegate.kernel.registry import TOOLS, Operation
@@ -39,7 +41,6 @@ from filegate.kernel.rule_patterns import (
     pattern_matches,
     split_anchor,
 )
-from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 Mode = Literal["allow", "deny", "interrupt"]
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 import difflib
 from typing import Literal
 
+from pydantic import BaseModel, Field
+
 from filegate.kernel.dispatch import InvalidToolRequest, parse_args, shown_path
 from filegate.kernel.gates import entry_refused, search_visible
 from filegate.kernel.permissions import FilesystemPermission, check_permission, filter_paths
@@ -21,7 +23,6 @@ from filegate.kernel.reach import ReachRefused, judged_at_reach, reach_for
 from filegate.kernel.textops import apply_edit, decode_text, fingerprint
 from filegate.kernel.tool_types import DeleteArgs, EditFileArgs, ToolRequest, WriteFileArgs
 from filegate.kernel.visibility import to_virtual
-from pydantic import BaseModel, Field
 
 PreviewKind = Literal["new_file", "overwrite", "edit", "delete", "execute", "unavailable"]
 """``new_file``/``overwrite``: a ``write_file`` onto a missing or existing file;

@@ -20,8 +20,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Literal, Protocol, Self, runtime_checkable
 
-from filegate.kernel.limits import DEFAULT_READ_LIMIT
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from filegate.kernel.limits import DEFAULT_READ_LIMIT
 
 ErrorCode = Literal[
     "file_not_found",

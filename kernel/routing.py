@@ -26,6 +26,8 @@ from functools import lru_cache
 from typing import TypeVar
 
 import bracex
+from wcmatch import fnmatch as wc_fnmatch
+
 from filegate.kernel.globbing import GlobMatcher, relative_to, resolve_glob
 from filegate.kernel.paths import below, is_within, mount_of, validate_path
 from filegate.kernel.protocol import (
@@ -43,7 +45,6 @@ from filegate.kernel.protocol import (
     _Result,
 )
 from filegate.kernel.textops import merge_grep_budget
-from wcmatch import fnmatch as wc_fnmatch
 
 _MAX_REBASED = 256
 """Cap on route-local patterns derived from one glob (brace/``**`` blow-up guard)."""

@@ -17,8 +17,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import bracex
-from filegate.kernel.paths import is_within
 from wcmatch import glob as wc_glob
+
+from filegate.kernel.paths import is_within
 
 RULE_FLAGS = wc_glob.GLOBSTAR | wc_glob.BRACE | wc_glob.DOTGLOB | wc_glob.FORCEUNIX | wc_glob.CASE
 """wcmatch flags for rule patterns.

@@ -16,9 +16,10 @@ import hashlib
 import json
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from filegate.kernel import wire
 from filegate.kernel.artifacts import ArtifactRef
-from pydantic import BaseModel, ConfigDict, Field
 
 SCRIPT_BY_REFERENCE_OVER = 8 * 1024
 """Bytes of canonical JSON above which a script is named by reference after the first

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from pydantic import BaseModel, Field
+
 from filegate.kernel import wire
 from filegate.kernel.compact import DefaultsOmitted
 from filegate.kernel.limits import DEFAULT_MAX_EXECUTE_TIMEOUT
@@ -32,7 +34,6 @@ from filegate.kernel.tool_args import (
     WriteFileArgs,
     _Args,
 )
-from pydantic import BaseModel, Field
 
 TOOL_ORDER: tuple[ToolName, ...] = TOOLS.order
 """Fixed order in which tools are offered to the model (prompt-cache friendly)."""

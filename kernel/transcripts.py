@@ -11,12 +11,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from filegate.kernel import wire
 from filegate.kernel.artifacts import ArtifactRef
 from filegate.kernel.compact import DefaultsOmitted
 from filegate.kernel.messages import Message, ModelRequest, ModelResponse
 from filegate.kernel.scripts import ScriptRef
-from pydantic import BaseModel, ConfigDict, Field
 
 CONVERSATION_DIR = "/conversation_history/"
 """Virtual directory of archived conversation text (evicted messages, summarised transcripts)."""

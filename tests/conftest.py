@@ -15,12 +15,13 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
-from filegate.backends.embedded import TemporalDevServer
-from filegate.backends.embedded_s3 import S3DevServer
 from hypothesis import settings
 from minio import Minio
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
+
+from filegate.backends.embedded import TemporalDevServer
+from filegate.backends.embedded_s3 import S3DevServer
 
 pytest_plugins = ["tests.sandbox_fixtures"]
 """The bwrap modules' fixtures (``sb`` on ``root``); a module's own ``root`` wins."""

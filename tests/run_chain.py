@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from filegate.kernel.artifacts import chain_scope
 from temporalio.client import Client
+
+from filegate.kernel.artifacts import chain_scope
 
 
 async def scope_of(client: Client, workflow_id: str) -> str:

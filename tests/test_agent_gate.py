@@ -6,6 +6,7 @@ import re
 from typing import Any
 
 import pytest
+
 from filegate.kernel.formatting import Rendered
 from filegate.kernel.permissions import FilesystemPermission
 from filegate.kernel.routing import Router

@@ -17,6 +17,15 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from temporalio import workflow
+from temporalio.client import (
+    Client,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+    WorkflowUpdateStage,
+)
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
+
 from filegate.kernel.previews import ChangePreview
 from filegate.workflows.approval_handlers import (
     DECIDED_APPROVALS,
@@ -30,15 +39,6 @@ from filegate.workflows.inputs import (
     DecisionAck,
     PendingApproval,
 )
-from temporalio import workflow
-from temporalio.client import (
-    Client,
-    WorkflowHandle,
-    WorkflowUpdateFailedError,
-    WorkflowUpdateStage,
-)
-from temporalio.worker import UnsandboxedWorkflowRunner, Worker
-
 from tests.test_workflow_e2e import eventually
 
 

@@ -28,6 +28,13 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
+from starlette.testclient import TestClient
+from temporalio import workflow
+from temporalio.client import Client
+from temporalio.common import SearchAttributeKey
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
+
 from filegate.backends.embedded import TemporalDevServer
 from filegate.cli import ui_decided, ui_listing
 from filegate.cli.approvals import LISTING_TIMEOUT, UNANSWERED_EXIT, approval_listing
@@ -41,13 +48,6 @@ from filegate.cli.ui_listing import (
 )
 from filegate.kernel.wire import PENDING_ATTRIBUTE
 from filegate.workflows import Decision
-from starlette.testclient import TestClient
-from temporalio import workflow
-from temporalio.client import Client
-from temporalio.common import SearchAttributeKey
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.worker import UnsandboxedWorkflowRunner, Worker
-
 from tests.ui_support import (
     TOKEN,
     agent_stack,

@@ -11,6 +11,8 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from minio import Minio
+
 from filegate.backends.artifacts import (
     ArtifactAccessError,
     ArtifactIntegrityError,
@@ -23,7 +25,6 @@ from filegate.backends.embedded import free_port
 from filegate.backends.embedded_s3 import S3DevServer
 from filegate.backends.s3 import make_client
 from filegate.backends.settings import Settings
-from minio import Minio
 
 BUCKET = "h10-artifact-tests"
 

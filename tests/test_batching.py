@@ -19,6 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio import workflow
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowHistory
+from temporalio.testing import ActivityEnvironment
+from temporalio.worker import Replayer
+from temporalio.workflow import NondeterminismError
+
 from filegate.activities.tools import FileToolActivities
 from filegate.backends.filesystem import FilesystemBackend
 from filegate.kernel.limits import DEFAULT_READ_LIMIT
@@ -40,13 +47,6 @@ from filegate.workflows import (
     batching,
 )
 from filegate.workflows.agent import sandboxed_runner
-from temporalio import workflow
-from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowHistory
-from temporalio.testing import ActivityEnvironment
-from temporalio.worker import Replayer
-from temporalio.workflow import NondeterminismError
-
 from tests.scripting import calls, local_activities, local_tool_calls
 
 pytestmark = pytest.mark.services

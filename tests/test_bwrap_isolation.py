@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from filegate.backends.bwrap import BwrapSandboxBackend, SandboxUnavailableError
 from filegate.backends.reaper import CommandBounds
 

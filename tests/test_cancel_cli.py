@@ -13,10 +13,10 @@ import uuid
 from pathlib import Path
 
 import pytest
-from filegate.workflows import AgentWorkflow
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus
 
+from filegate.workflows import AgentWorkflow
 from tests.scripting import calls
 from tests.test_cli import cli, cli_env
 from tests.test_grants import docs_agent, pending_one, workers, write

@@ -22,6 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio.client import Client, WorkflowQueryFailedError
+from temporalio.service import RPCError, TLSConfig
+
 from filegate.backends.embedded import TemporalDevServer
 from filegate.backends.embedded_s3 import S3DevServer
 from filegate.backends.settings import Settings
@@ -35,9 +38,6 @@ from filegate.worker import configured_store, connect
 from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec
 from filegate.workflows.approval_handlers import DECIDED_APPROVALS, PENDING_APPROVALS
 from filegate.workflows.gate import ToolInterrupt
-from temporalio.client import Client, WorkflowQueryFailedError
-from temporalio.service import RPCError, TLSConfig
-
 from tests.run_chain import scope_of
 
 pytestmark = pytest.mark.services

@@ -17,6 +17,7 @@ import shlex
 from pathlib import Path
 
 import pytest
+
 from filegate.cli.commands import build_parser
 from filegate.cli.run_inputs import load_interrupt_on
 

@@ -13,9 +13,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
+
 from filegate.cli.run_inputs import first_error
 from filegate.kernel.permissions import FilesystemPermission
-from pydantic import ValidationError
 
 CLI = [sys.executable, "-m", "filegate"]
 

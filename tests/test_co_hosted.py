@@ -20,6 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+from temporalio.worker import Replayer
+
 from filegate.backends.filesystem import FilesystemBackend
 from filegate.backends.local_shell import LocalShellBackend
 from filegate.backends.policy import PolicyConfig
@@ -29,10 +33,6 @@ from filegate.workflows import AgentInput, AgentResult, AgentWorkflow
 from filegate.workflows.agent import sandboxed_runner
 from filegate.workflows.batching import BATCH_AT_START_PATCH
 from filegate.workflows.reviews import CO_HOSTED_PATCH
-from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client
-from temporalio.worker import Replayer
-
 from tests.scripting import calls, workflow_task_failure
 
 pytestmark = pytest.mark.services

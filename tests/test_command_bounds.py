@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
 from filegate.backends.bwrap import BwrapSandboxBackend
 from filegate.backends.cgroups import PREFIX, aggregate_bounds_status, cgroup_support
 from filegate.backends.local_shell import LocalShellBackend

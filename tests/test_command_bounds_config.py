@@ -8,6 +8,7 @@ import struct
 from pathlib import Path
 
 import pytest
+
 from filegate.backends import cgroups
 from filegate.backends.reaper import CommandBounds, bound_error
 from filegate.backends.seccomp import filter_program

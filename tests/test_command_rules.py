@@ -21,6 +21,11 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import ValidationError
+from temporalio.client import Client
+
 from filegate.backends.local_shell import LocalShellBackend
 from filegate.integrations.deepagents import execute_interrupt_on
 from filegate.kernel.command_rules import (
@@ -35,11 +40,6 @@ from filegate.kernel.routing import Router
 from filegate.kernel.tool_types import ToolName
 from filegate.workflows import AgentInput, AgentWorkflow, BackendSpec, Decision
 from filegate.workflows.gate import ToolInterrupt, approval_trigger, check_call
-from hypothesis import given, settings
-from hypothesis import strategies as st
-from pydantic import ValidationError
-from temporalio.client import Client
-
 from tests.scripting import calls
 from tests.test_cli import CLI, call, cli, cli_env, write_json
 from tests.test_run_cli import _pending as pending_once_started

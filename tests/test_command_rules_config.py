@@ -15,14 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio.client import Client
+
 from filegate.kernel.execute_gate import ExecuteGateError, compile_view
 from filegate.kernel.formatting import Rendered
 from filegate.kernel.routing import Router
 from filegate.kernel.tool_types import ToolName
 from filegate.workflows import AgentInput, AgentWorkflow, BackendSpec, Decision
 from filegate.workflows.gate import approval_trigger, check_call
-from temporalio.client import Client
-
 from tests.scripting import calls
 from tests.test_command_rules import HOST_SHELL_WITH_DENY, execute_call
 from tests.test_grants import pending_one, workers

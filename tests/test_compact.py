@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 
 import pytest
+from pydantic import BaseModel
+from temporalio.contrib.pydantic import pydantic_data_converter
+
 from filegate.kernel.messages import Message, ModelResponse
 from filegate.kernel.permissions import FilesystemPermission
 from filegate.kernel.tool_types import ToolOutcome, ToolRequest
 from filegate.kernel.transcripts import ModelTurnResult
-from pydantic import BaseModel
-from temporalio.contrib.pydantic import pydantic_data_converter
 
 
 def _request(**extra: object) -> ToolRequest:

@@ -23,6 +23,7 @@ from typing import Any
 import jsonschema
 import pytest
 import yaml
+
 from filegate.backends.settings import ENV_PREFIX, Settings
 from filegate.cli.commands import build_parser
 

@@ -11,6 +11,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from filegate.backends import (
     BackendProtocol,
     CompositeBackend,
@@ -25,8 +28,6 @@ from filegate.backends import (
 from filegate.backends.filesystem import FilesystemBackend
 from filegate.backends.local_shell import LocalShellBackend
 from filegate.kernel.routing import rebase_pattern
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 Factory = Callable[[], BackendProtocol]
 

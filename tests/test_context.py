@@ -11,6 +11,9 @@ import json
 from pathlib import Path
 
 import pytest
+from minio import Minio
+from temporalio.client import Client
+
 from filegate.activities.history import TranscriptStore
 from filegate.kernel.messages import Message, ModelSpec, ToolCall
 from filegate.kernel.transcripts import conversation_key
@@ -25,9 +28,6 @@ from filegate.workflows.context import (
     to_archive,
     view_tokens,
 )
-from minio import Minio
-from temporalio.client import Client
-
 from tests.run_chain import scope_of
 from tests.test_history_size import agent_with_store, calls, model_inputs, new_store, scripted, uid
 

@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio.client import Client
+
 from filegate.backends.artifacts import ArtifactStore
 from filegate.backends.embedded_s3 import S3DevServer
 from filegate.backends.filesystem import FilesystemBackend
@@ -23,8 +25,6 @@ from filegate.kernel.transcripts import CONVERSATION_DIR, conversation_key
 from filegate.worker import agent_worker, configured_store, tools_worker, with_payload_codec
 from filegate.workflows import AgentInput, AgentResult, AgentWorkflow, BackendRef, BackendSpec
 from filegate.workflows.context import EVICT_CHARS, evicted_name
-from temporalio.client import Client
-
 from tests.run_chain import scope_of
 
 pytestmark = pytest.mark.services

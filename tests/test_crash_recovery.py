@@ -21,16 +21,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Replayer
+
 from filegate.activities.idempotency import CRASH_AFTER_APPLY_ENV, STALL_BEFORE_APPLY_ENV
 from filegate.backends.embedded import TemporalDevServer
 from filegate.kernel.messages import ModelSpec
 from filegate.kernel.tool_types import activity_call_id
 from filegate.worker import agent_worker
 from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec
-from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.worker import Replayer
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 

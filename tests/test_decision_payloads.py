@@ -18,6 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from temporalio.api.common.v1 import Payload
+from temporalio.client import Client, WorkflowUpdateFailedError
+from temporalio.contrib.pydantic import pydantic_data_converter
+
 from filegate.kernel.permissions import FilesystemPermission
 from filegate.kernel.previews import ChangePreview
 from filegate.workflows import AgentInput, AgentWorkflow, BackendSpec, Decision
@@ -26,12 +32,6 @@ from filegate.workflows.approvals import ApprovalBook, stamped
 from filegate.workflows.grant_models import GRANT_SECONDS_MAX, GrantRequest
 from filegate.workflows.grants import GrantBook, GrantRevocation
 from filegate.workflows.turn_decisions import TurnDecision
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-from temporalio.api.common.v1 import Payload
-from temporalio.client import Client, WorkflowUpdateFailedError
-from temporalio.contrib.pydantic import pydantic_data_converter
-
 from tests.scripting import calls
 from tests.test_grants import pending_one, workers, write
 from tests.test_workflow_e2e import final, remote, scripted, uid

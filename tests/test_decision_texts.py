@@ -14,11 +14,11 @@ import json
 from typing import Any
 
 import pytest
+from temporalio.client import Client
+
 from filegate.workflows import AgentInput, AgentWorkflow, BackendSpec, Decision
 from filegate.workflows.approvals import rejection_text, response_text
 from filegate.workflows.gate import ToolInterrupt
-from temporalio.client import Client
-
 from tests.scripting import calls
 from tests.test_workflow_e2e import final, pending, results, running_agent, scripted, uid
 

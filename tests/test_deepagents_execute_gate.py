@@ -33,6 +33,7 @@ with workflow.unsafe.imports_passed_through():
     from deepagents import FilesystemMiddleware, create_deep_agent
     from deepagents import FilesystemPermission as DeepagentsPermission
     from deepagents.backends.protocol import BackendProtocol, SandboxBackendProtocol
+
     from filegate.activities.stubs import tool_request
     from filegate.backends.bwrap import BwrapSandboxBackend
     from filegate.integrations.deepagents import (
@@ -47,7 +48,6 @@ with workflow.unsafe.imports_passed_through():
     from filegate.integrations.deepagents.backend import BackendOptions
     from filegate.integrations.deepagents.worker import sandbox_runner
     from filegate.kernel.execute_gate import ExecuteGateError
-
     from tests.test_deepagents_adapter import BACKEND, tools_queue, workspace  # noqa: F401
     from tests.test_execute_gate import DENY_DOCS, DENY_SECRETS, SECRET, WALK, plant, rule
 

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from filegate.backends.embedded import is_listening
 from filegate.kernel.tool_types import TOOL_ORDER
 

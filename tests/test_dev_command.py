@@ -12,6 +12,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+
 from filegate.backends.embedded import free_port
 from filegate.cli.services import DEV_PORT_ENV
 

@@ -20,11 +20,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from filegate.backends.embedded import PortClash, StartupFailed, TemporalDevServer, go_user_env
 from filegate.backends.embedded_failures import startup_cause
 from filegate.backends.embedded_s3 import S3DevServer
 from filegate.cli.errors import SERVICE_FAILED, service_failure
-
 from tests.readable_copy import python_for, readable_copy
 
 CLI = [sys.executable, "-m", "filegate"]

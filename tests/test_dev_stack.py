@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from filegate.backends.embedded import free_port
 from filegate.backends.embedded_stack import pid_alive, processes_using
 from filegate.cli.services import DEV_PORT_ENV

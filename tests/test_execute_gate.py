@@ -21,6 +21,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio import workflow
+from temporalio.client import Client, WorkflowFailureError
+from temporalio.exceptions import ApplicationError
+from temporalio.worker import Worker
+
 from filegate.backends.bwrap import BwrapSandboxBackend
 from filegate.backends.filesystem import FilesystemBackend
 from filegate.backends.local_shell import LocalShellBackend
@@ -37,11 +42,6 @@ from filegate.kernel.permissions import FilesystemPermission
 from filegate.kernel.tool_types import ToolRequest
 from filegate.workflows import BackendRef, BackendSpec, FileToolsConfig, RouteSpec
 from filegate.workflows.gate import ToolInterrupt
-from temporalio import workflow
-from temporalio.client import Client, WorkflowFailureError
-from temporalio.exceptions import ApplicationError
-from temporalio.worker import Worker
-
 from tests.sandbox_fixtures import _bwrap_ok, root, sb  # noqa: F401  (fixtures)
 from tests.test_cli import CLI, call, cli_env, write_json  # noqa: F401  (cli_env: a fixture)
 from tests.test_stubs import _load_example

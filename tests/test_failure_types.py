@@ -13,11 +13,12 @@ import asyncio
 import uuid
 
 import pytest
-from filegate.backends.settings import Settings
-from filegate.plugin import WORKFLOW_FAILURE_TYPES, FilegatePlugin
 from temporalio import workflow
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.worker import Worker
+
+from filegate.backends.settings import Settings
+from filegate.plugin import WORKFLOW_FAILURE_TYPES, FilegatePlugin
 
 with workflow.unsafe.imports_passed_through():
     from filegate.kernel.execute_gate import ExecuteGateError, check_execute_gate

@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from filegate.workflows import AgentInput, AgentWorkflow, Decision
 from pydantic import ValidationError
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
+from filegate.workflows import AgentInput, AgentWorkflow, Decision
 from tests.scripting import calls
 from tests.test_grants import docs_agent, pending_one, workers, write
 

@@ -19,6 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+from temporalio.testing import ActivityEnvironment
+
 from filegate.activities.contract import HEARTBEAT_TIMEOUT, tool_activity_options
 from filegate.activities.tools import run_blocking
 from filegate.backends.embedded import TemporalDevServer
@@ -28,10 +32,6 @@ from filegate.kernel.tool_types import activity_call_id
 from filegate.worker import agent_worker, tools_worker
 from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec
 from filegate.workflows.inputs import Limits
-from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client
-from temporalio.testing import ActivityEnvironment
-
 from tests.test_crash_recovery import start_tools_worker
 
 pytestmark = pytest.mark.timing  # recovery budgets of a few seconds

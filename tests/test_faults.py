@@ -35,6 +35,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio.client import Client, WorkflowHandle
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Worker
+
 from filegate.activities.tools import FileToolActivities
 from filegate.backends.artifacts import ArtifactStore
 from filegate.backends.embedded import TemporalDevServer
@@ -53,10 +57,6 @@ from filegate.workflows import (
     Decision,
 )
 from filegate.workflows.inputs import Limits
-from temporalio.client import Client, WorkflowHandle
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.worker import Worker
-
 from tests.run_chain import scope_of
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from filegate.backends.executables import find_executable
 from filegate.backends.filesystem import FilesystemBackend
 from filegate.backends.host_files import named_for_call
@@ -333,9 +334,10 @@ _GLOB_PATTERNS = [
 
 @pytest.mark.parametrize("pattern", _GLOB_PATTERNS)
 def test_glob_matcher_agrees_with_wcmatch_and_prunes_safely(pattern: str) -> None:
-    from filegate.kernel.globbing import GLOB_FLAGS, GlobMatcher, _expand, _path_form
     from wcmatch import fnmatch as wc_fnmatch
     from wcmatch import glob as wc_glob
+
+    from filegate.kernel.globbing import GLOB_FLAGS, GlobMatcher, _expand, _path_form
 
     matcher = GlobMatcher(pattern)
     # Contract §1: a basename alternative matches the name at any depth (dot-dirs too).

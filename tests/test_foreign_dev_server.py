@@ -17,10 +17,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from filegate.backends.embedded import free_port, listener_uid
 from filegate.cli.errors import CliError
 from filegate.cli.services import DEV_PORT_ENV, _unmanaged
-
 from tests.readable_copy import python_for
 
 NOBODY = 65534

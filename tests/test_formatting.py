@@ -7,6 +7,7 @@ import re
 from collections.abc import Callable
 
 import pytest
+
 from filegate.kernel.formatting import (
     NO_FILES_FOUND,
     NO_MATCHES_FOUND,

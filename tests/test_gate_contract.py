@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
 from filegate.kernel.dispatch import run_tool
 from filegate.kernel.formatting import Rendered
 from filegate.kernel.permissions import FilesystemPermission

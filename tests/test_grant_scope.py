@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio.client import Client
+
 from filegate.backends.local_shell import LocalShellBackend
 from filegate.kernel.command_rules import simple_argv
 from filegate.kernel.permissions import FilesystemPermission
@@ -24,8 +26,6 @@ from filegate.workflows import BackendSpec, Decision, FileToolsConfig, PendingAp
 from filegate.workflows.gate import ToolInterrupt
 from filegate.workflows.grant_models import GrantRequest
 from filegate.workflows.grants import GrantBook, grant_scope
-from temporalio.client import Client
-
 from tests.test_grants import ToolListWorkflow, decide_host, host_worker
 from tests.test_workflow_e2e import remote, uid
 

@@ -19,6 +19,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Replayer, Worker
+
 from filegate.backends.filesystem import FilesystemBackend
 from filegate.kernel.permissions import FilesystemPermission
 from filegate.worker import agent_worker, tools_worker
@@ -40,11 +45,6 @@ from filegate.workflows.grants import (
     grant_scope,
 )
 from filegate.workflows.runner import agent_runner
-from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Replayer, Worker
-
 from tests.scripting import calls
 from tests.test_execute_gate import ToolListWorkflow, _load_example
 from tests.test_policy_worker import Stack, audit_lines, stack  # noqa: F401  (stack: a fixture)

@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from filegate.workflows import AgentWorkflow, Decision
 from playwright.async_api import expect
 from temporalio.client import Client
 
+from filegate.workflows import AgentWorkflow, Decision
 from tests.test_ui_browser import CHROMIUM, card, ui_url
 from tests.test_ui_desk_browser import SHOTS, reviewer_page
 from tests.ui_support import REVIEWER, agent_stack, pending, tool_results, write_call

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio.client import Client
+
 from filegate.backends.filesystem import FilesystemBackend
 from filegate.cli.errors import CliError
 from filegate.cli.grant_options import parse_duration, shown_status
@@ -21,8 +23,6 @@ from filegate.cli.ui_grants import _revocation, mark_scopes
 from filegate.kernel import wire
 from filegate.workflows import AgentWorkflow, Decision, UserMessage
 from filegate.workflows import grants as workflow_grants
-from temporalio.client import Client
-
 from tests.scripting import calls
 from tests.test_cli import cli, cli_env, cli_parallel  # noqa: F401  (cli_env: a fixture)
 from tests.test_grants import docs_agent, idle, pending_one, write

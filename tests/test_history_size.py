@@ -16,6 +16,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from minio import Minio
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+
+from bench.history import (
+    MAX_BYTES_PER_STEP,
+    MAX_GROWTH,
+    MAX_PAYLOAD,
+    history_stats,
+    script,
+    write_data,
+)
 from filegate.activities.history import (
     CODEC_ENCODING,
     CODEC_THREAD,
@@ -38,18 +50,6 @@ from filegate.workflows import (
     RouteSpec,
 )
 from filegate.workflows.context import EVICT_CHARS, evicted_name
-from minio import Minio
-from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client
-
-from bench.history import (
-    MAX_BYTES_PER_STEP,
-    MAX_GROWTH,
-    MAX_PAYLOAD,
-    history_stats,
-    script,
-    write_data,
-)
 from tests.run_chain import scope_of
 from tests.scripting import calls
 

@@ -20,16 +20,16 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from filegate.activities.providers.profiles import ModelProfile, ModelProfiles
-from filegate.backends.artifacts import ArtifactStore
-from filegate.kernel.messages import ModelSpec
-from filegate.worker import agent_worker, with_payload_codec
-from filegate.workflows import AgentInput, AgentResult, AgentWorkflow, Limits
 from minio import Minio
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import ApplicationError, FailureError
 
+from filegate.activities.providers.profiles import ModelProfile, ModelProfiles
+from filegate.backends.artifacts import ArtifactStore
+from filegate.kernel.messages import ModelSpec
+from filegate.worker import agent_worker, with_payload_codec
+from filegate.workflows import AgentInput, AgentResult, AgentWorkflow, Limits
 from tests.providers_http import FakeModelServer
 
 pytestmark = pytest.mark.services

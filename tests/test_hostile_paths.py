@@ -19,9 +19,10 @@ from itertools import count
 from pathlib import Path
 
 import pytest
-from filegate.backends.filesystem import FilesystemBackend
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from filegate.backends.filesystem import FilesystemBackend
 
 SECRET = "S3NT1NEL-SECRET-7f3a9c"
 

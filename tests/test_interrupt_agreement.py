@@ -14,14 +14,15 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from filegate.backends import interrupt_fires
 from filegate.kernel.formatting import Rendered
 from filegate.kernel.permissions import FilesystemPermission
 from filegate.kernel.routing import Router
 from filegate.kernel.tool_types import TOOL_ORDER, ToolName
 from filegate.workflows.gate import approval_trigger, check_call, deny_gate
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 ALL: list[ToolName] = list(TOOL_ORDER)
 

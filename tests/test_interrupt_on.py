@@ -14,6 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
+from temporalio.client import Client
+
 from filegate.backends.local_shell import LocalShellBackend
 from filegate.kernel.permissions import FilesystemPermission
 from filegate.kernel.tool_types import ToolName
@@ -21,9 +24,6 @@ from filegate.workflows import AgentInput, AgentWorkflow, ApprovalConfig, Backen
 from filegate.workflows.approvals import approval_deadline
 from filegate.workflows.gate import ArgPredicate, CheckedCall, ToolInterrupt, approval_trigger
 from filegate.workflows.inputs import RuleTimeout
-from pydantic import ValidationError
-from temporalio.client import Client
-
 from tests.test_workflow_e2e import (
     calls,
     final,

@@ -40,14 +40,14 @@ pytest.importorskip("deepagents")
 pytest.importorskip("langchain_tests")
 
 from deepagents.backends.protocol import SandboxBackendProtocol
-from filegate.backends.artifacts import ArtifactStore
-from filegate.backends.bwrap import BwrapSandboxBackend
-from filegate.backends.embedded import TemporalDevServer
-from filegate.integrations.deepagents import FilegateBackend, tools_worker
 from langchain_tests.integration_tests import SandboxIntegrationTests
 from minio import Minio
 from temporalio.client import Client
 
+from filegate.backends.artifacts import ArtifactStore
+from filegate.backends.bwrap import BwrapSandboxBackend
+from filegate.backends.embedded import TemporalDevServer
+from filegate.integrations.deepagents import FilegateBackend, tools_worker
 from tests.threaded_worker import ThreadedWorker, xfail_deviations
 
 pytestmark = [pytest.mark.slow, pytest.mark.services]

@@ -40,15 +40,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, note, settings
+from hypothesis import strategies as st
+
 from filegate.backends.bwrap import BwrapSandboxBackend
 from filegate.backends.filesystem import FilesystemBackend
 from filegate.kernel.dispatch import run_tool
 from filegate.kernel.execute_gate import compile_view
 from filegate.kernel.permissions import FilesystemPermission, first_match
 from filegate.kernel.tool_types import ToolOutcome, ToolRequest
-from hypothesis import HealthCheck, given, note, settings
-from hypothesis import strategies as st
-
 from tests.test_sandbox_view_properties import snapshot
 
 pytestmark = pytest.mark.slow

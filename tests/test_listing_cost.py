@@ -19,11 +19,11 @@ import uuid
 from pathlib import Path
 
 import pytest
+from temporalio.client import Client
+
 from filegate.backends.embedded import TemporalDevServer
 from filegate.cli.ui_listing import approval_listing
 from filegate.workflows import AgentWorkflow, Decision
-from temporalio.client import Client
-
 from tests.scripting import calls
 from tests.test_grants import docs_agent, workers, write
 from tests.ui_support import has_listing_attributes, listing_attributes

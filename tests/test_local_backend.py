@@ -17,6 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import ActivityEnvironment
+from temporalio.worker import Replayer
+
 from filegate.activities.model import ModelActivities
 from filegate.backends.filesystem import FilesystemBackend
 from filegate.kernel.messages import Message, ModelSpec
@@ -36,12 +42,6 @@ from filegate.workflows import (
     UserMessage,
 )
 from filegate.workflows.agent import sandboxed_runner
-from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client
-from temporalio.exceptions import ApplicationError
-from temporalio.testing import ActivityEnvironment
-from temporalio.worker import Replayer
-
 from tests.scripting import calls, local_tool_calls, workflow_task_failure
 
 pytestmark = pytest.mark.services

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from filegate.backends.local_shell import STDERR_PREFIX, LocalShellBackend
 from filegate.backends.reaper import CommandBounds
 

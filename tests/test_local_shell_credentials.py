@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from filegate.backends.local_shell import MINIMAL_PATH, LocalShellBackend
 
 pytestmark = pytest.mark.skipif(

@@ -20,13 +20,13 @@ from typing import Any
 
 import mcp_types as types
 import pytest
-from filegate.kernel import wire
-from filegate.kernel.registry import TOOLS
 from mcp.client import Client, ClientRequestContext
 from mcp.client.session import ElicitationFnT
 from mcp.client.stdio import StdioServerParameters
 from temporalio.client import Client as TemporalClient
 
+from filegate.kernel import wire
+from filegate.kernel.registry import TOOLS
 from tests.test_cli import CLI, cli, cli_env, write_json
 
 __all__ = ["cli_env"]  # the fixture, shared with test_cli
@@ -405,10 +405,11 @@ async def test_a_deployments_workers_serve_the_session(
 ) -> None:
     """Without ``--root`` the process holds no files: the deployment's agent worker runs
     the session and its tools worker the calls (both built by ``FilegatePlugin``)."""
+    from temporalio.worker import Worker
+
     from filegate.backends.filesystem import FilesystemBackend
     from filegate.backends.settings import Settings
     from filegate.plugin import FilegatePlugin
-    from temporalio.worker import Worker
 
     root = workspace(tmp_path)
     tag = tmp_path.name[-20:]

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import av
 import pytest
+from PIL import Image, ImageStat
+
 from filegate.backends.filesystem import FilesystemBackend
 from filegate.backends.media import (
     DEFAULT_VIDEO_LIMITS,
@@ -37,7 +39,6 @@ from filegate.kernel.media_types import (
 from filegate.kernel.messages import MediaBlock, TextBlock
 from filegate.kernel.protocol import ReadResult
 from filegate.kernel.state import StateBackend
-from PIL import Image, ImageStat
 
 # --------------------------------------------------------------------------- generators
 

@@ -15,12 +15,13 @@ from typing import Any
 
 import av
 import pytest
+from PIL import Image
+from temporalio.client import Client
+
 from filegate.backends.filesystem import FilesystemBackend
 from filegate.kernel.messages import ModelSpec
 from filegate.worker import agent_worker, tools_worker
 from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec
-from PIL import Image
-from temporalio.client import Client
 
 pytestmark = pytest.mark.services
 

@@ -15,6 +15,9 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import ActivityEnvironment
+
 from filegate.activities.model import ModelActivities
 from filegate.activities.providers import REQUEST_ERROR_TYPE
 from filegate.activities.providers.model_output import (
@@ -41,8 +44,6 @@ from filegate.kernel.messages import (
 )
 from filegate.kernel.routing import Router
 from filegate.workflows.gate import check_call
-from temporalio.exceptions import ApplicationError
-from temporalio.testing import ActivityEnvironment
 
 LIMITS = ToolCallLimits()
 

@@ -15,6 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio.client import Client, WorkflowFailureError
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import ActivityEnvironment
+
 from filegate.activities.model import ModelActivities
 from filegate.activities.providers.profiles import (
     PROFILE_ERROR_TYPE,
@@ -25,10 +29,6 @@ from filegate.backends.settings import Settings
 from filegate.kernel.messages import Message, ModelRequest, ModelSpec, check_model_spec
 from filegate.worker import agent_worker
 from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec
-from temporalio.client import Client, WorkflowFailureError
-from temporalio.exceptions import ApplicationError
-from temporalio.testing import ActivityEnvironment
-
 from tests.providers_http import FakeModelServer
 
 S3_SECRET = "s3-secret-do-not-leak-0123"

@@ -34,19 +34,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from filegate import FilegatePlugin
-from filegate.activities import telemetry
-from filegate.activities.telemetry import ToolSpans, traces_configured
-from filegate.backends.embedded import TemporalDevServer
-from filegate.backends.embedded_s3 import S3DevServer
-from filegate.backends.filesystem import FilesystemBackend
-from filegate.backends.local_shell import LocalShellBackend
-from filegate.backends.settings import Settings
-from filegate.kernel.messages import ModelSpec
-from filegate.kernel.permissions import FilesystemPermission
-from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec, Decision
-from filegate.workflows.grant_models import GrantRequest
-from filegate.workflows.inputs import RouteSpec
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
@@ -60,6 +47,19 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from temporalio.client import Client, WorkflowHandle
 from temporalio.worker import Replayer, Worker
 
+from filegate import FilegatePlugin
+from filegate.activities import telemetry
+from filegate.activities.telemetry import ToolSpans, traces_configured
+from filegate.backends.embedded import TemporalDevServer
+from filegate.backends.embedded_s3 import S3DevServer
+from filegate.backends.filesystem import FilesystemBackend
+from filegate.backends.local_shell import LocalShellBackend
+from filegate.backends.settings import Settings
+from filegate.kernel.messages import ModelSpec
+from filegate.kernel.permissions import FilesystemPermission
+from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec, Decision
+from filegate.workflows.grant_models import GrantRequest
+from filegate.workflows.inputs import RouteSpec
 from tests.scripting import calls
 from tests.test_cli import CLI, env_for, stop_worker
 from tests.test_replay_new_histories import SCENARIOS, recorded

@@ -14,6 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from minio import Minio
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+from temporalio.worker import Worker
+
 from filegate.activities.tools import FileToolActivities
 from filegate.backends.artifacts import ArtifactStore
 from filegate.backends.local_shell import LocalShellBackend
@@ -21,10 +26,6 @@ from filegate.kernel.artifacts import ArtifactRef, chain_scope
 from filegate.kernel.messages import ModelSpec
 from filegate.worker import agent_worker
 from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec
-from minio import Minio
-from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client
-from temporalio.worker import Worker
 
 pytestmark = pytest.mark.services
 

@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio.testing import ActivityEnvironment
+
 from filegate.activities.tools import FileToolActivities
 from filegate.backends.bwrap import BwrapSandboxBackend
 from filegate.backends.filesystem import FilesystemBackend
@@ -40,7 +42,6 @@ from filegate.kernel.execute_gate import compile_view
 from filegate.kernel.permissions import FilesystemPermission
 from filegate.kernel.previews import compute_preview
 from filegate.kernel.tool_types import ToolRequest
-from temporalio.testing import ActivityEnvironment
 
 SECRET = "hunter2-secret"
 RULES = [

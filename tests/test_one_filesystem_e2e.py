@@ -30,6 +30,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio.client import Client, WorkflowHistory
+
 from filegate.backends.bwrap import BwrapSandboxBackend
 from filegate.kernel.permissions import FilesystemPermission
 from filegate.workflows import (
@@ -40,8 +42,6 @@ from filegate.workflows import (
     BackendSpec,
     FileToolsConfig,
 )
-from temporalio.client import Client, WorkflowHistory
-
 from tests.sandbox_fixtures import _bwrap_ok  # noqa: F401  (fixture)
 from tests.scripting import calls
 from tests.test_cli import CLI, cli_env, write_json  # noqa: F401  (cli_env: a fixture)

@@ -29,6 +29,13 @@ from typing import Any, cast
 import pytest
 from agents import FunctionTool, OpenAIProvider, ToolOutputImage, ToolOutputText
 from agents.tool_context import ToolContext
+from openai import AsyncOpenAI
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.openai_agents import ModelActivityParameters, OpenAIAgentsPlugin
+from temporalio.worker import Replayer, Worker
+
 from filegate.backends.embedded import TemporalDevServer
 from filegate.backends.filesystem import FilesystemBackend
 from filegate.integrations.openai_agents import (
@@ -57,13 +64,6 @@ from filegate.workflows.inputs import (
     RouteSpec,
 )
 from filegate.workflows.tool_descriptions import tool_schema
-from openai import AsyncOpenAI
-from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.openai_agents import ModelActivityParameters, OpenAIAgentsPlugin
-from temporalio.worker import Replayer, Worker
-
 from tests.providers_http import FakeModelServer
 
 

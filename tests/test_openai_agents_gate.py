@@ -35,6 +35,9 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     # The sandbox re-imports this module for the workflow below: share the rest.
     from agents import Agent, FunctionTool, RunConfig, RunContextWrapper, Runner
+    from temporalio.openai_agents import OpenAIAgentsPlugin
+    from temporalio.worker import Replayer, Worker
+
     from filegate.backends.bwrap import BwrapSandboxBackend
     from filegate.backends.embedded import TemporalDevServer
     from filegate.backends.local_shell import LocalShellBackend
@@ -48,9 +51,6 @@ with workflow.unsafe.imports_passed_through():
     from filegate.workflows.file_tools import FileTools, FileToolsConfig
     from filegate.workflows.gate import ToolInterrupt
     from filegate.workflows.inputs import BackendRef, BackendSpec, Decision, PendingApproval
-    from temporalio.openai_agents import OpenAIAgentsPlugin
-    from temporalio.worker import Replayer, Worker
-
     from tests.providers_http import FakeModelServer
     from tests.test_openai_agents import (
         agent_input,

@@ -16,6 +16,9 @@ import uuid
 from pathlib import Path
 
 import pytest
+from temporalio.client import Client
+from temporalio.worker import Worker
+
 from filegate.activities.stubs import tool_request
 from filegate.backends.filesystem import FilesystemBackend
 from filegate.backends.settings import Settings
@@ -24,8 +27,6 @@ from filegate.kernel.operation_types import Operation, OperationResult
 from filegate.kernel.permissions import FilesystemPermission
 from filegate.operations import run_outside
 from filegate.plugin import FilegatePlugin
-from temporalio.client import Client
-from temporalio.worker import Worker
 
 pytestmark = pytest.mark.services
 

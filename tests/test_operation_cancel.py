@@ -14,15 +14,15 @@ import uuid
 from pathlib import Path
 
 import pytest
+from temporalio.client import Client
+from temporalio.worker import Worker
+
 from filegate.activities.stubs import tool_request
 from filegate.backends.local_shell import LocalShellBackend
 from filegate.backends.settings import Settings
 from filegate.kernel.operation_types import Operation
 from filegate.operations import run_outside
 from filegate.plugin import FilegatePlugin
-from temporalio.client import Client
-from temporalio.worker import Worker
-
 from tests.test_cli import CLI, cli_env
 
 __all__ = ["cli_env"]  # the fixture, shared with test_cli

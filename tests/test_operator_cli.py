@@ -19,12 +19,12 @@ import uuid
 from pathlib import Path
 
 import pytest
-from filegate.cli.submit import has_pollers
-from filegate.workflows import AgentInput, AgentWorkflow
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.service import RPCError
 
+from filegate.cli.submit import has_pollers
+from filegate.workflows import AgentInput, AgentWorkflow
 from tests.test_cli import (
     CLI,
     by_call,

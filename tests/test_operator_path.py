@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio.client import Client
+
 from filegate.backends.filesystem import FilesystemBackend
 from filegate.workflows import BackendRef, BackendSpec, FileToolsConfig
 from filegate.workflows.gate import ToolInterrupt
-from temporalio.client import Client
-
 from tests.test_cli import cli, cli_env  # noqa: F401  (cli_env: a fixture)
 from tests.test_execute_gate import ToolListWorkflow, running_host
 from tests.test_workflow_e2e import eventually, running_tools

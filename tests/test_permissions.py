@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
+
 from filegate.backends import (
     FileInfo,
     FilesystemPermission,
@@ -21,7 +23,6 @@ from filegate.backends import (
 from filegate.kernel.execute_gate import ExecuteGateError, check_execute_gate
 from filegate.kernel.permissions import delete_blocked_message
 from filegate.kernel.rule_patterns import glob_anchor
-from pydantic import ValidationError
 
 
 def rule(mode: str, *paths: str, ops: tuple[str, ...] = ("read", "write")) -> FilesystemPermission:
@@ -688,8 +689,9 @@ EQUIVALENCE_PATHS = [
 def test_regex_matcher_equals_wcmatch_globmatch() -> None:
     """Rules match through wcmatch's regex translation (sandbox-safe); it must
     agree with wcmatch's own matcher on every validated path."""
-    from filegate.kernel.rule_patterns import RULE_FLAGS, pattern_matches
     from wcmatch import glob as wc_glob
+
+    from filegate.kernel.rule_patterns import RULE_FLAGS, pattern_matches
 
     for pattern in EQUIVALENCE_PATTERNS:
         for path in EQUIVALENCE_PATHS:

@@ -27,15 +27,15 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
+from temporalio.client import Client
+from temporalio.worker import Worker
+
 from filegate.backends.filesystem import FilesystemBackend
 from filegate.kernel.operation_types import Operation, ReadWindowRequest
 from filegate.kernel.tool_types import ToolRequest
 from filegate.operations import OperationTimedOut, has_pollers, run_outside
 from filegate.plugin import FilegatePlugin
 from filegate.worker import tools_worker
-from temporalio.client import Client
-from temporalio.worker import Worker
-
 from tests.test_cli import cli, cli_env, cli_parallel, start_worker, stop_worker
 
 __all__ = ["cli_env"]  # the fixture, shared with test_cli

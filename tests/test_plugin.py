@@ -21,6 +21,20 @@ from temporalio import activity, workflow
 
 # The sandbox re-imports this module for EchoWorkflow: share the rest with it.
 with workflow.unsafe.imports_passed_through():
+    from minio import Minio
+    from temporalio.api.common.v1 import Payload
+    from temporalio.client import Client
+    from temporalio.contrib.pydantic import PydanticPayloadConverter, pydantic_data_converter
+    from temporalio.converter import (
+        DataConverter,
+        DefaultPayloadConverter,
+        PayloadCodec,
+        SerializationContext,
+        WithSerializationContext,
+    )
+    from temporalio.worker import Replayer, UnsandboxedWorkflowRunner, Worker
+    from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
+
     from filegate import FilegatePlugin
     from filegate.activities.history import (
         CODEC_ENCODING,
@@ -41,20 +55,6 @@ with workflow.unsafe.imports_passed_through():
     from filegate.workflows.operation import OperationWorkflow
     from filegate.workflows.runner import ContextFreeSandboxRunner, filegate_runner
     from filegate.workflows.session import SessionWorkflow
-    from minio import Minio
-    from temporalio.api.common.v1 import Payload
-    from temporalio.client import Client
-    from temporalio.contrib.pydantic import PydanticPayloadConverter, pydantic_data_converter
-    from temporalio.converter import (
-        DataConverter,
-        DefaultPayloadConverter,
-        PayloadCodec,
-        SerializationContext,
-        WithSerializationContext,
-    )
-    from temporalio.worker import Replayer, UnsandboxedWorkflowRunner, Worker
-    from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
-
     from tests.scripting import calls
     from tests.test_stubs import _load_example
 

@@ -11,6 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
+
 from filegate.backends import FilesystemBackend, LocalShellBackend
 from filegate.backends.audit import FileAuditSink, audit_context, current_audit_context
 from filegate.backends.policy import (
@@ -29,7 +31,6 @@ from filegate.backends.policy import (
     build_policy_chain,
 )
 from filegate.kernel.protocol import PROTOCOL_METHODS, BackendProtocol
-from pydantic import ValidationError
 
 # Secret-shaped strings built at runtime so the test source itself holds none.
 AWS_KEY = "AKIA" + "Q3EXAMPLE7KEY2ID"

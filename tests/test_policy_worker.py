@@ -18,6 +18,9 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
+from temporalio.client import Client
+from temporalio.worker import Worker
+
 from filegate import FilegatePlugin
 from filegate.backends.bwrap import BwrapSandboxBackend
 from filegate.backends.composite import CompositeBackend
@@ -35,9 +38,6 @@ from filegate.kernel.protocol import BackendProtocol
 from filegate.kernel.state import StateBackend
 from filegate.worker import ConfigError, file_tools, make_backend
 from filegate.workflows import AgentInput, AgentResult, AgentWorkflow, BackendSpec, Decision
-from temporalio.client import Client
-from temporalio.worker import Worker
-
 from tests.test_workflow_e2e import (
     calls,
     final,

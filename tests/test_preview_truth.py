@@ -21,6 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio.client import Client, WorkflowUpdateFailedError
+from temporalio.testing import ActivityEnvironment
+
 from filegate.activities.preview import PreviewActivities
 from filegate.backends.filesystem import FilesystemBackend
 from filegate.backends.policy import PolicyConfig
@@ -31,9 +34,6 @@ from filegate.kernel.state import StateBackend
 from filegate.worker import file_tools
 from filegate.workflows import AgentInput, AgentWorkflow, BackendSpec, Decision
 from filegate.workflows.approvals import PREVIEW_CHANGED, PREVIEW_NOT_READY
-from temporalio.client import Client, WorkflowUpdateFailedError
-from temporalio.testing import ActivityEnvironment
-
 from tests.test_previews import request
 from tests.test_workflow_e2e import (
     eventually,

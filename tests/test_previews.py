@@ -19,6 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
+from temporalio.testing import ActivityEnvironment
+
 from filegate.activities.preview import PreviewActivities
 from filegate.backends.filesystem import FilesystemBackend
 from filegate.backends.local_shell import LocalShellBackend
@@ -44,9 +47,6 @@ from filegate.workflows.approval_handlers import (
 )
 from filegate.workflows.gate import ToolInterrupt
 from filegate.workflows.inputs import DecidedApproval
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
-from temporalio.testing import ActivityEnvironment
-
 from tests.scripting import calls
 from tests.test_workflow_e2e import (
     REPLAY_IDS,

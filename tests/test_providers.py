@@ -12,6 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio import workflow
+from temporalio.client import Client, WorkflowFailureError
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.testing import ActivityEnvironment
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
+
 from filegate.activities.model import ModelActivities, ModelProvider, call_model
 from filegate.activities.providers import (
     REQUEST_ERROR_TYPE,
@@ -37,13 +44,6 @@ from filegate.kernel.messages import (
     ToolCall,
     ToolSpec,
 )
-from temporalio import workflow
-from temporalio.client import Client, WorkflowFailureError
-from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError
-from temporalio.testing import ActivityEnvironment
-from temporalio.worker import UnsandboxedWorkflowRunner, Worker
-
 from tests.providers_http import FakeModelServer
 
 OPENAI_KEY = "sk-test-openai-0123456789"

@@ -24,6 +24,9 @@ from temporalio.client import Client
 from temporalio.worker import Replayer, Worker
 
 with workflow.unsafe.imports_passed_through():
+    from minio import Minio
+    from pydantic_ai.durable_exec.temporal import PydanticAIPlugin
+
     from filegate import FilegatePlugin
     from filegate.activities.history import ArtifactPayloadCodec
     from filegate.backends import FilesystemBackend, FilesystemPermission
@@ -34,8 +37,6 @@ with workflow.unsafe.imports_passed_through():
         FilegatePydanticAIPayloadConverter,
         pydantic_ai_data_converter,
     )
-    from minio import Minio
-    from pydantic_ai.durable_exec.temporal import PydanticAIPlugin
 
 pytestmark = [pytest.mark.services]
 

@@ -24,6 +24,15 @@ from temporalio.client import Client, WorkflowFailureError
 from temporalio.worker import Worker
 
 with workflow.unsafe.imports_passed_through():
+    from pydantic_ai import Agent, RunContext
+    from pydantic_ai.durable_exec.temporal import (
+        PydanticAIPlugin,
+        PydanticAIWorkflow,
+        TemporalDurability,
+    )
+    from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+
     from filegate import FilegatePlugin
     from filegate.backends import FilesystemBackend, FilesystemPermission
     from filegate.backends.embedded import TemporalDevServer
@@ -33,14 +42,6 @@ with workflow.unsafe.imports_passed_through():
         pydantic_ai_data_converter,
     )
     from filegate.workflows import Decision, FileTools
-    from pydantic_ai import Agent, RunContext
-    from pydantic_ai.durable_exec.temporal import (
-        PydanticAIPlugin,
-        PydanticAIWorkflow,
-        TemporalDurability,
-    )
-    from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
-    from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 pytestmark = [pytest.mark.slow, pytest.mark.services]
 

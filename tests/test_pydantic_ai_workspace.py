@@ -22,16 +22,16 @@ import pytest
 
 pytest.importorskip("pydantic_ai")
 
-from filegate.backends.artifacts import ArtifactStore
-from filegate.backends.bwrap import BwrapSandboxBackend
-from filegate.backends.embedded import TemporalDevServer
-from filegate.integrations.pydantic_ai import FilegateWorkspace
-from filegate.worker import tools_worker
 from minio import Minio
 from pydantic_ai.workspaces import WorkspaceBackend, WorkspaceRef
 from pydantic_ai.workspaces.conformance import WorkspaceBackendSuite
 from temporalio.client import Client
 
+from filegate.backends.artifacts import ArtifactStore
+from filegate.backends.bwrap import BwrapSandboxBackend
+from filegate.backends.embedded import TemporalDevServer
+from filegate.integrations.pydantic_ai import FilegateWorkspace
+from filegate.worker import tools_worker
 from tests.threaded_worker import ThreadedWorker, xfail_deviations
 
 pytestmark = [pytest.mark.slow, pytest.mark.services]

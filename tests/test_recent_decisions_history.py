@@ -13,9 +13,10 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from filegate.cli.ui_decided import decisions_in
 from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
+
+from filegate.cli.ui_decided import decisions_in
 
 HISTORY = (
     Path(__file__).parent / "histories" / "f71da99" / "agent-approvals-grant-turn-decisions.json"

@@ -18,13 +18,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from starlette.testclient import TestClient
+from temporalio.client import Client
+
 from filegate.backends.filesystem import FilesystemBackend
 from filegate.cli import ui_listing
 from filegate.workflows import BackendRef, BackendSpec, FileToolsConfig
 from filegate.workflows.gate import ToolInterrupt
-from starlette.testclient import TestClient
-from temporalio.client import Client
-
 from tests.test_execute_gate import ToolListWorkflow, running_host
 from tests.test_ui import get, listed, post_decision, ui  # noqa: F401  (ui: a fixture)
 from tests.test_workflow_e2e import eventually, running_tools

@@ -19,13 +19,13 @@ import os
 from pathlib import Path
 
 import pytest
-from filegate.workflows import AgentWorkflow
-from filegate.workflows.grants import GrantRevocation
-from filegate.workflows.inputs import Decision, UserMessage
 from temporalio.client import Client, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
+from filegate.workflows import AgentWorkflow
+from filegate.workflows.grants import GrantRevocation
+from filegate.workflows.inputs import Decision, UserMessage
 from tests.scripting import calls
 from tests.test_grants import (
     approve_remembering,

@@ -34,6 +34,8 @@ from deepagents.backends.protocol import BackendProtocol as RefProtocol
 from deepagents.backends.protocol import ReadResult as RefRead
 from deepagents.backends.utils import EMPTY_CONTENT_WARNING
 from deepagents.middleware.filesystem import FilesystemMiddleware
+from langchain.tools import ToolRuntime
+
 from filegate.backends.bwrap import BwrapSandboxBackend
 from filegate.backends.filesystem import FilesystemBackend
 from filegate.backends.local_shell import TIMEOUT_EXIT_CODE, LocalShellBackend
@@ -44,7 +46,6 @@ from filegate.kernel.permissions import FilesystemPermission
 from filegate.kernel.state import StateBackend
 from filegate.kernel.textops import EOF_NEWLINE_HINT
 from filegate.kernel.tool_types import ToolOutcome
-from langchain.tools import ToolRuntime
 
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(32))
 

@@ -56,6 +56,10 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     # Passed through: the sandbox re-imports this module for RecordedFileToolsHost.
     import pytest
+    from temporalio.api.enums.v1 import EventType
+    from temporalio.client import Client, WorkflowHandle, WorkflowHistory
+    from temporalio.worker import Replayer, Worker
+
     from filegate.backends.filesystem import FilesystemBackend
     from filegate.integrations.deepagents import tools_worker as adapter_tools_worker
     from filegate.integrations.deepagents.operations import (
@@ -81,10 +85,6 @@ with workflow.unsafe.imports_passed_through():
         UserMessage,
     )
     from filegate.workflows.grants import GrantRevocation
-    from temporalio.api.enums.v1 import EventType
-    from temporalio.client import Client, WorkflowHandle, WorkflowHistory
-    from temporalio.worker import Replayer, Worker
-
     from tests.scripting import calls
     from tests.test_grants import approve_remembering, docs_agent, idle, workers, write
     from tests.test_workflow_e2e import eventually, final, pending, remote, uid

@@ -21,6 +21,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio import workflow
+from temporalio.client import Client, WorkflowHandle, WorkflowHistory, WorkflowUpdateStage
+from temporalio.worker import Replayer, Worker
+
 from filegate.backends.filesystem import FilesystemBackend
 from filegate.backends.settings import Settings
 from filegate.kernel import wire
@@ -30,9 +34,6 @@ from filegate.plugin import FilegatePlugin
 from filegate.workflows import BackendRef, BackendSpec, FileToolsConfig
 from filegate.workflows.file_tools import ToolResult
 from filegate.workflows.session import SessionInput, SessionWorkflow
-from temporalio import workflow
-from temporalio.client import Client, WorkflowHandle, WorkflowHistory, WorkflowUpdateStage
-from temporalio.worker import Replayer, Worker
 
 HISTORIES = sorted((Path(__file__).parent / "histories").glob("session-*/*.json"))
 

@@ -24,6 +24,10 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
+from temporalio import workflow
+from temporalio.client import Client
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
+
 from filegate.activities.history import CODEC_THRESHOLD, filegate_data_converter
 from filegate.backends.embedded import TemporalDevServer
 from filegate.backends.embedded_s3 import S3DevServer
@@ -33,10 +37,6 @@ from filegate.kernel.messages import ModelSpec
 from filegate.worker import agent_worker, configured_store, connect, tools_worker
 from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec
 from filegate.workflows.gate import ToolInterrupt
-from temporalio import workflow
-from temporalio.client import Client
-from temporalio.worker import UnsandboxedWorkflowRunner, Worker
-
 from tests.test_cli import CLI, call, cli, write_json
 from tests.test_cli_outage import Lines
 

@@ -20,11 +20,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from filegate.cli.run import tools_queue_for
-from filegate.workflows import AgentWorkflow
 from temporalio.client import Client, WorkflowQueryFailedError
 from temporalio.service import RPCError
 
+from filegate.cli.run import tools_queue_for
+from filegate.workflows import AgentWorkflow
 from tests.providers_http import FakeModelServer
 from tests.test_cli import CLI, call, cli, cli_env, cli_parallel, write_json
 

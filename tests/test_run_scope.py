@@ -12,6 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from minio import Minio
+from temporalio.client import Client
+from temporalio.testing import ActivityEnvironment
+from temporalio.worker import Worker
+
 from filegate.activities.tools import FileToolActivities
 from filegate.backends.artifacts import ArtifactStore
 from filegate.backends.filesystem import FilesystemBackend
@@ -21,10 +26,6 @@ from filegate.kernel.messages import ModelSpec
 from filegate.kernel.tool_types import ToolOutcome, ToolRequest
 from filegate.worker import agent_worker
 from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec
-from minio import Minio
-from temporalio.client import Client
-from temporalio.testing import ActivityEnvironment
-from temporalio.worker import Worker
 
 pytestmark = pytest.mark.services
 

@@ -32,6 +32,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio.api.common.v1 import Payload
+from temporalio.client import Client
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import ActivityEnvironment
+from temporalio.worker import Worker
+
 from filegate.activities.history import ArtifactPayloadCodec
 from filegate.activities.model import ModelActivities
 from filegate.activities.providers.profiles import ModelProfiles
@@ -49,12 +55,6 @@ from filegate.worker import agent_worker, tools_worker, with_payload_codec
 from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec
 from filegate.workflows.gate import ToolInterrupt
 from filegate.workflows.inputs import Limits
-from temporalio.api.common.v1 import Payload
-from temporalio.client import Client
-from temporalio.exceptions import ApplicationError
-from temporalio.testing import ActivityEnvironment
-from temporalio.worker import Worker
-
 from tests.run_chain import scope_of
 from tests.test_cli import cli
 

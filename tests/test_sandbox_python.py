@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from filegate.backends import bwrap
 from filegate.backends.bwrap import SHIM_BIN, BwrapSandboxBackend
 

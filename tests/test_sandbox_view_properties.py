@@ -25,11 +25,12 @@ import uuid
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from filegate.backends.bwrap import BwrapSandboxBackend
 from filegate.kernel.execute_gate import SandboxView, compile_view
 from filegate.kernel.permissions import FilesystemPermission, first_match
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 pytestmark = pytest.mark.slow
 

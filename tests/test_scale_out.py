@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from filegate.backends.embedded import TemporalDevServer
-from filegate.workflows import AgentWorkflow
 from temporalio.client import Client
 
+from filegate.backends.embedded import TemporalDevServer
+from filegate.workflows import AgentWorkflow
 from tests.test_crash_recovery import on_tools_queue, start_tools_worker, stop
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]

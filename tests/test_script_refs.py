@@ -14,6 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from minio import Minio
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowHistory
+from temporalio.exceptions import ApplicationError
+from temporalio.worker import Replayer
+
 from filegate.activities import model as model_module
 from filegate.activities.providers import scripted
 from filegate.activities.providers.profiles import ModelProfile
@@ -30,11 +36,6 @@ from filegate.kernel.transcripts import ModelTurn
 from filegate.worker import agent_worker
 from filegate.workflows import AgentInput, AgentResult, AgentWorkflow
 from filegate.workflows.agent import sandboxed_runner
-from minio import Minio
-from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowHistory
-from temporalio.exceptions import ApplicationError
-from temporalio.worker import Replayer
 
 STEPS = 6
 

@@ -44,6 +44,12 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Worker
+
 from filegate.activities.tools import FileToolActivities
 from filegate.backends.embedded import TemporalDevServer
 from filegate.backends.filesystem import FilesystemBackend
@@ -53,11 +59,6 @@ from filegate.kernel.permissions import FilesystemPermission
 from filegate.worker import agent_worker
 from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec
 from filegate.workflows.inputs import ApprovalConfig, Limits
-from hypothesis import HealthCheck, Phase, given, settings
-from hypothesis import strategies as st
-from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.worker import Worker
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 

@@ -25,6 +25,9 @@ from temporalio.worker import Worker
 # passed through instead of being re-run (and refused) inside the sandbox.
 with workflow.unsafe.imports_passed_through():
     import pytest
+    from minio import Minio
+    from minio.error import S3Error
+
     from filegate.backends.embedded import (
         PortClash,
         ServiceError,
@@ -34,8 +37,6 @@ with workflow.unsafe.imports_passed_through():
     )
     from filegate.backends.embedded_s3 import S3DevServer
     from filegate.backends.settings import Settings
-    from minio import Minio
-    from minio.error import S3Error
 
 # -- a trivial workflow + activity, pydantic in and out ---------------------
 

@@ -17,6 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio.client import Client, WorkflowHandle, WorkflowUpdateStage
+from temporalio.worker import Worker
+
 from filegate.backends.filesystem import FilesystemBackend
 from filegate.backends.settings import Settings
 from filegate.cli.mcp_gate import McpGate
@@ -26,8 +29,6 @@ from filegate.plugin import FilegatePlugin
 from filegate.workflows import BackendRef, BackendSpec, FileToolsConfig
 from filegate.workflows.file_tools import ToolResult
 from filegate.workflows.session import SessionInput, SessionWorkflow
-from temporalio.client import Client, WorkflowHandle, WorkflowUpdateStage
-from temporalio.worker import Worker
 
 pytestmark = pytest.mark.services
 

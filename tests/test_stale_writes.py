@@ -17,14 +17,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio.client import Client
+
 from filegate.activities.providers.profiles import ModelProfile, ModelProfiles
 from filegate.backends.filesystem import FilesystemBackend
 from filegate.kernel.messages import ModelSpec
 from filegate.kernel.protocol import BackendProtocol
 from filegate.worker import agent_worker
 from filegate.workflows import AgentInput, AgentResult, AgentWorkflow, BackendRef, BackendSpec
-from temporalio.client import Client
-
 from tests.providers_http import FakeModelServer
 from tests.test_hostile_model_output import final_turn, tool_turn
 

@@ -21,6 +21,9 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+
 from filegate.activities.stubs import STUBS
 from filegate.backends.embedded import TemporalDevServer
 from filegate.backends.filesystem import FilesystemBackend
@@ -34,9 +37,6 @@ from filegate.integrations.deepagents.direct import (
 from filegate.kernel.formatting import permission_denied
 from filegate.kernel.permissions import FilesystemPermission
 from filegate.kernel.tool_types import ToolOutcome, ToolRequest
-from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
-
 from tests.test_cli import cli, cli_env, cli_parallel, write_json
 
 __all__ = ["cli_env"]  # the fixture, shared with test_cli

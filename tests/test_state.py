@@ -7,10 +7,11 @@ import random
 from pathlib import Path
 
 import pytest
-from filegate.backends import BackendProtocol, StateBackend
-from filegate.kernel.protocol import FileInfo
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from filegate.backends import BackendProtocol, StateBackend
+from filegate.kernel.protocol import FileInfo
 
 BINARY = bytes(range(256)) + b"\x00\xff\xfe"
 

@@ -14,6 +14,9 @@ from collections.abc import Callable
 from datetime import datetime
 
 import pytest
+from minio import Minio
+
+import tests.test_backend_contract as contract
 from filegate.backends.composite import CompositeBackend
 from filegate.backends.embedded import free_port
 from filegate.backends.embedded_s3 import S3DevServer
@@ -21,9 +24,6 @@ from filegate.backends.s3 import make_client, normalize_namespace
 from filegate.backends.settings import Settings
 from filegate.backends.store import StoreBackend
 from filegate.kernel.state import StateBackend
-from minio import Minio
-
-import tests.test_backend_contract as contract
 
 BUCKET = "h10-store-tests"
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from filegate.backends.filesystem import FilesystemBackend
 from filegate.backends.policy import PolicyBackend
 from filegate.backends.policy.deny_write import DenyWritePolicy
@@ -191,7 +192,6 @@ async def test_reviewer_edit_through_a_link_is_refused_end_to_end(
     (so the interrupt rule itself does not refuse it).
     """
     from filegate.workflows import AgentInput, AgentWorkflow, BackendSpec, Decision
-
     from tests.test_workflow_e2e import (
         calls,
         final,

@@ -16,13 +16,14 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from temporalio.client import Client, WorkflowHandle
+
 from filegate import FilegatePlugin
 from filegate.backends.embedded import TemporalDevServer
 from filegate.backends.settings import Settings
 from filegate.kernel.messages import ModelSpec
 from filegate.worker import WORKFLOW_TASK_TIMEOUT, connect
 from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec
-from temporalio.client import Client, WorkflowHandle
 
 pytestmark = pytest.mark.services
 

@@ -15,6 +15,7 @@ import sys
 from typing import get_args
 
 import pytest
+
 from filegate.activities import stubs
 from filegate.activities.stored_results import OFFLOADED_TOOLS
 from filegate.activities.tools import FileToolActivities

@@ -12,8 +12,13 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-import filegate.workflows.turns as turns
 import pytest
+from minio import Minio
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+from temporalio.worker import Replayer
+
+import filegate.workflows.turns as turns
 from filegate.activities.pages import full_transcript, load_transcript
 from filegate.backends.artifacts import ArtifactStore
 from filegate.kernel.messages import Message, ModelSpec, ToolCall
@@ -28,10 +33,6 @@ from filegate.workflows.context import (
     to_archive,
 )
 from filegate.workflows.inputs import AgentInput as AgentInputModel
-from minio import Minio
-from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client
-from temporalio.worker import Replayer
 
 FILE = "".join(f"{i:04d} " + "p" * 75 + "\n" for i in range(40))  # 3 200 chars
 READS = 14

@@ -10,6 +10,8 @@ import json
 import uuid
 
 import pytest
+from minio import Minio
+
 from filegate.activities.history import (
     SNAPSHOT_EVERY,
     TranscriptMismatch,
@@ -19,7 +21,6 @@ from filegate.activities.history import (
 from filegate.backends.artifacts import ArtifactStore
 from filegate.kernel.messages import Message
 from filegate.kernel.transcripts import TranscriptRef
-from minio import Minio
 
 CALLS = SNAPSHOT_EVERY + 8
 

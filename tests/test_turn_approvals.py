@@ -21,6 +21,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio import workflow
+from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
+
 from filegate.backends.filesystem import FilesystemBackend
 from filegate.cli.approvals import check_target
 from filegate.cli.commands import build_parser
@@ -41,10 +45,6 @@ from filegate.workflows import (
 )
 from filegate.workflows.approvals import ApprovalBook
 from filegate.workflows.turn_decisions import check_turn, turn_of, turn_pending
-from temporalio import workflow
-from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
-from temporalio.worker import UnsandboxedWorkflowRunner, Worker
-
 from tests.scripting import calls, local_activities
 from tests.test_cli import CLI, cli_env
 from tests.test_workflow_e2e import (

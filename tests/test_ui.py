@@ -20,12 +20,12 @@ from typing import Any
 
 import httpx
 import pytest
-from filegate.backends.embedded import TemporalDevServer, is_listening
-from filegate.cli.ui import PREVIEW_LIMIT, create_app, describe_rule, preview
-from filegate.cli.web_guard import CSRF_HEADER
 from starlette.testclient import TestClient
 from temporalio.client import Client
 
+from filegate.backends.embedded import TemporalDevServer, is_listening
+from filegate.cli.ui import PREVIEW_LIMIT, create_app, describe_rule, preview
+from filegate.cli.web_guard import CSRF_HEADER
 from tests.ui_support import (
     REVIEWER,
     TOKEN,

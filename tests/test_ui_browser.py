@@ -17,12 +17,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from filegate.backends.embedded import TemporalDevServer
-from filegate.cli.ui import create_app
-from filegate.cli.web_guard import SESSION_COOKIE
 from playwright.async_api import ConsoleMessage, Locator, Page, async_playwright, expect
 from temporalio.client import Client
 
+from filegate.backends.embedded import TemporalDevServer
+from filegate.cli.ui import create_app
+from filegate.cli.web_guard import SESSION_COOKIE
 from tests.ui_support import (
     REVIEWER,
     TOKEN,

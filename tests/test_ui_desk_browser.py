@@ -20,10 +20,10 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
-from filegate.workflows import ApprovalConfig
 from playwright.async_api import ConsoleMessage, Page, async_playwright, expect
 from temporalio.client import Client
 
+from filegate.workflows import ApprovalConfig
 from tests.test_approval_listing import stopped_worker_approval
 from tests.test_ui_browser import CHROMIUM, CHROMIUM_ARGS, WEB_UI, card, ui_url
 from tests.ui_support import (

@@ -26,6 +26,14 @@ import httpx
 import pytest
 import uvicorn
 import websockets.sync.client
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route, WebSocketRoute
+from starlette.websockets import WebSocket
+from temporalio.client import Client
+from websockets.exceptions import InvalidStatus
+
 from filegate.backends.embedded import TemporalDevServer
 from filegate.cli.ui import create_app
 from filegate.cli.web_guard import (
@@ -37,14 +45,6 @@ from filegate.cli.web_guard import (
     UiAccess,
     reviewer_of,
 )
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse
-from starlette.routing import Route, WebSocketRoute
-from starlette.websockets import WebSocket
-from temporalio.client import Client
-from websockets.exceptions import InvalidStatus
-
 from tests.ui_support import (
     TOKEN,
     agent_stack,

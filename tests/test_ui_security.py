@@ -17,12 +17,12 @@ from urllib.parse import urlencode
 
 import httpx
 import pytest
+from temporalio.client import Client, WorkflowHandle
+
 from filegate.backends.embedded import TemporalDevServer
 from filegate.cli.ui import create_app
 from filegate.cli.web_guard import CSRF_HEADER, SESSION_COOKIE
 from filegate.workflows import AgentWorkflow
-from temporalio.client import Client, WorkflowHandle
-
 from tests.ui_support import (
     REVIEWER,
     TOKEN,

@@ -14,15 +14,15 @@ import uuid
 from typing import Any
 
 import pytest
-from filegate.kernel.limits import DEFAULT_TOOL_WORKER_WAIT
-from filegate.kernel.messages import ToolCall
-from filegate.workflows import BackendRef, BackendSpec, FileTools, FileToolsConfig
-from filegate.workflows.inputs import Limits
 from temporalio import workflow
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
+from filegate.kernel.limits import DEFAULT_TOOL_WORKER_WAIT
+from filegate.kernel.messages import ToolCall
+from filegate.workflows import BackendRef, BackendSpec, FileTools, FileToolsConfig
+from filegate.workflows.inputs import Limits
 from tests.test_execute_gate import ToolListWorkflow, running_host
 
 pytestmark = pytest.mark.services

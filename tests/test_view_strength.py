@@ -26,11 +26,11 @@ import uuid
 from pathlib import Path
 
 import pytest
+
 from filegate.backends.bwrap import BwrapSandboxBackend
 from filegate.kernel.dispatch import run_tool
 from filegate.kernel.permissions import FilesystemPermission
 from filegate.kernel.tool_types import ToolOutcome, ToolRequest
-
 from tests.sandbox_fixtures import _bwrap_ok, root, sb  # noqa: F401  (fixtures)
 
 SECRET = "TOPSECRET-" + uuid.uuid4().hex

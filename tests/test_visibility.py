@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import jsonschema
 import pytest
+
 from filegate.kernel.tool_types import TOOL_ARGS, TOOL_ORDER
 from filegate.workflows import tool_descriptions as td
 from filegate.workflows.inputs import BackendRef, BackendSpec, RouteSpec
@@ -184,8 +185,9 @@ def test_read_file_advertises_video_only_when_a_backend_can_decode_it() -> None:
 
 def test_state_backend_cannot_claim_video() -> None:
     import pytest
-    from filegate.workflows.inputs import BackendRef
     from pydantic import ValidationError
+
+    from filegate.workflows.inputs import BackendRef
 
     with pytest.raises(ValidationError, match="does not decode video"):
         BackendRef(kind="state", can_read_video=True)

@@ -8,6 +8,11 @@ from __future__ import annotations
 
 import httpx
 import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
 from filegate.cli.web_guard import (
     CSRF_HEADER,
     SESSION_COOKIE,
@@ -15,10 +20,6 @@ from filegate.cli.web_guard import (
     UiAccess,
     reviewer_of,
 )
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse
-from starlette.routing import Route
 
 TOKEN = "t" * 32
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from temporalio import workflow
+
 from filegate.activities.model import ModelActivities
 from filegate.activities.preview import PreviewActivities
 from filegate.activities.tools import FileToolActivities
@@ -15,7 +17,6 @@ from filegate.activities.transfer import TransferActivities
 from filegate.kernel import wire
 from filegate.kernel.registry import TOOLS
 from filegate.workflows import AgentWorkflow
-from temporalio import workflow
 
 ROOT = Path(__file__).resolve().parents[1]
 NAMES = {value for key, value in vars(wire).items() if key.isupper() and isinstance(value, str)}

@@ -17,11 +17,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
+
 from filegate.backends.filesystem import FilesystemBackend
 from filegate.backends.host_files import resolve_host as _resolve
 from filegate.workflows import tool_descriptions as td
 from filegate.workflows.runner import CompiledOnceFinder, _CompiledOnceLoader
-from pydantic import ValidationError
 
 
 @pytest.fixture

@@ -24,10 +24,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from temporalio.testing import ActivityEnvironment
+
 from filegate.activities.tools import FileToolActivities
 from filegate.backends.filesystem import FilesystemBackend
 from filegate.kernel.tool_types import ToolOutcome, ToolRequest
-from temporalio.testing import ActivityEnvironment
 
 NOBODY = 65534
 OWNER = 4321

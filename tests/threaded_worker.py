@@ -19,10 +19,11 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import pytest
+from temporalio.client import Client
+
 from filegate.activities.history import filegate_data_converter
 from filegate.backends.artifacts import ArtifactStore
 from filegate.backends.embedded import TemporalDevServer
-from temporalio.client import Client
 
 WorkerBuilder = Callable[[Client, str], AbstractAsyncContextManager[Any]]
 """Builds the tools worker for a client and a task queue."""

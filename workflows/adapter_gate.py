@@ -16,11 +16,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from temporalio import workflow
+from temporalio.exceptions import ApplicationError
+
 from filegate.kernel import wire
 from filegate.kernel.execute_gate import ExecuteGateError, check_execute_gate
 from filegate.kernel.permissions import FilesystemPermission
-from temporalio import workflow
-from temporalio.exceptions import ApplicationError
 
 
 class ExecuteGateFailure(ExecuteGateError, ApplicationError):

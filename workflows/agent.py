@@ -29,9 +29,10 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any, cast
 
-from filegate.kernel import wire
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
+
+from filegate.kernel import wire
 
 with workflow.unsafe.imports_passed_through():
     # Pure third-party pattern matchers used by the State backend, the Router
@@ -40,6 +41,7 @@ with workflow.unsafe.imports_passed_through():
     import bracex  # noqa: F401
     import wcmatch.fnmatch
     import wcmatch.glob  # noqa: F401
+
     from filegate.kernel.messages import Message, check_model_spec
     from filegate.workflows import runner
     from filegate.workflows.approvals import InlineAnswer, InlineStatus

@@ -32,6 +32,10 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
+from temporalio import workflow
+from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
+from temporalio.exceptions import ApplicationError
+
 from filegate.kernel import wire
 from filegate.kernel.previews import ChangePreview
 from filegate.workflows import telemetry
@@ -52,9 +56,6 @@ from filegate.workflows.turn_decisions import (
     check_turn,
     turn_pending,
 )
-from temporalio import workflow
-from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
-from temporalio.exceptions import ApplicationError
 
 PENDING_APPROVALS = SearchAttributeKey.for_int(wire.PENDING_ATTRIBUTE)
 """Approvals of the workflow waiting for a decision now (0 when none)."""

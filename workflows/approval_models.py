@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
+from pydantic import AfterValidator, BaseModel, ConfigDict, StringConstraints, model_validator
+
 from filegate.kernel.previews import ChangePreview
 from filegate.workflows.grant_models import REVIEWER_MAX as REVIEWER_MAX
 from filegate.workflows.grant_models import (
@@ -19,7 +21,6 @@ from filegate.workflows.grant_models import (
     check_text,
     check_visible,
 )
-from pydantic import AfterValidator, BaseModel, ConfigDict, StringConstraints, model_validator
 
 DecisionKind = Literal["approve", "edit", "reject", "respond"]
 

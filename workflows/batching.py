@@ -34,6 +34,10 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, TypeVar
 
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import FailureError
+
 from filegate.kernel.tool_types import (
     BATCHED_TOOLS,
     MAX_BATCH_CALLS,
@@ -44,9 +48,6 @@ from filegate.kernel.tool_types import (
     ToolRequest,
 )
 from filegate.workflows.unserved import WAIT_OPTION, not_picked_up
-from temporalio import workflow
-from temporalio.common import RetryPolicy
-from temporalio.exceptions import FailureError
 
 BATCH_PATCH = "filegate-local-batch"
 """Version marker of a run whose local calls may share one activity (see the module)."""

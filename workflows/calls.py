@@ -17,6 +17,9 @@ import asyncio
 from datetime import timedelta
 from typing import Any
 
+from temporalio import workflow
+from temporalio.exceptions import FailureError
+
 from filegate.activities.contract import (
     PREVIEW_ACTIVITY,
     outcome_for_activity_error,
@@ -56,8 +59,6 @@ from filegate.workflows.gate import (
 from filegate.workflows.inputs import BackendRef, FileToolsConfig, FileToolsState, PendingApproval
 from filegate.workflows.reviews import ReviewDesk, execute_cwd, rendered_outcome
 from filegate.workflows.unserved import not_picked_up, unserved_outcome, worker_wait_options
-from temporalio import workflow
-from temporalio.exceptions import FailureError
 
 
 class PathOrder:

@@ -25,11 +25,12 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
+from pydantic import BaseModel
+
 from filegate.kernel.formatting import offload_stub
 from filegate.kernel.limits import CHARS_PER_TOKEN, DEFAULT_CONTEXT_TOKENS, HUMAN_TOKEN_LIMIT
 from filegate.kernel.messages import MediaBlock, Message, ModelSpec
 from filegate.kernel.transcripts import CONVERSATION_DIR, TranscriptPage
-from pydantic import BaseModel
 
 EVICT_CHARS = CHARS_PER_TOKEN * HUMAN_TOKEN_LIMIT
 """User messages longer than this (4 chars x 50 000 tokens = 200 000 chars) are evicted

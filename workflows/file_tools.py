@@ -38,6 +38,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from pydantic import BaseModel
+from temporalio import workflow
+from temporalio.exceptions import ApplicationError
+
 from filegate.kernel import wire
 from filegate.kernel.execute_gate import ExecuteGateError
 from filegate.kernel.messages import ContentBlock, Message, ToolCall, ToolSpec
@@ -55,9 +59,6 @@ from filegate.workflows.inputs import (
     PendingApproval,
 )
 from filegate.workflows.reviews import CO_HOSTED_PATCH, PREVIEW_PATCH, ReviewDesk
-from pydantic import BaseModel
-from temporalio import workflow
-from temporalio.exceptions import ApplicationError
 
 __all__ = ["FileTools", "FileToolsConfig", "FileToolsState", "ToolResult", "tool_messages"]
 

@@ -32,6 +32,18 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Literal
 
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
+from wcmatch import fnmatch as wc_fnmatch
+
 from filegate.kernel.command_rules import allowing_prefix, check_prefixes, describe_prefixes
 from filegate.kernel.formatting import Rendered, format_error, permission_denied
 from filegate.kernel.limits import MAX_TOOL_ARGS_DEPTH, execute_timeout_problem
@@ -56,17 +68,6 @@ from filegate.kernel.routing import Router
 from filegate.kernel.rule_patterns import normalise_rule_path, pattern_matches
 from filegate.kernel.tool_types import TOOL_ARGS, ToolName
 from filegate.kernel.visibility import answers_unasked, search_root_denied, search_roots
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    SerializerFunctionWrapHandler,
-    ValidationError,
-    field_validator,
-    model_serializer,
-    model_validator,
-)
-from wcmatch import fnmatch as wc_fnmatch
 
 PATH_FIELDS: dict[str, str] = TOOLS.path_fields
 """The argument holding each tool's path (execute has none)."""

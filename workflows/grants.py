@@ -47,6 +47,10 @@ from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import TYPE_CHECKING, Annotated, Any
 
+from pydantic import AfterValidator, BaseModel, ConfigDict, StringConstraints
+from temporalio import workflow
+from wcmatch import glob as wc_glob
+
 from filegate.kernel import wire
 from filegate.kernel.command_rules import simple_argv
 from filegate.kernel.globbing import resolve_glob
@@ -68,9 +72,6 @@ from filegate.workflows.grant_models import (
     check_visible,
 )
 from filegate.workflows.inputs import Via
-from pydantic import AfterValidator, BaseModel, ConfigDict, StringConstraints
-from temporalio import workflow
-from wcmatch import glob as wc_glob
 
 if TYPE_CHECKING:
     from filegate.workflows.inputs import Decision, PendingApproval

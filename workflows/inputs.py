@@ -11,6 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from temporalio.common import Priority
+
 from filegate.kernel.execute_gate import check_execute_gate
 from filegate.kernel.limits import (
     DEFAULT_MAX_EXECUTE_TIMEOUT,
@@ -34,8 +37,6 @@ from filegate.workflows.approval_models import Via as Via
 from filegate.workflows.context import ContextState
 from filegate.workflows.gate import ToolInterrupt
 from filegate.workflows.grant_models import Grant
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-from temporalio.common import Priority
 
 
 class BackendRef(BaseModel):

@@ -16,6 +16,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from temporalio import workflow
+from temporalio.exceptions import ActivityError
+
 from filegate.activities.contract import outcome_for_activity_error
 from filegate.activities.operation_stubs import (
     download_files,
@@ -27,8 +30,6 @@ from filegate.activities.operation_stubs import (
 from filegate.activities.stubs import STUBS, new_call_id
 from filegate.kernel import wire
 from filegate.kernel.operation_types import TRANSFER_KINDS, Operation, OperationResult, Scoped
-from temporalio import workflow
-from temporalio.exceptions import ActivityError
 
 
 def _identified(op: Operation) -> Operation:

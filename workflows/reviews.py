@@ -15,6 +15,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
+from temporalio import workflow
+
 from filegate.kernel.formatting import Rendered
 from filegate.kernel.messages import Message, ToolCall
 from filegate.kernel.previews import ChangePreview
@@ -35,7 +37,6 @@ from filegate.workflows.gate import ApprovalTrigger, CheckedCall
 from filegate.workflows.grants import GrantBook, GrantUse
 from filegate.workflows.inputs import Decision, FileToolsConfig
 from filegate.workflows.turn_decisions import turn_of
-from temporalio import workflow
 
 PREVIEWED_TOOLS = TOOLS.previewed
 """Tools whose approvals carry a preview (the others change nothing)."""

@@ -22,13 +22,14 @@ again: the call goes on in the same session).
 
 from __future__ import annotations
 
+from pydantic import BaseModel, Field
+from temporalio import workflow
+from temporalio.exceptions import ApplicationError
+
 from filegate.kernel import wire
 from filegate.kernel.messages import ToolCall, ToolSpec
 from filegate.workflows.file_tools import FileTools, ToolResult
 from filegate.workflows.inputs import FileToolsConfig, FileToolsState
-from pydantic import BaseModel, Field
-from temporalio import workflow
-from temporalio.exceptions import ApplicationError
 
 
 class SessionInput(BaseModel):

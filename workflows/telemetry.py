@@ -19,8 +19,9 @@ import threading
 import weakref
 from datetime import datetime
 
-from filegate.kernel import observability as names
 from temporalio import workflow
+
+from filegate.kernel import observability as names
 
 GroupKey = tuple[str, str, str]
 """(namespace, task queue, workflow type): the labels the workflow meter adds."""

@@ -30,12 +30,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
+
 from filegate.kernel.wire import DECIDE_TURN_UPDATE
 from filegate.workflows.approval_models import ApprovalId, Fingerprint, Reason
 from filegate.workflows.approvals import ApprovalBook
 from filegate.workflows.grant_models import Reviewer, check_visible
 from filegate.workflows.inputs import Decision, PendingApproval, Via
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
 DECIDE_TURN = DECIDE_TURN_UPDATE
 """The update's name (``filegate approve --all``, the UI's "Approve all N")."""

@@ -17,6 +17,10 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ApplicationError, FailureError
+
 from filegate.activities.contract import failure_cause
 from filegate.kernel import wire
 from filegate.kernel.messages import Message, ModelRequest, ModelResponse, ModelSpec, Usage
@@ -47,9 +51,6 @@ from filegate.workflows.context import (
     to_archive,
 )
 from filegate.workflows.inputs import AgentInput, CarryOver
-from temporalio import workflow
-from temporalio.common import RetryPolicy
-from temporalio.exceptions import ApplicationError, FailureError
 
 MODEL_ACTIVITY = wire.MODEL_ACTIVITY
 

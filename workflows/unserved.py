@@ -23,12 +23,13 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from temporalio import workflow
+from temporalio.exceptions import FailureError, TimeoutError, TimeoutType
+
 from filegate.activities.contract import failure_cause
 from filegate.kernel.formatting import format_error
 from filegate.kernel.tool_types import ToolName, ToolOutcome
 from filegate.workflows.inputs import BackendRef, Limits
-from temporalio import workflow
-from temporalio.exceptions import FailureError, TimeoutError, TimeoutType
 
 __all__ = ["not_picked_up", "unserved_outcome", "worker_wait_options"]
 

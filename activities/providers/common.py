@@ -16,6 +16,9 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
 from filegate.activities.providers.profiles import ModelProfile
 from filegate.kernel import wire
 from filegate.kernel.messages import (
@@ -26,8 +29,6 @@ from filegate.kernel.messages import (
     ModelSpec,
     TextBlock,
 )
-from temporalio import activity
-from temporalio.exceptions import ApplicationError
 
 RETRYABLE_TYPE = wire.MODEL_RETRYABLE_ERROR
 REQUEST_ERROR_TYPE = wire.MODEL_REQUEST_ERROR

@@ -20,6 +20,8 @@ import re
 from typing import Any
 
 import pydantic_core
+from temporalio.exceptions import ApplicationError
+
 from filegate.kernel import wire
 from filegate.kernel.limits import (
     DEFAULT_MAX_TOOL_ARGS_CHARS,
@@ -43,7 +45,6 @@ from filegate.kernel.messages import (
     nesting_exceeds,
     replace_surrogates,
 )
-from temporalio.exceptions import ApplicationError
 
 MODEL_TURN_TOO_LARGE = wire.MODEL_TURN_TOO_LARGE_ERROR
 """Error type of a model turn too large to record even without its calls' arguments."""

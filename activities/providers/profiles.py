@@ -17,10 +17,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from filegate.kernel import wire
-from filegate.kernel.messages import ModelSpec, check_model_spec
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from temporalio.exceptions import ApplicationError
+
+from filegate.kernel import wire
+from filegate.kernel.messages import ModelSpec, check_model_spec
 
 if TYPE_CHECKING:
     from filegate.backends.settings import Settings

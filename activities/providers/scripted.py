@@ -16,6 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from temporalio.exceptions import ApplicationError
+
 from filegate.activities.providers.common import request_error
 from filegate.activities.providers.profiles import ModelProfile, script_path
 from filegate.kernel.limits import MAX_TOOL_ARGS_DEPTH
@@ -28,8 +31,6 @@ from filegate.kernel.messages import (
     nesting_exceeds,
 )
 from filegate.kernel.scripts import SCRIPT_UNAVAILABLE, canonical_script, script_digest
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
-from temporalio.exceptions import ApplicationError
 
 END_OF_SCRIPT_STOP = "end_of_script"
 SCRIPT_CACHE_SIZE = 32

@@ -18,6 +18,16 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Literal, TypeVar
 
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    SerializeAsAny,
+    field_validator,
+    model_validator,
+)
+
 from filegate.backends.audit import (
     AuditSink,
     FileAuditSink,
@@ -37,15 +47,6 @@ from filegate.backends.policy.rate_limit import RateLimitPolicy, TokenBucket
 from filegate.backends.policy.secrets import BUILTIN_SECRET_RULES, SecretScanPolicy, secret_rule
 from filegate.kernel.protocol import (
     BackendProtocol,
-)
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    PrivateAttr,
-    SerializeAsAny,
-    field_validator,
-    model_validator,
 )
 
 

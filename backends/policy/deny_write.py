@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from wcmatch import glob as wc_glob
+
 from filegate.backends.policy.base import WRITE_OPERATIONS, Call, Policy, Refusal, names_operation
 from filegate.kernel.paths import validate_path
 from filegate.kernel.permissions import FilesystemPermission, delete_blockers
 from filegate.kernel.protocol import (
     BackendProtocol,
 )
-from wcmatch import glob as wc_glob
 
 
 class DenyWritePolicy(Policy):

@@ -22,12 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from deepagents import create_deep_agent
-from filegate.backends import BwrapSandboxBackend
-from filegate.integrations.deepagents import FilegateBackend, tools_worker
 from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
 from langchain_core.messages import AIMessage
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
+
+from filegate.backends import BwrapSandboxBackend
+from filegate.integrations.deepagents import FilegateBackend, tools_worker
 
 
 class ScriptedModel(FakeMessagesListChatModel):

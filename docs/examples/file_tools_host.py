@@ -90,11 +90,12 @@ async def main(
     """
     import tempfile
 
+    from temporalio.client import Client
+    from temporalio.worker import Worker
+
     from filegate import FilegatePlugin
     from filegate.backends import FilesystemBackend
     from filegate.workflows import BackendRef, BackendSpec
-    from temporalio.client import Client
-    from temporalio.worker import Worker
 
     run = uuid.uuid4().hex[:8]
     tools_queue, host_queue = f"tools-{run}", f"host-{run}"

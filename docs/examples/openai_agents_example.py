@@ -34,6 +34,7 @@ from temporalio import workflow
 # this block FileTools resolves to the worker's own module (docs/own-workflow.md).
 with workflow.unsafe.imports_passed_through():
     from agents import Agent, RunConfig, Runner
+
     from filegate.integrations.openai_agents import (
         FileToolsRunner,
         filegate_instructions,
@@ -98,13 +99,14 @@ async def run_example(
     (``filegate worker --role tools``).
     """
     from agents import OpenAIProvider
-    from filegate import FilegatePlugin
-    from filegate.backends import BackendProtocol, FilesystemBackend
-    from filegate.workflows import BackendRef, BackendSpec
     from openai import AsyncOpenAI
     from temporalio.client import Client
     from temporalio.openai_agents import ModelActivityParameters, OpenAIAgentsPlugin
     from temporalio.worker import Worker
+
+    from filegate import FilegatePlugin
+    from filegate.backends import BackendProtocol, FilesystemBackend
+    from filegate.workflows import BackendRef, BackendSpec
 
     # Retries belong to the model activity, not to the HTTP client inside it.
     openai_client = AsyncOpenAI(base_url=model_base_url, api_key=api_key, max_retries=0)

@@ -71,9 +71,10 @@ async def main(client: Client, workspace: Path) -> str:
     modules need. ``client`` carries Filegate's converter: the pydantic one
     here, ``filegate.worker.connect``'s when S3 is configured.
     """
+    from temporalio.worker import Worker
+
     from filegate import FilegatePlugin
     from filegate.backends import FilesystemBackend
-    from temporalio.worker import Worker
 
     queue = f"own-workflow-{uuid.uuid4().hex[:8]}"
     journal = Path(tempfile.mkdtemp(prefix="filegate-journal-"))

@@ -33,14 +33,6 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 with workflow.unsafe.imports_passed_through():
-    from filegate import FilegatePlugin
-    from filegate.backends import FilesystemBackend, FilesystemPermission
-    from filegate.integrations.pydantic_ai import (
-        FilegateCapability,
-        FilegateFileWorkspace,
-        pydantic_ai_data_converter,
-    )
-    from filegate.workflows import Decision, FileTools
     from pydantic_ai import Agent, RunContext
     from pydantic_ai.durable_exec.temporal import (
         PydanticAIPlugin,
@@ -55,6 +47,15 @@ with workflow.unsafe.imports_passed_through():
         ToolReturnPart,
     )
     from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+    from filegate import FilegatePlugin
+    from filegate.backends import FilesystemBackend, FilesystemPermission
+    from filegate.integrations.pydantic_ai import (
+        FilegateCapability,
+        FilegateFileWorkspace,
+        pydantic_ai_data_converter,
+    )
+    from filegate.workflows import Decision, FileTools
 
 TASK_QUEUE = "pydantic-ai-notes"
 """One queue: the agent's workflow, Pydantic AI's activities and Filegate's tools."""

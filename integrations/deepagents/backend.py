@@ -42,6 +42,9 @@ from deepagents.backends.protocol import (
     SandboxBackendProtocol,
     WriteResult,
 )
+from temporalio import workflow
+from temporalio.client import Client
+
 from filegate.activities.stubs import tool_request
 from filegate.kernel.operation_types import (
     DownloadRequest,
@@ -60,8 +63,6 @@ from filegate.operations import (
     run_outside,
 )
 from filegate.workflows.operation import run_operation
-from temporalio import workflow
-from temporalio.client import Client
 
 from . import convert
 from .convert import Mount

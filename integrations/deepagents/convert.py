@@ -31,6 +31,7 @@ from deepagents.backends.protocol import (
     ReadResult,
 )
 from deepagents.backends.utils import EMPTY_CONTENT_WARNING
+
 from filegate.kernel import protocol as fg
 from filegate.kernel.formatting import (
     EXECUTE_TRUNCATED_NOTE,

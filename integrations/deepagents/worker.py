@@ -7,9 +7,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from filegate.kernel.protocol import BackendProtocol
 from temporalio.client import Client
 from temporalio.worker import Worker, WorkflowRunner
+
+from filegate.kernel.protocol import BackendProtocol
 
 if TYPE_CHECKING:
     from filegate.backends.artifacts import ArtifactStore
@@ -49,8 +50,9 @@ def sandbox_runner() -> WorkflowRunner:
     :data:`FRAMEWORK_PASSTHROUGH`, on the context-free runner (Filegate's
     converters read no serialization context).
     """
-    from filegate.workflows.runner import SANDBOX_PASSTHROUGH, ContextFreeSandboxRunner
     from temporalio.worker.workflow_sandbox import SandboxRestrictions
+
+    from filegate.workflows.runner import SANDBOX_PASSTHROUGH, ContextFreeSandboxRunner
 
     restrictions = SandboxRestrictions.default.with_passthrough_modules(
         *SANDBOX_PASSTHROUGH, *FRAMEWORK_PASSTHROUGH

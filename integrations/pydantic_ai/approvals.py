@@ -33,7 +33,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from filegate.kernel.messages import ToolCall
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.tools import (
@@ -45,6 +44,8 @@ from pydantic_ai.tools import (
 )
 from pydantic_ai.workspaces import WorkspaceBackend, WorkspaceRef
 from temporalio import workflow
+
+from filegate.kernel.messages import ToolCall
 
 from .settled import requested_call, settled_metadata
 from .workspace import FilegateFileWorkspace

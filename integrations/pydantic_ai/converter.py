@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from filegate.activities.history import InlineMarkingPayloadConverter
 from pydantic_ai.durable_exec.temporal import PydanticAIPayloadConverter
 from temporalio.converter import DataConverter
+
+from filegate.activities.history import InlineMarkingPayloadConverter
 
 
 class FilegatePydanticAIPayloadConverter(InlineMarkingPayloadConverter, PydanticAIPayloadConverter):

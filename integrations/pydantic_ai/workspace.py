@@ -41,6 +41,18 @@ from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any, Self
 
+from pydantic_ai import RunContext
+from pydantic_ai.workspaces import (
+    CommandResult,
+    FileEntry,
+    WorkspaceError,
+    WorkspaceOutputLimitError,
+    WorkspaceRef,
+    WorkspaceTimeoutError,
+)
+from temporalio import activity, workflow
+from temporalio.client import Client
+
 from filegate.activities.stubs import tool_request
 from filegate.kernel.formatting import EXECUTE_TRUNCATED_NOTE, format_execute
 from filegate.kernel.mount import Mount
@@ -66,17 +78,6 @@ from filegate.operations import (
 from filegate.workflows.adapter_gate import check_adapter_gate
 from filegate.workflows.inputs import BackendRef, BackendSpec, FileToolsConfig
 from filegate.workflows.operation import run_operation
-from pydantic_ai import RunContext
-from pydantic_ai.workspaces import (
-    CommandResult,
-    FileEntry,
-    WorkspaceError,
-    WorkspaceOutputLimitError,
-    WorkspaceRef,
-    WorkspaceTimeoutError,
-)
-from temporalio import activity, workflow
-from temporalio.client import Client
 
 from . import settled
 from .errors import raise_for
