@@ -124,7 +124,7 @@ async def test_the_gate_over_stdio(
 
     async with mcp_client(cli_env, flags(tmp_path, root, workflow_id), ask, mode=mode) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
-        assert set(tools) == set(TOOLS.order()) - {"execute"}  # no shell was asked for
+        assert set(tools) == set(TOOLS.order) - {"execute"}  # no shell was asked for
         assert tools["read_file"].annotations and tools["read_file"].annotations.read_only_hint
         assert tools["write_file"].input_schema["required"] == ["file_path", "content"]
 
