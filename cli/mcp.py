@@ -62,17 +62,6 @@ def session_config(args: argparse.Namespace, ref: Any) -> Any:
     return config
 
 
-def local_ref(args: argparse.Namespace, root: Path, tools_queue: str) -> Any:
-    """The BackendRef of a root this process serves (``--shell`` / ``--sandbox`` as ``run``)."""
-    from filegate.workflows import BackendRef
-
-    shell_path = "/workspace" if args.sandbox else str(root) if args.shell else None
-    return BackendRef(
-        kind="remote", name="workspace", task_queue=tools_queue,
-        can_execute=args.shell or args.sandbox, sandboxed=args.sandbox, shell_path=shell_path,
-    )  # fmt: skip
-
-
 def reviewer_name(args: argparse.Namespace) -> str:
     """Who the audit log names for a decision the MCP client sends."""
     chosen = (args.reviewer or "").strip()
@@ -110,16 +99,15 @@ async def served_session(args: argparse.Namespace) -> AsyncIterator[tuple[Client
 
 @contextlib.asynccontextmanager
 async def _hosted(args: argparse.Namespace, target: Any, workflow_id: str) -> AsyncIterator[Client]:
-    from filegate.cli.run import tools_queue_for
+    from filegate.cli.run import served_kind, served_ref, tools_queue_for
     from filegate.cli.services import local_services, services_client, state_dir_outside
     from filegate.cli.workers import env_policies
     from filegate.worker import in_process_workers, make_backend
 
     root = workspace_root(args.root)
     tools_queue = tools_queue_for(workflow_id, root)
-    config = session_config(args, local_ref(args, root, tools_queue))
-    kind = "sandbox" if args.sandbox else "local-shell" if args.shell else "filesystem"
-    backend = make_backend(kind, root)
+    config = session_config(args, served_ref(args, root, tools_queue, "workspace"))
+    backend = make_backend(served_kind(args), root)
     state_dir = state_dir_outside(target.settings, [str(root)])
     async with local_services(target, state_dir, reuse_default=True) as services:
         for line in services.notes:

@@ -103,15 +103,25 @@ def terminal_exports(target: Any, services: Any) -> str | None:
 
 def build_input(args: argparse.Namespace, root: Path, tools_queue: str, name: str) -> Any:
     """The AgentInput the flags describe; bad flags exit 2 before anything starts."""
+    return agent_input(args, served_ref(args, root, tools_queue, name), local_profiles())
+
+
+def served_ref(args: argparse.Namespace, root: Path, tools_queue: str, name: str) -> Any:
+    """The BackendRef of a root this process serves, as ``--shell`` / ``--sandbox`` ask
+    (``run`` and ``mcp`` take the same flags)."""
     from filegate.workflows import BackendRef
 
     sandbox = getattr(args, "sandbox", False)
     shell_path = "/workspace" if sandbox else str(root) if args.shell else None
-    ref = BackendRef(
+    return BackendRef(
         kind="remote", name=name, task_queue=tools_queue,
         can_execute=args.shell or sandbox, sandboxed=sandbox, shell_path=shell_path,
     )  # fmt: skip
-    return agent_input(args, ref, local_profiles())
+
+
+def served_kind(args: argparse.Namespace) -> str:
+    """The backend kind ``--shell`` / ``--sandbox`` choose for the served root."""
+    return "sandbox" if args.sandbox else "local-shell" if args.shell else "filesystem"
 
 
 def local_profiles() -> list[str]:
@@ -234,8 +244,7 @@ async def run_command(args: argparse.Namespace) -> int:
     tools_queue = tools_queue_for(workflow_id, root)
     name = "workspace"
     input = build_input(args, root, tools_queue, name)
-    kind = "sandbox" if args.sandbox else "local-shell" if args.shell else "filesystem"
-    backend = make_backend(kind, root)
+    backend = make_backend(served_kind(args), root)
     state_dir = state_dir_outside(target.settings, [str(root)])
     say(f"workflow id: {workflow_id}")
     async with local_services(target, state_dir, reuse_default=True) as services:

@@ -30,6 +30,18 @@ __all__ = ["cli_env"]  # the fixture, shared with test_cli
 pytestmark = pytest.mark.services
 
 
+def shell_tools(root: Path, journal: Path) -> FilegatePlugin:
+    """A tools worker's plugin serving ``root`` as a host shell, with nothing from the env."""
+    return FilegatePlugin(
+        backends={"ws": LocalShellBackend(str(root), virtual_mode=True)},
+        journal_dir=journal,
+        artifacts=None,
+        settings=Settings(),
+        policies=None,
+        tracer_provider=None,
+    )
+
+
 @pytest.mark.parametrize("path", ["standalone", "workflow"])
 async def test_a_cancelled_caller_stops_the_command(
     temporal_client: Client, tmp_path: Path, path: str
@@ -37,11 +49,7 @@ async def test_a_cancelled_caller_stops_the_command(
     root = tmp_path / "ws"
     root.mkdir()
     queue = f"cancel-{uuid.uuid4().hex[:8]}"
-    plugin = FilegatePlugin(
-        backends={"ws": LocalShellBackend(str(root), virtual_mode=True)},
-        journal_dir=tmp_path / "journal", artifacts=None, settings=Settings(),
-        policies=None, tracer_provider=None,
-    )  # fmt: skip
+    plugin = shell_tools(root, tmp_path / "journal")
     request = tool_request(
         "execute", {"command": "sleep 4 && touch finished"}, backend="ws", tool_call_id=""
     )
@@ -70,11 +78,7 @@ async def test_ctrl_c_on_filegate_call_stops_the_command(
     root = tmp_path / "ws"
     root.mkdir()
     queue = f"cancel-cli-{uuid.uuid4().hex[:8]}"
-    plugin = FilegatePlugin(
-        backends={"ws": LocalShellBackend(str(root), virtual_mode=True)},
-        journal_dir=tmp_path / "journal", artifacts=None, settings=Settings(),
-        policies=None, tracer_provider=None,
-    )  # fmt: skip
+    plugin = shell_tools(root, tmp_path / "journal")
     env = {k: v for k, v in cli_env.items() if not k.startswith("FILEGATE_S3_")}
     args = '{"command": "sleep 5 && touch finished"}'
     async with Worker(temporal_client, task_queue=queue, plugins=[plugin]):
