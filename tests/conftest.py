@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import signal
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -31,6 +32,13 @@ pytest_plugins = ["tests.sandbox_fixtures"]
 settings.register_profile("ci", derandomize=True, print_blob=True)
 if os.environ.get("CI"):
     settings.load_profile("ci")
+
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    # A shell without job control starts a background job (``pytest &``, nohup in
+    # a script) with SIGINT ignored, and children inherit that: the tests that
+    # press Ctrl-C on a CLI (it exits 130) would see it ignored. A handled signal
+    # is reset to its default in each child.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 if os.environ.get("PYTEST_XDIST_WORKER") and not os.environ.get("FILEGATE_DEV_TEMPORAL_PORT"):
     # Workers run side by side: a ``filegate run`` that is given no Temporal would
