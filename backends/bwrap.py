@@ -15,14 +15,14 @@ capability). Everything it can reach is mounted read-only or is the
 workspace, and that is what the isolation tests check; running the worker as
 an unprivileged user is stronger still.
 
-Bounds (contract §11, :class:`~filegate.backends.reaper.CommandBounds`):
+Bounds (contract §11, :class:`~filegate.processes.reaper.CommandBounds`):
 bwrap runs under the command supervisor (host side), so the memory and
 file-size rlimits reach every sandboxed process and the process count covers
 the whole sandbox; ``/tmp`` and ``/dev/shm`` are tmpfs of ``tmp_bytes`` each,
 and the sandbox's own tmpfs root and ``/dev`` are remounted read-only, so no
 unbounded tmpfs is left to fill. Where the worker can make cgroups the
 supervisor joins one per command, so memory and tasks are capped for the
-sandbox as a whole (:mod:`.cgroups`), and the supervisor kills the sandbox
+sandbox as a whole (:mod:`filegate.processes.cgroups`), and the supervisor kills the sandbox
 once it wrote more than ``write_bytes`` to the workspace; a seccomp filter
 (:mod:`.seccomp`, ``--seccomp``) refuses ``fallocate``, which would reserve
 disk space without writing it.
@@ -43,11 +43,9 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from filegate.backends.executables import find_executable
 from filegate.backends.filesystem import FilesystemBackend
-from filegate.backends.host_files import DEFAULT_MAX_FILE_BYTES
+from filegate.backends.filesystem.host_files import DEFAULT_MAX_FILE_BYTES
 from filegate.backends.local_shell import MINIMAL_PATH, run_command
-from filegate.backends.reaper import CommandBounds
 from filegate.backends.sandbox import (
     DEFAULT_OP_TIMEOUT,
     WORKSPACE,
@@ -75,6 +73,8 @@ from filegate.kernel.protocol import (
     Visible,
     WriteResult,
 )
+from filegate.processes.executables import find_executable
+from filegate.processes.reaper import CommandBounds
 
 _ETC_FILES = (
     "/etc/alternatives",  # Debian's /usr/bin/awk etc. are symlinks through here

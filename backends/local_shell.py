@@ -3,11 +3,11 @@
 Not a sandbox: the command can touch anything the worker user can. What it
 does guarantee (contract §1, §11): cwd is the root, the environment is
 explicit (nothing inherited unless asked), output is capped, memory, file size
-and process count are bounded (:class:`~filegate.backends.reaper.CommandBounds`;
+and process count are bounded (:class:`~filegate.processes.reaper.CommandBounds`;
 their sums per command where the worker can make cgroups, and what the command
 writes to disk; ``fallocate`` is not filtered here, unlike in the sandbox),
 and no process outlives the command: it runs under the supervisor of
-:mod:`filegate.backends.reaper`, which kills everything it started -- also
+:mod:`filegate.processes.reaper`, which kills everything it started -- also
 processes that called ``setsid`` or double-forked -- when it returns, times out
 or is cancelled. A hostile command can still kill its supervisor (it runs as
 the worker's user; what it started then dies with the command's cgroup, where
@@ -17,7 +17,7 @@ untrusted code.
 Credentials: a command cannot read the worker's environment or memory through
 ``/proc``: building a backend makes the worker non-dumpable, and a root
 worker's commands (and their supervisor) run without any capability, still as
-uid 0 (:mod:`filegate.backends.process_guard`).
+uid 0 (:mod:`filegate.processes.guard`).
 
 ``execute`` waits in a short polling loop rather than one blocking call, so
 an exception raised into the calling thread (e.g. Temporal cancelling a sync
@@ -35,16 +35,16 @@ from collections.abc import Mapping, Sequence
 from contextlib import suppress
 
 from filegate.backends.filesystem import FilesystemBackend
-from filegate.backends.host_files import DEFAULT_MAX_FILE_BYTES
-from filegate.backends.process_guard import (
+from filegate.backends.filesystem.host_files import DEFAULT_MAX_FILE_BYTES
+from filegate.kernel.limits import DEFAULT_EXECUTE_TIMEOUT, DEFAULT_MAX_OUTPUT_BYTES
+from filegate.kernel.protocol import ExecuteResult, refuse_empty_command
+from filegate.processes.guard import (
     guarded,
     make_non_dumpable,
     needs_capability_drop,
     parse_refusal,
 )
-from filegate.backends.reaper import CommandBounds, Supervision, bound_error, report_kill
-from filegate.kernel.limits import DEFAULT_EXECUTE_TIMEOUT, DEFAULT_MAX_OUTPUT_BYTES
-from filegate.kernel.protocol import ExecuteResult, refuse_empty_command
+from filegate.processes.reaper import CommandBounds, Supervision, bound_error, report_kill
 
 MINIMAL_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 STDERR_PREFIX = "[stderr] "
@@ -137,17 +137,17 @@ def run_command(
     Shared by every backend that executes (the host shell, sandboxes), so the
     timeout, output-cap, bounds and process-cleanup rules live in one place.
     With ``bounds`` (a sequence ``args`` only) the command runs under the
-    supervisor (:mod:`filegate.backends.reaper`); it is stopped with SIGTERM,
+    supervisor (:mod:`filegate.processes.reaper`); it is stopped with SIGTERM,
     so it kills the whole tree, then the session's process group is killed.
     A timed-out command reports :data:`TIMEOUT_EXIT_CODE` (contract §1). The
     supervisor also joins the command's cgroup, if the worker can make one, and
     reports which bound stopped it: the result's error names it
-    (:class:`~filegate.backends.reaper.Supervision`). ``pass_fds``: descriptors
+    (:class:`~filegate.processes.reaper.Supervision`). ``pass_fds``: descriptors
     the command inherits (the sandbox's seccomp filter).
 
     ``drop_capabilities`` (the host shell): when the worker is root, the
     supervisor and the command start through the guard of
-    :mod:`~filegate.backends.process_guard`, which drops every capability
+    :mod:`~filegate.processes.guard`, which drops every capability
     first; if it cannot, nothing runs and the result is its error. Sandboxes
     leave it off: bwrap needs root's capabilities to build its namespaces and
     drops them itself for the command.

@@ -38,7 +38,7 @@ from contextlib import suppress
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from filegate.backends.host_files import (
+from filegate.backends.filesystem.host_files import (
     DEFAULT_MAX_FILE_BYTES,
     MAX_GLOB_RESULTS,
     NotRegularFileError,
@@ -233,7 +233,7 @@ class BaseSandbox(ReferenceNames, ABC):
         """Write ``data`` atomically, in argument-sized chunks (staging file + rename).
 
         The staging file is named after the journaled call, as on the Filesystem
-        backend (:func:`backends.filesystem.named_for_call`)."""
+        backend (:func:`backends.filesystem.host_files.named_for_call`)."""
         tmp: str | None = None
         pos = 0
         try:

@@ -1,7 +1,7 @@
 """The sandbox's seccomp filter: no disk space without writing it (contract §11).
 
 The write bound counts the bytes a command dirties for storage
-(:mod:`.reaper`, "Why writes are counted this way"). ``fallocate(2)`` and the
+(:mod:`filegate.processes.reaper`, "Why writes are counted this way"). ``fallocate(2)`` and the
 preallocation ioctls (``FS_IOC_RESVSP``, ``FS_IOC_RESVSP64``,
 ``FS_IOC_ZERO_RANGE``, which the VFS serves for every filesystem) reserve
 blocks without dirtying a page, and with ``FALLOC_FL_KEEP_SIZE`` they even

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from pydantic import BaseModel, ByteSize, ConfigDict, Field, SecretStr
 
@@ -25,6 +25,9 @@ from filegate.kernel.limits import (
     DEFAULT_S3_OUTAGE_SECONDS,
     DEFAULT_SANDBOX_TMP_BYTES,
 )
+
+if TYPE_CHECKING:
+    from filegate.processes.reaper import CommandBounds
 
 ENV_PREFIX = "FILEGATE_"
 
@@ -59,7 +62,7 @@ class Settings(BaseModel):
     model_profiles_file: Path | None = None
     """The same, read from a JSON file. Neither set: the default profiles."""
 
-    # Bounds of one execute call (contract §11, filegate.backends.reaper); 0: none.
+    # Bounds of one execute call (contract §11, filegate.processes.reaper); 0: none.
     exec_memory: ByteSize = ByteSize(DEFAULT_EXECUTE_MEMORY_BYTES)
     exec_max_processes: int = Field(default=DEFAULT_EXECUTE_MAX_PROCESSES, ge=0)
     exec_file_size: ByteSize = ByteSize(DEFAULT_EXECUTE_FILE_BYTES)
@@ -98,3 +101,22 @@ class Settings(BaseModel):
                     values[name] = raw.strip()
                     break
         return cls.model_validate(values)
+
+    def command_bounds(self) -> CommandBounds:
+        """The bounds of one execute call: ``FILEGATE_EXEC_MEMORY`` /
+        ``_EXEC_MAX_PROCESSES`` / ``_EXEC_FILE_SIZE`` / ``_EXEC_COMMAND_MEMORY`` /
+        ``_EXEC_WRITE_SIZE`` / ``_SANDBOX_TMP_SIZE`` / ``_EXEC_MAX_SECONDS``.
+
+        Here rather than on :class:`~filegate.processes.reaper.CommandBounds`:
+        process supervision knows nothing of the backends' settings."""
+        from filegate.processes.reaper import CommandBounds
+
+        return CommandBounds(
+            memory_bytes=int(self.exec_memory),
+            max_processes=self.exec_max_processes,
+            file_bytes=int(self.exec_file_size),
+            command_memory_bytes=int(self.exec_command_memory),
+            write_bytes=int(self.exec_write_size),
+            tmp_bytes=int(self.sandbox_tmp_size),
+            max_seconds=self.exec_max_seconds,
+        )

@@ -42,14 +42,14 @@ from common import Bench, call, remote, scripted_input, temporal_bench
 
 from filegate.backends.filesystem import FilesystemBackend
 from filegate.cli.run import approval_counters
-from filegate.cli.ui_listing import approval_listing
+from filegate.cli.ui.listing import approval_listing
 from filegate.kernel.permissions import FilesystemPermission
 from filegate.kernel.protocol import BackendProtocol
 from filegate.worker import agent_worker, tools_worker
 from filegate.workflows import AgentWorkflow, Decision
 
 REFRESH_SECONDS = 2.0
-"""The approval page's refresh interval (cli/static/approvals.js)."""
+"""The approval page's refresh interval (cli/ui/static/approvals.js)."""
 
 _ACTION = re.compile(r"^action\{(?P<labels>[^}]*)\}\s+(?P<value>[0-9.e+]+)$")
 

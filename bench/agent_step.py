@@ -34,7 +34,7 @@ provider itself. Floors (exit 1 if one is missed; each printed ok/MISSED):
 bytes per step have their floor in ``bench/history.py``.) Every remote
 variant's tool call crosses the server's history transfer queue, which the
 embedded dev server lets poll 1000x/s per shard (``DYNAMIC_CONFIG`` in
-``backends/embedded.py``; at the server default of 20/s a remote step cost
+``devstack/servers.py``; at the server default of 20/s a remote step cost
 about 83 ms, see ``bench/hop_probe.py``).
 """
 

@@ -26,11 +26,11 @@ from unittest import mock
 PROJECT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(PROJECT))
 
-from filegate.backends import reaper  # noqa: E402
 from filegate.backends.bwrap import BwrapSandboxBackend  # noqa: E402
-from filegate.backends.cgroups import CommandCgroup, aggregate_bounds_status  # noqa: E402
 from filegate.backends.local_shell import LocalShellBackend  # noqa: E402
-from filegate.backends.reaper import CommandBounds  # noqa: E402
+from filegate.processes import reaper  # noqa: E402
+from filegate.processes.cgroups import CommandCgroup, aggregate_bounds_status  # noqa: E402
+from filegate.processes.reaper import CommandBounds  # noqa: E402
 
 
 def _ms(run: Callable[[], object]) -> float:

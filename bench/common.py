@@ -28,7 +28,7 @@ from temporalio.api.enums.v1 import EventType  # noqa: E402
 from temporalio.client import Client, WorkflowHandle  # noqa: E402
 from temporalio.contrib.pydantic import pydantic_data_converter  # noqa: E402
 
-from filegate.backends.embedded import TemporalDevServer  # noqa: E402
+from filegate.devstack.servers import TemporalDevServer  # noqa: E402
 from filegate.kernel.messages import ModelSpec  # noqa: E402
 from filegate.workflows import AgentInput, BackendRef, BackendSpec, Limits  # noqa: E402
 

@@ -56,9 +56,9 @@ from temporalio.client import Client  # noqa: E402
 
 from filegate.activities.history import CODEC_THRESHOLD, filegate_data_converter  # noqa: E402
 from filegate.backends.artifacts import ArtifactStore  # noqa: E402
-from filegate.backends.embedded import TemporalDevServer  # noqa: E402
-from filegate.backends.embedded_s3 import S3DevServer  # noqa: E402
 from filegate.backends.filesystem import FilesystemBackend  # noqa: E402
+from filegate.devstack.s3 import S3DevServer  # noqa: E402
+from filegate.devstack.servers import TemporalDevServer  # noqa: E402
 from filegate.kernel.messages import ModelSpec  # noqa: E402
 from filegate.kernel.protocol import BackendProtocol  # noqa: E402
 from filegate.worker import agent_worker, tools_worker  # noqa: E402

@@ -365,7 +365,7 @@ def main(argv: list[str] | None = None) -> None:
         results = asyncio.run(probe(args))
         server_info: dict[str, Any] = {"address": args.address}
     else:
-        from filegate.backends.embedded import TemporalDevServer
+        from filegate.devstack.servers import TemporalDevServer
 
         class ProbeServer(TemporalDevServer):
             """TemporalDevServer plus extra start-dev flags (dynamic config)."""

@@ -8,7 +8,7 @@ each with its computed preview) and 100 idle AgentWorkflows (running,
 waiting for a message, no approvals). It times, best and median of
 ``--runs``:
 
-- ``listing``: :func:`filegate.cli.ui_listing.approval_listing` as
+- ``listing``: :func:`filegate.cli.ui.listing.approval_listing` as
   ``filegate approvals`` and the UI run it: one visibility query
   (``FilegatePendingApprovals > 0``) names the 100 waiting workflows, which
   are asked in parallel;
@@ -41,9 +41,9 @@ from common import Bench, emit_json, ms, print_table, scripted_input, temporal_b
 from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
 
 from filegate.backends.filesystem import FilesystemBackend
-from filegate.cli import ui_listing
-from filegate.cli.ui import create_app
-from filegate.cli.web_guard import UiAccess
+from filegate.cli.ui import listing as ui_listing
+from filegate.cli.ui.app import create_app
+from filegate.cli.ui.web_guard import UiAccess
 from filegate.kernel.messages import ModelSpec
 from filegate.kernel.permissions import FilesystemPermission
 from filegate.worker import agent_worker, tools_worker

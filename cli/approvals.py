@@ -34,7 +34,7 @@ from filegate.cli.contract import DECIDE_TIMEOUT, QUERY_TIMEOUT
 from filegate.cli.errors import NEEDS_S3, CliError, failure_text, undecodable
 from filegate.cli.grant_options import add_remember_options, grant_line, remember_payload
 from filegate.cli.progress import approval_context, args_text, counted, rule_text, say
-from filegate.cli.ui_listing import LISTING_TIMEOUT, Listing, approval_listing
+from filegate.cli.ui.listing import LISTING_TIMEOUT, Listing, approval_listing
 from filegate.kernel.wire import DECIDE_UPDATE, PENDING_QUERY, STATUS_QUERY, WORKFLOW_TYPE
 
 log = logging.getLogger("filegate.approvals")

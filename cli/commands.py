@@ -4,7 +4,7 @@ The parser and the dispatch: each command group lives in its own module
 (:mod:`~filegate.cli.workers`, :mod:`~filegate.cli.run`, :mod:`~filegate.cli.submit`,
 :mod:`~filegate.cli.artifacts`,
 :mod:`~filegate.cli.demo`,
-:mod:`~filegate.cli.approvals`, :mod:`~filegate.cli.ui`) and adds its parsers
+:mod:`~filegate.cli.approvals`, :mod:`~filegate.cli.ui.app`) and adds its parsers
 through :data:`COMMANDS`. The web UI's stack is imported only for ``filegate ui``.
 """
 
@@ -21,7 +21,6 @@ from typing import Any, NoReturn
 
 from temporalio.service import RPCError
 
-from filegate.backends.embedded import LOOPBACK
 from filegate.cli import (
     approvals,
     artifacts,
@@ -40,6 +39,7 @@ from filegate.cli.errors import CliError, undecodable
 from filegate.cli.outage import transient
 from filegate.cli.services import STOPPED_BY
 from filegate.cli.telemetry import finish as finish_telemetry
+from filegate.devstack.servers import LOOPBACK
 from filegate.worker import ConfigError
 
 
@@ -52,7 +52,7 @@ def _add_ui_parser(sub: Any, common: argparse.ArgumentParser) -> None:
 
 async def _ui_command(args: argparse.Namespace) -> int:
     try:  # the web stack is an optional extra: import it only for this command
-        from filegate.cli.ui import ui_command
+        from filegate.cli.ui.app import ui_command
     except ImportError as exc:
         raise CliError(f"the web UI needs: pip install 'filegate[ui]' ({exc})", 2) from None
     return await ui_command(args)

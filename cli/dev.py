@@ -16,12 +16,12 @@ import asyncio
 import contextlib
 from typing import Any
 
-from filegate.backends.embedded import LOOPBACK, is_listening, reserve_ports
-from filegate.backends.embedded_stack import reap_orphans
 from filegate.cli.connection import target_from
 from filegate.cli.errors import CliError
 from filegate.cli.progress import say
 from filegate.cli.services import local_services, services_client
+from filegate.devstack.servers import LOOPBACK, is_listening, reserve_ports
+from filegate.devstack.stack import reap_orphans
 
 DEFAULT_UI_PORT = 8080
 DEFAULT_WEB_UI_PORT = 8233
@@ -69,8 +69,8 @@ async def _approval_ui(target: Any, services: Any, port: int, web_url: str | Non
     """The approval UI on loopback, served on this event loop; prints its login URL.
 
     ``web_url``: the Temporal Web UI this command started, which cards link to."""
-    from filegate.cli.ui import create_app, login_url, uvicorn_server  # the ui extra
-    from filegate.cli.web_guard import UiAccess
+    from filegate.cli.ui.app import create_app, login_url, uvicorn_server  # the ui extra
+    from filegate.cli.ui.web_guard import UiAccess
 
     try:
         access = UiAccess.for_address(LOOPBACK)  # FILEGATE_UI_* (docs/configuration.md)

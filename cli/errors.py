@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from filegate.backends.embedded import StartupFailed
+from filegate.devstack.servers import StartupFailed
 from filegate.worker import ConfigError
 
 

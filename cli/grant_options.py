@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from filegate.cli.errors import CliError
-from filegate.workflows.grant_models import GRANT_SECONDS_MAX, Grant
+from filegate.workflows.approvals.grant_models import GRANT_SECONDS_MAX, Grant
 
 DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400}
 """``--for`` units: ``90s``, ``30m``, ``2h``, ``1d``, combined as ``1h30m``."""

@@ -13,7 +13,7 @@ note this command prints goes to stderr.
 
 HTTP listens on 127.0.0.1 by default, where the SDK's Host and Origin checks
 hold off DNS rebinding. Anywhere else it takes the approval UI's guard
-(:mod:`filegate.cli.web_guard`): ``Authorization: Bearer <token>``, with the
+(:mod:`filegate.cli.ui.web_guard`): ``Authorization: Bearer <token>``, with the
 token from ``FILEGATE_UI_TOKEN`` or printed at start. A tool call decides
 what runs on the files, so no other address is served unauthenticated.
 """
@@ -217,7 +217,7 @@ async def serve_http(server: Any, host: str, port: int) -> None:
     """Streamable HTTP at ``/mcp``; off loopback, behind the approval UI's guard."""
     import uvicorn
 
-    from filegate.cli.web_guard import GuardMiddleware, UiAccess
+    from filegate.cli.ui.web_guard import GuardMiddleware, UiAccess
 
     app: Any = server.streamable_http_app(host=host)
     if host not in LOOPBACK:

@@ -341,7 +341,7 @@ async def approval_counters(client: Client) -> TypedSearchAttributes | None:
     """
     from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 
-    from filegate.workflows.approval_handlers import (
+    from filegate.workflows.approvals.handlers import (
         DECIDED_APPROVALS,
         PENDING_APPROVALS,
         initial_search_attributes,

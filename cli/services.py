@@ -2,7 +2,7 @@
 
 ``filegate run``, ``filegate demo`` and ``filegate dev`` lease whatever is not
 configured (embedded Temporal and S3 servers) from the state dir's embedded
-stack (:mod:`filegate.backends.embedded_stack`): a live one is reused, a
+stack (:mod:`filegate.devstack.stack`): a live one is reused, a
 missing one started, and the last user stops it.
 """
 
@@ -20,13 +20,13 @@ from typing import TYPE_CHECKING
 
 from temporalio.client import Client
 
-from filegate.backends.embedded import LOOPBACK, TemporalDevServer, is_listening, listener_uid
-from filegate.backends.embedded_s3 import S3DevServer
-from filegate.backends.embedded_stack import Lease, acquire, release, s3_entry, temporal_entry
 from filegate.backends.settings import ENV_PREFIX, Settings
 from filegate.backends.startup import inside
 from filegate.cli.connection import Target, with_address
 from filegate.cli.errors import CliError, service_failure
+from filegate.devstack.s3 import S3DevServer
+from filegate.devstack.servers import LOOPBACK, TemporalDevServer, is_listening, listener_uid
+from filegate.devstack.stack import Lease, acquire, release, s3_entry, temporal_entry
 from filegate.worker import S3Access, open_store, with_payload_codec
 
 if TYPE_CHECKING:
@@ -53,7 +53,7 @@ def dev_temporal_address() -> str:
 @dataclass
 class LocalServices:
     """The servers a command uses: configured, found running, or leased from the
-    state dir's embedded stack (:mod:`filegate.backends.embedded_stack`)."""
+    state dir's embedded stack (:mod:`filegate.devstack.stack`)."""
 
     temporal_address: str
     s3: S3Access

@@ -3,7 +3,7 @@
 A model turn's calls wait side by side and the model is asked again only once
 all of them have a result, so deciding them one by one leaves the turn half
 decided in between. These commands send one ``decide_turn`` update instead
-(workflows/turn_decisions.py): the workflow applies it to every pending call of
+(workflows/approvals/turn_decisions.py): the workflow applies it to every pending call of
 the turn, or, when anything changed since the reviewer looked, to none.
 
 The turn is the one pending (``--turn`` picks one when several are, which only

@@ -22,9 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ByteSize
 
-from filegate.backends.cgroups import aggregate_bounds_in_place, aggregate_bounds_status
 from filegate.backends.policy import PolicyConfig
-from filegate.backends.reaper import CommandBounds, parse_size, size_text
 from filegate.backends.seccomp import filter_problem
 from filegate.backends.settings import Settings
 from filegate.backends.startup import (
@@ -39,6 +37,8 @@ from filegate.cli.connection import target_from
 from filegate.cli.errors import CliError
 from filegate.cli.services import state_dir_outside
 from filegate.cli.telemetry import cli_telemetry
+from filegate.processes.cgroups import aggregate_bounds_in_place, aggregate_bounds_status
+from filegate.processes.reaper import CommandBounds, parse_size, size_text
 from filegate.worker import (
     BACKEND_KINDS,
     agent_worker,

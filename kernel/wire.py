@@ -31,7 +31,7 @@ DECIDED_QUERY = "decided_approvals"
 STATUS_QUERY = "status"
 TRANSCRIPT_QUERY = "transcript"
 GRANTS_QUERY = "grants"
-"""Remembered approvals (:mod:`filegate.workflows.grants`)."""
+"""Remembered approvals (:mod:`filegate.workflows.approvals.grants`)."""
 
 # Updates (``decide`` and ``add_message`` are also signals, for fire-and-forget callers).
 DECIDE_UPDATE = "decide"

@@ -21,8 +21,8 @@ from minio import Minio
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from filegate.backends.embedded import TemporalDevServer
-from filegate.backends.embedded_s3 import S3DevServer
+from filegate.devstack.s3 import S3DevServer
+from filegate.devstack.servers import TemporalDevServer
 
 pytest_plugins = ["tests.sandbox_fixtures"]
 """The bwrap modules' fixtures (``sb`` on ``root``); a module's own ``root`` wins."""
@@ -43,7 +43,7 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 if os.environ.get("PYTEST_XDIST_WORKER") and not os.environ.get("FILEGATE_DEV_TEMPORAL_PORT"):
     # Workers run side by side: a ``filegate run`` that is given no Temporal would
     # start or reuse one on 127.0.0.1:7233, shared by every worker. One port each.
-    from filegate.backends.embedded import free_port
+    from filegate.devstack.servers import free_port
 
     os.environ["FILEGATE_DEV_TEMPORAL_PORT"] = str(free_port())
 

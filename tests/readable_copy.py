@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import filegate
-from filegate.backends.executables import find_executable
+from filegate.processes.executables import find_executable
 
 _SKIPPED = shutil.ignore_patterns(
     ".venv", ".git", "tests", "bench", "docs", "__pycache__", "*.egg-info", ".*_cache",

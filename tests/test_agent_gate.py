@@ -11,7 +11,7 @@ from filegate.kernel.formatting import Rendered
 from filegate.kernel.permissions import FilesystemPermission
 from filegate.kernel.routing import Router
 from filegate.kernel.tool_types import TOOL_ORDER, ToolName
-from filegate.workflows.approvals import ApprovalBook, call_signature, stamped
+from filegate.workflows.approvals.pending import ApprovalBook, call_signature, stamped
 from filegate.workflows.gate import CheckedCall, check_call, deny_gate
 from filegate.workflows.inputs import Decision
 

@@ -27,12 +27,12 @@ from temporalio.client import (
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from filegate.kernel.previews import ChangePreview
-from filegate.workflows.approval_handlers import (
+from filegate.workflows.approvals.handlers import (
     DECIDED_APPROVALS,
     PENDING_APPROVALS,
     ApprovalHandlers,
 )
-from filegate.workflows.approvals import DECIDED_KEPT, ApprovalBook
+from filegate.workflows.approvals.pending import DECIDED_KEPT, ApprovalBook
 from filegate.workflows.inputs import (
     DecidedApproval,
     Decision,

@@ -1,4 +1,4 @@
-"""Finding approvals at scale (cli/ui_listing.py) with stuck workflows and other types.
+"""Finding approvals at scale (cli/ui/listing.py) with stuck workflows and other types.
 
 - One workflow that never answers queries (an ``AgentWorkflow`` whose worker
   was stopped while it waited on a human) costs the listing at most
@@ -35,17 +35,18 @@ from temporalio.common import SearchAttributeKey
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
-from filegate.backends.embedded import TemporalDevServer
-from filegate.cli import ui_decided, ui_listing
 from filegate.cli.approvals import LISTING_TIMEOUT, UNANSWERED_EXIT, approval_listing
-from filegate.cli.ui import create_app
-from filegate.cli.ui_decided import DecidedListing, decided_listing, from_history
-from filegate.cli.ui_listing import (
+from filegate.cli.ui import decided as ui_decided
+from filegate.cli.ui import listing as ui_listing
+from filegate.cli.ui.app import create_app
+from filegate.cli.ui.decided import DecidedListing, decided_listing, from_history
+from filegate.cli.ui.listing import (
     RUNNING,
     Candidate,
     attribute_missing,
     candidates,
 )
+from filegate.devstack.servers import TemporalDevServer
 from filegate.kernel.wire import PENDING_ATTRIBUTE
 from filegate.workflows import Decision
 from tests.ui_support import (
@@ -292,7 +293,7 @@ async def test_server_without_the_attribute_falls_back_and_remembers(
 async def test_the_attribute_narrows_listing_and_recent_decisions(temporal_client: Client) -> None:
     if not await has_listing_attributes(temporal_client):
         pytest.fail(
-            "the embedded dev server registers the listing attributes (backends/embedded.py)"
+            "the embedded dev server registers the listing attributes (devstack/servers.py)"
         )
     queue = f"narrow-{uuid.uuid4().hex[:8]}"
     async with Worker(

@@ -24,11 +24,11 @@ from minio.lifecycleconfig import Expiration, LifecycleConfig, Rule
 from temporalio.client import Client
 
 from filegate.backends.artifacts import ArtifactStore, days_covering, default_expiry_days
-from filegate.backends.embedded_s3 import S3DevServer
 from filegate.backends.settings import Settings
 from filegate.cli import artifacts as artifacts_cli
 from filegate.cli.artifacts import install_artifact_expiry, namespace_retention, parse_duration
 from filegate.cli.commands import run_cli
+from filegate.devstack.s3 import S3DevServer
 from tests.test_cli import cli, cli_env, start_worker, stop_worker  # noqa: F401  (cli_env: a fixture)
 
 pytestmark = pytest.mark.services

@@ -21,10 +21,10 @@ from filegate.backends.artifacts import (
     ArtifactStore,
     ArtifactStoreUnavailable,
 )
-from filegate.backends.embedded import free_port
-from filegate.backends.embedded_s3 import S3DevServer
 from filegate.backends.s3 import make_client
 from filegate.backends.settings import Settings
+from filegate.devstack.s3 import S3DevServer
+from filegate.devstack.servers import free_port
 
 BUCKET = "h10-artifact-tests"
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from filegate.backends.bwrap import BwrapSandboxBackend, SandboxUnavailableError
-from filegate.backends.reaper import CommandBounds
+from filegate.processes.reaper import CommandBounds
 
 
 def _snapshot(directory: Path) -> dict[str, tuple[int, float]]:

@@ -25,18 +25,18 @@ import pytest
 from temporalio.client import Client, WorkflowQueryFailedError
 from temporalio.service import RPCError, TLSConfig
 
-from filegate.backends.embedded import TemporalDevServer
-from filegate.backends.embedded_s3 import S3DevServer
 from filegate.backends.settings import Settings
 from filegate.cli.approvals import decision_payload
 from filegate.cli.commands import build_parser
 from filegate.cli.connection import target_from
 from filegate.cli.errors import CliError
 from filegate.cli.run import load_permissions, parse_model
+from filegate.devstack.s3 import S3DevServer
+from filegate.devstack.servers import TemporalDevServer
 from filegate.kernel.messages import ModelSpec
 from filegate.worker import configured_store, connect
 from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec
-from filegate.workflows.approval_handlers import DECIDED_APPROVALS, PENDING_APPROVALS
+from filegate.workflows.approvals.handlers import DECIDED_APPROVALS, PENDING_APPROVALS
 from filegate.workflows.gate import ToolInterrupt
 from tests.run_chain import scope_of
 

@@ -3,7 +3,7 @@
 Per-process rlimits let three 700 MiB processes run together and six 60 MiB
 files land on disk from one command. These tests run such commands in the
 real bwrap sandbox and on the local shell, with the real per-command cgroups
-(:mod:`filegate.backends.cgroups`), and check the host afterwards: the
+(:mod:`filegate.processes.cgroups`), and check the host afterwards: the
 command was killed with an error naming the bound, nothing it started is
 alive, the workspace holds no more than the bound plus one poll of writes,
 and no cgroup directory is left. Cgroup tests skip, with the reason, only
@@ -25,10 +25,10 @@ from pathlib import Path
 import pytest
 
 from filegate.backends.bwrap import BwrapSandboxBackend
-from filegate.backends.cgroups import PREFIX, aggregate_bounds_status, cgroup_support
 from filegate.backends.local_shell import LocalShellBackend
-from filegate.backends.reaper import CommandBounds
 from filegate.kernel.protocol import ExecuteResult
+from filegate.processes.cgroups import PREFIX, aggregate_bounds_status, cgroup_support
+from filegate.processes.reaper import CommandBounds
 
 MiB = 1 << 20
 WRITE_OVERSHOOT = 48 * MiB
@@ -293,9 +293,9 @@ def test_startup_line_names_the_sums_in_place(cgroups: None, tmp_path: Path) -> 
 
 NON_ROOT = r"""
 import json, os, sys
-from filegate.backends.cgroups import aggregate_bounds_status, cgroup_support
+from filegate.processes.cgroups import aggregate_bounds_status, cgroup_support
 from filegate.backends.local_shell import LocalShellBackend
-from filegate.backends.reaper import CommandBounds
+from filegate.processes.reaper import CommandBounds
 from filegate.cli.workers import serving_line
 os.setgroups([]); os.setgid(65534); os.setuid(65534)
 if not os.access(sys.executable, os.X_OK):

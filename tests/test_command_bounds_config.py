@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from filegate.backends import cgroups
-from filegate.backends.reaper import CommandBounds, bound_error
 from filegate.backends.seccomp import filter_program
 from filegate.backends.settings import Settings
 from filegate.cli.workers import add_bound_flags, settings_with_flags
+from filegate.processes import cgroups
+from filegate.processes.reaper import CommandBounds, bound_error
 
 V1_CGROUP = "8:pids:/\n4:memory:/svc/worker\n1:cpu,cpuacct:/\n0::/\n"
 
@@ -108,21 +108,19 @@ def test_bound_errors_name_the_bound_and_the_setting() -> None:
 
 
 def test_flags_and_settings_reach_the_bounds() -> None:
-    defaults = CommandBounds.from_settings(Settings())
+    defaults = Settings().command_bounds()
     assert (defaults.command_memory_bytes, defaults.write_bytes) == (2 << 30, 256 << 20)
     env = Settings.from_env(
         {"FILEGATE_EXEC_WRITE_SIZE": "1GiB", "FILEGATE_EXEC_COMMAND_MEMORY": "0"}
     )
-    assert CommandBounds.from_settings(env).write_bytes == 1 << 30
-    assert CommandBounds.from_settings(env).command_memory_bytes == 0  # 0: no limit
+    assert env.command_bounds().write_bytes == 1 << 30
+    assert env.command_bounds().command_memory_bytes == 0  # 0: no limit
     parser = argparse.ArgumentParser()
     add_bound_flags(parser)
     args = parser.parse_args(
         ["--max-command-write-bytes", "64MiB", "--exec-command-memory", "4GiB"]
     )
-    bounds = CommandBounds.from_settings(settings_with_flags(args, Settings()))
+    bounds = settings_with_flags(args, Settings()).command_bounds()
     assert (bounds.write_bytes, bounds.command_memory_bytes) == (64 << 20, 4 << 30)
     alias = parser.parse_args(["--exec-write-size", "1MiB"])
-    assert (
-        CommandBounds.from_settings(settings_with_flags(alias, Settings())).write_bytes == 1 << 20
-    )
+    assert settings_with_flags(alias, Settings()).command_bounds().write_bytes == 1 << 20

@@ -25,7 +25,7 @@ READERS = {
     "backends/settings.py": "Settings.from_env itself",
     "backends/policy/config.py": "PolicyConfig.from_env itself",
     "backends/local_shell.py": "the command's own environment (inherit_env), not configuration",
-    "backends/embedded.py": "the dev server child's environment, minus credentials",
+    "devstack/servers.py": "the dev server child's environment, minus credentials",
     "activities/providers/common.py": "a model profile's API key, read by the variable it names",
     "activities/idempotency.py": "the crash tests' fault hooks (a tool call id to stall on)",
     "integrations/deepagents/direct.py": "the adapter's default path (the adapter is an edge)",

@@ -16,9 +16,9 @@ import pytest
 from temporalio.client import Client
 
 from filegate.backends.artifacts import ArtifactStore
-from filegate.backends.embedded_s3 import S3DevServer
 from filegate.backends.filesystem import FilesystemBackend
 from filegate.backends.settings import Settings
+from filegate.devstack.s3 import S3DevServer
 from filegate.kernel.messages import ModelSpec
 from filegate.kernel.protocol import BackendProtocol
 from filegate.kernel.transcripts import CONVERSATION_DIR, conversation_key

@@ -27,7 +27,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 from filegate.activities.idempotency import CRASH_AFTER_APPLY_ENV, STALL_BEFORE_APPLY_ENV
-from filegate.backends.embedded import TemporalDevServer
+from filegate.devstack.servers import TemporalDevServer
 from filegate.kernel.messages import ModelSpec
 from filegate.kernel.tool_types import activity_call_id
 from filegate.worker import agent_worker

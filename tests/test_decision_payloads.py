@@ -27,11 +27,11 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from filegate.kernel.permissions import FilesystemPermission
 from filegate.kernel.previews import ChangePreview
 from filegate.workflows import AgentInput, AgentWorkflow, BackendSpec, Decision
-from filegate.workflows.approval_handlers import ApprovalHandlers
-from filegate.workflows.approvals import ApprovalBook, stamped
-from filegate.workflows.grant_models import GRANT_SECONDS_MAX, GrantRequest
-from filegate.workflows.grants import GrantBook, GrantRevocation
-from filegate.workflows.turn_decisions import TurnDecision
+from filegate.workflows.approvals.grant_models import GRANT_SECONDS_MAX, GrantRequest
+from filegate.workflows.approvals.grants import GrantBook, GrantRevocation
+from filegate.workflows.approvals.handlers import ApprovalHandlers
+from filegate.workflows.approvals.pending import ApprovalBook, stamped
+from filegate.workflows.approvals.turn_decisions import TurnDecision
 from tests.scripting import calls
 from tests.test_grants import pending_one, workers, write
 from tests.test_workflow_e2e import final, remote, scripted, uid

@@ -17,7 +17,7 @@ import pytest
 from temporalio.client import Client
 
 from filegate.workflows import AgentInput, AgentWorkflow, BackendSpec, Decision
-from filegate.workflows.approvals import rejection_text, response_text
+from filegate.workflows.approvals.pending import rejection_text, response_text
 from filegate.workflows.gate import ToolInterrupt
 from tests.scripting import calls
 from tests.test_workflow_e2e import final, pending, results, running_agent, scripted, uid

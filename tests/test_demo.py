@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from filegate.backends.embedded import is_listening
+from filegate.devstack.servers import is_listening
 from filegate.kernel.tool_types import TOOL_ORDER
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]

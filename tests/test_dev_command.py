@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from filegate.backends.embedded import free_port
 from filegate.cli.services import DEV_PORT_ENV
+from filegate.devstack.servers import free_port
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 

@@ -21,10 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from filegate.backends.embedded import PortClash, StartupFailed, TemporalDevServer, go_user_env
-from filegate.backends.embedded_failures import startup_cause
-from filegate.backends.embedded_s3 import S3DevServer
 from filegate.cli.errors import SERVICE_FAILED, service_failure
+from filegate.devstack.failures import startup_cause
+from filegate.devstack.s3 import S3DevServer
+from filegate.devstack.servers import PortClash, StartupFailed, TemporalDevServer, go_user_env
 from tests.readable_copy import python_for, readable_copy
 
 CLI = [sys.executable, "-m", "filegate"]
@@ -179,7 +179,7 @@ def test_the_dev_server_starts_for_a_uid_without_passwd_entry_or_user() -> None:
     state.chmod(0o777)
     script = (
         "import sys\n"
-        "from filegate.backends.embedded import TemporalDevServer\n"
+        "from filegate.devstack.servers import TemporalDevServer\n"
         "server = TemporalDevServer(sys.argv[1]).start(timeout=60)\n"
         "print('started', server.address, flush=True)\n"
         "server.stop()\n"

@@ -1,7 +1,7 @@
 """The embedded dev stack across terminals: real ``filegate run`` subprocesses.
 
 No Temporal or S3 is configured, so every run leases the state dir's embedded
-stack (``backends/embedded_stack.py``) on a private port
+stack (``devstack/stack.py``) on a private port
 (``FILEGATE_DEV_TEMPORAL_PORT``): two runs at once share one stack, which
 stops only after the second; SIGTERM stops a run like Ctrl-C and leaves no
 server behind; a stack whose servers and run were killed with -9 is cleaned up
@@ -21,9 +21,10 @@ from typing import Any
 
 import pytest
 
-from filegate.backends.embedded import free_port
-from filegate.backends.embedded_stack import pid_alive, processes_using
 from filegate.cli.services import DEV_PORT_ENV
+from filegate.devstack.servers import free_port
+from filegate.devstack.stack import processes_using
+from filegate.processes.guard import pid_alive
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 

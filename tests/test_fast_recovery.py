@@ -25,8 +25,8 @@ from temporalio.testing import ActivityEnvironment
 
 from filegate.activities.contract import HEARTBEAT_TIMEOUT, tool_activity_options
 from filegate.activities.tools import run_blocking
-from filegate.backends.embedded import TemporalDevServer
 from filegate.backends.local_shell import LocalShellBackend
+from filegate.devstack.servers import TemporalDevServer
 from filegate.kernel.messages import ModelSpec
 from filegate.kernel.tool_types import activity_call_id
 from filegate.worker import agent_worker, tools_worker

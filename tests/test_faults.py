@@ -41,10 +41,10 @@ from temporalio.worker import Worker
 
 from filegate.activities.tools import FileToolActivities
 from filegate.backends.artifacts import ArtifactStore
-from filegate.backends.embedded import TemporalDevServer
-from filegate.backends.embedded_s3 import S3DevServer
 from filegate.backends.filesystem import FilesystemBackend
 from filegate.backends.local_shell import LocalShellBackend
+from filegate.devstack.s3 import S3DevServer
+from filegate.devstack.servers import TemporalDevServer
 from filegate.kernel.messages import ModelSpec
 from filegate.kernel.permissions import FilesystemPermission
 from filegate.worker import agent_worker, tools_worker

@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from filegate.backends.executables import find_executable
 from filegate.backends.filesystem import FilesystemBackend
-from filegate.backends.host_files import named_for_call
+from filegate.backends.filesystem.host_files import named_for_call
 from filegate.kernel.protocol import GrepResult
+from filegate.processes.executables import find_executable
 
 RG = find_executable("rg")
 

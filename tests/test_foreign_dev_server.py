@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from filegate.backends.embedded import free_port, listener_uid
 from filegate.cli.errors import CliError
 from filegate.cli.services import DEV_PORT_ENV, _unmanaged
+from filegate.devstack.servers import free_port, listener_uid
 from tests.readable_copy import python_for
 
 NOBODY = 65534

@@ -1,6 +1,6 @@
 """A grant is never wider than the decision it remembers (issue 33, item 4).
 
-Pure tests of :mod:`filegate.workflows.grants`: a command glob covers one
+Pure tests of :mod:`filegate.workflows.approvals.grants`: a command glob covers one
 simple command only (the ``allow_prefixes`` parse), no ``execute`` grant
 counts as a human's approval at the tools worker, and a glob grant is scoped
 by where and what it searched, not by its ``path`` argument. The last test runs
@@ -23,9 +23,9 @@ from filegate.kernel.permissions import FilesystemPermission
 from filegate.kernel.protocol import BackendProtocol
 from filegate.worker import tools_worker
 from filegate.workflows import BackendSpec, Decision, FileToolsConfig, PendingApproval
+from filegate.workflows.approvals.grant_models import GrantRequest
+from filegate.workflows.approvals.grants import GrantBook, grant_scope
 from filegate.workflows.gate import ToolInterrupt
-from filegate.workflows.grant_models import GrantRequest
-from filegate.workflows.grants import GrantBook, grant_scope
 from tests.test_grants import ToolListWorkflow, decide_host, host_worker
 from tests.test_workflow_e2e import remote, uid
 

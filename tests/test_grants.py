@@ -36,8 +36,8 @@ from filegate.workflows import (
     PendingApproval,
     UserMessage,
 )
-from filegate.workflows.grant_models import Grant, GrantRequest
-from filegate.workflows.grants import (
+from filegate.workflows.approvals.grant_models import Grant, GrantRequest
+from filegate.workflows.approvals.grants import (
     INACTIVE_KEPT,
     GrantBook,
     GrantRevocation,

@@ -19,10 +19,10 @@ from temporalio.client import Client
 from filegate.backends.filesystem import FilesystemBackend
 from filegate.cli.errors import CliError
 from filegate.cli.grant_options import parse_duration, shown_status
-from filegate.cli.ui_grants import _revocation, mark_scopes
+from filegate.cli.ui.grants import _revocation, mark_scopes
 from filegate.kernel import wire
 from filegate.workflows import AgentWorkflow, Decision, UserMessage
-from filegate.workflows import grants as workflow_grants
+from filegate.workflows.approvals import grants as workflow_grants
 from tests.scripting import calls
 from tests.test_cli import cli, cli_env, cli_parallel  # noqa: F401  (cli_env: a fixture)
 from tests.test_grants import docs_agent, idle, pending_one, write

@@ -35,8 +35,8 @@ from filegate.activities.history import (
     filegate_data_converter,
 )
 from filegate.backends.artifacts import ArtifactStore
-from filegate.backends.embedded import TemporalDevServer
 from filegate.backends.filesystem import FilesystemBackend
+from filegate.devstack.servers import TemporalDevServer
 from filegate.kernel.artifacts import ArtifactRef
 from filegate.kernel.messages import ModelSpec
 from filegate.kernel.transcripts import ModelTurn, TranscriptRef, conversation_key

@@ -21,7 +21,7 @@ from filegate.backends.local_shell import LocalShellBackend
 from filegate.kernel.permissions import FilesystemPermission
 from filegate.kernel.tool_types import ToolName
 from filegate.workflows import AgentInput, AgentWorkflow, ApprovalConfig, BackendSpec, Decision
-from filegate.workflows.approvals import approval_deadline
+from filegate.workflows.approvals.pending import approval_deadline
 from filegate.workflows.gate import ArgPredicate, CheckedCall, ToolInterrupt, approval_trigger
 from filegate.workflows.inputs import RuleTimeout
 from tests.test_workflow_e2e import (

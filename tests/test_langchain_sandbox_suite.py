@@ -46,7 +46,7 @@ from temporalio.client import Client
 
 from filegate.backends.artifacts import ArtifactStore
 from filegate.backends.bwrap import BwrapSandboxBackend
-from filegate.backends.embedded import TemporalDevServer
+from filegate.devstack.servers import TemporalDevServer
 from filegate.integrations.deepagents import FilegateBackend, tools_worker
 from tests.threaded_worker import ThreadedWorker, xfail_deviations
 

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from filegate.backends.embedded import TemporalDevServer
-from filegate.cli.ui_listing import approval_listing
+from filegate.cli.ui.listing import approval_listing
+from filegate.devstack.servers import TemporalDevServer
 from filegate.workflows import AgentWorkflow, Decision
 from tests.scripting import calls
 from tests.test_grants import docs_agent, workers, write

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from filegate.backends.local_shell import STDERR_PREFIX, LocalShellBackend
-from filegate.backends.reaper import CommandBounds
+from filegate.processes.reaper import CommandBounds
 
 
 @pytest.fixture

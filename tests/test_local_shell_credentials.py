@@ -1,4 +1,4 @@
-"""A LocalShell command cannot read the worker's credentials (:mod:`.process_guard`).
+"""A LocalShell command cannot read the worker's credentials (:mod:`filegate.processes.guard`).
 
 Real processes, no mocks: the "worker" is a child interpreter started with a
 fake secret in its initial environment -- what ``/proc/<pid>/environ`` shows,
@@ -213,7 +213,7 @@ def _shown(probes: dict[str, Any]) -> str:
 
 @pytest.mark.skipif(not IS_ROOT, reason="the capability drop applies to a root worker only")
 def test_a_root_command_runs_as_root_without_capabilities(tmp_path: Path) -> None:
-    from filegate.backends.process_guard import capability_sets, is_dumpable
+    from filegate.processes.guard import capability_sets, is_dumpable
 
     shell = LocalShellBackend(tmp_path)
     assert is_dumpable() is False

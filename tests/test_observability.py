@@ -50,15 +50,15 @@ from temporalio.worker import Replayer, Worker
 from filegate import FilegatePlugin
 from filegate.activities import telemetry
 from filegate.activities.telemetry import ToolSpans, traces_configured
-from filegate.backends.embedded import TemporalDevServer
-from filegate.backends.embedded_s3 import S3DevServer
 from filegate.backends.filesystem import FilesystemBackend
 from filegate.backends.local_shell import LocalShellBackend
 from filegate.backends.settings import Settings
+from filegate.devstack.s3 import S3DevServer
+from filegate.devstack.servers import TemporalDevServer
 from filegate.kernel.messages import ModelSpec
 from filegate.kernel.permissions import FilesystemPermission
 from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec, Decision
-from filegate.workflows.grant_models import GrantRequest
+from filegate.workflows.approvals.grant_models import GrantRequest
 from filegate.workflows.inputs import RouteSpec
 from tests.scripting import calls
 from tests.test_cli import CLI, env_for, stop_worker

@@ -36,8 +36,8 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.openai_agents import ModelActivityParameters, OpenAIAgentsPlugin
 from temporalio.worker import Replayer, Worker
 
-from filegate.backends.embedded import TemporalDevServer
 from filegate.backends.filesystem import FilesystemBackend
+from filegate.devstack.servers import TemporalDevServer
 from filegate.integrations.openai_agents import (
     FileToolsRunner,
     ToolRunner,

@@ -39,8 +39,8 @@ with workflow.unsafe.imports_passed_through():
     from temporalio.worker import Replayer, Worker
 
     from filegate.backends.bwrap import BwrapSandboxBackend
-    from filegate.backends.embedded import TemporalDevServer
     from filegate.backends.local_shell import LocalShellBackend
+    from filegate.devstack.servers import TemporalDevServer
     from filegate.integrations.openai_agents import (
         FileToolsRunner,
         filegate_instructions,

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from filegate.backends.embedded import TemporalDevServer
-from filegate.backends.embedded_s3 import S3DevServer
+from filegate.devstack.s3 import S3DevServer
+from filegate.devstack.servers import TemporalDevServer
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -51,9 +51,18 @@ def test_wheel_holds_only_the_filegate_package(wheel: Path) -> None:
         "filegate/py.typed",
         "filegate/worker.py",
         "filegate/kernel/paths.py",
-        "filegate/backends/filesystem.py",
+        "filegate/backends/filesystem/__init__.py",
+        "filegate/backends/filesystem/backend.py",
+        "filegate/processes/reaper.py",
+        "filegate/processes/supervisor_main.py",  # run as a script, by path
+        "filegate/processes/guard.py",  # likewise
+        "filegate/devstack/servers.py",
         "filegate/activities/tools.py",
         "filegate/workflows/agent.py",
+        "filegate/workflows/approvals/pending.py",
+        "filegate/cli/ui/app.py",
+        "filegate/cli/ui/templates/approvals.html",  # package data
+        "filegate/cli/ui/static/approvals.js",
     ):
         assert required in names, required
     assert not [n for n in names if n.startswith(("filegate/tests/", "filegate/bench/"))]
@@ -65,6 +74,7 @@ FACADES = (
     "filegate",
     "filegate.kernel",
     "filegate.backends",
+    "filegate.backends.filesystem",
     "filegate.activities",
     "filegate.activities.providers",
     "filegate.workflows",

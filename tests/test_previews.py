@@ -40,7 +40,7 @@ from filegate.workflows import (
     BackendSpec,
     Decision,
 )
-from filegate.workflows.approval_handlers import (
+from filegate.workflows.approvals.handlers import (
     DECIDED_APPROVALS,
     PENDING_APPROVALS,
     initial_search_attributes,

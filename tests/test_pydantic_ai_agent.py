@@ -30,7 +30,7 @@ from pydantic_ai._run_context import set_current_run_context
 from pydantic_ai.models.test import TestModel
 from pydantic_ai.usage import RunUsage
 
-from filegate.backends.embedded import TemporalDevServer
+from filegate.devstack.servers import TemporalDevServer
 from filegate.integrations.pydantic_ai import FilegateFileWorkspace
 from filegate.kernel.permissions import FilesystemPermission
 from tests.test_cli import CLI, cli_env  # noqa: F401  (fixture)

@@ -31,7 +31,7 @@ with workflow.unsafe.imports_passed_through():
     from filegate.activities.history import ArtifactPayloadCodec
     from filegate.backends import FilesystemBackend, FilesystemPermission
     from filegate.backends.artifacts import ArtifactStore
-    from filegate.backends.embedded import TemporalDevServer
+    from filegate.devstack.servers import TemporalDevServer
     from filegate.integrations.pydantic_ai import (
         FilegateFileWorkspace,
         FilegatePydanticAIPayloadConverter,

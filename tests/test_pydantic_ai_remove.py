@@ -35,7 +35,7 @@ with workflow.unsafe.imports_passed_through():
 
     from filegate import FilegatePlugin
     from filegate.backends import FilesystemBackend, FilesystemPermission
-    from filegate.backends.embedded import TemporalDevServer
+    from filegate.devstack.servers import TemporalDevServer
     from filegate.integrations.pydantic_ai import (
         FilegateCapability,
         FilegateFileWorkspace,

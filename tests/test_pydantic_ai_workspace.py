@@ -31,7 +31,7 @@ from temporalio.client import Client
 
 from filegate.backends.artifacts import ArtifactStore
 from filegate.backends.bwrap import BwrapSandboxBackend
-from filegate.backends.embedded import TemporalDevServer
+from filegate.devstack.servers import TemporalDevServer
 from filegate.integrations.pydantic_ai import FilegateWorkspace
 from filegate.worker import tools_worker
 from tests.threaded_worker import ThreadedWorker, xfail_deviations

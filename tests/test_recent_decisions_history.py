@@ -16,7 +16,7 @@ from pathlib import Path
 from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from filegate.cli.ui_decided import decisions_in
+from filegate.cli.ui.decided import decisions_in
 
 HISTORY = (
     Path(__file__).parent / "histories" / "f71da99" / "agent-approvals-grant-turn-decisions.json"

@@ -22,7 +22,7 @@ from starlette.testclient import TestClient
 from temporalio.client import Client
 
 from filegate.backends.filesystem import FilesystemBackend
-from filegate.cli import ui_listing
+from filegate.cli.ui import listing as ui_listing
 from filegate.workflows import BackendRef, BackendSpec, FileToolsConfig
 from filegate.workflows.gate import ToolInterrupt
 from tests.test_execute_gate import ToolListWorkflow, running_host

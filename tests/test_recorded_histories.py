@@ -24,7 +24,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 from filegate.workflows import AgentWorkflow
-from filegate.workflows.grants import GrantRevocation
+from filegate.workflows.approvals.grants import GrantRevocation
 from filegate.workflows.inputs import Decision, UserMessage
 from tests.scripting import calls
 from tests.test_grants import (

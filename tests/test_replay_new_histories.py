@@ -84,7 +84,7 @@ with workflow.unsafe.imports_passed_through():
         TurnDecision,
         UserMessage,
     )
-    from filegate.workflows.grants import GrantRevocation
+    from filegate.workflows.approvals.grants import GrantRevocation
     from tests.scripting import calls
     from tests.test_grants import approve_remembering, docs_agent, idle, workers, write
     from tests.test_workflow_e2e import eventually, final, pending, remote, uid

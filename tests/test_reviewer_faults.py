@@ -29,10 +29,10 @@ from temporalio.client import Client
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from filegate.activities.history import CODEC_THRESHOLD, filegate_data_converter
-from filegate.backends.embedded import TemporalDevServer
-from filegate.backends.embedded_s3 import S3DevServer
 from filegate.backends.filesystem import FilesystemBackend
 from filegate.backends.settings import Settings
+from filegate.devstack.s3 import S3DevServer
+from filegate.devstack.servers import TemporalDevServer
 from filegate.kernel.messages import ModelSpec
 from filegate.worker import agent_worker, configured_store, connect, tools_worker
 from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec

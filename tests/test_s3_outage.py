@@ -45,9 +45,9 @@ from filegate.activities.s3_outage import S3_UNAVAILABLE
 from filegate.activities.stored_results import offload_large, read_offloaded
 from filegate.activities.tools import FileToolActivities
 from filegate.backends.artifacts import ArtifactStore, ArtifactStoreDown, ArtifactStoreRefused
-from filegate.backends.embedded_s3 import S3DevServer
 from filegate.backends.filesystem import FilesystemBackend
 from filegate.backends.local_shell import LocalShellBackend
+from filegate.devstack.s3 import S3DevServer
 from filegate.kernel.messages import Message, ModelSpec
 from filegate.kernel.tool_types import ReadFileArgs, ToolName, ToolOutcome, ToolRequest
 from filegate.kernel.transcripts import ModelTurn

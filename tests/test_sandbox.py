@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from filegate.backends.bwrap import BwrapSandboxBackend
-from filegate.backends.host_files import named_for_call
+from filegate.backends.filesystem.host_files import named_for_call
 from filegate.backends.sandbox import UPLOAD_CHUNK_BYTES, BaseSandbox
 from filegate.kernel.protocol import BackendProtocol, ExecuteResult
 

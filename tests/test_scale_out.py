@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
-from filegate.backends.embedded import TemporalDevServer
+from filegate.devstack.servers import TemporalDevServer
 from filegate.workflows import AgentWorkflow
 from tests.test_crash_recovery import on_tools_queue, start_tools_worker, stop
 

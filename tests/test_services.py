@@ -28,15 +28,15 @@ with workflow.unsafe.imports_passed_through():
     from minio import Minio
     from minio.error import S3Error
 
-    from filegate.backends.embedded import (
+    from filegate.backends.settings import Settings
+    from filegate.devstack.s3 import S3DevServer
+    from filegate.devstack.servers import (
         PortClash,
         ServiceError,
         TemporalDevServer,
         find_binary,
         is_listening,
     )
-    from filegate.backends.embedded_s3 import S3DevServer
-    from filegate.backends.settings import Settings
 
 # -- a trivial workflow + activity, pydantic in and out ---------------------
 

@@ -25,9 +25,9 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from filegate.activities.stubs import STUBS
-from filegate.backends.embedded import TemporalDevServer
 from filegate.backends.filesystem import FilesystemBackend
 from filegate.cli.commands import run_cli
+from filegate.devstack.servers import TemporalDevServer
 from filegate.integrations.deepagents import FilegateBackend, tools_worker
 from filegate.integrations.deepagents.direct import (
     StandaloneUnavailable,

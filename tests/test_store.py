@@ -18,11 +18,11 @@ from minio import Minio
 
 import tests.test_backend_contract as contract
 from filegate.backends.composite import CompositeBackend
-from filegate.backends.embedded import free_port
-from filegate.backends.embedded_s3 import S3DevServer
 from filegate.backends.s3 import make_client, normalize_namespace
 from filegate.backends.settings import Settings
 from filegate.backends.store import StoreBackend
+from filegate.devstack.s3 import S3DevServer
+from filegate.devstack.servers import free_port
 from filegate.kernel.state import StateBackend
 
 BUCKET = "h10-store-tests"

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from filegate.backends.embedded_s3 import S3DevServer
 from filegate.backends.settings import Settings
 from filegate.cli.commands import build_parser
+from filegate.devstack.s3 import S3DevServer
 from filegate.kernel.messages import ModelSpec
 from filegate.worker import in_process_workers, make_backend
 from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec

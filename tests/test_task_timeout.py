@@ -19,8 +19,8 @@ import pytest
 from temporalio.client import Client, WorkflowHandle
 
 from filegate import FilegatePlugin
-from filegate.backends.embedded import TemporalDevServer
 from filegate.backends.settings import Settings
+from filegate.devstack.servers import TemporalDevServer
 from filegate.kernel.messages import ModelSpec
 from filegate.worker import WORKFLOW_TASK_TIMEOUT, connect
 from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec

@@ -22,7 +22,8 @@ from filegate.activities.tools import FileToolActivities
 from filegate.kernel import dispatch, permissions, tool_types
 from filegate.kernel.registry import TOOLS, ToolDef, ToolRegistry
 from filegate.kernel.tool_args import LsArgs, ToolName
-from filegate.workflows import gate, reviews, tool_descriptions
+from filegate.workflows import gate, tool_descriptions
+from filegate.workflows.approvals import reviews
 
 
 def test_the_registry_names_every_tool_once_in_the_offered_order() -> None:
@@ -94,7 +95,8 @@ toy = registry.ToolDef("touch", TouchArgs, "path", "write", "exact", needs_path=
 registry.TOOLS = registry.ToolRegistry([*registry.TOOLS, toy])
 
 from filegate.kernel import permissions, tool_types
-from filegate.workflows import gate, reviews
+from filegate.workflows import gate
+from filegate.workflows.approvals import reviews
 from filegate.activities import stored_results
 print(json.dumps({
     "order": "touch" in tool_types.TOOL_ORDER,

@@ -30,9 +30,9 @@ from filegate.cli.approvals import check_target
 from filegate.cli.commands import build_parser
 from filegate.cli.errors import CliError
 from filegate.cli.turn_approvals import chosen_turn, turn_payload, turns_of
-from filegate.cli.ui import _parse_turn_decision
-from filegate.cli.ui_turns import mark_turns, turn_decision_text
-from filegate.cli.web_guard import Reviewer
+from filegate.cli.ui.app import _parse_turn_decision
+from filegate.cli.ui.turns import mark_turns, turn_decision_text
+from filegate.cli.ui.web_guard import Reviewer
 from filegate.kernel.previews import ChangePreview
 from filegate.workflows import (
     AgentInput,
@@ -43,8 +43,8 @@ from filegate.workflows import (
     FileToolsConfig,
     TurnDecision,
 )
-from filegate.workflows.approvals import ApprovalBook
-from filegate.workflows.turn_decisions import check_turn, turn_of, turn_pending
+from filegate.workflows.approvals.pending import ApprovalBook
+from filegate.workflows.approvals.turn_decisions import check_turn, turn_of, turn_pending
 from tests.scripting import calls, local_activities
 from tests.test_cli import CLI, cli_env
 from tests.test_workflow_e2e import (

@@ -1,4 +1,4 @@
-"""The approval web UI (cli/ui.py) against real agent workflows.
+"""The approval web UI (cli/ui/app.py) against real agent workflows.
 
 Starlette's TestClient drives the app (on its own thread and event loop, as a
 server would run it) while an agent worker and a Filesystem tools worker run
@@ -23,9 +23,9 @@ import pytest
 from starlette.testclient import TestClient
 from temporalio.client import Client
 
-from filegate.backends.embedded import TemporalDevServer, is_listening
-from filegate.cli.ui import PREVIEW_LIMIT, create_app, describe_rule, preview
-from filegate.cli.web_guard import CSRF_HEADER
+from filegate.cli.ui.app import PREVIEW_LIMIT, create_app, describe_rule, preview
+from filegate.cli.ui.web_guard import CSRF_HEADER
+from filegate.devstack.servers import TemporalDevServer, is_listening
 from tests.ui_support import (
     REVIEWER,
     TOKEN,

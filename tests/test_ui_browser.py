@@ -20,9 +20,9 @@ import pytest
 from playwright.async_api import ConsoleMessage, Locator, Page, async_playwright, expect
 from temporalio.client import Client
 
-from filegate.backends.embedded import TemporalDevServer
-from filegate.cli.ui import create_app
-from filegate.cli.web_guard import SESSION_COOKIE
+from filegate.cli.ui.app import create_app
+from filegate.cli.ui.web_guard import SESSION_COOKIE
+from filegate.devstack.servers import TemporalDevServer
 from tests.ui_support import (
     REVIEWER,
     TOKEN,

@@ -1,4 +1,4 @@
-"""What an approval card shows (cli/ui_cards.py, the card templates): no services.
+"""What an approval card shows (cli/ui/cards.py, the card templates): no services.
 
 Each card kind is rendered from the records the workflow sends
 (``PendingApproval`` with a ``ChangePreview``, built through the real models)
@@ -16,8 +16,8 @@ import unicodedata
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from filegate.cli.ui import _TEMPLATES
-from filegate.cli.ui_cards import (
+from filegate.cli.ui.app import _TEMPLATES
+from filegate.cli.ui.cards import (
     card_preview,
     diff_rows,
     edit_fields,

@@ -34,9 +34,8 @@ from starlette.websockets import WebSocket
 from temporalio.client import Client
 from websockets.exceptions import InvalidStatus
 
-from filegate.backends.embedded import TemporalDevServer
-from filegate.cli.ui import create_app
-from filegate.cli.web_guard import (
+from filegate.cli.ui.app import create_app
+from filegate.cli.ui.web_guard import (
     CSRF_HEADER,
     SESSION_COOKIE,
     GuardMiddleware,
@@ -45,6 +44,7 @@ from filegate.cli.web_guard import (
     UiAccess,
     reviewer_of,
 )
+from filegate.devstack.servers import TemporalDevServer
 from tests.ui_support import (
     TOKEN,
     agent_stack,

@@ -19,9 +19,9 @@ import httpx
 import pytest
 from temporalio.client import Client, WorkflowHandle
 
-from filegate.backends.embedded import TemporalDevServer
-from filegate.cli.ui import create_app
-from filegate.cli.web_guard import CSRF_HEADER, SESSION_COOKIE
+from filegate.cli.ui.app import create_app
+from filegate.cli.ui.web_guard import CSRF_HEADER, SESSION_COOKIE
+from filegate.devstack.servers import TemporalDevServer
 from filegate.workflows import AgentWorkflow
 from tests.ui_support import (
     REVIEWER,

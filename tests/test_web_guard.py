@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from filegate.cli.web_guard import (
+from filegate.cli.ui.web_guard import (
     CSRF_HEADER,
     SESSION_COOKIE,
     GuardMiddleware,

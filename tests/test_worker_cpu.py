@@ -20,7 +20,7 @@ import pytest
 from pydantic import ValidationError
 
 from filegate.backends.filesystem import FilesystemBackend
-from filegate.backends.host_files import resolve_host as _resolve
+from filegate.backends.filesystem.host_files import resolve_host as _resolve
 from filegate.workflows import tool_descriptions as td
 from filegate.workflows.runner import CompiledOnceFinder, _CompiledOnceLoader
 

@@ -23,7 +23,7 @@ from temporalio.client import Client
 
 from filegate.activities.history import filegate_data_converter
 from filegate.backends.artifacts import ArtifactStore
-from filegate.backends.embedded import TemporalDevServer
+from filegate.devstack.servers import TemporalDevServer
 
 WorkerBuilder = Callable[[Client, str], AbstractAsyncContextManager[Any]]
 """Builds the tools worker for a client and a task queue."""

@@ -24,11 +24,11 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from filegate.backends.embedded import TemporalDevServer
 from filegate.backends.filesystem import FilesystemBackend
 from filegate.backends.local_shell import LocalShellBackend
-from filegate.cli.ui import ClientFactory, uvicorn_server
-from filegate.cli.web_guard import UiAccess
+from filegate.cli.ui.app import ClientFactory, uvicorn_server
+from filegate.cli.ui.web_guard import UiAccess
+from filegate.devstack.servers import TemporalDevServer
 from filegate.kernel.messages import ModelSpec
 from filegate.kernel.permissions import FilesystemPermission
 from filegate.worker import agent_worker, tools_worker

@@ -13,10 +13,11 @@ if TYPE_CHECKING:
     from .agent import (
         AgentWorkflow,
     )
-    from .approval_handlers import ApprovalHandlers, initial_search_attributes
+    from .approvals.grant_models import Grant, GrantRequest
+    from .approvals.grants import GrantRevocation
+    from .approvals.handlers import ApprovalHandlers, initial_search_attributes
+    from .approvals.turn_decisions import TurnDecision, TurnDecisionAck
     from .file_tools import FileTools, ToolResult, tool_messages
-    from .grant_models import Grant, GrantRequest
-    from .grants import GrantRevocation
     from .inputs import (
         AgentInput,
         AgentResult,
@@ -34,7 +35,6 @@ if TYPE_CHECKING:
         RouteSpec,
         UserMessage,
     )
-    from .turn_decisions import TurnDecision, TurnDecisionAck
 
 __getattr__, __dir__, __all__ = attach(
     __name__,
@@ -42,10 +42,10 @@ __getattr__, __dir__, __all__ = attach(
         ".agent": [
             "AgentWorkflow",
         ],
-        ".approval_handlers": ["ApprovalHandlers", "initial_search_attributes"],
+        ".approvals.handlers": ["ApprovalHandlers", "initial_search_attributes"],
         ".file_tools": ["FileTools", "ToolResult", "tool_messages"],
-        ".grant_models": ["Grant", "GrantRequest"],
-        ".grants": ["GrantRevocation"],
+        ".approvals.grant_models": ["Grant", "GrantRequest"],
+        ".approvals.grants": ["GrantRevocation"],
         ".inputs": [
             "AgentInput",
             "AgentResult",
@@ -63,7 +63,7 @@ __getattr__, __dir__, __all__ = attach(
             "RouteSpec",
             "UserMessage",
         ],
-        ".turn_decisions": ["TurnDecision", "TurnDecisionAck"],
+        ".approvals.turn_decisions": ["TurnDecision", "TurnDecisionAck"],
         # The model-facing messages a host workflow builds and reads.
         "filegate.kernel.messages": ["Message", "ModelSpec", "ToolCall"],
     },

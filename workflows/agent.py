@@ -44,9 +44,19 @@ with workflow.unsafe.imports_passed_through():
 
     from filegate.kernel.messages import Message, check_model_spec
     from filegate.workflows import runner
-    from filegate.workflows.approvals import InlineAnswer, InlineStatus
+    from filegate.workflows.approvals.grants import (
+        GRANTS_QUERY,
+        REVOKE_UPDATE,
+        Grant,
+        GrantRevocation,
+    )
+    from filegate.workflows.approvals.pending import InlineAnswer, InlineStatus
+    from filegate.workflows.approvals.turn_decisions import (
+        DECIDE_TURN,
+        TurnDecision,
+        TurnDecisionAck,
+    )
     from filegate.workflows.file_tools import FileTools, tool_messages
-    from filegate.workflows.grants import GRANTS_QUERY, REVOKE_UPDATE, Grant, GrantRevocation
     from filegate.workflows.inputs import (
         AgentInput,
         AgentResult,
@@ -60,7 +70,6 @@ with workflow.unsafe.imports_passed_through():
         StopReason,
         UserMessage,
     )
-    from filegate.workflows.turn_decisions import DECIDE_TURN, TurnDecision, TurnDecisionAck
     from filegate.workflows.turns import ModelTurns
 
 SANDBOX_PASSTHROUGH = runner.SANDBOX_PASSTHROUGH
@@ -270,7 +279,7 @@ class AgentWorkflow:
     async def _decide_turn(self, decision: TurnDecision) -> TurnDecisionAck:
         return await self._tools.approvals.update_turn(decision)
 
-    # Every pending call of one model turn, decided in one update (turn_decisions.py).
+    # Every pending call of one model turn, decided in one update (approvals/turn_decisions.py).
     decide_turn_update = cast(
         "workflow.UpdateMethodMultiParam[[AgentWorkflow, TurnDecision], TurnDecisionAck]",
         workflow.update(name=DECIDE_TURN)(_decide_turn),
@@ -281,7 +290,7 @@ class AgentWorkflow:
     def _validate_decide_turn(self, decision: TurnDecision) -> None:
         self._tools.approvals.validate_turn(decision)
 
-    # Remembered approvals (workflows/grants.py): FileTools' handlers, declared here typed.
+    # Remembered approvals (workflows/approvals/grants.py): FileTools' handlers, typed here.
 
     @workflow.query(name=GRANTS_QUERY)
     def grants(self) -> list[Grant]:

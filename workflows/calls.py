@@ -7,7 +7,7 @@ its change preview, in the workflow for the State backend
 (:func:`filegate.kernel.dispatch.run_tool`) or as the ``filegate.<tool>``
 activity (local for ``kind="local"`` backends). :class:`ToolCalls` runs a turn
 on it: the calls run concurrently, ordered per path (:class:`PathOrder`), each
-may wait for a human (:class:`~filegate.workflows.reviews.ReviewDesk`) and is
+may wait for a human (:class:`~filegate.workflows.approvals.reviews.ReviewDesk`) and is
 checked for read-before-edit.
 """
 
@@ -47,7 +47,8 @@ from filegate.kernel.tool_types import (
 )
 from filegate.workflows import fanout, telemetry
 from filegate.workflows import tool_descriptions as descriptions
-from filegate.workflows.approvals import APPROVED_NOTE, edited_note
+from filegate.workflows.approvals.pending import APPROVED_NOTE, edited_note
+from filegate.workflows.approvals.reviews import ReviewDesk, execute_cwd, rendered_outcome
 from filegate.workflows.batching import LocalCalls, RemoteCalls
 from filegate.workflows.gate import (
     PATH_FIELDS,
@@ -57,7 +58,6 @@ from filegate.workflows.gate import (
     deny_gate,
 )
 from filegate.workflows.inputs import BackendRef, FileToolsConfig, FileToolsState, PendingApproval
-from filegate.workflows.reviews import ReviewDesk, execute_cwd, rendered_outcome
 from filegate.workflows.unserved import not_picked_up, unserved_outcome, worker_wait_options
 
 

@@ -47,18 +47,18 @@ from filegate.kernel.execute_gate import ExecuteGateError
 from filegate.kernel.messages import ContentBlock, Message, ToolCall, ToolSpec
 from filegate.kernel.tool_types import ToolName, ToolOutcome
 from filegate.workflows import tool_descriptions as descriptions
-from filegate.workflows.approval_handlers import ApprovalHandlers
-from filegate.workflows.approvals import ApprovalBook
+from filegate.workflows.approvals.grants import GrantBook, GrantHandlers
+from filegate.workflows.approvals.handlers import ApprovalHandlers
+from filegate.workflows.approvals.pending import ApprovalBook
+from filegate.workflows.approvals.reviews import CO_HOSTED_PATCH, PREVIEW_PATCH, ReviewDesk
 from filegate.workflows.batching import batching_at_start
 from filegate.workflows.calls import Routes, ToolCalls
-from filegate.workflows.grants import GrantBook, GrantHandlers
 from filegate.workflows.inputs import (
     DecidedApproval,
     FileToolsConfig,
     FileToolsState,
     PendingApproval,
 )
-from filegate.workflows.reviews import CO_HOSTED_PATCH, PREVIEW_PATCH, ReviewDesk
 
 __all__ = ["FileTools", "FileToolsConfig", "FileToolsState", "ToolResult", "tool_messages"]
 

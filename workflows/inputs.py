@@ -26,17 +26,17 @@ from filegate.kernel.permissions import FilesystemPermission
 from filegate.kernel.scripts import ScriptRef
 from filegate.kernel.tool_types import ToolName
 from filegate.kernel.transcripts import TranscriptPage, TranscriptRef
-from filegate.workflows.approval_models import (  # re-exported: the public names
+from filegate.workflows.approvals.grant_models import Grant
+from filegate.workflows.approvals.models import (  # re-exported: the public names
     REVIEWER_MAX as REVIEWER_MAX,
 )
-from filegate.workflows.approval_models import DecidedApproval, PendingApproval
-from filegate.workflows.approval_models import Decision as Decision
-from filegate.workflows.approval_models import DecisionAck as DecisionAck
-from filegate.workflows.approval_models import DecisionKind as DecisionKind
-from filegate.workflows.approval_models import Via as Via
+from filegate.workflows.approvals.models import DecidedApproval, PendingApproval
+from filegate.workflows.approvals.models import Decision as Decision
+from filegate.workflows.approvals.models import DecisionAck as DecisionAck
+from filegate.workflows.approvals.models import DecisionKind as DecisionKind
+from filegate.workflows.approvals.models import Via as Via
 from filegate.workflows.context import ContextState
 from filegate.workflows.gate import ToolInterrupt
-from filegate.workflows.grant_models import Grant
 
 
 class BackendRef(BaseModel):
@@ -228,7 +228,7 @@ class CarryOver(BaseModel):
     """Summary and eviction bookkeeping of what the model is shown (workflows.context)."""
     script: ScriptRef | None = None
     """The scripted model's script by reference, once a call handed one out (kernel.scripts)."""
-    grants: list[Grant] = Field(default_factory=list)  # remembered approvals (workflows.grants)
+    grants: list[Grant] = Field(default_factory=list)  # remembered (workflows.approvals.grants)
 
 
 class FileToolsConfig(BaseModel):
@@ -259,7 +259,7 @@ class FileToolsConfig(BaseModel):
     (the workers' ``required`` ones always apply); None = the workers' defaults."""
     approval_search_attributes: bool | None = None
     """Keep the ``FilegatePendingApprovals`` / ``FilegateDecidedApprovals`` search
-    attributes current (``workflows.approval_handlers``). None: only when the run
+    attributes current (``workflows.approvals.handlers``). None: only when the run
     was started with them set, which proves the server has them registered (an
     upsert of an unregistered attribute would stall the workflow); True: always
     (the server must have them registered); False: never."""
@@ -420,4 +420,4 @@ class FileToolsState(BaseModel):
     decided: list[DecidedApproval] = Field(default_factory=list)
     counters: dict[str, int] = Field(default_factory=dict)
     """``tool_calls``, ``tool_errors``, ``approvals``, ``decided_approvals``, ``turns``."""
-    grants: list[Grant] = Field(default_factory=list)  # remembered approvals (workflows.grants)
+    grants: list[Grant] = Field(default_factory=list)  # remembered (workflows.approvals.grants)

@@ -70,7 +70,7 @@ async def main(client: Client, workspace: Path) -> list[Any]:
 
 
 async def _standalone(workspace: Path) -> None:
-    from filegate.backends import TemporalDevServer
+    from filegate import TemporalDevServer
 
     with TemporalDevServer(tempfile.mkdtemp(prefix="filegate-temporal-")) as server:
         client = await Client.connect(server.address, data_converter=pydantic_data_converter)

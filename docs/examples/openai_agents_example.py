@@ -147,7 +147,7 @@ async def run_example(
 
 
 async def _main() -> None:
-    from filegate.backends import TemporalDevServer
+    from filegate import TemporalDevServer
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("task")

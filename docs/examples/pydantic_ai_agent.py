@@ -150,7 +150,7 @@ async def main(
 
 
 async def _standalone(workspace: Path) -> None:
-    from filegate.backends import TemporalDevServer
+    from filegate import TemporalDevServer
 
     with TemporalDevServer(tempfile.mkdtemp(prefix="filegate-temporal-")) as server:
         _, answer = await main(server.address, server.namespace, workspace)

@@ -3,7 +3,7 @@
 A model turn's calls wait side by side and the model is asked again only once
 all of them have a result, so the page offers one decision for all of a
 turn's pending calls (the workflow's ``decide_turn`` update,
-workflows/turn_decisions.py). Pure functions over the listing's cards (no
+workflows/approvals/turn_decisions.py). Pure functions over the listing's cards (no
 Temporal, no web framework): which card opens a turn's bar, and the line the
 page shows for the answer. The page's script collects the fingerprint of
 every preview the turn's cards show and sends them with the decision, so the

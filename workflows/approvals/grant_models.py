@@ -1,6 +1,6 @@
 """The payloads of grants (remembered approvals): what a reviewer asks for, what is kept.
 
-Apart from :mod:`~filegate.workflows.grants` (the book and its handlers) because
+Apart from :mod:`~filegate.workflows.approvals.grants` (the book and its handlers) because
 :mod:`~filegate.workflows.inputs` carries these models (``Decision.remember``,
 ``DecisionAck.grant``, the continue-as-new state) and the book needs the
 inputs' models in turn: pure pydantic here, nothing imported from the

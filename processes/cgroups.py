@@ -50,10 +50,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from filegate.backends.embedded_stack import pid_alive
+from filegate.processes.guard import pid_alive
 
 if TYPE_CHECKING:
-    from filegate.backends.reaper import CommandBounds
+    from filegate.processes.reaper import CommandBounds
 
 log = logging.getLogger(__name__)
 

@@ -11,10 +11,10 @@ caller's ``visible`` predicate, and is then opened again, component by
 component without following links, below that same descriptor and scanned
 by :func:`~filegate.backends.streams.scan_stream`. Matches, line numbers
 and binary detection are therefore exactly those of the pure-Python walk
-(:mod:`filegate.backends.fs_walk`), and the text always comes from a file
+(:mod:`filegate.backends.filesystem.walk`), and the text always comes from a file
 inside the root, whatever rg saw.
 
-Under a :class:`~filegate.backends.search_clock.SearchClock` (contract §1,
+Under a :class:`~filegate.backends.filesystem.search_clock.SearchClock` (contract §1,
 partial results): rg, in a process group of its own, is killed when the
 clock expires and the names it had listed in full are kept (a name cut off
 mid-write has no terminating NUL yet and is dropped); the candidates are then
@@ -29,9 +29,9 @@ import signal
 import subprocess
 from contextlib import suppress
 
-from filegate.backends.fs_walk import open_below
-from filegate.backends.host_files import utf8_name
-from filegate.backends.search_clock import SearchClock
+from filegate.backends.filesystem.host_files import utf8_name
+from filegate.backends.filesystem.search_clock import SearchClock
+from filegate.backends.filesystem.walk import open_below
 from filegate.backends.streams import scan_stream
 from filegate.kernel.globbing import GrepFileFilter, spells_dot
 from filegate.kernel.protocol import GrepMatch, Visible

@@ -7,7 +7,7 @@ form needs no preflight), and after DNS rebinding a foreign page can even read
 the answers. So every request passes this guard first:
 
 - the ``Host`` header must be exactly ``host[:port]`` (strict grammar,
-  :mod:`filegate.cli.web_hosts`) with the host on an allow-list (default: the
+  :mod:`filegate.cli.ui.web_hosts`) with the host on an allow-list (default: the
   bound address and ``localhost``), which defeats DNS rebinding;
 - the caller must authenticate: a session cookie (set by opening the URL with
   ``?token=`` once; ``HttpOnly``, ``SameSite=Strict``), an
@@ -54,7 +54,12 @@ from http.cookies import SimpleCookie
 from typing import Any, Literal
 from urllib.parse import parse_qsl, urlencode
 
-from filegate.cli.web_hosts import canonical_host, local_location, origin_allowed, parse_host_header
+from filegate.cli.ui.web_hosts import (
+    canonical_host,
+    local_location,
+    origin_allowed,
+    parse_host_header,
+)
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]

@@ -2,11 +2,11 @@
 
 Both walks go through directory descriptors (``openat``) and never follow a
 symlink, so a link swapped in mid-walk cannot lead outside the root. They
-are kept apart from :mod:`filegate.backends.filesystem` (path plumbing and
-file operations) and :mod:`filegate.backends.fs_ripgrep` (the ripgrep
+are kept apart from :mod:`filegate.backends.filesystem.backend` (path plumbing and
+file operations) and :mod:`filegate.backends.filesystem.ripgrep` (the ripgrep
 search) so each search strategy reads on its own.
 
-Both watch a :class:`~filegate.backends.search_clock.SearchClock`: before
+Both watch a :class:`~filegate.backends.filesystem.search_clock.SearchClock`: before
 each directory they enter, every :data:`CLOCK_EVERY` entries of one
 directory, and before each file grep reads after its first. Once it has
 expired the walk unwinds and the caller answers with what was found so far
@@ -23,8 +23,8 @@ import os
 import stat
 from collections.abc import Callable, Generator
 
-from filegate.backends.host_files import DIR_FLAGS, FILE_FLAGS, utf8_name
-from filegate.backends.search_clock import SearchClock
+from filegate.backends.filesystem.host_files import DIR_FLAGS, FILE_FLAGS, utf8_name
+from filegate.backends.filesystem.search_clock import SearchClock
 from filegate.backends.streams import scan_stream
 from filegate.kernel.globbing import GlobMatcher, GrepFileFilter
 from filegate.kernel.protocol import GrepMatch, Visible

@@ -15,7 +15,7 @@ them (and a client that stops midway leaves it so). The validator
 any approval is no longer pending, a preview is not shown yet or has changed,
 or the approvals named are not exactly the turn's pending ones (someone
 decided one meanwhile). The handler
-(:meth:`~filegate.workflows.approval_handlers.ApprovalHandlers.update_turn`)
+(:meth:`~filegate.workflows.approvals.handlers.ApprovalHandlers.update_turn`)
 re-checks every target first and then records every decision in one
 synchronous step, so no waiting call (and no model call) ever observes part of
 it; if any target changed, nothing is applied.
@@ -33,9 +33,9 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
 from filegate.kernel.wire import DECIDE_TURN_UPDATE
-from filegate.workflows.approval_models import ApprovalId, Fingerprint, Reason
-from filegate.workflows.approvals import ApprovalBook
-from filegate.workflows.grant_models import Reviewer, check_visible
+from filegate.workflows.approvals.grant_models import Reviewer, check_visible
+from filegate.workflows.approvals.models import ApprovalId, Fingerprint, Reason
+from filegate.workflows.approvals.pending import ApprovalBook
 from filegate.workflows.inputs import Decision, PendingApproval, Via
 
 DECIDE_TURN = DECIDE_TURN_UPDATE

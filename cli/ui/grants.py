@@ -3,7 +3,7 @@
 A grant is an approval a reviewer asked to remember (docs/approvals.md,
 "Grants"). The tab lists the grants of running workflows: the same
 visibility-then-parallel-queries scheme as the other tabs
-(:mod:`filegate.cli.ui_listing`), over workflows that decided something
+(:mod:`filegate.cli.ui.listing`), over workflows that decided something
 (``FilegateDecidedApprovals > 0``, a grant needs a decision) or do not
 publish the counter, each asked for its ``grants`` query. A revoke is the
 workflow's ``revoke`` update, sent with the guard's reviewer; its validator
@@ -30,8 +30,8 @@ from temporalio.service import RPCError
 
 from filegate.cli.errors import failure_text
 from filegate.cli.grant_options import grant_line, shown_status
-from filegate.cli.ui_cards import page_json
-from filegate.cli.ui_listing import (
+from filegate.cli.ui.cards import page_json
+from filegate.cli.ui.listing import (
     NOT_OURS,
     RUNNING,
     ask,
@@ -40,10 +40,10 @@ from filegate.cli.ui_listing import (
     late_entry,
     waiting_or_unknown,
 )
-from filegate.cli.web_guard import reviewer_of
+from filegate.cli.ui.web_guard import reviewer_of
 from filegate.kernel.wire import DECIDED_ATTRIBUTE, GRANTS_QUERY, REVOKE_UPDATE
-from filegate.workflows.grant_models import Grant, scope_text
-from filegate.workflows.grants import grant_scope, grant_search
+from filegate.workflows.approvals.grant_models import Grant, scope_text
+from filegate.workflows.approvals.grants import grant_scope, grant_search
 
 GRANTS_FRAGMENT = "/grants"
 GRANTS_API = "/api/grants"

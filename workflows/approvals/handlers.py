@@ -1,10 +1,10 @@
 """The approval handlers, reusable by any workflow that asks humans (contract §5).
 
-One object serves an :class:`~filegate.workflows.approvals.ApprovalBook` to
+One object serves an :class:`~filegate.workflows.approvals.pending.ApprovalBook` to
 reviewers under the names every Filegate client uses: the ``pending_approvals``
 and ``decided_approvals`` queries, the ``decide`` signal, the ``decide``
 update with its validator, and the ``decide_turn`` update (every pending call
-of one model turn at once, :mod:`~filegate.workflows.turn_decisions`). A host
+of one model turn at once, :mod:`~filegate.workflows.approvals.turn_decisions`). A host
 that declares nothing calls :meth:`ApprovalHandlers.register` in its
 ``@workflow.init`` and is found and
 decided by the CLI and UI like an ``AgentWorkflow``; ``AgentWorkflow`` declares
@@ -39,22 +39,22 @@ from temporalio.exceptions import ApplicationError
 from filegate.kernel import wire
 from filegate.kernel.previews import ChangePreview
 from filegate.workflows import telemetry
-from filegate.workflows.approvals import DECIDED_KEPT, ApprovalBook, InlineAnswer, stamped
-from filegate.workflows.grant_models import Grant
-from filegate.workflows.grants import GrantBook, check_remember
+from filegate.workflows.approvals.grant_models import Grant
+from filegate.workflows.approvals.grants import GrantBook, check_remember
+from filegate.workflows.approvals.pending import DECIDED_KEPT, ApprovalBook, InlineAnswer, stamped
+from filegate.workflows.approvals.turn_decisions import (
+    DECIDE_TURN,
+    TurnDecision,
+    TurnDecisionAck,
+    check_turn,
+    turn_pending,
+)
 from filegate.workflows.inputs import (
     DecidedApproval,
     Decision,
     DecisionAck,
     PendingApproval,
     Via,
-)
-from filegate.workflows.turn_decisions import (
-    DECIDE_TURN,
-    TurnDecision,
-    TurnDecisionAck,
-    check_turn,
-    turn_pending,
 )
 
 PENDING_APPROVALS = SearchAttributeKey.for_int(wire.PENDING_ATTRIBUTE)
@@ -208,7 +208,7 @@ class ApprovalHandlers:
         check_turn(self.book, decision, self._check_edit, self._checking)
 
     async def update_turn(self, decision: TurnDecision) -> TurnDecisionAck:
-        """Decide every pending approval of a turn at once (workflows/turn_decisions.py).
+        """Decide every pending approval of a turn at once (workflows/approvals/turn_decisions.py).
 
         An approve re-checks every target first (side by side); when any changed,
         nothing is applied: those approvals get their fresh preview and the ack

@@ -39,7 +39,7 @@ process. It counts bytes written, not net growth: deleting gives nothing back,
 rewriting a page that is still dirty counts once; a process the supervisor may
 not inspect (a setuid program on the local shell) is not counted. ``fallocate`` and the
 preallocation ioctls reserve blocks without writing them; in the sandbox a
-seccomp filter refuses them (:mod:`.seccomp`; glibc's ``posix_fallocate`` then
+seccomp filter refuses them (:mod:`filegate.backends.seccomp`; glibc's ``posix_fallocate`` then
 writes, which counts), on the local shell they are not filtered (trusted
 code). Metadata (inodes, directories) is not counted, and tmpfs is not disk:
 the sandbox's ``/tmp`` has its own size, a workspace on tmpfs is charged to
@@ -71,7 +71,6 @@ from typing import TYPE_CHECKING
 
 from pydantic import ByteSize, TypeAdapter
 
-from filegate.backends.cgroups import CommandCgroup
 from filegate.kernel.limits import (
     DEFAULT_EXECUTE_COMMAND_MEMORY_BYTES,
     DEFAULT_EXECUTE_FILE_BYTES,
@@ -83,9 +82,9 @@ from filegate.kernel.limits import (
     EXECUTE_WATCH_SECONDS,
     execute_timeout_problem,
 )
+from filegate.processes.cgroups import CommandCgroup
 
 if TYPE_CHECKING:
-    from filegate.backends.settings import Settings
     from filegate.kernel.protocol import ErrorCode
 
 SUPERVISOR = Path(__file__).with_name("supervisor_main.py")
@@ -139,21 +138,6 @@ class CommandBounds:
         "write_bytes",
         "tmp_bytes",
     )
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> CommandBounds:
-        """``FILEGATE_EXEC_MEMORY`` / ``_EXEC_MAX_PROCESSES`` / ``_EXEC_FILE_SIZE`` /
-        ``_EXEC_COMMAND_MEMORY`` / ``_EXEC_WRITE_SIZE`` / ``_SANDBOX_TMP_SIZE`` /
-        ``_EXEC_MAX_SECONDS``."""
-        return cls(
-            memory_bytes=int(settings.exec_memory),
-            max_processes=settings.exec_max_processes,
-            file_bytes=int(settings.exec_file_size),
-            command_memory_bytes=int(settings.exec_command_memory),
-            write_bytes=int(settings.exec_write_size),
-            tmp_bytes=int(settings.sandbox_tmp_size),
-            max_seconds=settings.exec_max_seconds,
-        )
 
     def timeout_for(self, asked: float | None, default: float) -> float:
         """The timeout to use: ``asked``, else ``default`` capped at ``max_seconds``."""

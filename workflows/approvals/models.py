@@ -13,8 +13,8 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, StringConstraints, model_validator
 
 from filegate.kernel.previews import ChangePreview
-from filegate.workflows.grant_models import REVIEWER_MAX as REVIEWER_MAX
-from filegate.workflows.grant_models import (
+from filegate.workflows.approvals.grant_models import REVIEWER_MAX as REVIEWER_MAX
+from filegate.workflows.approvals.grant_models import (
     Grant,
     GrantRequest,
     Reviewer,
@@ -79,7 +79,7 @@ class Decision(BaseModel):
     (``PendingApproval.preview.fingerprint``; ``""`` for a preview without one).
     A stale one is refused ("the preview changed"); the UI and the CLI send it."""
     remember: GrantRequest | None = None
-    """``approve``: also approve later calls like this one (a grant, workflows.grants)."""
+    """``approve``: also approve later calls like this one (a grant, workflows.approvals.grants)."""
 
     @model_validator(mode="after")
     def _args_go_with_edit(self) -> Decision:
@@ -104,7 +104,7 @@ class PendingApproval(BaseModel):
     tool_call_id: str
     turn: str | None = None
     """The model turn the call belongs to (its step); ``decide_turn`` decides a
-    turn's approvals together (workflows/turn_decisions.py)."""
+    turn's approvals together (workflows/approvals/turn_decisions.py)."""
     escalated: bool = False
     cwd: str | None = None
     """``execute``: the directory the command runs in (the default backend's

@@ -9,9 +9,9 @@ no-follow opens, a symlink swapped in after the check (TOCTOU) makes the open
 fail instead of escaping. Directory walks (glob, grep) never follow symlinks.
 
 Module map: shared limits, error mapping and call tokens are in
-:mod:`filegate.backends.host_files`; the pure-Python glob/grep walks in
-:mod:`filegate.backends.fs_walk`; the ripgrep search in
-:mod:`filegate.backends.fs_ripgrep`. This module holds the path plumbing
+:mod:`filegate.backends.filesystem.host_files`; the pure-Python glob/grep walks in
+:mod:`filegate.backends.filesystem.walk`; the ripgrep search in
+:mod:`filegate.backends.filesystem.ripgrep`. This module holds the path plumbing
 and the file operations.
 
 ``virtual_mode=False`` treats virtual paths as host paths (root ``/``); only
@@ -30,10 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import BinaryIO
 
-from filegate.backends.executables import find_executable
-from filegate.backends.fs_ripgrep import grep_rg
-from filegate.backends.fs_walk import collect_glob, grep_tree
-from filegate.backends.host_files import (
+from filegate.backends.filesystem.host_files import (
     DEFAULT_MAX_FILE_BYTES,
     DIR_FLAGS,
     EXPECTED_ERRORS,
@@ -51,8 +48,10 @@ from filegate.backends.host_files import (
     resolve_in_root,
     utf8_name,
 )
-from filegate.backends.host_tree import tree_below
-from filegate.backends.search_clock import SearchClock
+from filegate.backends.filesystem.host_tree import tree_below
+from filegate.backends.filesystem.ripgrep import grep_rg
+from filegate.backends.filesystem.search_clock import SearchClock
+from filegate.backends.filesystem.walk import collect_glob, grep_tree
 from filegate.backends.streams import scan_stream, stream_text_window
 from filegate.kernel.batch import RaisingOps
 from filegate.kernel.globbing import (
@@ -82,6 +81,7 @@ from filegate.kernel.protocol import (
 )
 from filegate.kernel.reach import ReachOp, check_reach, entry_visible, reached_search
 from filegate.kernel.textops import merge_grep_budget
+from filegate.processes.executables import find_executable
 
 
 def _iso_mtime(st: os.stat_result) -> str:
@@ -103,7 +103,7 @@ class FilesystemBackend(ReferenceNames):
 
         ``search_timeout``: seconds a glob/grep searches before it answers with what
         it found so far (``truncated``, ``stopped_after``); None = only the caller's
-        limit (:func:`~filegate.backends.search_clock.search_time_limit`, which the
+        limit (:func:`~filegate.backends.filesystem.search_clock.search_time_limit`, which the
         tool activities set from their search budget), if any.
         """
         self.virtual_mode = virtual_mode

@@ -9,7 +9,7 @@ the few that wait on a human, not all of them. A running workflow without the
 attribute at all (started without the counters, or another type) is asked
 too, since nothing says it has no approvals (:func:`waiting_or_unknown`); the
 types of such runs that answer are remembered (:func:`learn_host`), so their
-decisions stay listed once they close (:mod:`filegate.cli.ui_decided`).
+decisions stay listed once they close (:mod:`filegate.cli.ui.decided`).
 
 A server without those attributes (an older ``filegate dev``, a cluster where
 nobody registered them) refuses the query with ``invalid search attribute``.

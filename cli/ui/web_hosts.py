@@ -1,6 +1,6 @@
 """The strict grammars of the UI guard: ``Host``, ``Origin`` and the login redirect.
 
-Split from :mod:`filegate.cli.web_guard` so each rule is one small, testable
+Split from :mod:`filegate.cli.ui.web_guard` so each rule is one small, testable
 function. They are strict on purpose: every leniency here was a way around
 the guard (found by trying to break it on real servers).
 

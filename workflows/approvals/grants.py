@@ -1,7 +1,7 @@
 """Grants: approvals a reviewer asked to remember (docs/approvals.md, "Grants").
 
 A reviewer approves a call with ``remember`` (``Decision.remember``); the
-workflow records a :class:`~filegate.workflows.grant_models.Grant` scoped to
+workflow records a :class:`~filegate.workflows.approvals.grant_models.Grant` scoped to
 the call's tool, the rule that asked and a pattern, and later calls that the
 same rule would ask about, within that pattern, run without asking. Each such
 call's result starts with a note naming the grant, and the tools worker's
@@ -61,9 +61,7 @@ from filegate.kernel.rule_patterns import (
     pattern_alternatives,
     pattern_matches,
 )
-from filegate.workflows.approvals import InlineAnswer
-from filegate.workflows.gate import PATH_FIELDS, ArgPredicate
-from filegate.workflows.grant_models import (
+from filegate.workflows.approvals.grant_models import (
     Grant,
     GrantKind,
     GrantRequest,
@@ -71,6 +69,8 @@ from filegate.workflows.grant_models import (
     Reviewer,
     check_visible,
 )
+from filegate.workflows.approvals.pending import InlineAnswer
+from filegate.workflows.gate import PATH_FIELDS, ArgPredicate
 from filegate.workflows.inputs import Via
 
 if TYPE_CHECKING:

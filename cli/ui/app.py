@@ -7,18 +7,18 @@ sends decisions as the workflow's ``decide`` update, so the validator's refusal
 rule) comes back to the reviewer at once. It never reads the agent's
 workspace: the preview is the workflow's (computed on the tools worker), or,
 from a workflow that sends none, what the arguments alone show
-(:mod:`filegate.cli.ui_cards`). Finding approvals is :mod:`filegate.cli.ui_listing`,
-recent decisions :mod:`filegate.cli.ui_decided`.
+(:mod:`filegate.cli.ui.cards`). Finding approvals is :mod:`filegate.cli.ui.listing`,
+recent decisions :mod:`filegate.cli.ui.decided`.
 
-Every request passes :class:`~filegate.cli.web_guard.GuardMiddleware` first
+Every request passes :class:`~filegate.cli.ui.web_guard.GuardMiddleware` first
 (``Host`` allow-list, token login, CSRF, JSON only, CSP): an approval decides
 whether an agent's write runs, so no other web page may drive this one. What
 the model wrote reaches the page with its hidden characters (controls, bidi
 overrides, zero-width ones) spelled out as ``⟨U+202E⟩``
-(:func:`~filegate.cli.ui_cards.visible`): the templates apply it to every
+(:func:`~filegate.cli.ui.cards.visible`): the templates apply it to every
 value they print, and the JSON answers the page shows pass
-:func:`~filegate.cli.ui_cards.page_json`. Each
-decision carries the guard's :class:`~filegate.cli.web_guard.Reviewer` (who,
+:func:`~filegate.cli.ui.cards.page_json`. Each
+decision carries the guard's :class:`~filegate.cli.ui.web_guard.Reviewer` (who,
 and through what), which the workflow records in its state and history and
 tells the model.
 
@@ -49,11 +49,10 @@ from starlette.routing import Route
 from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
-from filegate.backends.embedded import is_listening
 from filegate.cli.connection import target_from
 from filegate.cli.errors import CliError, failure_text, undecodable
 from filegate.cli.grant_options import grant_line
-from filegate.cli.ui_cards import (
+from filegate.cli.ui.cards import (
     PREVIEW_LIMIT,
     Raw,
     describe_rule,
@@ -66,15 +65,16 @@ from filegate.cli.ui_cards import (
     shown,
     visible,
 )
-from filegate.cli.ui_decided import decided_listing
-from filegate.cli.ui_grants import grant_routes, mark_scopes
-from filegate.cli.ui_listing import LISTING_TIMEOUT, approval_listing, forget_cards
-from filegate.cli.ui_turns import mark_turns, turn_decision_text
-from filegate.cli.web_guard import TOKEN_QUERY, GuardMiddleware, Reviewer, UiAccess, reviewer_of
+from filegate.cli.ui.decided import decided_listing
+from filegate.cli.ui.grants import grant_routes, mark_scopes
+from filegate.cli.ui.listing import LISTING_TIMEOUT, approval_listing, forget_cards
+from filegate.cli.ui.turns import mark_turns, turn_decision_text
+from filegate.cli.ui.web_guard import TOKEN_QUERY, GuardMiddleware, Reviewer, UiAccess, reviewer_of
+from filegate.devstack.servers import is_listening
 from filegate.kernel.wire import DECIDE_TURN_UPDATE, DECIDE_UPDATE
 from filegate.worker import ConfigError
+from filegate.workflows.approvals.turn_decisions import TurnDecision
 from filegate.workflows.inputs import Decision
-from filegate.workflows.turn_decisions import TurnDecision
 
 log = logging.getLogger("filegate.ui")
 
@@ -104,7 +104,7 @@ _TEMPLATES = Environment(
     lstrip_blocks=True,
     finalize=shown,
 )
-"""Every ``{{ }}`` is :func:`~filegate.cli.ui_cards.shown` (hidden characters as
+"""Every ``{{ }}`` is :func:`~filegate.cli.ui.cards.shown` (hidden characters as
 ``⟨U+XXXX⟩``) and escaped; ``|raw`` keeps a value exact (an edit field, a data
 attribute the script sends back), ``|oneline`` shows tab and newline too (paths, ids)."""
 _TEMPLATES.filters["raw"] = Raw
@@ -139,8 +139,8 @@ class ApprovalService:
         client = await self.client()
         found = await approval_listing(client, soft_deadline=soft_deadline)
         cards = [enrich(a, self.web_url, client.namespace) for a in found.approvals]
-        mark_turns(cards)  # "Approve all N" per turn (cli/ui_turns.py)
-        mark_scopes(cards)  # what "remember" would grant (cli/ui_grants.py)
+        mark_turns(cards)  # "Approve all N" per turn (cli/ui/turns.py)
+        mark_scopes(cards)  # what "remember" would grant (cli/ui/grants.py)
         return cards, found.unreachable
 
     async def decided(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

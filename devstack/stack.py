@@ -35,8 +35,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from filegate.backends.embedded import ManagedServer, TemporalDevServer, is_listening
-from filegate.backends.embedded_s3 import S3DevServer, remove_weed_sockets
+from filegate.devstack.s3 import S3DevServer, remove_weed_sockets
+from filegate.devstack.servers import ManagedServer, TemporalDevServer, is_listening
+from filegate.processes.guard import pid_alive, proc_stat
 
 STOP_GRACE = 15.0
 """Seconds a server gets between SIGTERM and SIGKILL."""
@@ -47,31 +48,10 @@ Entry = dict[str, Any]
 # --------------------------------------------------------------------------- processes
 
 
-def _proc_stat(pid: int) -> list[str] | None:
-    """Fields of ``/proc/<pid>/stat`` after the command name (state first), None if gone."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return text.rpartition(")")[2].split()
-
-
-def pid_alive(pid: int) -> bool:
-    """True while ``pid`` runs (a zombie counts as gone)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    stat = _proc_stat(pid)
-    return stat is None or stat[0] not in ("Z", "X")
-
-
 def client_id(pid: int | None = None) -> str:
     """``pid:start-time`` of a process (this one by default)."""
     pid = os.getpid() if pid is None else pid
-    stat = _proc_stat(pid)
+    stat = proc_stat(pid)
     return f"{pid}:{stat[19] if stat else '?'}"
 
 

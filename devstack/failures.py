@@ -9,7 +9,7 @@ environment") was a wall of about twenty screen lines. :func:`startup_cause`
 keeps the cause: the last error line of this start, without source locations
 and without the chain's "could not build arguments for function ..." links.
 The whole log stays in its file, whose path the one line names
-(:class:`~filegate.backends.embedded.StartupFailed`).
+(:class:`~filegate.devstack.servers.StartupFailed`).
 
 Plain Python (the backends layer imports no Temporal).
 """

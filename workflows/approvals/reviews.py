@@ -6,7 +6,7 @@ card says why (the trigger's description), for what task, what the model said,
 when it times out and what the call would change (a :class:`ChangePreview`
 computed on the call's own route). Then the call waits, durably, for a
 decision; an approve or edit that finds the target changed since the preview
-is bounced by :class:`~filegate.workflows.approval_handlers.ApprovalHandlers`
+is bounced by :class:`~filegate.workflows.approvals.handlers.ApprovalHandlers`
 and the call keeps waiting.
 """
 
@@ -24,8 +24,9 @@ from filegate.kernel.registry import TOOLS
 from filegate.kernel.textops import MISSING_FINGERPRINT
 from filegate.kernel.tool_types import ToolOutcome
 from filegate.workflows import telemetry
-from filegate.workflows.approval_handlers import ApprovalHandlers
-from filegate.workflows.approvals import (
+from filegate.workflows.approvals.grants import GrantBook, GrantUse
+from filegate.workflows.approvals.handlers import ApprovalHandlers
+from filegate.workflows.approvals.pending import (
     approval_deadline,
     call_signature,
     clip,
@@ -33,10 +34,9 @@ from filegate.workflows.approvals import (
     repeated_rejection_text,
     response_text,
 )
+from filegate.workflows.approvals.turn_decisions import turn_of
 from filegate.workflows.gate import ApprovalTrigger, CheckedCall
-from filegate.workflows.grants import GrantBook, GrantUse
 from filegate.workflows.inputs import Decision, FileToolsConfig
-from filegate.workflows.turn_decisions import turn_of
 
 PREVIEWED_TOOLS = TOOLS.previewed
 """Tools whose approvals carry a preview (the others change nothing)."""

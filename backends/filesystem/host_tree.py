@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import stat
 
-from filegate.backends.host_files import DIR_FLAGS
+from filegate.backends.filesystem.host_files import DIR_FLAGS
 from filegate.kernel.paths import join_path
 from filegate.kernel.protocol import TreeEntry, TreeKind
 

@@ -23,7 +23,7 @@ layers close that, both Linux only (no-ops elsewhere):
   permitted set is not a subset of the caller's, and a root worker's is full.)
 
 The drop runs in this file used as a script, between the worker and the
-command's supervisor: ``python -I -S process_guard.py FD -- ARGV`` drops, then
+command's supervisor: ``python -I -S guard.py FD -- ARGV`` drops, then
 execs ARGV (see :func:`guarded`). Why a script and not a ``preexec_fn``:
 the worker is multi-threaded (Temporal's activity threads, the event loop),
 and Python code in the forked child of a threaded process can deadlock on a
@@ -43,6 +43,10 @@ nothing else. A command cannot forge the report: the pipe is closed before it
 exists.
 
 Stdlib only, no Filegate import: this file runs under ``python -I -S``.
+
+Also here, as stdlib as the rest: :func:`pid_alive` (a process still running?),
+for the command's cgroup (:mod:`.cgroups`) and the dev stack
+(:mod:`filegate.devstack.stack`).
 """
 
 from __future__ import annotations
@@ -254,6 +258,28 @@ def parse_refusal(report: bytes) -> tuple[str, str] | None:
     return code, reason.strip()
 
 
+def proc_stat(pid: int) -> list[str] | None:
+    """Fields of ``/proc/<pid>/stat`` after the command name (state first), None if gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            text = stat.read()
+    except OSError:
+        return None
+    return text.rpartition(")")[2].split()
+
+
+def pid_alive(pid: int) -> bool:
+    """True while ``pid`` runs (a zombie counts as gone)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    stat = proc_stat(pid)
+    return stat is None or stat[0] not in ("Z", "X")
+
+
 def _refuse(fd: int, code: str, reason: str) -> None:
     try:
         os.write(fd, f"{code}\t{reason}".encode())
@@ -289,6 +315,8 @@ __all__ = [
     "make_non_dumpable",
     "needs_capability_drop",
     "parse_refusal",
+    "pid_alive",
+    "proc_stat",
 ]
 
 

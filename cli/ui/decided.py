@@ -1,7 +1,7 @@
 """Recent decisions: who decided what, when, with what outcome, across workflows.
 
 The same visibility-then-parallel-queries scheme as pending approvals
-(:mod:`filegate.cli.ui_listing`): workflows with ``FilegateDecidedApprovals > 0``
+(:mod:`filegate.cli.ui.listing`): workflows with ``FilegateDecidedApprovals > 0``
 that are running or closed within :data:`RECENT_WINDOW` (plus running ones
 that publish no counter, and the recently closed runs of the types known to
 host approvals without it: :func:`closed_hosts`), each asked for
@@ -30,7 +30,7 @@ from temporalio.client import Client, WorkflowHistory, WorkflowQueryFailedError
 from temporalio.converter import DataConverter
 from temporalio.service import RPCError
 
-from filegate.cli.ui_listing import (
+from filegate.cli.ui.listing import (
     LISTING_TIMEOUT,
     NOT_OURS,
     RECENT_WINDOW,
@@ -194,7 +194,7 @@ CLOSED = "ExecutionStatus IN ('Completed', 'Failed', 'Canceled', 'Terminated', '
 
 async def closed_hosts(client: Client, since: str, known: set[str]) -> list[Candidate]:
     """Runs closed since ``since`` that kept no counters, of the types known to host
-    approvals (:func:`~filegate.cli.ui_listing.learn_host`), minus the ``known`` ids.
+    approvals (:func:`~filegate.cli.ui.listing.learn_host`), minus the ``known`` ids.
 
     Visibility cannot tell such a run from any other once it closed; its type
     can. A type this process never saw running (a UI started after the run
