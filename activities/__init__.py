@@ -42,6 +42,7 @@ if TYPE_CHECKING:
         ToolName,
         ToolOutcome,
         ToolRequest,
+        ToolResult,
         WriteFileArgs,
         activity_call_id,
     )
@@ -115,6 +116,7 @@ __getattr__, __dir__, __all__ = attach(
             "ToolName",
             "ToolOutcome",
             "ToolRequest",
+            "ToolResult",
             "WriteFileArgs",
             "activity_call_id",
         ],

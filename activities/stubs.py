@@ -50,6 +50,7 @@ from filegate.kernel.tool_types import (
     ToolName,
     ToolOutcome,
     ToolRequest,
+    ToolResult,
 )
 from filegate.kernel.visibility import to_virtual
 
@@ -88,29 +89,10 @@ execute = STUBS["execute"]
 _LISTINGS = TOOLS.listing
 
 
-class ActivityResult(BaseModel):
-    """One tool call's answer: the text a model would read, plus structure where cheap.
-
-    ``outcome`` is exactly what the activity returned for the model (text or
-    content blocks, error status). For ls, glob and grep the activity also
-    returned its structured answer (``listing``, paths as the caller named
-    them, denied entries already removed) and ``outcome`` holds the text
-    rendered from it, the same text :class:`AgentWorkflow` would show.
-    """
-
-    tool: ToolName
-    tool_call_id: str
-    outcome: ToolOutcome
-    listing: RawListing | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.outcome.status == "success"
-
-    @property
-    def text(self) -> str:
-        """The model text; content blocks (an image read) contribute their text parts."""
-        return self.outcome.text
+ActivityResult = ToolResult
+"""Deprecated: the stubs' answer is :class:`~filegate.kernel.tool_types.ToolResult`,
+the one result type of a tool call (``result.name`` where this had ``tool``,
+``not result.is_error`` where it had ``ok``). Kept for one release."""
 
 
 def tool_name(tool: ToolStub | ToolName) -> ToolName:
@@ -188,8 +170,8 @@ async def file_tool(
     start_to_close_timeout: timedelta | None = None,
     heartbeat_timeout: timedelta | None = None,
     worker_wait: timedelta | None = WORKER_WAIT,
-) -> ActivityResult:
-    """Run one file tool from a workflow and return its :class:`ActivityResult`.
+) -> ToolResult:
+    """Run one file tool from a workflow and return its :class:`ToolResult`.
 
     Options are :func:`tool_activity_options` for the tool (retries, heartbeat,
     search and execute budgets); pass a timeout to override one. ``local``
@@ -229,7 +211,7 @@ async def file_tool(
     return tool_result(request, outcome)
 
 
-def tool_result(request: ToolRequest, outcome: ToolOutcome) -> ActivityResult:
+def tool_result(request: ToolRequest, outcome: ToolOutcome) -> ToolResult:
     """Put a listing's text back from its structured answer (paths made virtual).
 
     The request asked for the structured form (``want_raw``), so the activity's
@@ -238,7 +220,7 @@ def tool_result(request: ToolRequest, outcome: ToolOutcome) -> ActivityResult:
     """
     raw = outcome.raw
     if raw is None or request.tool not in _LISTINGS:
-        return ActivityResult(tool=request.tool, tool_call_id=request.tool_call_id, outcome=outcome)
+        return ToolResult(name=request.tool, tool_call_id=request.tool_call_id, outcome=outcome)
     prefix = request.route_prefix
     shown = RawListing()
     if raw.ls is not None:
@@ -261,12 +243,12 @@ def tool_result(request: ToolRequest, outcome: ToolOutcome) -> ActivityResult:
         args = GrepArgs.model_validate(request.args)
         rendered = format_grep(shown.grep, pattern=args.pattern, output_mode=args.output_mode)
     else:
-        return ActivityResult(tool=request.tool, tool_call_id=request.tool_call_id, outcome=outcome)
+        return ToolResult(name=request.tool, tool_call_id=request.tool_call_id, outcome=outcome)
     # An error keeps the activity's own text: it already names the virtual path.
     content = outcome.content if outcome.status == "error" else rendered.text
     shown_outcome = outcome.model_copy(update={"content": content, "raw": None})
-    return ActivityResult(
-        tool=request.tool, tool_call_id=request.tool_call_id, outcome=shown_outcome, listing=shown
+    return ToolResult(
+        name=request.tool, tool_call_id=request.tool_call_id, outcome=shown_outcome, listing=shown
     )
 
 

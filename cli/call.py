@@ -216,13 +216,13 @@ def _report(args: argparse.Namespace, request: ToolRequest, ran: Ran) -> int:
     result = tool_result(request, outcome)
     if args.json:
         # The call id is the worker's (the activity id), not the request's empty one.
-        dumped = result.model_dump(mode="json", exclude_none=True, exclude={"tool_call_id"})
-        shown = {"via": ran.via, **dumped}
+        dumped = result.model_dump(mode="json", exclude_none=True, exclude={"tool_call_id", "name"})
+        shown = {"via": ran.via, "tool": result.name, **dumped}
         print(json.dumps(shown, ensure_ascii=False, indent=2))
     else:
         text = result.text
         print(text, end="" if text.endswith("\n") else "\n")
-    return 0 if result.ok else 1
+    return 1 if result.is_error else 0
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:

@@ -181,6 +181,38 @@ class ToolOutcome(DefaultsOmitted):
         return content_text(self.content)
 
 
+class ToolResult(DefaultsOmitted):
+    """One tool call's answer, as every caller gets it: :meth:`FileTools.run
+    <filegate.workflows.FileTools.run>`, the activity stubs' ``file_tool``, the
+    session workflow's ``call`` update and the adapters built on them.
+
+    Why one type: a caller that moves from the stubs to ``FileTools`` (or reads
+    an MCP session's answer) keeps the same fields and the same error flag.
+    ``listing`` is omitted from JSON while unset, so a ``FileTools`` answer
+    serialises exactly as it did before the types were merged.
+    """
+
+    tool_call_id: str
+    """The caller's id of the call (the model's, or the one derived for it)."""
+    name: str
+    """The tool called (as the caller named it: a model may name one that is not a tool)."""
+    outcome: ToolOutcome
+    """Exactly what the model reads (text or content blocks, error status)."""
+    listing: RawListing | None = None
+    """ls, glob and grep through the stubs: the structured answer (paths as the
+    caller named them, denied entries removed); ``outcome`` holds the text
+    rendered from it, the same text :class:`AgentWorkflow` would show."""
+
+    @property
+    def is_error(self) -> bool:
+        return self.outcome.status == "error"
+
+    @property
+    def text(self) -> str:
+        """The result as plain text (the text blocks of a block result, joined)."""
+        return self.outcome.text
+
+
 TOOL_BATCH_ACTIVITY = wire.TOOL_BATCH_ACTIVITY
 """The activity that runs several calls of one turn (:class:`ToolBatch`): local on the
 run's own worker, or on a tools worker's queue."""

@@ -25,12 +25,13 @@ from temporalio.worker import Replayer, Worker
 with workflow.unsafe.imports_passed_through():
     import filegate.activities as fa
     from filegate.activities import (
-        ActivityResult,
         ExecuteArgs,
         GlobArgs,
         GrepArgs,
         LsArgs,
+        ToolName,
         ToolRequest,
+        ToolResult,
         WriteFileArgs,
         file_tool,
         tool_activity_options,
@@ -53,11 +54,11 @@ class OwnToolsWorkflow:
     """A user's own workflow: a few tool calls in a fixed order, results returned."""
 
     @workflow.run
-    async def run(self, task_queue: str) -> list[ActivityResult]:
-        async def call(tool: fa.ToolStub, args: BaseModel | dict[str, Any]) -> ActivityResult:
+    async def run(self, task_queue: str) -> list[ToolResult]:
+        async def call(tool: fa.ToolStub, args: BaseModel | dict[str, Any]) -> ToolResult:
             return await file_tool(tool, args, task_queue=task_queue, backend=BACKEND)
 
-        results: list[ActivityResult] = [
+        results: list[ToolResult] = [
             await call(fa.write_file, WriteFileArgs(file_path="/notes.md", content="a\nb\na\n")),
             await call(fa.read_file, {"file_path": "/notes.md"}),
             await call(
@@ -75,7 +76,7 @@ class OwnToolsWorkflow:
             fa.delete, request, task_queue=task_queue, **tool_activity_options("delete")
         )
         results.append(
-            ActivityResult(tool="delete", tool_call_id=request.tool_call_id, outcome=outcome)
+            ToolResult(name="delete", tool_call_id=request.tool_call_id, outcome=outcome)
         )
         return results
 
@@ -112,12 +113,14 @@ async def test_own_workflow_calls_every_tool_through_the_stubs(
     write, read, edit, listing, globbed, grepped, executed, missing, deleted = (
         by_step[i] for i in range(9)
     )
-    assert [r.tool for r in results] == [
+    assert [r.name for r in results] == [
         "write_file", "read_file", "edit_file", "ls", "glob", "grep", "execute", "read_file",
         "delete",
     ]  # fmt: skip
-    assert all(r.ok for r in (write, read, edit, listing, globbed, grepped, executed, deleted))
-    assert not missing.ok and "missing.txt" in missing.text
+    assert not any(
+        r.is_error for r in (write, read, edit, listing, globbed, grepped, executed, deleted)
+    )
+    assert missing.is_error and "missing.txt" in missing.text
     # Every call got its own id, and they name the workflow.
     ids = [r.tool_call_id for r in results]
     assert len(set(ids)) == len(ids)
@@ -137,11 +140,15 @@ async def test_own_workflow_calls_every_tool_through_the_stubs(
         ("/keep.txt", 1), ("/notes.md", 1), ("/notes.md", 3),
     ]  # fmt: skip
     (workspace / "notes.md").write_text("a\nc\na\n")  # the state of the listings' moment
-    for shown in (listing, globbed, grepped):
+    listed: tuple[tuple[ToolResult, ToolName], ...] = (
+        (listing, "ls"), (globbed, "glob"), (grepped, "grep"),
+    )  # fmt: skip
+    for shown, tool in listed:
+        assert shown.name == tool
         direct = ToolRequest(
-            tool=shown.tool,
+            tool=tool,
             backend=BACKEND,
-            args=LISTING_ARGS[shown.tool].model_dump(),
+            args=LISTING_ARGS[tool].model_dump(),
             tool_call_id="x",
         )
         assert shown.text == run_tool(LocalShellBackend(workspace), direct).content

@@ -9,6 +9,7 @@ from filegate._lazy import attach
 
 if TYPE_CHECKING:
     from filegate.kernel.messages import Message, ModelSpec, ToolCall
+    from filegate.kernel.tool_types import ToolResult
 
     from .agent import (
         AgentWorkflow,
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
     from .approvals.grants import GrantRevocation
     from .approvals.handlers import ApprovalHandlers, initial_search_attributes
     from .approvals.turn_decisions import TurnDecision, TurnDecisionAck
-    from .file_tools import FileTools, ToolResult, tool_messages
+    from .file_tools import FileTools, tool_messages
     from .inputs import (
         AgentInput,
         AgentResult,
@@ -43,7 +44,8 @@ __getattr__, __dir__, __all__ = attach(
             "AgentWorkflow",
         ],
         ".approvals.handlers": ["ApprovalHandlers", "initial_search_attributes"],
-        ".file_tools": ["FileTools", "ToolResult", "tool_messages"],
+        ".file_tools": ["FileTools", "tool_messages"],
+        "filegate.kernel.tool_types": ["ToolResult"],
         ".approvals.grant_models": ["Grant", "GrantRequest"],
         ".approvals.grants": ["GrantRevocation"],
         ".inputs": [

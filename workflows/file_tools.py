@@ -38,14 +38,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from pydantic import BaseModel
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 from filegate.kernel import wire
 from filegate.kernel.execute_gate import ExecuteGateError
 from filegate.kernel.messages import ContentBlock, Message, ToolCall, ToolSpec
-from filegate.kernel.tool_types import ToolName, ToolOutcome
+from filegate.kernel.tool_types import ToolName, ToolResult
 from filegate.workflows import tool_descriptions as descriptions
 from filegate.workflows.approvals.grants import GrantBook, GrantHandlers
 from filegate.workflows.approvals.handlers import ApprovalHandlers
@@ -61,24 +60,6 @@ from filegate.workflows.inputs import (
 )
 
 __all__ = ["FileTools", "FileToolsConfig", "FileToolsState", "ToolResult", "tool_messages"]
-
-
-class ToolResult(BaseModel):
-    """One call's answer: what the model reads, and the outcome it came from."""
-
-    tool_call_id: str
-    """The caller's id of the call (the model's, or the one derived for it)."""
-    name: str
-    outcome: ToolOutcome
-
-    @property
-    def is_error(self) -> bool:
-        return self.outcome.status == "error"
-
-    @property
-    def text(self) -> str:
-        """The result as plain text (the text blocks of a block result, joined)."""
-        return self.outcome.text
 
 
 def _co_hosted_queue(config: FileToolsConfig) -> str | None:
