@@ -184,7 +184,9 @@ class FilegatePlugin(SimplePlugin):
     ``artifacts``: the S3 artifact store (payload codec, transcripts by
     reference, large-result offload); ``"settings"`` (default) opens the one
     ``settings`` configure (``FILEGATE_S3_*``; none without an endpoint), None
-    keeps everything inline. ``settings`` default to the environment.
+    keeps everything inline. ``settings`` (default: the environment's): its ``s3``
+    group opens that store, ``models`` the default profiles, ``journal`` the
+    journal's fsync and ``commands`` the execute-with-policies consent.
 
     Every worker built from a client carrying the plugin gets its roles. For
     workers of different roles in one process, give each its own client, or
@@ -257,7 +259,7 @@ class FilegatePlugin(SimplePlugin):
     def store(self) -> ArtifactStore | None:
         """The artifact store, opened on first need (blocking when no connect did it)."""
         if self._store is _UNRESOLVED:
-            self._store = settings_store(self.settings)
+            self._store = settings_store(self.settings.s3)
         return self._store
 
     async def connect_service_client(
@@ -274,7 +276,7 @@ class FilegatePlugin(SimplePlugin):
             config = self._with_metrics(config)
         service = await next(config)
         if self._store is _UNRESOLVED:
-            self._store = await configured_store(self.settings)
+            self._store = await configured_store(self.settings.s3)
         return service
 
     def _with_metrics(self, config: ConnectConfig) -> ConnectConfig:
@@ -349,19 +351,19 @@ class FilegatePlugin(SimplePlugin):
             if self._model is None:
                 from filegate.activities.model import ModelActivities
 
-                profiles = self.model_profiles or profiles_from(self.settings)
+                profiles = self.model_profiles or profiles_from(self.settings.models)
                 self._model = [ModelActivities(self.store(), profiles=profiles).call_model]
             activities += self._model
         if self.backends:
             if batch_calls not in self._tools:
                 allow = self.allow_execute_with_policies
                 if allow is None:
-                    allow = self.settings.allow_execute_with_policies
+                    allow = self.settings.commands.allow_execute_with_policies
                 assert self.journal_dir is not None  # checked in __init__
                 tools = file_tools(
                     self.backends, self.journal_dir, self.store(), self.policies,
                     allow_execute_with_policies=allow, batch_calls=batch_calls,
-                    journal_fsync=self.settings.journal_fsync,
+                    journal_fsync=self.settings.journal.fsync,
                 )  # fmt: skip
                 self._tools[batch_calls] = with_preview(tools)
             activities += self._tools[batch_calls]

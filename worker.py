@@ -29,7 +29,13 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import TLSConfig
 
-from filegate.backends.settings import ENV_PREFIX, Settings
+from filegate.backends.settings import (
+    CommandSettings,
+    JournalSettings,
+    ModelSettings,
+    S3Settings,
+    Settings,
+)
 from filegate.kernel.wire import OPERATION_WORKFLOW_TYPE, WORKFLOW_TYPE
 
 if TYPE_CHECKING:
@@ -41,7 +47,6 @@ if TYPE_CHECKING:
     from filegate.backends.artifacts import ArtifactStore
     from filegate.backends.policy import PolicyConfig
     from filegate.kernel.protocol import BackendProtocol
-    from filegate.processes.reaper import CommandBounds
 
 log = logging.getLogger("filegate.worker")
 
@@ -80,11 +85,13 @@ async def connect(
     (none when ``FILEGATE_S3_ENDPOINT`` is unset); pass a store or None to
     choose. Temporal is reached first, so its failure is the one reported.
     ``tls`` (None: plaintext), ``api_key``, ``rpc_metadata``: as resolved by the CLI.
-    ``settings`` None: the defaults (127.0.0.1:7233, no S3); the environment is
+    ``settings`` None: the defaults (127.0.0.1:7233, no S3): its ``temporal`` group
+    says where to connect, its ``s3`` group which store to open; the environment is
     read by the caller (``Settings.from_env()``), never here. ``telemetry``: the
     traces and metrics this process exports (docs/observability.md; None: none).
     """
     settings = settings or Settings()
+    temporal = settings.temporal
     interceptors: list[Any] = [ShortWorkflowTasks()]
     runtime = None
     if telemetry is not None:
@@ -95,8 +102,8 @@ async def connect(
             raise ConfigError(str(exc), 2) from None
     try:
         client = await Client.connect(
-            settings.temporal_address,
-            namespace=settings.temporal_namespace,
+            temporal.address,
+            namespace=temporal.namespace,
             data_converter=pydantic_data_converter,
             tls=False if tls is None else tls,
             api_key=api_key,
@@ -106,11 +113,11 @@ async def connect(
         )
     except RuntimeError as exc:  # the core SDK reports connection failures this way
         raise ConfigError(
-            f"cannot connect to Temporal at {settings.temporal_address}: {exc}. Start a "
+            f"cannot connect to Temporal at {temporal.address}: {exc}. Start a "
             "server first (`filegate dev` holds a local one until Ctrl-C) or set "
             "TEMPORAL_ADDRESS to yours."
         ) from None
-    store = await configured_store(settings) if isinstance(artifacts, str) else artifacts
+    store = await configured_store(settings.s3) if isinstance(artifacts, str) else artifacts
     return with_payload_codec(client, store)
 
 
@@ -125,26 +132,26 @@ def with_payload_codec(client: Client, store: ArtifactStore | None) -> Client:
     return Client(**config)
 
 
-async def configured_store(settings: Settings) -> ArtifactStore | None:
+async def configured_store(s3: S3Settings) -> ArtifactStore | None:
     """The artifact store on the configured S3, or None when no endpoint is set.
 
     A half configuration (endpoint without credentials) or an unreachable S3
     is a clear error: processes disagreeing about the codec cannot read each
     other's large payloads. :func:`settings_store`, off the event loop.
     """
-    return await asyncio.to_thread(settings_store, settings)
+    return await asyncio.to_thread(settings_store, s3)
 
 
-def settings_store(settings: Settings) -> ArtifactStore | None:
+def settings_store(s3: S3Settings) -> ArtifactStore | None:
     """:func:`configured_store`, blocking: for callers with no event loop to spare
     (a plugin configuring a client or worker synchronously)."""
-    if not settings.s3_endpoint:
+    if not s3.endpoint:
         return None
-    access = S3Access.from_settings(settings)
+    access = S3Access.from_settings(s3)
     if not access.access_key or access.secret_key is None:
         raise ConfigError(
-            f"{ENV_PREFIX}S3_ENDPOINT is set but {ENV_PREFIX}S3_ACCESS_KEY / "
-            f"{ENV_PREFIX}S3_SECRET_KEY are not", 2,
+            f"{s3.env_name('endpoint')} is set but {s3.env_name('access_key')} / "
+            f"{s3.env_name('secret_key')} are not", 2,
         )  # fmt: skip
     return _artifact_store(access)
 
@@ -279,7 +286,8 @@ def _plugin_worker(
 
     tuning = WorkerTuning.for_roles(agent=roles["agent"], tools=tools)
     filegate = FilegatePlugin(
-        settings=Settings(journal_fsync=journal_fsync), policies=policies or PolicyConfig(),
+        settings=Settings(journal=JournalSettings(fsync=journal_fsync)),
+        policies=policies or PolicyConfig(),
         tracer_provider=None, tuning=tuning, check_codec=False, **roles,
     )  # fmt: skip
     plugins: list[Any] = [filegate]
@@ -290,13 +298,13 @@ def _plugin_worker(
     return Worker(client, task_queue=task_queue, plugins=plugins, **options)
 
 
-def profiles_from(settings: Settings) -> ModelProfiles:
+def profiles_from(models: ModelSettings) -> ModelProfiles:
     """The model profiles ``settings`` name (``FILEGATE_MODEL_PROFILES[_FILE]``), else
     the defaults; a bad configuration is a one-line :class:`ConfigError` (exit 2)."""
     from filegate.activities.providers.profiles import ModelProfiles
 
     try:
-        return ModelProfiles.from_settings(settings)
+        return ModelProfiles.from_settings(models)
     except ValueError as exc:
         raise ConfigError(str(exc), 2) from None
 
@@ -355,13 +363,16 @@ def make_backend(
     root: str | Path | None,
     *,
     namespace: str | None = None,
-    settings: Settings | None = None,
+    s3: S3Settings | None = None,
+    commands: CommandSettings | None = None,
 ) -> BackendProtocol:
     """Build one backend from CLI-level settings (credentials stay in this process).
 
-    ``store`` keeps files in the configured S3 bucket under ``namespace``
+    ``store`` keeps files in the ``s3`` bucket under ``namespace``
     (``users/alice`` -> components ``("users", "alice")``), so they outlive a
-    thread and are shared by every worker on the same bucket.
+    thread and are shared by every worker on the same bucket. A shell
+    (local-shell, sandbox) runs each command within the ``commands`` bounds.
+    None: the defaults (no S3; the default bounds).
     """
     if kind == "state":
         from filegate.kernel.state import StateBackend
@@ -375,7 +386,7 @@ def make_backend(
                 "--store-namespace is required for the store backend, e.g. users/alice"
             )
         parts = tuple(part for part in namespace.split("/") if part)
-        return StoreBackend.from_settings(settings or Settings(), parts)
+        return StoreBackend.from_settings(s3 or S3Settings(), parts)
     if root is None:
         raise ValueError(f"--root is required for the {kind} backend")
     if not Path(root).is_dir():
@@ -389,16 +400,12 @@ def make_backend(
     if kind == "local-shell":
         from filegate.backends.local_shell import LocalShellBackend
 
-        return LocalShellBackend(str(root), bounds=_bounds(settings))
+        return LocalShellBackend(str(root), bounds=(commands or CommandSettings()).bounds())
     if kind == "sandbox":
         from filegate.backends.bwrap import BwrapSandboxBackend
 
-        return BwrapSandboxBackend(str(root), bounds=_bounds(settings))
+        return BwrapSandboxBackend(str(root), bounds=(commands or CommandSettings()).bounds())
     raise ValueError(f"unknown backend kind {kind!r}; choose one of {', '.join(BACKEND_KINDS)}")
-
-
-def _bounds(settings: Settings | None) -> CommandBounds:
-    return (settings or Settings()).command_bounds()
 
 
 def tools_worker(
@@ -511,12 +518,12 @@ async def in_process_workers(
     ``policies`` the tools worker's policies (None: none).
     """
     settings = settings or Settings()
-    profiles = profiles_from(settings)
+    profiles = profiles_from(settings.models)
     tuned: dict[str, Any] = {
         "artifacts": artifacts,
         "policies": policies,
-        "allow_execute_with_policies": settings.allow_execute_with_policies,
-        "journal_fsync": settings.journal_fsync,
+        "allow_execute_with_policies": settings.commands.allow_execute_with_policies,
+        "journal_fsync": settings.journal.fsync,
     }
     async with (
         agent_worker(client, agent_queue, model_profiles=profiles, **tuned),
@@ -544,15 +551,12 @@ class S3Access:
     secure: bool = False
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> S3Access:
+    def from_settings(cls, s3: S3Settings) -> S3Access:
         """The configured S3 (``FILEGATE_S3_*``); the endpoint must be set."""
-        if not settings.s3_endpoint:
+        if not s3.endpoint:
             raise ValueError("no S3 endpoint configured")
-        secret = settings.s3_secret_key.get_secret_value() if settings.s3_secret_key else None
-        return cls(
-            settings.s3_endpoint, settings.s3_access_key, secret, settings.s3_bucket,
-            settings.s3_secure,
-        )  # fmt: skip
+        secret = s3.secret_key.get_secret_value() if s3.secret_key else None
+        return cls(s3.endpoint, s3.access_key, secret, s3.bucket, s3.secure)
 
     def artifact_store(self) -> ArtifactStore | None:
         """The large-result store on this S3 (bucket ``<bucket>-artifacts``, created if
@@ -561,8 +565,8 @@ class S3Access:
 
         if not self.access_key or self.secret_key is None:
             return None
-        settings = Settings.model_validate({
-            "s3_endpoint": self.endpoint, "s3_access_key": self.access_key,
-            "s3_secret_key": self.secret_key, "s3_bucket": self.bucket, "s3_secure": self.secure,
+        s3 = S3Settings.model_validate({
+            "endpoint": self.endpoint, "access_key": self.access_key,
+            "secret_key": self.secret_key, "bucket": self.bucket, "secure": self.secure,
         })  # fmt: skip
-        return ArtifactStore.from_settings(settings)
+        return ArtifactStore.from_settings(s3)

@@ -227,7 +227,7 @@ class ToolJournal:
     """The per-worker journal of mutating tool calls (one JSON file per call)."""
 
     def __init__(self, root: str | os.PathLike[str], *, fsync: bool = False) -> None:
-        """``fsync`` (``Settings.journal_fsync``, ``FILEGATE_JOURNAL_FSYNC``) makes every entry
+        """``fsync`` (``JournalSettings.fsync``, ``FILEGATE_JOURNAL_FSYNC``) makes every entry
         survive a power cut, at four disk flushes per mutating call. Off, an entry
         still survives any process crash (atomic rename, page cache), which is
         the failure the journal exists for, and as durable as the backend's own

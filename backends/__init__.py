@@ -108,6 +108,14 @@ if TYPE_CHECKING:
     from .sandbox import (
         BaseSandbox,
     )
+    from .settings import (
+        CommandSettings,
+        JournalSettings,
+        ModelSettings,
+        S3Settings,
+        Settings,
+        TemporalSettings,
+    )
     from .store import (
         StoreBackend,
     )
@@ -216,6 +224,14 @@ __getattr__, __dir__, __all__ = attach(
         ],
         ".sandbox": [
             "BaseSandbox",
+        ],
+        ".settings": [
+            "CommandSettings",
+            "JournalSettings",
+            "ModelSettings",
+            "S3Settings",
+            "Settings",
+            "TemporalSettings",
         ],
         "filegate.kernel.state": [
             "StateBackend",

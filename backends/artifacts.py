@@ -67,7 +67,7 @@ from filegate.kernel.limits import DEFAULT_READ_LIMIT, DEFAULT_S3_OUTAGE_SECONDS
 from filegate.kernel.protocol import ReadResult
 
 if TYPE_CHECKING:
-    from filegate.backends.settings import Settings
+    from filegate.backends.settings import S3Settings
 
 SHA256_METADATA = "sha256"
 """User-metadata name (``x-amz-meta-sha256``) holding the digest of the bytes."""
@@ -170,19 +170,19 @@ class ArtifactStore:
     @classmethod
     def from_settings(
         cls,
-        settings: Settings,
+        s3: S3Settings,
         namespace: str = "default",
         retention_days: int | None = None,
         bucket: str | None = None,
     ) -> ArtifactStore:
-        """A store on the configured S3 server, in bucket ``<s3_bucket>-artifacts``,
+        """A store on the configured S3 server, in bucket ``<bucket>-artifacts``,
         waiting out outages for ``FILEGATE_S3_OUTAGE_SECONDS``."""
         return cls(
-            client_from_settings(settings),
-            bucket or f"{settings.s3_bucket}-artifacts",
+            client_from_settings(s3),
+            bucket or f"{s3.bucket}-artifacts",
             namespace=namespace,
             retention_days=retention_days,
-            outage_seconds=settings.s3_outage_seconds,
+            outage_seconds=s3.outage_seconds,
         )
 
     # -- keys and refs --------------------------------------------------------

@@ -32,7 +32,7 @@ from filegate.kernel.protocol import (
 )
 
 if TYPE_CHECKING:
-    from filegate.backends.settings import Settings
+    from filegate.backends.settings import S3Settings
 
 
 NAMESPACE_COMPONENT = re.compile(r"[A-Za-z0-9._@+:~-]+")
@@ -117,18 +117,14 @@ def make_client(
     return Minio(endpoint, access_key, secret_key, secure=secure, http_client=http_client)
 
 
-def client_from_settings(settings: Settings) -> Minio:
+def client_from_settings(s3: S3Settings) -> Minio:
     """The S3 client configured by ``FILEGATE_S3_*``; ValueError when unconfigured."""
-    if not settings.s3_endpoint:
+    if not s3.endpoint:
         raise ValueError("no S3 endpoint configured: set FILEGATE_S3_ENDPOINT")
-    if not settings.s3_access_key or settings.s3_secret_key is None:
+    if not s3.access_key or s3.secret_key is None:
         raise ValueError("S3 credentials missing: set FILEGATE_S3_ACCESS_KEY/_SECRET_KEY")
-    return make_client(
-        settings.s3_endpoint,
-        settings.s3_access_key,
-        settings.s3_secret_key.get_secret_value(),
-        secure=settings.s3_secure,
-    )
+    secret = s3.secret_key.get_secret_value()
+    return make_client(s3.endpoint, s3.access_key, secret, secure=s3.secure)
 
 
 def endpoint_url(client: Minio) -> str:

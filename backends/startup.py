@@ -19,11 +19,13 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from filegate.backends.settings import CommandSettings
+
 if TYPE_CHECKING:
     from filegate.backends.policy import PolicyConfig
     from filegate.kernel.protocol import BackendProtocol
 
-ALLOW_EXECUTE_ENV = "FILEGATE_ALLOW_EXECUTE_WITH_POLICIES"
+ALLOW_EXECUTE_ENV = CommandSettings.env_name("allow_execute_with_policies")
 ALLOW_EXECUTE_FLAG = "--allow-execute-with-path-policies"
 _NOT_PATH_KINDS = frozenset({"rate_limit", "deny_operations"})
 

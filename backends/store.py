@@ -67,7 +67,7 @@ from filegate.kernel.textops import apply_edit, decode_text
 if TYPE_CHECKING:
     from minio.datatypes import Object
 
-    from filegate.backends.settings import Settings
+    from filegate.backends.settings import S3Settings
 
 
 _TEXT_TYPE = "text/plain; charset=utf-8"
@@ -102,10 +102,10 @@ class StoreBackend(ReferenceNames):
 
     @classmethod
     def from_settings(
-        cls, settings: Settings, namespace: tuple[str, ...] | list[str] | str
+        cls, s3: S3Settings, namespace: tuple[str, ...] | list[str] | str
     ) -> StoreBackend:
         """A backend on the configured S3 bucket (created if missing)."""
-        backend = cls(client_from_settings(settings), settings.s3_bucket, namespace)
+        backend = cls(client_from_settings(s3), s3.bucket, namespace)
         backend.ensure_bucket()
         return backend
 

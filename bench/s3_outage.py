@@ -167,12 +167,12 @@ async def bench(outage: float, base: Path) -> int:
     s3 = S3DevServer(base / "s3").start()
     try:
         settings = Settings.model_validate({
-            "temporal_address": temporal.address, "temporal_namespace": temporal.namespace,
-            "s3_endpoint": s3.endpoint, "s3_access_key": s3.access_key,
-            "s3_secret_key": s3.secret_key,
+            "temporal": {"address": temporal.address, "namespace": temporal.namespace},
+            "s3": {"endpoint": s3.endpoint, "access_key": s3.access_key,
+                   "secret_key": s3.secret_key},
         })  # fmt: skip
         client: Client = await connect(settings)  # the plugin's converter: S3 codec
-        store = await configured_store(settings)
+        store = await configured_store(settings.s3)
         root = base / "shell"
         (root / "docs").mkdir(parents=True)
         (root / "docs" / "plan.md").write_text("# plan\nend\n")

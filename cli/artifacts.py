@@ -30,7 +30,7 @@ from filegate.backends.artifacts import (
     LifecycleError,
     default_expiry_days,
 )
-from filegate.backends.settings import ENV_PREFIX, Settings
+from filegate.backends.settings import S3Settings
 from filegate.cli.errors import CliError
 from filegate.worker import configured_store
 
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("filegate.artifacts")
 
-EXPIRE_DAYS_ENV = ENV_PREFIX + "ARTIFACT_EXPIRE_DAYS"
+EXPIRE_DAYS_ENV = S3Settings.env_name("artifact_expire_days")
 DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 """Units ``--older-than`` accepts, in seconds."""
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)([a-z])")
@@ -91,10 +91,10 @@ def _age(args: argparse.Namespace) -> timedelta | None:
 
 
 async def _store() -> ArtifactStore:
-    store = await configured_store(Settings.from_env())
+    store = await configured_store(S3Settings.from_env())
     if store is None:
         raise CliError(
-            f"no artifact store: set {ENV_PREFIX}S3_ENDPOINT and its credentials "
+            f"no artifact store: set {S3Settings.env_name('endpoint')} and its credentials "
             "(the embedded S3 of `run` and `demo` is private to them)", 2,
         )  # fmt: skip
     return store
@@ -160,7 +160,7 @@ async def namespace_retention(client: Client) -> timedelta | None:
 
 
 async def install_artifact_expiry(
-    client: Client, store: ArtifactStore | None, settings: Settings
+    client: Client, store: ArtifactStore | None, s3: S3Settings
 ) -> str | None:
     """Install (idempotently) the store's expiry rule; the one line it logged.
 
@@ -170,7 +170,7 @@ async def install_artifact_expiry(
     """
     if store is None:
         return None
-    days, source = settings.artifact_expire_days, EXPIRE_DAYS_ENV
+    days, source = s3.artifact_expire_days, EXPIRE_DAYS_ENV
     if days is None:
         fallback = f"set {EXPIRE_DAYS_ENV} or run `filegate artifacts gc` periodically"
         try:

@@ -136,13 +136,13 @@ async def _call_on_root(
         raise CliError(f"--root serves --backend {' | '.join(LOCAL_KINDS)}", 2)
     settings = target.settings
     try:
-        backend = make_backend(args.backend, root, settings=settings)
+        backend = make_backend(args.backend, root, s3=settings.s3, commands=settings.commands)
         policies = PolicyConfig.from_env()  # as `filegate worker` and `run` read them
     except ValueError as exc:
         raise CliError(str(exc), 2) from None
     except RuntimeError as exc:  # the sandbox without a usable bwrap
         raise CliError(f"{args.backend} backend unavailable: {exc}") from None
-    state_dir = state_dir_outside(settings, [str(root)])
+    state_dir = state_dir_outside(settings.journal, [str(root)])
     # One queue per call: no other process's call can reach this worker.
     queue = f"filegate-call-{uuid.uuid4().hex[:12]}"
     journal = state_dir / "journal" / LOCAL_BACKEND_NAME
@@ -151,8 +151,8 @@ async def _call_on_root(
         served = {LOCAL_BACKEND_NAME: backend}
         async with tools_worker(
             client, queue, served, journal, artifacts=artifacts, policies=policies,
-            allow_execute_with_policies=settings.allow_execute_with_policies,
-            journal_fsync=settings.journal_fsync,
+            allow_execute_with_policies=settings.commands.allow_execute_with_policies,
+            journal_fsync=settings.journal.fsync,
         ):  # fmt: skip
             return await _run(client, request, queue, queue, path, call_timeout(args, request))
 

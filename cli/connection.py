@@ -22,7 +22,7 @@ from temporalio.client import Client
 from temporalio.envconfig import ClientConfigProfile, ClientConfigTLS, DataSource
 from temporalio.service import TLSConfig
 
-from filegate.backends.settings import ENV_PREFIX, Settings
+from filegate.backends.settings import Settings, TemporalSettings
 from filegate.cli.errors import CliError
 from filegate.cli.telemetry import cli_telemetry
 from filegate.worker import FROM_SETTINGS, connect
@@ -60,7 +60,7 @@ class Target:
         (``cli.reviewer_store``)."""
         from filegate.cli.reviewer_store import reviewer_store
 
-        store = await asyncio.to_thread(reviewer_store, self.settings)
+        store = await asyncio.to_thread(reviewer_store, self.settings.s3)
         return await self.connect(artifacts=store)
 
 
@@ -139,20 +139,23 @@ def target_from(args: argparse.Namespace) -> Target:
     """Settings from the environment and the client profile, overridden by the flags."""
     profile = client_profile(args)
     settings = Settings.from_env()
+    address_env = TemporalSettings.env_name("address")
+    namespace_env = TemporalSettings.env_name("namespace")
     updates: dict[str, Any] = {}
     address = (profile.address or "").strip()
     if getattr(args, "address", None):
-        updates["temporal_address"] = args.address
-    elif address and not _env(ENV_PREFIX + "TEMPORAL_ADDRESS"):
-        updates["temporal_address"] = address
+        updates["address"] = args.address
+    elif address and not _env(address_env):
+        updates["address"] = address
     namespace = (profile.namespace or "").strip()
     if getattr(args, "namespace", None):
-        updates["temporal_namespace"] = args.namespace
-    elif namespace and not _env(ENV_PREFIX + "TEMPORAL_NAMESPACE"):
-        updates["temporal_namespace"] = namespace
-    configured = bool(updates.get("temporal_address") or _env(ENV_PREFIX + "TEMPORAL_ADDRESS"))
+        updates["namespace"] = args.namespace
+    elif namespace and not _env(namespace_env):
+        updates["namespace"] = namespace
+    configured = bool(updates.get("address") or _env(address_env))
+    temporal = settings.temporal.model_copy(update=updates)
     return Target(
-        settings.model_copy(update=updates),
+        settings.model_copy(update={"temporal": temporal}),
         tls_config(args, profile),
         configured,
         api_key=profile.api_key or None,
@@ -162,8 +165,8 @@ def target_from(args: argparse.Namespace) -> Target:
 
 def with_address(target: Target, address: str) -> Target:
     """``target`` pointed at ``address`` (e.g. a dev server the command started)."""
-    settings = target.settings.model_copy(update={"temporal_address": address})
-    return replace(target, settings=settings)
+    temporal = target.settings.temporal.model_copy(update={"address": address})
+    return replace(target, settings=target.settings.model_copy(update={"temporal": temporal}))
 
 
 def connection_options() -> argparse.ArgumentParser:

@@ -310,7 +310,7 @@ async def demo_command(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="filegate-demo-") as scratch:
         base = Path(scratch)
         dirs = DemoDirs.create(base)
-        state_dir = state_dir_for(target.settings, base / "state")
+        state_dir = state_dir_for(target.settings.journal, base / "state")
         say("[demo] starting services (what is not already configured)...")
         # A server's log in the scratch dir would go with it: a failed start keeps it.
         async with (

@@ -30,7 +30,7 @@ DEFAULT_WEB_UI_PORT = 8233
 
 async def dev_command(args: argparse.Namespace) -> int:
     target = target_from(args)
-    state_dir = target.settings.state_dir.resolve()
+    state_dir = target.settings.journal.state_dir.resolve()
     if not target.configured:
         # A `dev` (or `run`) killed with -9 left its servers holding their ports.
         for line in reap_orphans(state_dir):

@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+from filegate.backends.settings import S3Settings
 from filegate.devstack.servers import StartupFailed
 from filegate.worker import ConfigError
 
@@ -60,7 +61,7 @@ async def logs_kept(scratch: Path) -> AsyncIterator[None]:
 CODEC_ENCODING_NAME = "filegate/artifact-ref"
 """The payload encoding of a value the S3 codec stored by reference (activities/history.py)."""
 
-S3_VARIABLES = ("FILEGATE_S3_ENDPOINT", "FILEGATE_S3_ACCESS_KEY", "FILEGATE_S3_SECRET_KEY")
+S3_VARIABLES = tuple(S3Settings.env_name(f) for f in ("endpoint", "access_key", "secret_key"))
 """What a terminal exports to read what a run stored in S3 (`filegate run` prints them)."""
 
 NEEDS_S3 = (

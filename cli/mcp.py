@@ -108,7 +108,7 @@ async def _hosted(args: argparse.Namespace, target: Any, workflow_id: str) -> As
     tools_queue = tools_queue_for(workflow_id, root)
     config = session_config(args, served_ref(args, root, tools_queue, "workspace"))
     backend = make_backend(served_kind(args), root)
-    state_dir = state_dir_outside(target.settings, [str(root)])
+    state_dir = state_dir_outside(target.settings.journal, [str(root)])
     async with local_services(target, state_dir, reuse_default=True) as services:
         for line in services.notes:
             note(line)
@@ -139,7 +139,7 @@ async def _deployed(
         raise CliError("--shell and --sandbox choose how --root is served: use --backend", 2)
     ref = backend_ref(args)
     config = session_config(args, ref)
-    agent_queue = args.agent_queue or target.settings.task_queue
+    agent_queue = args.agent_queue or target.settings.temporal.task_queue
     client = await target.connect()
     await warn_unserved(client, agent_queue, ref.task_queue)
     async with _session(client, config, workflow_id, agent_queue):

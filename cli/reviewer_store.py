@@ -21,7 +21,7 @@ from filegate.worker import ConfigError, settings_store
 if TYPE_CHECKING:
     from minio import Minio
 
-    from filegate.backends.settings import Settings
+    from filegate.backends.settings import S3Settings
 
 REVIEWER_S3_OUTAGE_SECONDS = 5.0
 """How long a reviewer's command waits for S3 that does not answer."""
@@ -41,26 +41,26 @@ class UncheckedStore(ArtifactStore):
         self.retention_days = None
 
 
-def reviewer_store(settings: Settings) -> ArtifactStore | None:
+def reviewer_store(s3: S3Settings) -> ArtifactStore | None:
     """The configured store with a short outage budget; one that skips the bucket
     check when S3 does not answer (a note on stderr says so); None without S3."""
-    if not settings.s3_endpoint:
+    if not s3.endpoint:
         return None
-    budget = min(settings.s3_outage_seconds, REVIEWER_S3_OUTAGE_SECONDS)
-    settings = settings.model_copy(update={"s3_outage_seconds": budget})
-    if not settings.s3_access_key or settings.s3_secret_key is None:
-        return settings_store(settings)  # its one-line refusal of a half configuration
+    budget = min(s3.outage_seconds, REVIEWER_S3_OUTAGE_SECONDS)
+    s3 = s3.model_copy(update={"outage_seconds": budget})
+    if not s3.access_key or s3.secret_key is None:
+        return settings_store(s3)  # its one-line refusal of a half configuration
     # minio's own retries would each print a warning: the command answers in one line.
     logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
     try:
-        return ArtifactStore.from_settings(settings)
+        return ArtifactStore.from_settings(s3)
     except ArtifactStoreUnavailable as exc:
         if exc.__cause__ is None or not is_transient(exc.__cause__):
-            raise ConfigError(f"S3 at {settings.s3_endpoint}: {exc}") from None
+            raise ConfigError(f"S3 at {s3.endpoint}: {exc}") from None
     except (ArtifactError, ValueError) as exc:
-        raise ConfigError(f"S3 at {settings.s3_endpoint}: {exc}") from None
-    client = client_from_settings(settings)
-    store = UncheckedStore(client, f"{settings.s3_bucket}-artifacts", budget)
+        raise ConfigError(f"S3 at {s3.endpoint}: {exc}") from None
+    client = client_from_settings(s3)
+    store = UncheckedStore(client, f"{s3.bucket}-artifacts", budget)
     log.warning(
         "S3 at %s does not answer: going on without it (approvals and status need none)",
         store.endpoint,

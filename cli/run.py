@@ -89,15 +89,16 @@ def terminal_exports(target: Any, services: Any) -> str | None:
     parts: list[str] = []
     if not target.configured and services.temporal_address != DEFAULT_TEMPORAL_ADDRESS:
         parts.append(f"TEMPORAL_ADDRESS={services.temporal_address}")
-    s3 = services.s3
-    if not target.settings.s3_endpoint:  # a private S3 this command leased
+    s3, configured = services.s3, target.settings.s3
+    if not configured.endpoint:  # a private S3 this command leased
+        env = configured.env_name
         parts += [
-            f"FILEGATE_S3_ENDPOINT={s3.endpoint}",
-            f"FILEGATE_S3_ACCESS_KEY={s3.access_key}",
-            f"FILEGATE_S3_SECRET_KEY={s3.secret_key}",
+            f"{env('endpoint')}={s3.endpoint}",
+            f"{env('access_key')}={s3.access_key}",
+            f"{env('secret_key')}={s3.secret_key}",
         ]
-        if s3.bucket != target.settings.s3_bucket:
-            parts.append(f"FILEGATE_S3_BUCKET={s3.bucket}")
+        if s3.bucket != configured.bucket:
+            parts.append(f"{env('bucket')}={s3.bucket}")
     return "export " + " ".join(parts) if parts else None
 
 
@@ -128,10 +129,10 @@ def local_profiles() -> list[str]:
     """The model profiles of this process's environment, which its in-process agent
     worker uses (``FILEGATE_MODEL_PROFILES[_FILE]``); a bad definition exits 2."""
     from filegate.activities.providers.profiles import ModelProfiles
-    from filegate.backends.settings import Settings
+    from filegate.backends.settings import ModelSettings
 
     try:
-        return list(ModelProfiles.from_settings(Settings.from_env()).profiles)
+        return list(ModelProfiles.from_settings(ModelSettings.from_env()).profiles)
     except Exception as exc:  # a profile definition the worker would refuse too
         raise CliError(f"model profiles: {failure_text(exc)}", 2) from None
 
@@ -245,7 +246,7 @@ async def run_command(args: argparse.Namespace) -> int:
     name = "workspace"
     input = build_input(args, root, tools_queue, name)
     backend = make_backend(served_kind(args), root)
-    state_dir = state_dir_outside(target.settings, [str(root)])
+    state_dir = state_dir_outside(target.settings.journal, [str(root)])
     say(f"workflow id: {workflow_id}")
     async with local_services(target, state_dir, reuse_default=True) as services:
         for line in services.notes:

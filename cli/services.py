@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from temporalio.client import Client
 
-from filegate.backends.settings import ENV_PREFIX, Settings
+from filegate.backends.settings import ENV_PREFIX, JournalSettings, TemporalSettings
 from filegate.backends.startup import inside
 from filegate.cli.connection import Target, with_address
 from filegate.cli.errors import CliError, service_failure
@@ -32,9 +32,9 @@ from filegate.worker import S3Access, open_store, with_payload_codec
 if TYPE_CHECKING:
     from filegate.backends.artifacts import ArtifactStore
 
-DEFAULT_TEMPORAL_ADDRESS: str = Settings.model_fields["temporal_address"].default
+DEFAULT_TEMPORAL_ADDRESS: str = TemporalSettings.model_fields["address"].default
 """Temporal's usual local address; ``run`` starts or reuses a server there."""
-DEFAULT_STATE_DIR: Path = Settings.model_fields["state_dir"].default
+DEFAULT_STATE_DIR: Path = JournalSettings.model_fields["state_dir"].default
 DEV_PORT_ENV = ENV_PREFIX + "DEV_TEMPORAL_PORT"
 """Port of the embedded Temporal of ``run`` / ``dev`` instead of 7233 (a stack per
 project side by side; other commands then need ``TEMPORAL_ADDRESS``)."""
@@ -115,14 +115,14 @@ def _lease_all(
 
     def temporal() -> tuple[str, str]:
         if target.configured:
-            return settings.temporal_address, "configured"
+            return settings.temporal.address, "configured"
         default = dev_temporal_address()
         host, port = _split_address(default)
         server = TemporalDevServer(
             state_dir / "temporal",
             host=host,
             port=port if reuse_default else None,
-            namespace=settings.temporal_namespace,
+            namespace=settings.temporal.namespace,
             ui_port=web_ui_port,
         )
         taken = (lambda: is_listening(host, port)) if reuse_default else None
@@ -139,14 +139,14 @@ def _lease_all(
         return str(lease.entry["address"]), how
 
     def s3() -> tuple[S3Access, str]:
-        if settings.s3_endpoint:
-            return S3Access.from_settings(settings), "configured"
-        server = S3DevServer(state_dir / "s3", buckets=[settings.s3_bucket])
+        if settings.s3.endpoint:
+            return S3Access.from_settings(settings.s3), "configured"
+        server = S3DevServer(state_dir / "s3", buckets=[settings.s3.bucket])
         lease = acquire(state_dir, "s3", server, s3_entry, notes)
         assert lease is not None
         leases.append(lease)
         e = lease.entry
-        access = S3Access(e["endpoint"], e["access_key"], e["secret_key"], settings.s3_bucket)
+        access = S3Access(e["endpoint"], e["access_key"], e["secret_key"], settings.s3.bucket)
         return access, lease.how.replace("embedded", "embedded SeaweedFS")
 
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
@@ -237,20 +237,20 @@ def user_state_dir() -> Path:
     return (Path(base) if base else Path.home() / ".local" / "state") / "filegate"
 
 
-def state_dir_outside(settings: Settings, roots: Iterable[str]) -> Path:
+def state_dir_outside(journal: JournalSettings, roots: Iterable[str]) -> Path:
     """The state directory, resolved; the default (``./.filegate``) moves to
     :func:`user_state_dir` when it would land inside one of ``roots`` (a worker
     started inside its workspace must not put its journal where the agent sees
     it). A directory chosen explicitly stays as chosen: the worker refuses it
     at start when it is inside a root (contract §11)."""
-    chosen = settings.state_dir.resolve()
-    if settings.state_dir == DEFAULT_STATE_DIR and any(inside(chosen, r) for r in roots):
+    chosen = journal.state_dir.resolve()
+    if journal.state_dir == DEFAULT_STATE_DIR and any(inside(chosen, r) for r in roots):
         return user_state_dir()
     return chosen
 
 
-def state_dir_for(settings: Settings, scratch: Path | None) -> Path:
+def state_dir_for(journal: JournalSettings, scratch: Path | None) -> Path:
     """``FILEGATE_STATE_DIR`` when set, else ``scratch`` (a temp dir), else the default."""
-    if os.environ.get(ENV_PREFIX + "STATE_DIR", "").strip() or scratch is None:
-        return settings.state_dir.resolve()
+    if os.environ.get(journal.env_name("state_dir"), "").strip() or scratch is None:
+        return journal.state_dir.resolve()
     return scratch

@@ -101,7 +101,7 @@ async def submit_command(args: argparse.Namespace) -> int:
     target = target_from(args)
     ref = backend_ref(args)
     input = agent_input(args, ref)  # bad flags exit 2 before connecting
-    agent_queue = args.agent_queue or target.settings.task_queue
+    agent_queue = args.agent_queue or target.settings.temporal.task_queue
     if args.co_hosted:
         assert ref.task_queue is not None
         agent_queue = ref.task_queue  # the tools worker runs the workflow (--serve-agents)
@@ -109,7 +109,7 @@ async def submit_command(args: argparse.Namespace) -> int:
     client = await target.connect()
     say(f"workflow id: {workflow_id}")
     say(
-        f"Temporal at {target.settings.temporal_address}; agent queue {agent_queue}, "
+        f"Temporal at {target.settings.temporal.address}; agent queue {agent_queue}, "
         f"backend {ref.name} on {ref.task_queue}"
     )
     fresh = args.workflow_id is None or await check_workflow_id(client, workflow_id, None, args)

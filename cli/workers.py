@@ -15,7 +15,6 @@ queue, whose calls on its backend then skip the queue (contract §8).
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,7 +23,7 @@ from pydantic import ByteSize
 
 from filegate.backends.policy import PolicyConfig
 from filegate.backends.seccomp import filter_problem
-from filegate.backends.settings import Settings
+from filegate.backends.settings import CommandSettings, Settings
 from filegate.backends.startup import (
     ALLOW_EXECUTE_ENV,
     ALLOW_EXECUTE_FLAG,
@@ -146,19 +145,31 @@ def add_bound_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
+BOUND_FLAGS = {
+    "exec_memory": "memory",
+    "exec_max_processes": "max_processes",
+    "exec_file_size": "file_size",
+    "exec_command_memory": "command_memory",
+    "exec_write_size": "write_size",
+    "sandbox_tmp_size": "sandbox_tmp_size",
+    "exec_max_seconds": "max_seconds",
+}
+"""The bound flags' argparse names -> the :class:`CommandSettings` fields they set."""
+
+
 def settings_with_flags(args: argparse.Namespace, settings: Settings) -> Settings:
-    """``settings`` with the bound flags given on the command line."""
+    """``settings`` with the bound flags given on the command line (its ``commands``)."""
     update: dict[str, Any] = {}
-    sizes = ("exec_memory", "exec_file_size", "exec_command_memory", "exec_write_size")
-    for flag in (*sizes, "sandbox_tmp_size"):
-        if getattr(args, flag, None) is not None:
-            update[flag] = ByteSize(getattr(args, flag))
-    for flag in ("exec_max_processes", "exec_max_seconds"):
-        if getattr(args, flag, None) is not None:
-            update[flag] = getattr(args, flag)
+    for flag, field in BOUND_FLAGS.items():
+        value = getattr(args, flag, None)
+        if value is not None:
+            sized = CommandSettings.model_fields[field].annotation is ByteSize
+            update[field] = ByteSize(value) if sized else value
     if getattr(args, "allow_execute_with_path_policies", False):
         update["allow_execute_with_policies"] = True
-    return settings.model_copy(update=update) if update else settings
+    if not update:
+        return settings
+    return settings.model_copy(update={"commands": settings.commands.model_copy(update=update)})
 
 
 def env_policies() -> PolicyConfig:
@@ -181,21 +192,21 @@ async def worker_command(args: argparse.Namespace) -> int:
     if args.role == "tools" or args.local_backend:
         served = backend_from_args(args, settings)  # refuse a bad configuration before connecting
     policies = env_policies()
-    profiles = profiles_from(settings) if args.role == "agent" or args.serve_agents else None
-    queue = args.task_queue or os.environ.get("FILEGATE_TASK_QUEUE") or settings.task_queue
+    profiles = profiles_from(settings.models) if args.role == "agent" or args.serve_agents else None
+    queue = args.task_queue or settings.temporal.task_queue
     telemetry = cli_telemetry(args.metrics_port, args.metrics_host)
     client = await target.connect(artifacts=None, telemetry=telemetry)
     # One store for the codec and the activities: transcripts / large results.
-    artifacts = await configured_store(settings)
+    artifacts = await configured_store(settings.s3)
     client = with_payload_codec(client, artifacts)
-    await install_artifact_expiry(client, artifacts, settings)  # one log line
+    await install_artifact_expiry(client, artifacts, settings.s3)  # one log line
     # Every value the library needs, read here from the environment and the flags:
     tuned: dict[str, Any] = {
         "artifacts": artifacts,
         "policies": policies,
         "model_profiles": profiles,
-        "allow_execute_with_policies": settings.allow_execute_with_policies,
-        "journal_fsync": settings.journal_fsync,
+        "allow_execute_with_policies": settings.commands.allow_execute_with_policies,
+        "journal_fsync": settings.journal.fsync,
     }
     if args.role == "agent":
         hosted: dict[str, Any] = {}
@@ -268,19 +279,22 @@ def backend_from_args(
     name = args.name or args.backend
     try:
         backend = make_backend(
-            args.backend, args.root, namespace=args.store_namespace, settings=settings
-        )
+            args.backend, args.root, namespace=args.store_namespace,
+            s3=settings.s3, commands=settings.commands,
+        )  # fmt: skip
     except ValueError as exc:
         raise CliError(str(exc), 2) from None
     except RuntimeError as exc:  # e.g. the sandbox without a usable bwrap
         raise CliError(f"{args.backend} backend unavailable: {exc}") from None
     roots = sorted(set(served_roots(backend)))
-    state_dir = state_dir_outside(settings, roots)
+    state_dir = state_dir_outside(settings.journal, roots)
     journal = Path(args.journal_dir).resolve() if args.journal_dir else state_dir / "journal" / name
     try:
         check_journal_outside(journal, {name: backend})
         check_execute_policies(
-            {name: backend}, PolicyConfig.from_env(), allow=settings.allow_execute_with_policies
+            {name: backend},
+            PolicyConfig.from_env(),
+            allow=settings.commands.allow_execute_with_policies,
         )
     except ValueError as exc:
         raise CliError(str(exc), 2) from None

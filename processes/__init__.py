@@ -14,5 +14,5 @@ ripgrep for the filesystem backend) nor on the dev stack, which finds its
 servers' programs here too. So it sits below :mod:`filegate.backends` and
 imports nothing from it (``.importlinter``): the backends turn their
 settings into :class:`~filegate.processes.reaper.CommandBounds`
-(:meth:`filegate.backends.settings.Settings.command_bounds`).
+(:meth:`filegate.backends.settings.CommandSettings.bounds`).
 """

@@ -24,7 +24,7 @@ from minio.lifecycleconfig import Expiration, LifecycleConfig, Rule
 from temporalio.client import Client
 
 from filegate.backends.artifacts import ArtifactStore, days_covering, default_expiry_days
-from filegate.backends.settings import Settings
+from filegate.backends.settings import S3Settings
 from filegate.cli import artifacts as artifacts_cli
 from filegate.cli.artifacts import install_artifact_expiry, namespace_retention, parse_duration
 from filegate.cli.commands import run_cli
@@ -160,10 +160,10 @@ async def test_worker_start_installs_the_namespace_retention(
     assert f"expire after {expected} day" in output and "namespace" in output, output
 
 
-def settings_for(s3_server: S3DevServer, bucket: str, **values: Any) -> Settings:
-    return Settings.model_validate({
-        "s3_endpoint": s3_server.endpoint, "s3_access_key": s3_server.access_key,
-        "s3_secret_key": s3_server.secret_key, "s3_bucket": bucket, **values,
+def settings_for(s3_server: S3DevServer, bucket: str, **values: Any) -> S3Settings:
+    return S3Settings.model_validate({
+        "endpoint": s3_server.endpoint, "access_key": s3_server.access_key,
+        "secret_key": s3_server.secret_key, "bucket": bucket, **values,
     })  # fmt: skip
 
 

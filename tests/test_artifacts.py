@@ -22,7 +22,7 @@ from filegate.backends.artifacts import (
     ArtifactStoreUnavailable,
 )
 from filegate.backends.s3 import make_client
-from filegate.backends.settings import Settings
+from filegate.backends.settings import S3Settings
 from filegate.devstack.s3 import S3DevServer
 from filegate.devstack.servers import free_port
 
@@ -184,18 +184,18 @@ def test_unreachable_endpoint_fails_fast() -> None:
 
 
 def test_from_settings(s3_server: S3DevServer) -> None:
-    settings = Settings.model_validate(
+    s3 = S3Settings.model_validate(
         {
-            "s3_endpoint": s3_server.endpoint,
-            "s3_access_key": s3_server.access_key,
-            "s3_secret_key": s3_server.secret_key,
-            "s3_bucket": "h10-fs",
+            "endpoint": s3_server.endpoint,
+            "access_key": s3_server.access_key,
+            "secret_key": s3_server.secret_key,
+            "bucket": "h10-fs",
         }
     )
-    store = ArtifactStore.from_settings(settings, namespace="prod")
+    store = ArtifactStore.from_settings(s3, namespace="prod")
     assert store.bucket == "h10-fs-artifacts"
     ref = store.put("wf-1", "call_1", b"payload")
     assert store.get(ref) == b"payload"
-    bad = settings.model_copy(update={"s3_secret_key": None})
+    bad = s3.model_copy(update={"secret_key": None})
     with pytest.raises(ValueError, match="credentials"):
         ArtifactStore.from_settings(bad)

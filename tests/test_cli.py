@@ -379,13 +379,13 @@ def test_target_configured_only_when_set(monkeypatch: pytest.MonkeyPatch, tmp_pa
         if name.startswith(("TEMPORAL_", "FILEGATE_")):
             monkeypatch.delenv(name)
     default = target_from(Namespace())
-    assert not default.configured and default.settings.temporal_address == "127.0.0.1:7233"
+    assert not default.configured and default.settings.temporal.address == "127.0.0.1:7233"
     assert default.tls is None
     monkeypatch.setenv("TEMPORAL_ADDRESS", "10.0.0.9:7233")
     from_env = target_from(Namespace())
-    assert from_env.configured and from_env.settings.temporal_address == "10.0.0.9:7233"
+    assert from_env.configured and from_env.settings.temporal.address == "10.0.0.9:7233"
     flag = target_from(Namespace(address="h:1", namespace="ns"))
-    assert flag.settings.temporal_address == "h:1" and flag.settings.temporal_namespace == "ns"
+    assert flag.settings.temporal.address == "h:1" and flag.settings.temporal.namespace == "ns"
     with pytest.raises(CliError, match="go together"):
         target_from(Namespace(tls_cert="/c.pem"))
     # TLS files: flags win, then FILEGATE_TLS_*, then the temporal CLI's variables.
@@ -408,7 +408,9 @@ def test_target_configured_only_when_set(monkeypatch: pytest.MonkeyPatch, tmp_pa
 
 
 def settings_of(env: dict[str, str]) -> Settings:
-    return Settings.from_env(env).model_copy(update={"temporal_address": env["TEMPORAL_ADDRESS"]})
+    settings = Settings.from_env(env)
+    temporal = settings.temporal.model_copy(update={"address": env["TEMPORAL_ADDRESS"]})
+    return settings.model_copy(update={"temporal": temporal})
 
 
 def start_worker(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
@@ -445,7 +447,7 @@ async def test_worker_processes_and_clients_share_the_payload_codec(
                      "--name", "fs", "--task-queue", f"{queue}.tools"),
     ]  # fmt: skip
     client = await connect(settings_of(cli_env))  # the store from FILEGATE_S3_*
-    store = await configured_store(settings_of(cli_env))
+    store = await configured_store(settings_of(cli_env).s3)
     assert store is not None and client.data_converter.payload_codec is not None
     workflow_id = f"cli-codec-{uuid.uuid4().hex[:8]}"
     script = {"turns": [

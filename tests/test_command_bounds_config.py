@@ -108,19 +108,19 @@ def test_bound_errors_name_the_bound_and_the_setting() -> None:
 
 
 def test_flags_and_settings_reach_the_bounds() -> None:
-    defaults = Settings().command_bounds()
+    defaults = Settings().commands.bounds()
     assert (defaults.command_memory_bytes, defaults.write_bytes) == (2 << 30, 256 << 20)
     env = Settings.from_env(
         {"FILEGATE_EXEC_WRITE_SIZE": "1GiB", "FILEGATE_EXEC_COMMAND_MEMORY": "0"}
     )
-    assert env.command_bounds().write_bytes == 1 << 30
-    assert env.command_bounds().command_memory_bytes == 0  # 0: no limit
+    assert env.commands.bounds().write_bytes == 1 << 30
+    assert env.commands.bounds().command_memory_bytes == 0  # 0: no limit
     parser = argparse.ArgumentParser()
     add_bound_flags(parser)
     args = parser.parse_args(
         ["--max-command-write-bytes", "64MiB", "--exec-command-memory", "4GiB"]
     )
-    bounds = settings_with_flags(args, Settings()).command_bounds()
+    bounds = settings_with_flags(args, Settings()).commands.bounds()
     assert (bounds.write_bytes, bounds.command_memory_bytes) == (64 << 20, 4 << 30)
     alias = parser.parse_args(["--exec-write-size", "1MiB"])
-    assert settings_with_flags(alias, Settings()).command_bounds().write_bytes == 1 << 20
+    assert settings_with_flags(alias, Settings()).commands.bounds().write_bytes == 1 << 20

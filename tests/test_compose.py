@@ -83,7 +83,7 @@ def documented_variables() -> str:
 
 def known_env_var(name: str, docs: str) -> bool:
     """A Settings field's variable, or one the docs document."""
-    fields = {ENV_PREFIX + field.upper() for field in Settings.model_fields}
+    fields = {env.name for env in Settings.env_names().values()}
     return name in fields or f"`{name}`" in docs
 
 
@@ -286,8 +286,8 @@ def test_compose_settings_validate() -> None:
     for name in FILEGATE_SERVICES:
         env = {k: v for k, v in environment(SERVICES[name]).items() if "${" not in v}
         settings = Settings.from_env(env)
-        assert settings.temporal_address == "temporal:7233", name
-        assert settings.s3_endpoint == "minio:9000", name
+        assert settings.temporal.address == "temporal:7233", name
+        assert settings.s3.endpoint == "minio:9000", name
 
 
 def test_secrets_come_from_the_environment_only() -> None:
@@ -350,7 +350,7 @@ def test_long_running_infrastructure_has_healthchecks() -> None:
 
 def test_buckets_created_match_the_settings() -> None:
     script = "\n".join(as_argv(SERVICES["minio-buckets"]["command"]))
-    bucket = Settings.from_env(environment(SERVICES["agent-worker"])).s3_bucket
+    bucket = Settings.from_env(environment(SERVICES["agent-worker"])).s3.bucket
     assert f"store/{bucket} " in script
     assert f"store/{bucket}-artifacts" in script
 

@@ -1,7 +1,7 @@
 """The environment is read at the edges only: the CLI and the plugin's defaults.
 
 Why: a library class that falls back to ``Settings.from_env()`` ignores the
-values its caller gave (``FilegatePlugin(settings=Settings(journal_fsync=True))``
+values its caller gave (``FilegatePlugin(settings=...)`` with the journal's fsync on
 once did not fsync unless ``FILEGATE_JOURNAL_FSYNC`` was also set), and a
 worker built in a test or a user's program changes behaviour with whatever
 the shell exported. Constructors take typed values; the places that may read

@@ -17,7 +17,7 @@ from temporalio.client import Client
 
 from filegate.backends.artifacts import ArtifactStore
 from filegate.backends.filesystem import FilesystemBackend
-from filegate.backends.settings import Settings
+from filegate.backends.settings import S3Settings
 from filegate.devstack.s3 import S3DevServer
 from filegate.kernel.messages import ModelSpec
 from filegate.kernel.protocol import BackendProtocol
@@ -66,13 +66,13 @@ def script() -> ModelSpec:
 @pytest.fixture
 async def store(s3_server: S3DevServer) -> ArtifactStore:
     """The store ``worker.py`` builds from ``FILEGATE_S3_*`` (own bucket per test)."""
-    settings = Settings(
-        s3_endpoint=s3_server.endpoint,
-        s3_access_key=s3_server.access_key,
-        s3_secret_key=s3_server.secret_key,  # type: ignore[arg-type]
-        s3_bucket=uid("conv"),
+    s3 = S3Settings(
+        endpoint=s3_server.endpoint,
+        access_key=s3_server.access_key,
+        secret_key=s3_server.secret_key,  # type: ignore[arg-type]
+        bucket=uid("conv"),
     )
-    found = await configured_store(settings)
+    found = await configured_store(s3)
     assert found is not None
     return found
 

@@ -25,7 +25,7 @@ from filegate.activities.providers.profiles import (
     ModelProfile,
     ModelProfiles,
 )
-from filegate.backends.settings import Settings
+from filegate.backends.settings import ModelSettings, Settings
 from filegate.kernel.messages import Message, ModelRequest, ModelSpec, check_model_spec
 from filegate.worker import agent_worker
 from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec
@@ -243,18 +243,18 @@ def test_check_model_spec_allows_only_harmless_options() -> None:
 def test_profiles_from_settings(tmp_path: Path) -> None:
     raw = {"local": {"kind": "openai", "base_url": "http://127.0.0.1:1/v1",
                      "api_key_env": "LOCAL_KEY", "models": ["a"]}}  # fmt: skip
-    from_json = ModelProfiles.from_settings(Settings(model_profiles=json.dumps(raw)))
+    from_json = ModelProfiles.from_settings(ModelSettings(profiles=json.dumps(raw)))
     assert list(from_json.profiles) == ["local"]
     assert from_json.profiles["local"].api_key_env == "LOCAL_KEY"
     path = tmp_path / "profiles.json"
     path.write_text(json.dumps(raw))
-    from_file = ModelProfiles.from_settings(Settings(model_profiles_file=path))
+    from_file = ModelProfiles.from_settings(ModelSettings(profiles_file=path))
     assert from_file == from_json
     env = {"FILEGATE_MODEL_PROFILES_FILE": str(path)}
-    assert ModelProfiles.from_settings(Settings.from_env(env)) == from_json
-    defaults = ModelProfiles.from_settings(Settings())
+    assert ModelProfiles.from_settings(Settings.from_env(env).models) == from_json
+    defaults = ModelProfiles.from_settings(ModelSettings())
     assert sorted(defaults.profiles) == ["anthropic", "openai", "scripted"]
     for bad in ('{"x": {"kind": "openai", "api_key": "sk"}}', "{not json", '{"x": {"kind": "?"}}'):
         with pytest.raises(ValueError, match="FILEGATE_MODEL_PROFILES"):
-            ModelProfiles.from_settings(Settings(model_profiles=bad))
+            ModelProfiles.from_settings(ModelSettings(profiles=bad))
     assert os.environ.get("FILEGATE_MODEL_PROFILES") is None

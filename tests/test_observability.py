@@ -257,10 +257,10 @@ async def test_a_plugin_worker_exports_tool_spans_and_serves_filegate_metrics(
     root.mkdir()
     files.mkdir()
     (root / "notes.txt").write_text("hello\n")
-    settings = Settings.model_validate({
-        "s3_endpoint": s3_server.endpoint, "s3_access_key": s3_server.access_key,
-        "s3_secret_key": s3_server.secret_key, "s3_bucket": uid("otel"),
-    })  # fmt: skip
+    settings = Settings.model_validate({"s3": {
+        "endpoint": s3_server.endpoint, "access_key": s3_server.access_key,
+        "secret_key": s3_server.secret_key, "bucket": uid("otel"),
+    }})  # fmt: skip
     exporter = OTLPSpanExporter(endpoint=f"{receiver.endpoint}/v1/traces")
     provider = TracerProvider(resource=Resource({"service.name": "filegate-test"}))
     provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=100))

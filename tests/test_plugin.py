@@ -44,7 +44,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from filegate.backends.artifacts import ArtifactStore
     from filegate.backends.filesystem import FilesystemBackend
-    from filegate.backends.settings import Settings
+    from filegate.backends.settings import JournalSettings, Settings
     from filegate.devstack.s3 import S3DevServer
     from filegate.devstack.servers import TemporalDevServer
     from filegate.kernel.messages import ModelSpec
@@ -288,10 +288,10 @@ async def test_large_payloads_travel_as_s3_references(
 ) -> None:
     """(c) The store comes from typed settings (``FILEGATE_S3_*``): payloads over the
     codec threshold leave history as references to objects in its bucket."""
-    settings = Settings.model_validate({
-        "s3_endpoint": s3_server.endpoint, "s3_access_key": s3_server.access_key,
-        "s3_secret_key": s3_server.secret_key, "s3_bucket": uid("plugin"),
-    })  # fmt: skip
+    settings = Settings.model_validate({"s3": {
+        "endpoint": s3_server.endpoint, "access_key": s3_server.access_key,
+        "secret_key": s3_server.secret_key, "bucket": uid("plugin"),
+    }})  # fmt: skip
     root = tmp_path / "ws"
     root.mkdir()
     plugin = FilegatePlugin(
@@ -303,7 +303,7 @@ async def test_large_payloads_travel_as_s3_references(
     client = await plugin_client(temporal_server, plugin)
     codec = client.data_converter.payload_codec
     assert isinstance(codec, ArtifactPayloadCodec)
-    assert codec.store is plugin.store() and codec.store.bucket == f"{settings.s3_bucket}-artifacts"
+    assert codec.store is plugin.store() and codec.store.bucket == f"{settings.s3.bucket}-artifacts"
     big = "".join(f"line {i:05d} of a large file\n" for i in range(2000))  # ~50 KB
     model = scripted(
         calls(("w", "write_file", {"file_path": "/big.txt", "content": big})),
@@ -382,7 +382,7 @@ async def test_the_plugins_settings_decide_whether_the_journal_fsyncs(
     fsync: bool,
 ) -> None:
     """Issue 35 item 4. Old code: the journal read ``FILEGATE_JOURNAL_FSYNC`` itself,
-    so ``Settings(journal_fsync=True)`` given to the plugin flushed nothing."""
+    so settings with fsync on, given to the plugin, flushed nothing."""
     import os as os_module
 
     monkeypatch.delenv("FILEGATE_JOURNAL_FSYNC", raising=False)
@@ -404,7 +404,7 @@ async def test_the_plugins_settings_decide_whether_the_journal_fsyncs(
         agent=True,
         backends={"ws": FilesystemBackend(root)},
         journal_dir=journal,
-        settings=Settings(journal_fsync=fsync),
+        settings=Settings(journal=JournalSettings(fsync=fsync)),
     )
     client = await plugin_client(temporal_server, plugin)
     queue = uid("fsync")

@@ -275,7 +275,7 @@ def test_path_policies_refuse_an_executing_backend(
     monkeypatch.setenv(ALLOW_EXECUTE_ENV, "1")
     with pytest.raises(ConfigError, match="cannot constrain execute"):
         file_tools({"sh": shells[0]}, journal, None, _config(tmp_path))
-    consent = Settings.from_env().allow_execute_with_policies
+    consent = Settings.from_env().commands.allow_execute_with_policies
     file_tools(
         {"sh": shells[0]}, journal, None, _config(tmp_path), allow_execute_with_policies=consent
     )
@@ -306,7 +306,8 @@ def test_default_state_dir_never_lands_inside_the_root(
     args = build_parser().parse_args(argv)
     _, _, journal = backend_from_args(args, Settings.from_env({}))
     assert journal == tmp_path / "xdg" / "filegate" / "journal" / "filesystem"
-    assert state_dir_outside(Settings.from_env({}), [str(root)]) == tmp_path / "xdg" / "filegate"
+    outside = state_dir_outside(Settings.from_env({}).journal, [str(root)])
+    assert outside == tmp_path / "xdg" / "filegate"
     # An explicit choice inside the root is refused, with the way out.
     inside_root = Settings.from_env({"FILEGATE_STATE_DIR": str(root / "state")})
     with pytest.raises(CliError, match="inside the root"):

@@ -72,9 +72,8 @@ async def private_s3(tmp_path: Path) -> AsyncIterator[S3DevServer]:
 
 def s3_settings(server: TemporalDevServer, s3: S3DevServer) -> Settings:
     return Settings.model_validate({
-        "temporal_address": server.address, "temporal_namespace": server.namespace,
-        "s3_endpoint": s3.endpoint, "s3_access_key": s3.access_key,
-        "s3_secret_key": s3.secret_key,
+        "temporal": {"address": server.address, "namespace": server.namespace},
+        "s3": {"endpoint": s3.endpoint, "access_key": s3.access_key, "secret_key": s3.secret_key},
     })  # fmt: skip
 
 
@@ -103,7 +102,7 @@ async def test_a_large_card_is_listed_and_decided_without_s3_and_while_s3_is_dow
 ) -> None:
     settings = s3_settings(temporal_server, private_s3)
     client = await connect(settings)
-    store = await configured_store(settings)
+    store = await configured_store(settings.s3)
     root = tmp_path / "ws"
     root.mkdir()
     queue = f"big-card-{uuid.uuid4().hex[:8]}"
@@ -166,7 +165,7 @@ async def test_a_card_stored_by_reference_is_listed_as_unreadable_with_the_fix(
     temporal_server: TemporalDevServer, private_s3: S3DevServer, tmp_path: Path
 ) -> None:
     settings = s3_settings(temporal_server, private_s3)
-    store = await configured_store(settings)
+    store = await configured_store(settings.s3)
     base = await connect(settings, artifacts=None)
     config = base.config()
     config["data_converter"] = filegate_data_converter(store)

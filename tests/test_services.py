@@ -99,13 +99,14 @@ def _pid_alive(pid: int) -> bool:
 
 def test_settings_defaults() -> None:
     s = Settings.from_env({})
-    assert s.temporal_address == "127.0.0.1:7233"
-    assert s.temporal_namespace == "default"
-    assert s.s3_bucket == "filegate"
-    assert s.s3_endpoint is None
-    assert s.s3_secure is False
-    assert s.state_dir == Path(".filegate")
-    assert s.task_queue == "filegate-agent"
+    assert s == Settings()
+    assert s.temporal.address == "127.0.0.1:7233"
+    assert s.temporal.namespace == "default"
+    assert s.s3.bucket == "filegate"
+    assert s.s3.endpoint is None
+    assert s.s3.secure is False
+    assert s.journal.state_dir == Path(".filegate")
+    assert s.temporal.task_queue == "filegate-agent"
 
 
 def test_settings_from_env_prefix_wins_and_secrets_hidden() -> None:
@@ -121,19 +122,20 @@ def test_settings_from_env_prefix_wins_and_secrets_hidden() -> None:
             "FILEGATE_TASK_QUEUE": "",  # empty counts as unset
         }
     )
-    assert s.temporal_address == "cli-host:7233"  # plain TEMPORAL_ADDRESS honoured
-    assert s.temporal_namespace == "agents"
-    assert s.s3_secure is True
-    assert s.state_dir == Path("/var/lib/filegate")
-    assert s.task_queue == "filegate-agent"
-    assert isinstance(s.s3_secret_key, SecretStr)
-    assert s.s3_secret_key.get_secret_value() == "very-secret-value"
-    assert "very-secret-value" not in repr(s) and "very-secret-value" not in str(s)
+    assert s.temporal.address == "cli-host:7233"  # plain TEMPORAL_ADDRESS honoured
+    assert s.temporal.namespace == "agents"
+    assert s.s3.secure is True
+    assert s.journal.state_dir == Path("/var/lib/filegate")
+    assert s.temporal.task_queue == "filegate-agent"
+    assert isinstance(s.s3.secret_key, SecretStr)
+    assert s.s3.secret_key.get_secret_value() == "very-secret-value"
+    for shown in (s, s.s3):
+        assert "very-secret-value" not in repr(shown) and "very-secret-value" not in str(shown)
 
     both = Settings.from_env(
         {"TEMPORAL_ADDRESS": "cli-host:7233", "FILEGATE_TEMPORAL_ADDRESS": "fg-host:1"}
     )
-    assert both.temporal_address == "fg-host:1"
+    assert both.temporal.address == "fg-host:1"
 
 
 def test_settings_reject_bad_values() -> None:

@@ -19,7 +19,7 @@ from minio import Minio
 import tests.test_backend_contract as contract
 from filegate.backends.composite import CompositeBackend
 from filegate.backends.s3 import make_client, normalize_namespace
-from filegate.backends.settings import Settings
+from filegate.backends.settings import S3Settings
 from filegate.backends.store import StoreBackend
 from filegate.devstack.s3 import S3DevServer
 from filegate.devstack.servers import free_port
@@ -229,16 +229,16 @@ def test_missing_bucket_is_an_error_value(minio_client: Minio) -> None:
 
 def test_from_settings_creates_the_bucket(s3_server: S3DevServer) -> None:
     name = f"h10-settings-{uuid.uuid4().hex[:8]}"
-    settings = Settings.model_validate(
+    s3 = S3Settings.model_validate(
         {
-            "s3_endpoint": s3_server.endpoint,
-            "s3_access_key": s3_server.access_key,
-            "s3_secret_key": s3_server.secret_key,
-            "s3_bucket": name,
+            "endpoint": s3_server.endpoint,
+            "access_key": s3_server.access_key,
+            "secret_key": s3_server.secret_key,
+            "bucket": name,
         }
     )
-    backend = StoreBackend.from_settings(settings, ("users", "u1"))
+    backend = StoreBackend.from_settings(s3, ("users", "u1"))
     assert backend.write("/x.txt", "x").ok
     assert backend.read("/x.txt").lines == ["x"]
     with pytest.raises(ValueError, match="FILEGATE_S3_ENDPOINT"):
-        StoreBackend.from_settings(Settings(), "x")
+        StoreBackend.from_settings(S3Settings(), "x")

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from filegate.backends.settings import Settings
+from filegate.backends.settings import S3Settings
 from filegate.cli.commands import build_parser
 from filegate.devstack.s3 import S3DevServer
 from filegate.kernel.messages import ModelSpec
@@ -22,8 +22,8 @@ from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpe
 pytestmark = pytest.mark.services
 
 
-def _settings(s3: S3DevServer) -> Settings:
-    return Settings.from_env(
+def _settings(s3: S3DevServer) -> S3Settings:
+    return S3Settings.from_env(
         {
             "FILEGATE_S3_ENDPOINT": s3.endpoint,
             "FILEGATE_S3_ACCESS_KEY": s3.access_key,
@@ -41,8 +41,8 @@ async def test_store_worker_keeps_files_across_threads(
     temporal_client: Client, s3_server: S3DevServer, tmp_path: Path
 ) -> None:
     settings = _settings(s3_server)
-    backend = make_backend("store", None, namespace="users/alice", settings=settings)
-    other = make_backend("store", None, namespace="users/bob", settings=settings)
+    backend = make_backend("store", None, namespace="users/alice", s3=settings)
+    other = make_backend("store", None, namespace="users/bob", s3=settings)
     suffix = uuid.uuid4().hex[:8]
     agent_q, tools_q = f"store-agent-{suffix}", f"store-tools-{suffix}"
     spec = BackendSpec(default=BackendRef(kind="remote", name="store", task_queue=tools_q))
@@ -88,7 +88,7 @@ async def test_store_worker_keeps_files_across_threads(
 
 def test_store_backend_needs_a_namespace(s3_server: S3DevServer) -> None:
     with pytest.raises(ValueError, match="--store-namespace is required"):
-        make_backend("store", None, settings=_settings(s3_server))
+        make_backend("store", None, s3=_settings(s3_server))
 
 
 def test_worker_cli_accepts_the_store_backend() -> None:

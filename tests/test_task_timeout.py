@@ -19,7 +19,7 @@ import pytest
 from temporalio.client import Client, WorkflowHandle
 
 from filegate import FilegatePlugin
-from filegate.backends.settings import Settings
+from filegate.backends.settings import Settings, TemporalSettings
 from filegate.devstack.servers import TemporalDevServer
 from filegate.kernel.messages import ModelSpec
 from filegate.worker import WORKFLOW_TASK_TIMEOUT, connect
@@ -49,7 +49,8 @@ async def _plugin_client(server: TemporalDevServer) -> Client:
 
 
 async def _connect_client(server: TemporalDevServer) -> Client:
-    settings = Settings(temporal_address=server.address, temporal_namespace=server.namespace)
+    temporal = TemporalSettings(address=server.address, namespace=server.namespace)
+    settings = Settings(temporal=temporal)
     return await connect(settings, artifacts=None)
 
 

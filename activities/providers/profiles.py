@@ -24,7 +24,7 @@ from filegate.kernel import wire
 from filegate.kernel.messages import ModelSpec, check_model_spec
 
 if TYPE_CHECKING:
-    from filegate.backends.settings import Settings
+    from filegate.backends.settings import ModelSettings
 
 PROFILE_ERROR_TYPE = wire.MODEL_PROFILE_ERROR
 
@@ -78,20 +78,19 @@ class ModelProfiles(BaseModel):
         )
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> ModelProfiles:
+    def from_settings(cls, models: ModelSettings) -> ModelProfiles:
         """``FILEGATE_MODEL_PROFILES`` or ``..._FILE``; the defaults when neither is set.
 
         ValueError (one line, naming the setting) when the configuration is bad.
         """
-        raw, origin = settings.model_profiles, "FILEGATE_MODEL_PROFILES"
-        if settings.model_profiles_file is not None:
+        inline, file = models.env_name("profiles"), models.env_name("profiles_file")
+        raw, origin = models.profiles, inline
+        if models.profiles_file is not None:
             if raw is not None:
-                raise ValueError(
-                    "set FILEGATE_MODEL_PROFILES or FILEGATE_MODEL_PROFILES_FILE, not both"
-                )
-            origin = f"FILEGATE_MODEL_PROFILES_FILE {settings.model_profiles_file}"
+                raise ValueError(f"set {inline} or {file}, not both")
+            origin = f"{file} {models.profiles_file}"
             try:
-                raw = settings.model_profiles_file.read_text(encoding="utf-8")
+                raw = models.profiles_file.read_text(encoding="utf-8")
             except OSError as exc:
                 raise ValueError(f"{origin}: {exc.strerror or exc}") from None
         if raw is None:
