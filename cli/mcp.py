@@ -107,7 +107,7 @@ async def _hosted(args: argparse.Namespace, target: Any, workflow_id: str) -> As
     root = workspace_root(args.root)
     tools_queue = tools_queue_for(workflow_id, root)
     config = session_config(args, served_ref(args, root, tools_queue, "workspace"))
-    backend = make_backend(served_kind(args), root)
+    backend = make_backend(served_kind(args), root, commands=target.settings.commands)
     state_dir = state_dir_outside(target.settings.journal, [str(root)])
     async with local_services(target, state_dir, reuse_default=True) as services:
         for line in services.notes:

@@ -245,7 +245,7 @@ async def run_command(args: argparse.Namespace) -> int:
     tools_queue = tools_queue_for(workflow_id, root)
     name = "workspace"
     input = build_input(args, root, tools_queue, name)
-    backend = make_backend(served_kind(args), root)
+    backend = make_backend(served_kind(args), root, commands=target.settings.commands)
     state_dir = state_dir_outside(target.settings.journal, [str(root)])
     say(f"workflow id: {workflow_id}")
     async with local_services(target, state_dir, reuse_default=True) as services:

@@ -281,3 +281,24 @@ def test_tools_queues_are_unique_per_root(tmp_path: Path) -> None:
     assert same == tools_queue_for("wf", tmp_path / "a" / ".." / "a")
     assert same != tools_queue_for("wf", tmp_path / "b")
     assert same != tools_queue_for("wf2", tmp_path / "a")
+
+
+def test_run_and_its_shell_keep_the_command_bounds_from_the_environment(
+    cli_env: dict[str, str], tmp_path: Path
+) -> None:
+    """``FILEGATE_EXEC_FILE_SIZE`` bounds a command of ``filegate run --shell`` as it
+    does one of ``filegate worker``: the run's in-process shell was built with the
+    default bounds, and a command wrote as much as it liked."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    script = write_json(
+        tmp_path / "s.json",
+        {"turns": [
+            {"tool_calls": [call("x", "execute", command="head -c 200000 /dev/zero > big")]},
+            {"content": "done"},
+        ]},
+    )  # fmt: skip
+    env = {**cli_env, "FILEGATE_EXEC_FILE_SIZE": "16384"}
+    run = cli(env, "run", "fill", "--model", f"scripted:{script}", "--root", str(root), "--shell")
+    assert run.returncode == 0, run.stderr
+    assert (root / "big").stat().st_size <= 16384
