@@ -2,6 +2,6 @@
 
 import sys
 
-from filegate.cli.commands import main
+from filegate.cli import main
 
 sys.exit(main())

@@ -22,6 +22,7 @@ from typing import Any, NoReturn
 from temporalio.service import RPCError
 
 from filegate.cli import (
+    INTERRUPTED,
     approvals,
     artifacts,
     call,
@@ -132,13 +133,13 @@ def run_cli(argv: Sequence[str]) -> int:
         return asyncio.run(_dispatch(args))
     except KeyboardInterrupt:
         print("filegate: interrupted", file=sys.stderr)
-        return 130
+        return INTERRUPTED
     except asyncio.CancelledError:
         if not STOPPED_BY:
             raise
         name = signal.Signals(STOPPED_BY[0]).name
         print(f"filegate: interrupted (stopped by {name})", file=sys.stderr)
-        return 130  # as Ctrl-C: the command was interrupted, and cleaned up
+        return INTERRUPTED  # as Ctrl-C: the command was interrupted, and cleaned up
     finally:
         finish_telemetry()  # spans still buffered: main() ends with os._exit
 

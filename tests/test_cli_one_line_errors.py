@@ -94,3 +94,24 @@ def test_a_worker_without_a_server_is_told_how_to_get_one(tmp_path: Path) -> Non
     [line] = done.stderr.strip().splitlines()
     assert "cannot connect to Temporal at 127.0.0.1:1" in line
     assert "filegate dev" in line and "filegate run" not in line, line
+
+
+def test_ctrl_c_while_the_command_line_starts_is_one_line_and_130(tmp_path: Path) -> None:
+    """A Ctrl-C in the first moments (the imports take most of a second) reads like
+    any interrupted command: ``filegate: interrupted``, exit 130, no traceback out of
+    whichever import it landed in. The child does what the ``filegate`` script does
+    (``python -m filegate`` calls the same ``filegate.cli.main``): import the light
+    entry point, then call it; "up" comes between the two."""
+    import signal
+
+    start = "from filegate.cli import main; print('up', flush=True); main()"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", start, "approvals"], stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, cwd="/",
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+    )  # fmt: skip
+    assert proc.stdout is not None and proc.stdout.readline() == "up\n"
+    proc.send_signal(signal.SIGINT)  # the heavy imports have only begun
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert err.strip() == "filegate: interrupted", err

@@ -10,6 +10,7 @@ activity's next heartbeat. Both paths, through a real command.
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from pathlib import Path
 
@@ -80,13 +81,18 @@ async def test_ctrl_c_on_filegate_call_stops_the_command(
     queue = f"cancel-cli-{uuid.uuid4().hex[:8]}"
     plugin = shell_tools(root, tmp_path / "journal")
     env = {k: v for k, v in cli_env.items() if not k.startswith("FILEGATE_S3_")}
-    args = '{"command": "sleep 5 && touch finished"}'
+    args = '{"command": "touch started && sleep 5 && touch finished"}'
     async with Worker(temporal_client, task_queue=queue, plugins=[plugin]):
         proc = await asyncio.create_subprocess_exec(
             *CLI, "call", "execute", "--args", args, "--tools-queue", queue, "--name", "ws",
             env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         )  # fmt: skip
-        await asyncio.sleep(3)  # the interpreter's start, then the command runs
+        # Ctrl-C once the command runs: on a busy machine the interpreter's start
+        # alone can take seconds (a Ctrl-C then is tests/test_cli_one_line_errors').
+        deadline = time.monotonic() + 60
+        while not (root / "started").exists():
+            assert time.monotonic() < deadline and proc.returncode is None, "never started"
+            await asyncio.sleep(0.1)
         proc.send_signal(signal.SIGINT)
         _, err = await asyncio.wait_for(proc.communicate(), 60)
         assert proc.returncode == 130, err.decode()
