@@ -7,8 +7,10 @@ fixtures next to their tests; this file stays about the shared services.
 
 from __future__ import annotations
 
+import ast
 import fcntl
 import os
+import re
 import signal
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
@@ -56,8 +58,10 @@ SERVER_FIXTURES = frozenset(
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """A test that uses a server fixture is marked ``services`` whether or not its
-    module says so, so ``-m "not services and not slow"`` selects the tests that
-    start no shared server (1 851 of them; about 4 minutes on the 2-core machine).
+    module says so, so ``-m "not services and not slow"`` selects the quick tests
+    that start no shared server (1 767 of them, under a minute on the 2-core
+    machine; a test that takes half a second or more, such as a property sweep
+    or one that starts sandboxes or a CLI process, is marked ``slow``).
 
     Under pytest-xdist, the tests marked ``slow`` are handed out first and the ones
     marked ``timing`` last.
@@ -78,6 +82,53 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             return 0 if item.get_closest_marker("slow") is not None else 1
 
         items.sort(key=rank)
+
+
+_NOT_MARKS = re.compile(r"\s*not\s+(\w+)\s*(?:and\s+not\s+(\w+)\s*)*$")
+
+
+def _ruled_out(markexpr: str) -> frozenset[str]:
+    """The marks a ``-m`` of the form ``not a and not b ...`` rules out; else none
+    (another form could select a marked test, so nothing is skipped for it)."""
+    if not _NOT_MARKS.fullmatch(markexpr):
+        return frozenset()
+    return frozenset(re.findall(r"not\s+(\w+)", markexpr))
+
+
+def _module_marks(path: Path) -> frozenset[str]:
+    """The ``pytest.mark.<name>`` names in a module's top-level ``pytestmark``."""
+    try:
+        tree = ast.parse(path.read_text(), str(path))
+    except (OSError, SyntaxError):
+        return frozenset()
+    for node in tree.body:
+        if not isinstance(node, ast.Assign):
+            continue
+        if any(isinstance(t, ast.Name) and t.id == "pytestmark" for t in node.targets):
+            return frozenset(
+                sub.attr
+                for sub in ast.walk(node.value)
+                if isinstance(sub, ast.Attribute)
+                and isinstance(sub.value, ast.Attribute)
+                and sub.value.attr == "mark"
+            )
+    return frozenset()
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """With ``-m "not services and not slow"``, a module whose every test carries one
+    of those marks (its ``pytestmark``) is not even imported.
+
+    Why: selecting by mark still imports every module, and the agent frameworks
+    some of them load (OpenAI Agents, LangChain's test suite, MCP, Pydantic AI)
+    made collection half of the server-free subset's time. Read from the
+    module's syntax tree, so nothing is imported to decide."""
+    if not collection_path.name.startswith("test_") or collection_path.suffix != ".py":
+        return None
+    ruled_out = _ruled_out(config.getoption("markexpr", "") or "")
+    if ruled_out and _module_marks(collection_path) & ruled_out:
+        return True
+    return None
 
 
 @contextmanager

@@ -34,6 +34,7 @@ def _snapshot(directory: Path) -> dict[str, tuple[int, float]]:
 # -- filesystem ----------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_host_file_outside_root_is_unreachable(
     sb: BwrapSandboxBackend, root: Path, tmp_path: Path
 ) -> None:
@@ -67,6 +68,7 @@ def test_sensitive_host_paths_are_absent(sb: BwrapSandboxBackend) -> None:
     assert result.output.strip() == "done"
 
 
+@pytest.mark.slow
 def test_writes_outside_workspace_leave_host_unchanged(
     sb: BwrapSandboxBackend, root: Path, tmp_path: Path
 ) -> None:
@@ -185,6 +187,7 @@ def _host_ips() -> list[str]:
     return sorted(ips)
 
 
+@pytest.mark.slow
 def test_host_tcp_server_unreachable(sb: BwrapSandboxBackend, listener: _Listener) -> None:
     # The host itself can connect: the test would notice a dead server.
     with socket.create_connection(("127.0.0.1", listener.port), timeout=5):
@@ -277,6 +280,7 @@ def _kill_all_with(marker: str) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.slow
 @pytest.mark.timing
 def test_runaway_loop_killed_on_time(sb: BwrapSandboxBackend) -> None:
     marker = f"runaway-{uuid.uuid4().hex}"
@@ -357,6 +361,7 @@ def test_file_size_bound_inside_the_sandbox(_bwrap_ok: None, root: Path) -> None
     assert (root / "big.bin").stat().st_size == 1 << 20
 
 
+@pytest.mark.slow
 def test_scratch_space_is_bounded(_bwrap_ok: None, root: Path) -> None:
     sb = _bounded(root, tmp_bytes=8 << 20)
     for target in ("/tmp/fill", "/dev/shm/fill"):

@@ -31,6 +31,7 @@ def _stderr_line(*args: str) -> str:
     return lines[0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("args", "named"),
     [
@@ -46,6 +47,7 @@ def test_an_argument_error_is_one_line_naming_it(args: list[str], named: str) ->
     assert line.startswith("filegate") and named in line and "--help" in line, line
 
 
+@pytest.mark.slow
 def test_help_still_prints_the_usage() -> None:
     done = subprocess.run([*CLI, "cancel", "--help"], capture_output=True, text=True, check=False)
     assert done.returncode == 0 and "usage:" in done.stdout and "--grace" in done.stdout
@@ -71,6 +73,7 @@ def test_other_errors_read_as_before() -> None:
     assert _error({"paths": ["/x"]}).startswith("operations: Field required")
 
 
+@pytest.mark.slow
 def test_the_cli_names_the_typo_in_a_rules_file(tmp_path: Path) -> None:
     rules = tmp_path / "rules.json"
     rules.write_text(json.dumps([{"operation": ["write"], "paths": ["/docs/**"]}]))
@@ -83,6 +86,7 @@ def test_the_cli_names_the_typo_in_a_rules_file(tmp_path: Path) -> None:
     assert "operation: unknown key (did you mean 'operations'?)" in line, line
 
 
+@pytest.mark.slow
 def test_a_worker_without_a_server_is_told_how_to_get_one(tmp_path: Path) -> None:
     """A worker cannot "use `filegate run`": the line says to start a server first."""
     env = {"PATH": "/usr/bin:/bin", "TEMPORAL_ADDRESS": "127.0.0.1:1", "HOME": str(tmp_path)}

@@ -221,6 +221,7 @@ def test_fallocate_reserves_nothing_in_the_sandbox(_bwrap_ok: None, root: Path) 
 # -- normal commands, cleanup ---------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_normal_commands_run_in_their_own_cgroup_unaffected(
     cgroups: None, make: Make, tmp_path: Path
 ) -> None:
@@ -238,6 +239,7 @@ def test_normal_commands_run_in_their_own_cgroup_unaffected(
     assert _our_cgroups() == []
 
 
+@pytest.mark.slow
 def test_what_outlives_a_killed_supervisor_dies_with_the_cgroup(
     cgroups: None, tmp_path: Path
 ) -> None:
@@ -252,6 +254,7 @@ def test_what_outlives_a_killed_supervisor_dies_with_the_cgroup(
     _assert_none_alive(marker)
 
 
+@pytest.mark.slow
 def test_timeouts_and_kills_remove_their_cgroups(cgroups: None, make: Make) -> None:
     backend = make(CommandBounds(max_processes=16))
     assert backend.execute("sleep 30", timeout=1).code == "timeout"
@@ -310,6 +313,7 @@ print(json.dumps({"status": status, "line": line, "ok": ok, "big": big}))
 """
 
 
+@pytest.mark.slow
 def test_a_non_root_worker_says_which_sums_are_missing_and_why(tmp_path: Path) -> None:
     import json
 

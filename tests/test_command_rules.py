@@ -201,6 +201,7 @@ def sh_words(command: str) -> list[str]:
     return out.decode().split("\0")[:-1]
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(command=shell_commands())
 def test_what_is_allowed_is_what_sh_runs(command: str) -> None:
@@ -322,6 +323,7 @@ DEEP_AGENTS_CONFIG = execute_interrupt_on(PREFIXES)
 WORKFLOW_RULES: dict[ToolName, ToolInterrupt] = {"execute": entry(allow_prefixes=PREFIXES)}
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(command=shell_commands())
 def test_the_deep_agents_predicate_agrees_with_the_workflow_gate(command: str) -> None:

@@ -75,6 +75,7 @@ def _offenders(root: Path) -> dict[str, list[str]]:
     return offenders
 
 
+@pytest.mark.slow
 def test_the_library_reads_no_configuration_from_the_environment() -> None:
     offenders = _offenders(ROOT)
     assert not offenders, (

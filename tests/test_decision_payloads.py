@@ -208,6 +208,7 @@ def refused_or_applied(desk: Desk, validate: Any, apply: Any) -> bool:
     return True
 
 
+@pytest.mark.slow
 @PROPERTY
 @given(body=decide_payloads(IDS))
 def test_no_decide_payload_fails_the_handler(body: dict[str, Any]) -> None:
@@ -223,6 +224,7 @@ def test_no_decide_payload_fails_the_handler(body: dict[str, Any]) -> None:
     )
 
 
+@pytest.mark.slow
 @PROPERTY
 @given(body=turn_payloads(IDS))
 def test_no_decide_turn_payload_fails_the_handler(body: dict[str, Any]) -> None:
@@ -238,6 +240,7 @@ def test_no_decide_turn_payload_fails_the_handler(body: dict[str, Any]) -> None:
     )
 
 
+@pytest.mark.slow
 @PROPERTY
 @given(body=revoke_payloads(GRANT_ID))
 def test_no_revoke_payload_fails_the_handler(body: dict[str, Any]) -> None:

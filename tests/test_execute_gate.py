@@ -203,6 +203,7 @@ def test_a_host_shell_refuses_an_unapproved_command_that_rules_reach(tmp_path: P
     assert free.status == "success"
 
 
+@pytest.mark.slow
 def test_the_sandbox_runs_commands_in_the_compiled_view(
     sb: BwrapSandboxBackend, root: Path
 ) -> None:

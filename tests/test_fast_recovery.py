@@ -76,6 +76,7 @@ def test_the_workflow_default_is_the_short_heartbeat_timeout() -> None:
         assert tool_activity_options(tool)["heartbeat_timeout"] == HEARTBEAT_TIMEOUT
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("interruptible", [True, False], ids=["read-or-search", "mutation"])
 async def test_every_call_heartbeats_while_its_thread_works(interruptible: bool) -> None:
     beats: list[float] = []

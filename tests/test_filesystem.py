@@ -228,6 +228,7 @@ def _as_rows(result: GrepResult) -> list[tuple[str, int, str]]:
     return [(m.path, m.line, m.text) for m in result.matches]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_ripgrep_and_python_give_identical_results(tmp_path: Path, seed: int) -> None:
     _random_tree(tmp_path, seed)

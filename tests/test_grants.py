@@ -457,6 +457,7 @@ async def test_the_audit_log_names_the_grant(stack: Stack) -> None:
     assert records["2:0:b"]["outcome"] == "ok"
 
 
+@pytest.mark.slow
 async def test_a_grant_expires_at_workflow_time(time_env: WorkflowEnvironment) -> None:
     turns = (
         calls(write("w1", "/docs/a.md")),

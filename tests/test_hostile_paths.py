@@ -132,6 +132,7 @@ def _leaks(result: object) -> bool:
     return SECRET in repr(dumped)
 
 
+@pytest.mark.slow
 @settings(
     max_examples=2000,
     deadline=None,

@@ -125,6 +125,7 @@ def gate_asks(rules: list[FilesystemPermission], tool: str, args: dict[str, Any]
     return approval_trigger(rules, {}, checked) is not None
 
 
+@pytest.mark.slow
 @settings(max_examples=1500, deadline=None)
 @given(rules=rule_lists(), call=calls())
 def test_the_public_predicate_agrees_with_the_workflow_gate(

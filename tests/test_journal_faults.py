@@ -238,6 +238,7 @@ def _state(path: Path) -> str | None:
     return path.read_text() if path.exists() else None
 
 
+@pytest.mark.slow
 async def test_told_applied_exactly_when_on_disk_across_journal_faults(
     tmp_path: Path, disk: Disk
 ) -> None:

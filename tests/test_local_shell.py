@@ -27,6 +27,7 @@ def _alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
+@pytest.mark.slow
 def test_output_exit_code_and_cwd(shell: LocalShellBackend, tmp_path: Path) -> None:
     assert shell.can_execute and shell.can_delete
     shell.write("/hello.txt", "from the backend\n")
@@ -73,6 +74,7 @@ def test_default_cap_is_100_000_bytes(shell: LocalShellBackend) -> None:
     assert result.output.startswith("x\nx\n")
 
 
+@pytest.mark.slow
 @pytest.mark.timing
 def test_timeout_kills_the_whole_process_group(shell: LocalShellBackend, tmp_path: Path) -> None:
     started = time.monotonic()
@@ -146,6 +148,7 @@ def test_setsid_and_double_forked_daemons_die_with_the_command(
     assert [pid for pid in pids if _alive(pid)] == []  # gone when execute returns
 
 
+@pytest.mark.slow
 def test_timeout_kills_processes_that_left_the_session(
     shell: LocalShellBackend, tmp_path: Path
 ) -> None:

@@ -211,6 +211,7 @@ def _shown(probes: dict[str, Any]) -> str:
     return "\n".join(f"--- {name}: {r['output']!r} {r['error']!r}" for name, r in probes.items())
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not IS_ROOT, reason="the capability drop applies to a root worker only")
 def test_a_root_command_runs_as_root_without_capabilities(tmp_path: Path) -> None:
     from filegate.processes.guard import capability_sets, is_dumpable

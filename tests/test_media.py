@@ -443,6 +443,7 @@ def test_decode_time_cap_before_any_frame_is_an_error() -> None:
     assert frame_indices(video_frames("/v/clip.mp4", data, offset=5, limit=4)) == [50, 70]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("size", "expected"),
     [((4000, 3000), (1440, 1080)), ((1000, 3000), (360, 1080)), ((4000, 1000), (1920, 480))],

@@ -114,6 +114,7 @@ def test_from_openai_response_survives_a_sloppy_server() -> None:
 # --------------------------------------------------------------------------- limit_turn
 
 
+@pytest.mark.slow
 def test_nesting_exceeds_is_iterative_and_stops_on_cycles() -> None:
     assert not nesting_exceeds({"a": nested(MAX_TOOL_ARGS_DEPTH - 1)}, MAX_TOOL_ARGS_DEPTH)
     assert nesting_exceeds({"a": nested(MAX_TOOL_ARGS_DEPTH)}, MAX_TOOL_ARGS_DEPTH)
@@ -312,6 +313,7 @@ def anthropic_at(url: str) -> ModelActivities:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("anthropic_key")
 async def test_anthropic_input_nested_past_the_parser_is_one_clear_error() -> None:
     depth = 100_000
@@ -323,6 +325,7 @@ async def test_anthropic_input_nested_past_the_parser_is_one_clear_error() -> No
     assert server.requests == 1
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("anthropic_key")
 async def test_anthropic_input_nested_past_our_limit_is_refused_in_place() -> None:
     with RawServer(anthropic_body('{"path": ' + "[" * 300 + "]" * 300 + "}")) as server:

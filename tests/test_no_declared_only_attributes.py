@@ -21,6 +21,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 KNOWN: dict[str, str] = {}
@@ -160,6 +162,7 @@ def _offenders(root: Path) -> dict[str, list[str]]:
     return offenders
 
 
+@pytest.mark.slow
 def test_no_class_declares_attributes_it_does_not_assign() -> None:
     offenders = _offenders(ROOT)
     new = {key: names for key, names in offenders.items() if key not in KNOWN}

@@ -176,6 +176,7 @@ def test_a_missing_parent_is_not_made_under_a_protected_path(tmp_path: Path) -> 
     assert not (root / "docs" / "new").exists()
 
 
+@pytest.mark.slow
 def test_a_command_flipping_links_gets_nothing_past_the_rules(
     sb: BwrapSandboxBackend, root: Path
 ) -> None:

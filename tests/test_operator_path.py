@@ -31,6 +31,7 @@ from tests.test_workflow_e2e import eventually, running_tools
 CLI = [sys.executable, "-m", "filegate"]
 
 
+@pytest.mark.slow
 def test_a_worker_refuses_a_root_that_does_not_exist(tmp_path: Path) -> None:
     typo = tmp_path / "typo"
     proc = subprocess.run(

@@ -228,6 +228,7 @@ def _stalling(tree: Path, rg: str, **options: Any) -> FilesystemBackend:
     return backend
 
 
+@pytest.mark.slow
 @pytest.mark.timing
 @needs_rg
 def test_ripgrep_killed_at_the_limit_keeps_the_names_it_listed(
@@ -279,6 +280,7 @@ async def _activity(tools: FileToolActivities, tool: ToolName) -> tuple[ToolOutc
     return outcome, time.monotonic() - started
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("tool", "use_rg"),
     [("glob", False), ("grep", False), pytest.param("grep", True, marks=needs_rg)],

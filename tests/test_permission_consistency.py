@@ -133,6 +133,7 @@ SECRET = {"/a_secret/key.txt": "token=hunter2\n"}
 DECOY = {"/pub/decoy.txt": "token=hunter2\ntoken=hunter3\ntoken=zzz\n"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", sorted(ALL_BACKENDS))
 @pytest.mark.parametrize("guess", ["token=hunter2", "token=hunter3", "token=hunt"])
 def test_decoy_and_max_count_one_reveal_nothing(kind: str, guess: str) -> None:
@@ -147,6 +148,7 @@ def test_decoy_and_max_count_one_reveal_nothing(kind: str, guess: str) -> None:
     assert "hunter2" not in answers[0][1] or "/a_secret" not in answers[0][1]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", sorted(ALL_BACKENDS))
 def test_regex_hint_does_not_depend_on_denied_matches(kind: str) -> None:
     """The second oracle: the "grep is literal" hint vanished when denied matches were removed."""
@@ -172,6 +174,7 @@ def test_route_prefix_maps_rules_inside_the_backend_walk(kind: str) -> None:
     assert "stopped" not in text.lower()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", sorted(SLOW_BACKENDS))
 def test_sandboxes_resolve_links_and_glob_within_the_rules(kind: str) -> None:
     files = {"/secrets/key.txt": "hunter2\n", "/pub/ok.txt": "hunter2 decoy\n"}
@@ -262,6 +265,7 @@ def _queries(max_count: int) -> list[tuple[str, dict[str, Any]]]:
     ]
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     paths=st.lists(_paths, min_size=1, max_size=8),

@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from wcmatch import glob as wc_glob
@@ -209,6 +210,7 @@ def oracle_modes(tree: Tree, rules: list[FilesystemPermission], op: str) -> dict
 # --------------------------------------------------------------------------- #
 
 
+@pytest.mark.slow
 @settings(PROPERTY_SETTINGS, max_examples=100)  # the heaviest: ls/glob/grep per example
 @given(spec=tree_specs(), data=st.data())
 def test_no_read_denied_path_survives_a_result_filter(
@@ -253,6 +255,7 @@ def test_no_read_denied_path_survives_a_result_filter(
 # --------------------------------------------------------------------------- #
 
 
+@pytest.mark.slow
 @PROPERTY_SETTINGS
 @given(spec=tree_specs(), data=st.data())
 def test_allowed_delete_never_removes_a_write_denied_path(
@@ -360,6 +363,7 @@ def deny_gate_refuses(rules: list[FilesystemPermission], tool: str, args: dict[s
     return deny_gate(rules, call) is not None
 
 
+@pytest.mark.slow
 @PROPERTY_SETTINGS
 @given(spec=tree_specs(), data=st.data())
 def test_interrupt_fires_for_every_call_that_could_touch_an_interrupt_path(

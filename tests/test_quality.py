@@ -138,6 +138,7 @@ def test_a_function_past_the_complexity_limits_is_refused(tmp_path: Path) -> Non
     assert "C901" in done.stdout and "PLR0912" in done.stdout, done.stdout
 
 
+@pytest.mark.slow
 def test_every_import_of_ours_goes_through_filegate() -> None:
     """A top-level ``import backends`` would work in the repo and fail once installed."""
     ours = {"kernel", "processes", "backends", "devstack", "activities", "workflows", "worker"}

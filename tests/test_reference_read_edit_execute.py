@@ -370,6 +370,7 @@ async def test_adapter_edit_matches_across_line_endings(
 SHELLS = ("local_shell", "bwrap")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", SHELLS)
 def test_execute_timeout_and_empty_command_exit_codes(kind: str, tmp_path: Path) -> None:
     ours, ref = _ours(kind, tmp_path / "ours"), _reference("local_shell", tmp_path / "ref")

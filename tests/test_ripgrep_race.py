@@ -14,9 +14,12 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from filegate.backends.filesystem import FilesystemBackend
 
 
+@pytest.mark.slow
 def test_swapping_a_dir_for_a_symlink_never_leaks_outside_files(tmp_path: Path) -> None:
     root = tmp_path / "root"
     (root / "d").mkdir(parents=True)

@@ -341,6 +341,7 @@ def test_execute_stderr_exit_code_and_cap(sb: BwrapSandboxBackend) -> None:
     assert sb.execute("true", timeout=-1).code == "invalid_argument"
 
 
+@pytest.mark.slow
 def test_execute_timeout_reports_124(sb: BwrapSandboxBackend) -> None:
     result = sb.execute("sleep 300 & echo started; sleep 300", timeout=1)
     assert result.code == "timeout" and result.exit_code == 124  # contract §1
@@ -368,6 +369,7 @@ class _HelperInBwrap(BaseSandbox):
         return self.box.run_in_sandbox(command, timeout, max_output_bytes)
 
 
+@pytest.mark.slow
 def test_oversized_helper_reply_is_an_error_value(sb: BwrapSandboxBackend) -> None:
     helper = _HelperInBwrap(sb)
     for i in range(20):

@@ -15,6 +15,7 @@ import uuid
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
 from pydantic import BaseModel, SecretStr
 from temporalio import activity, workflow
 from temporalio.client import Client, WorkflowExecutionStatus
@@ -170,6 +171,7 @@ def test_start_failure_reports_log_tail(tmp_path: Path) -> None:
     assert not server.running
 
 
+@pytest.mark.slow
 def test_start_retries_when_an_internal_port_was_taken(tmp_path: Path) -> None:
     """Free ports can be taken before the server binds them: it starts on new ones."""
     server = TemporalDevServer(tmp_path)

@@ -338,6 +338,7 @@ def _apply(s: StateBackend, ops: list[tuple[str, str, object]]) -> list[object]:
     return answers
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(st.lists(_op, max_size=25))
 def test_property_replay_and_round_trip(ops: list[tuple[str, str, object]]) -> None:

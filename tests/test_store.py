@@ -214,6 +214,7 @@ def test_wrong_credentials_are_error_values(s3_server: S3DevServer, bucket: str)
     assert time.monotonic() - began < 5
 
 
+@pytest.mark.slow
 def test_unreachable_endpoint_is_an_error_value_quickly() -> None:
     client = make_client(f"127.0.0.1:{free_port()}", "k", "s", connect_timeout=1.0)
     began = time.monotonic()

@@ -432,6 +432,7 @@ def _crash_child(journal: Path, root: Path, request: ToolRequest) -> int:
     return proc.returncode
 
 
+@pytest.mark.slow
 async def test_crash_after_apply_recovers_original_result(tmp_path: Path, root: Path) -> None:
     journal = tmp_path / "journal"
     (root / "f.txt").write_text("x y x\n")
@@ -463,6 +464,7 @@ async def test_crash_after_apply_recovers_original_result(tmp_path: Path, root: 
     assert out.content == "Successfully wrote /w.txt." and (root / "w.txt").read_text() == "W"
 
 
+@pytest.mark.slow
 async def test_crashed_execute_is_not_rerun(tmp_path: Path, root: Path) -> None:
     journal = tmp_path / "journal"
     call = req("execute", "shell", call_id="c-crash-x", command="echo run >> runs.txt")

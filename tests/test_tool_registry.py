@@ -114,6 +114,7 @@ print(json.dumps({
 """
 
 
+@pytest.mark.slow
 def test_a_ninth_tool_is_one_registry_entry() -> None:
     """Added before the rest of Filegate is imported, a toy tool is in every derived table."""
     done = subprocess.run(

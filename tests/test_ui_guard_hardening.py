@@ -326,6 +326,7 @@ async def test_lifespan_still_reaches_the_app_and_other_scopes_do_not() -> None:
 # ------------------------------------------------------------------ sessions
 
 
+@pytest.mark.slow
 async def test_sessions_are_random_expire_and_end_at_logout() -> None:
     """The session cookie was one HMAC of the token: the same for every login,
     valid forever, impossible to take back. Now each login has a random id kept

@@ -122,6 +122,7 @@ def _in_thread(target: object, *args: object) -> tuple[threading.Thread, list[st
     return thread, out
 
 
+@pytest.mark.slow
 def test_one_commands_clean_up_leaves_anothers_placeholder(
     sb: BwrapSandboxBackend, root: Path
 ) -> None:
@@ -151,6 +152,7 @@ print(box.execute_in_view(command, 30, compile_view(rules)).output)
 """
 
 
+@pytest.mark.slow
 def test_a_placeholder_in_use_by_another_worker_process_stays(
     sb: BwrapSandboxBackend, root: Path
 ) -> None:
@@ -171,6 +173,7 @@ def test_a_placeholder_in_use_by_another_worker_process_stays(
     assert not (root / "docs" / "x.md").exists()
 
 
+@pytest.mark.slow
 def test_a_missing_read_protected_path_stays_hidden_when_it_appears(
     sb: BwrapSandboxBackend, root: Path
 ) -> None:
@@ -206,6 +209,7 @@ def test_io_uring_is_refused_in_the_sandbox(sb: BwrapSandboxBackend) -> None:
     assert lines.get("register") == "-1 ENOSYS", text
 
 
+@pytest.mark.slow
 def test_a_command_holding_a_lock_on_a_protected_directory_stalls_nobody(
     sb: BwrapSandboxBackend, root: Path
 ) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
 from temporalio import workflow
 
 from filegate.activities.model import ModelActivities
@@ -39,6 +40,7 @@ def test_every_activity_is_named_by_the_wire_module_or_the_registry() -> None:
                 assert defn.name in known, (cls.__name__, defn.name)
 
 
+@pytest.mark.slow
 def test_no_module_spells_a_wire_name_in_a_decorator_or_handler_call() -> None:
     """A literal in ``name=`` of a Temporal decorator or in a ``set_*_handler`` call
     would be a second definition of a wire name."""
@@ -70,6 +72,7 @@ def _package_trees() -> list[tuple[Path, ast.AST]]:
     ]
 
 
+@pytest.mark.slow
 def test_error_types_are_spelled_only_in_the_wire_module() -> None:
     """An error type is a wire name too: callers, retry policies and other releases
     match on it. No ``ApplicationError(..., type="...")`` or non-retryable list

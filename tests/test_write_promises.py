@@ -143,6 +143,7 @@ async def _write(
     return outcome
 
 
+@pytest.mark.slow
 async def test_write_file_refuses_to_overwrite_changes_made_since_the_last_read(
     tmp_path: Path,
 ) -> None:

@@ -1,0 +1,48 @@
+"""The server-free subset skips whole modules without importing them (tests/conftest.py).
+
+Skipping a module must never drop a test the ``-m`` expression selects: only a
+``not a and not b`` expression rules marks out, and only a module whose
+``pytestmark`` carries one of them is skipped.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import _module_marks, _ruled_out
+
+
+@pytest.mark.parametrize(
+    ("expression", "ruled_out"),
+    [
+        ("not services and not slow", {"services", "slow"}),
+        ("not slow", {"slow"}),
+        ("  not services  ", {"services"}),
+        ("services", set()),
+        ("not services or slow", set()),
+        ("slow and not services", set()),
+        ("not (services and slow)", set()),
+        ("", set()),
+    ],
+)
+def test_only_a_conjunction_of_nots_rules_marks_out(expression: str, ruled_out: set[str]) -> None:
+    assert _ruled_out(expression) == ruled_out
+
+
+def test_module_marks_come_from_the_top_level_pytestmark_only(tmp_path: Path) -> None:
+    module = tmp_path / "test_x.py"
+    module.write_text(
+        "import pytest\n"
+        "pytestmark = [pytest.mark.slow, pytest.mark.services]\n"
+        "@pytest.mark.timing\n"
+        "def test_a() -> None: ...\n"
+    )
+    assert _module_marks(module) == {"slow", "services"}
+    module.write_text("import pytest\npytestmark = pytest.mark.services\n")
+    assert _module_marks(module) == {"services"}
+    module.write_text("import pytest\n@pytest.mark.slow\ndef test_a() -> None: ...\n")
+    assert _module_marks(module) == set()
+    module.write_text("def broken(:\n")
+    assert _module_marks(module) == set()
