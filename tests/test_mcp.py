@@ -504,3 +504,18 @@ async def test_a_decision_made_elsewhere_first_wins(
         records = await decided(temporal_client, workflow_id)
     assert (root / "raced.txt").read_text() == "r"
     assert [(d["decision"], d["via"]) for d in records] == [("approve", "cli")]
+
+
+async def test_the_sessions_shell_keeps_the_command_bounds_from_the_environment(
+    cli_env: dict[str, str], tmp_path: Path
+) -> None:
+    """``FILEGATE_EXEC_FILE_SIZE`` bounds a command of ``filegate mcp --shell`` as it
+    does one of ``filegate worker``: the session's in-process shell was built with
+    the default bounds, and a command wrote as much as it liked."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    env = {**cli_env, "FILEGATE_EXEC_FILE_SIZE": "16384"}
+    args = ["mcp", "--root", str(root), "--shell", "--workflow-id", f"mcp-bounds-{tmp_path.name}"]
+    async with mcp_client(env, args, None) as client:
+        await client.call_tool("execute", {"command": "head -c 200000 /dev/zero > big"})
+    assert (root / "big").stat().st_size <= 16384
