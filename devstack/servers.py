@@ -77,7 +77,11 @@ class PortClash(StartupFailed):
     its internal ports) can take one before the service binds it."""
 
 
-PORT_CLASH = "address already in use"
+PORT_CLASHES = ("address already in use", "is not available on")
+"""What a server's log says when a port it was given was taken meanwhile: a bind
+that failed, or (``weed mini``) its own check before binding ("Port allocation
+failed: port N for Filer ... is not available on 127.0.0.1"). Either is retried
+on new ports; a free port is only free until someone else takes it."""
 START_ATTEMPTS = 3
 LOG_LINES_READ = 400
 """Lines of a server's log read back for the cause of a failed start (the last ones)."""
@@ -322,7 +326,8 @@ class ManagedServer(ABC):
                 self._proc = None
                 _live.discard(self)
                 this_start = self._this_start()
-                error = PortClash if PORT_CLASH in this_start else StartupFailed
+                clash = any(marker in this_start for marker in PORT_CLASHES)
+                error = PortClash if clash else StartupFailed
                 cause = startup_cause(this_start) or "no error in its log"
                 raise error(
                     self.name, f"exited with code {code} during startup", cause, self.log_path

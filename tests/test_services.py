@@ -189,6 +189,25 @@ def test_start_retries_when_an_internal_port_was_taken(tmp_path: Path) -> None:
             server.stop()
 
 
+def test_s3_start_retries_when_its_filer_port_was_taken(tmp_path: Path) -> None:
+    """``weed mini`` checks its ports before it binds them and says so in words of
+    its own ("... is not available on 127.0.0.1"): a start that met one taken is
+    retried on new ports, as a bind that failed is. A CI run's ``filegate run``
+    failed on exactly this, with the port taken between picking and starting."""
+    server = S3DevServer(tmp_path)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", server.ports["filer"]))
+        sock.listen()
+        taken = server.ports["filer"]
+        try:
+            server.start(timeout=60)
+            assert server.running and server.ports["filer"] != taken
+            log = server.log_path.read_text()
+            assert log.count("=== ") == 2 and "is not available on" in log, log[-2000:]
+        finally:
+            server.stop()
+
+
 # -- Temporal -----------------------------------------------------------------
 
 
