@@ -105,10 +105,21 @@ def test_ctrl_c_while_the_command_line_starts_is_one_line_and_130(tmp_path: Path
     any interrupted command: ``filegate: interrupted``, exit 130, no traceback out of
     whichever import it landed in. The child does what the ``filegate`` script does
     (``python -m filegate`` calls the same ``filegate.cli.main``): import the light
-    entry point, then call it; "up" comes between the two."""
+    entry point, then call it."""
     import signal
 
-    start = "from filegate.cli import main; print('up', flush=True); main()"
+    # "up" when the import of the commands begins (an audit hook), that is inside
+    # main(): a signal sent after it lands in the imports main() guards, never in
+    # the instant between this script's own lines.
+    start = (
+        "import sys\n"
+        "def up(event, args):\n"
+        "    if event == 'import' and args[0] == 'filegate.cli.commands':\n"
+        "        print('up', flush=True)\n"
+        "sys.addaudithook(up)\n"
+        "from filegate.cli import main\n"
+        "main()\n"
+    )
     proc = subprocess.Popen(
         [sys.executable, "-c", start, "approvals"], stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True, cwd="/",
