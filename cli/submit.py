@@ -53,7 +53,7 @@ DEPLOYED_BACKENDS: dict[str, DeployedBackend] = {
     ),
     "local-shell": DeployedBackend(None, can_execute=True, shell_path=None),
 }
-"""``--backend`` -> its compose queue (tests/test_compose.py keeps the two in step)."""
+"""``--backend`` -> its compose queue (tests/repo/test_compose.py keeps the two in step)."""
 
 
 def backend_ref(args: argparse.Namespace) -> Any:

@@ -1,7 +1,7 @@
 """Shared set-up of the approval-UI tests: real workers, gated one-turn agents.
 
-Used by tests/test_ui.py (TestClient), tests/test_ui_browser.py (Chromium) and
-tests/test_ui_security.py (attacks on a real uvicorn). Every UI here runs behind
+Used by tests/cli/test_ui.py (TestClient), tests/cli/test_ui_browser.py (Chromium) and
+tests/cli/test_ui_security.py (attacks on a real uvicorn). Every UI here runs behind
 its guard, so a client logs in through the token URL as a reviewer would.
 """
 

@@ -62,7 +62,7 @@ at their first batchable call, which often comes right after the model call
 (a local activity). When that local activity ended in a later workflow task
 than the one it started in, replaying the history did not see the marker
 where the call asked for it and failed with a nondeterminism error
-(``tests/test_recorded_histories.py``). Asked at the start, the marker comes
+(``tests/workflows/test_recorded_histories.py``). Asked at the start, the marker comes
 before any activity. Those older runs still ask the old markers, where they
 asked them.
 """

@@ -56,7 +56,7 @@ _HIDDEN = (
 )
 """Characters that render as nothing, or as something else than they are:
 every control (Cc), format (Cf), separator (Zl, Zp) and surrogate (Cs)
-character, plus invisible fillers and variation selectors (tests/test_ui_cards.py
+character, plus invisible fillers and variation selectors (tests/cli/test_ui_cards.py
 checks this against ``unicodedata``)."""
 _HIDDEN_IN_TEXT = re.compile(f"[{_HIDDEN}]")
 _HIDDEN_IN_LINE = re.compile(f"[{_HIDDEN}\t\n]")

@@ -9,7 +9,7 @@ in its place. Run it on its own (embedded Temporal dev server; needs the
 
     python docs/examples/deepagents_agent.py ./some/workspace
 
-``tests/test_deepagents_adapter.py`` runs :func:`main` against the test servers.
+``tests/integrations/test_deepagents_adapter.py`` runs :func:`main` against the test servers.
 """
 
 from __future__ import annotations

@@ -11,8 +11,8 @@ offer ``tools.openai_tools()``, run what the model asks for with
 
 :func:`main` shows the workers: ``FilegatePlugin`` on each client, the file
 tools on one (as ``filegate worker --role tools`` would serve them), your
-workflow on the other. ``tests/test_file_tools.py`` runs the workflow on the
-embedded servers, ``tests/test_plugin.py`` runs :func:`main`.
+workflow on the other. ``tests/workflows/test_file_tools.py`` runs the workflow on the
+embedded servers, ``tests/worker/test_plugin.py`` runs :func:`main`.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ server::
     python docs/examples/openai_agents_example.py --root /tmp/ws \\
         "Write /hello.txt saying hi, then read it back."
 
-``tests/test_openai_agents.py`` runs :func:`run_example` against a local
+``tests/integrations/test_openai_agents.py`` runs :func:`run_example` against a local
 server speaking the Responses API, and :class:`FileAgentWorkflow` with
 approvals, a local backend and a composite one.
 """

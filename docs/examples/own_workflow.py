@@ -7,7 +7,7 @@ server, so it needs the ``devstack`` extra)::
 
     python docs/examples/own_workflow.py ./some/workspace
 
-``tests/test_stubs.py`` runs :func:`main` against the test servers.
+``tests/activities/test_stubs.py`` runs :func:`main` against the test servers.
 """
 
 from __future__ import annotations

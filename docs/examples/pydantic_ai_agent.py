@@ -15,7 +15,7 @@ dev server, approves the write itself)::
 
     python docs/examples/pydantic_ai_agent.py ./some/workspace
 
-``tests/test_pydantic_ai_agent.py`` runs :func:`main` and approves with the
+``tests/integrations/test_pydantic_ai_agent.py`` runs :func:`main` and approves with the
 ``filegate approve`` command line instead.
 """
 

@@ -1,7 +1,7 @@
 """Moved to the core (:mod:`filegate.operations`); these names stay importable from here.
 
 Except :func:`operation_path_from_env`, the adapter's default path: the adapter is an
-edge that may read the environment, the core is not (tests/test_config_edges.py).
+edge that may read the environment, the core is not (tests/repo/test_config_edges.py).
 """
 
 from __future__ import annotations

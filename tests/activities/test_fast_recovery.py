@@ -32,7 +32,7 @@ from filegate.kernel.tool_types import activity_call_id
 from filegate.worker import agent_worker, tools_worker
 from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec
 from filegate.workflows.inputs import Limits
-from tests.test_crash_recovery import start_tools_worker
+from tests.activities.test_crash_recovery import start_tools_worker
 
 pytestmark = pytest.mark.timing  # recovery budgets of a few seconds
 

@@ -1,6 +1,6 @@
 """The caps on model output, piece by piece (contract §2, §11; issue 26 item 4).
 
-The end-to-end cases, on real servers, are ``tests/test_hostile_model_output.py``.
+The end-to-end cases, on real servers, are ``tests/activities/test_hostile_model_output.py``.
 Here: the bounded parse, ``limit_turn``, the workflow's own argument check and
 the providers other than Chat Completions (Anthropic Messages on a real local
 HTTP server, the scripted model).

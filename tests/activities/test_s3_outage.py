@@ -55,8 +55,8 @@ from filegate.worker import agent_worker, tools_worker, with_payload_codec
 from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec
 from filegate.workflows.gate import ToolInterrupt
 from filegate.workflows.inputs import Limits
+from tests.cli.test_cli import cli
 from tests.run_chain import scope_of
-from tests.test_cli import cli
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 

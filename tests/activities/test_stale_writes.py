@@ -25,8 +25,8 @@ from filegate.kernel.messages import ModelSpec
 from filegate.kernel.protocol import BackendProtocol
 from filegate.worker import agent_worker
 from filegate.workflows import AgentInput, AgentResult, AgentWorkflow, BackendRef, BackendSpec
+from tests.activities.test_hostile_model_output import final_turn, tool_turn
 from tests.providers_http import FakeModelServer
-from tests.test_hostile_model_output import final_turn, tool_turn
 
 pytestmark = pytest.mark.services
 

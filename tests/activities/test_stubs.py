@@ -179,7 +179,7 @@ def _load_example(name: str) -> Any:
     import importlib
     import sys
 
-    folder = str(Path(__file__).resolve().parent.parent / "docs" / "examples")
+    folder = str(Path(__file__).resolve().parents[2] / "docs" / "examples")
     if folder not in sys.path:
         sys.path.append(folder)
     return importlib.import_module(name)

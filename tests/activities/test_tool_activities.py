@@ -419,7 +419,7 @@ def _crash_child(journal: Path, root: Path, request: ToolRequest) -> int:
     env = {
         **os.environ,
         CRASH_AFTER_APPLY_ENV: request.tool_call_id,
-        "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+        "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
     }
     proc = subprocess.run(
         [sys.executable, "-c", script, str(journal), str(root), request.model_dump_json()],

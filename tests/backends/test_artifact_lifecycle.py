@@ -29,7 +29,7 @@ from filegate.cli import artifacts as artifacts_cli
 from filegate.cli.artifacts import install_artifact_expiry, namespace_retention, parse_duration
 from filegate.cli.commands import run_cli
 from filegate.devstack.s3 import S3DevServer
-from tests.test_cli import cli, cli_env, start_worker, stop_worker  # noqa: F401  (cli_env: a fixture)
+from tests.cli.test_cli import cli, cli_env, start_worker, stop_worker  # noqa: F401  (cli_env: a fixture)
 
 pytestmark = pytest.mark.services
 

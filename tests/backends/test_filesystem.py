@@ -293,7 +293,7 @@ print(json.dumps({"delta_kb": hwm() - before, "lines": r.lines, "total": r.total
 def test_read_far_into_a_huge_file_streams(tmp_path: Path) -> None:
     _make_big(tmp_path / "big.txt", 6_000_000)  # 84 MB
     (tmp_path / "small.txt").write_text("warm up\n")
-    project = Path(__file__).resolve().parents[1]
+    project = Path(__file__).resolve().parents[2]
     proc = subprocess.run(
         [sys.executable, "-c", _RSS_SCRIPT, str(tmp_path)],
         capture_output=True,

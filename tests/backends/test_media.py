@@ -535,7 +535,7 @@ def test_video_supported_is_false_without_av() -> None:
         "print(video_supported(), r.kind, r.content[0].type, r.content[0].mime_type, "
         "describe_read_file('Read.') == 'Read.')\n"
     )
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     done = subprocess.run(
         [sys.executable, "-c", script], cwd=root, capture_output=True, text=True, check=True
     )
@@ -549,7 +549,7 @@ def test_importing_backends_loads_neither_av_nor_temporal() -> None:
         "import filegate.backends, filegate.backends.media\n"
         "print(*(name in sys.modules for name in ('av', 'PIL.Image', 'temporalio')))\n"
     )
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     done = subprocess.run(
         [sys.executable, "-c", script], cwd=root, capture_output=True, text=True, check=True
     )

@@ -28,7 +28,7 @@ from filegate.backends.settings import (
     TemporalSettings,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CONFIG_DOC = ROOT / "docs" / "configuration.md"
 
 FLAT = {

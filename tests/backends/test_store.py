@@ -1,6 +1,6 @@
 """The Store backend on a real S3 server (SeaweedFS ``weed mini``).
 
-The whole backend contract (tests/test_backend_contract.py) runs again here
+The whole backend contract (tests/backends/test_backend_contract.py) runs again here
 with a Store subject, then Store-only behaviour: namespaces, persistence
 across instances, composite routing, S3 failures as values.
 """
@@ -16,7 +16,7 @@ from datetime import datetime
 import pytest
 from minio import Minio
 
-import tests.test_backend_contract as contract
+import tests.backends.test_backend_contract as contract
 from filegate.backends.composite import CompositeBackend
 from filegate.backends.s3 import make_client, normalize_namespace
 from filegate.backends.settings import S3Settings

@@ -117,7 +117,7 @@ def test_hard_links_keep_the_old_content_as_documented(tmp_path: Path) -> None:
     assert FilesystemBackend(tmp_path).write("/a.txt", "two\n").error is None
     assert (tmp_path / "a.txt").read_text() == "two\n"
     assert (tmp_path / "b.txt").read_text() == "one\n"
-    limits = (Path(__file__).parent.parent / "docs" / "limits.md").read_text()
+    limits = (Path(__file__).parents[2] / "docs" / "limits.md").read_text()
     assert "hard link" in limits and "open" in limits
 
 

@@ -17,9 +17,9 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus
 
 from filegate.workflows import AgentWorkflow
+from tests.cli.test_cli import cli, cli_env
 from tests.scripting import calls
-from tests.test_cli import cli, cli_env
-from tests.test_grants import docs_agent, pending_one, workers, write
+from tests.workflows.test_grants import docs_agent, pending_one, workers, write
 
 pytestmark = pytest.mark.services
 

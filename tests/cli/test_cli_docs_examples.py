@@ -21,7 +21,7 @@ import pytest
 from filegate.cli.commands import build_parser
 from filegate.cli.run_inputs import load_interrupt_on
 
-CLI_MD = Path(__file__).resolve().parent.parent / "docs" / "cli.md"
+CLI_MD = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
 
 
 def bash_lines(text: str) -> list[str]:

@@ -25,7 +25,7 @@ from filegate.activities.idempotency import STALL_BEFORE_APPLY_ENV
 from filegate.devstack.s3 import S3DevServer
 from filegate.devstack.servers import TemporalDevServer, free_port
 from filegate.kernel.tool_types import activity_call_id
-from tests.test_cli import CLI, call, cli, env_for, start_worker, stop_worker, write_json
+from tests.cli.test_cli import CLI, call, cli, env_for, start_worker, stop_worker, write_json
 
 pytestmark = pytest.mark.services
 

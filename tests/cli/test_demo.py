@@ -22,7 +22,7 @@ from filegate.kernel.tool_types import TOOL_ORDER
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def fresh_env(tmp_path: Path) -> dict[str, str]:

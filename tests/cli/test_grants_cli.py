@@ -1,4 +1,4 @@
-# ruff: noqa: F811  (pytest fixtures imported from tests.test_cli)
+# ruff: noqa: F811  (pytest fixtures imported from tests.cli.test_cli)
 """Grants through the command line, as users run it, on the session servers.
 
 ``filegate approve ID --remember [PATTERN] [--for DURATION]`` remembers an
@@ -23,10 +23,10 @@ from filegate.cli.ui.grants import _revocation, mark_scopes
 from filegate.kernel import wire
 from filegate.workflows import AgentWorkflow, Decision, UserMessage
 from filegate.workflows.approvals import grants as workflow_grants
+from tests.cli.test_cli import cli, cli_env, cli_parallel  # noqa: F401  (cli_env: a fixture)
 from tests.scripting import calls
-from tests.test_cli import cli, cli_env, cli_parallel  # noqa: F401  (cli_env: a fixture)
-from tests.test_grants import docs_agent, idle, pending_one, write
-from tests.test_workflow_e2e import final, running_agent, running_tools, uid
+from tests.workflows.test_grants import docs_agent, idle, pending_one, write
+from tests.workflows.test_workflow_e2e import final, running_agent, running_tools, uid
 
 pytestmark = pytest.mark.services
 

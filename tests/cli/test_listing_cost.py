@@ -25,8 +25,8 @@ from filegate.cli.ui.listing import approval_listing
 from filegate.devstack.servers import TemporalDevServer
 from filegate.workflows import AgentWorkflow, Decision
 from tests.scripting import calls
-from tests.test_grants import docs_agent, workers, write
 from tests.ui_support import has_listing_attributes, listing_attributes
+from tests.workflows.test_grants import docs_agent, workers, write
 
 pytestmark = pytest.mark.services
 

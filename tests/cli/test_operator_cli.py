@@ -25,7 +25,7 @@ from temporalio.service import RPCError
 
 from filegate.cli.submit import has_pollers
 from filegate.workflows import AgentInput, AgentWorkflow
-from tests.test_cli import (
+from tests.cli.test_cli import (
     CLI,
     by_call,
     call,
@@ -39,7 +39,7 @@ from tests.test_cli import (
 
 pytestmark = pytest.mark.services
 
-__all__ = ["cli_env"]  # the fixture, shared with tests/test_cli.py
+__all__ = ["cli_env"]  # the fixture, shared with tests/cli/test_cli.py
 
 
 async def wait_for_pollers(client: Client, agent_queue: str, tools_queue: str) -> None:

@@ -1,4 +1,4 @@
-# ruff: noqa: F811  (pytest fixtures imported from tests.test_cli)
+# ruff: noqa: F811  (pytest fixtures imported from tests.cli.test_cli)
 """The operator's path (issue 28): what got in the way of a new user, each fixed.
 
 Subprocess tests run the CLI as users do (``python -m filegate``).
@@ -24,9 +24,9 @@ from temporalio.client import Client
 from filegate.backends.filesystem import FilesystemBackend
 from filegate.workflows import BackendRef, BackendSpec, FileToolsConfig
 from filegate.workflows.gate import ToolInterrupt
-from tests.test_cli import cli, cli_env  # noqa: F401  (cli_env: a fixture)
-from tests.test_execute_gate import ToolListWorkflow, running_host
-from tests.test_workflow_e2e import eventually, running_tools
+from tests.cli.test_cli import cli, cli_env  # noqa: F401  (cli_env: a fixture)
+from tests.workflows.test_execute_gate import ToolListWorkflow, running_host
+from tests.workflows.test_workflow_e2e import eventually, running_tools
 
 CLI = [sys.executable, "-m", "filegate"]
 

@@ -3,7 +3,7 @@
 A closed run's workers are usually gone, so "recent decisions" reads who
 decided what from the history. It read only single ``decide`` updates and
 signals: a turn decided as a whole vanished once its run closed (issue 36).
-The history here was recorded on f71da99 (tests/test_replay_new_histories.py):
+The history here was recorded on f71da99 (tests/workflows/test_replay_new_histories.py):
 single decisions by update and signal, a turn decision bounced because a
 target changed since its preview, then that turn approved, then a turn rejected.
 """
@@ -19,7 +19,10 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from filegate.cli.ui.decided import decisions_in
 
 HISTORY = (
-    Path(__file__).parent / "histories" / "f71da99" / "agent-approvals-grant-turn-decisions.json"
+    Path(__file__).parents[1]
+    / "histories"
+    / "f71da99"
+    / "agent-approvals-grant-turn-decisions.json"
 )
 
 

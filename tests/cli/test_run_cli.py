@@ -25,8 +25,8 @@ from temporalio.service import RPCError
 
 from filegate.cli.run import tools_queue_for
 from filegate.workflows import AgentWorkflow
+from tests.cli.test_cli import CLI, call, cli, cli_env, cli_parallel, write_json
 from tests.providers_http import FakeModelServer
-from tests.test_cli import CLI, call, cli, cli_env, cli_parallel, write_json
 
 __all__ = ["cli_env"]  # the fixture, shared with test_cli
 

@@ -24,8 +24,8 @@ from playwright.async_api import ConsoleMessage, Page, async_playwright, expect
 from temporalio.client import Client
 
 from filegate.workflows import ApprovalConfig
-from tests.test_approval_listing import stopped_worker_approval
-from tests.test_ui_browser import CHROMIUM, CHROMIUM_ARGS, WEB_UI, card, ui_url
+from tests.cli.test_approval_listing import stopped_worker_approval
+from tests.cli.test_ui_browser import CHROMIUM, CHROMIUM_ARGS, WEB_UI, card, ui_url
 from tests.ui_support import (
     REVIEWER,
     TOKEN,
@@ -39,7 +39,7 @@ from tests.ui_support import (
     write_call,
 )
 
-__all__ = ["ui_url"]  # the fixture, shared with tests/test_ui_browser.py
+__all__ = ["ui_url"]  # the fixture, shared with tests/cli/test_ui_browser.py
 
 pytestmark = [
     pytest.mark.services,

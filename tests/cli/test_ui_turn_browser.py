@@ -17,7 +17,7 @@ import pytest
 from playwright.async_api import ConsoleMessage, Page, async_playwright, expect
 from temporalio.client import Client
 
-from tests.test_ui_browser import CHROMIUM, CHROMIUM_ARGS, card, ui_url
+from tests.cli.test_ui_browser import CHROMIUM, CHROMIUM_ARGS, card, ui_url
 from tests.ui_support import (
     REVIEWER,
     TOKEN,
@@ -28,7 +28,7 @@ from tests.ui_support import (
     write_call,
 )
 
-__all__ = ["ui_url"]  # the fixture, shared with tests/test_ui_browser.py
+__all__ = ["ui_url"]  # the fixture, shared with tests/cli/test_ui_browser.py
 
 pytestmark = [
     pytest.mark.services,

@@ -198,7 +198,7 @@ async def test_the_deepagents_example_runs_an_agent_in_the_sandbox(
     from filegate.backends.bwrap import BwrapSandboxBackend
 
     BwrapSandboxBackend(tmp_path, check=True)  # fails with the reason when bwrap cannot run
-    folder = str(Path(__file__).resolve().parent.parent / "docs" / "examples")
+    folder = str(Path(__file__).resolve().parents[2] / "docs" / "examples")
     if folder not in sys.path:
         sys.path.append(folder)
     import deepagents_agent  # type: ignore[import-not-found]

@@ -48,8 +48,8 @@ with workflow.unsafe.imports_passed_through():
     from filegate.integrations.deepagents.backend import BackendOptions
     from filegate.integrations.deepagents.worker import sandbox_runner
     from filegate.kernel.execute_gate import ExecuteGateError
-    from tests.test_deepagents_adapter import BACKEND, tools_queue, workspace  # noqa: F401
-    from tests.test_execute_gate import DENY_DOCS, DENY_SECRETS, SECRET, WALK, plant, rule
+    from tests.integrations.test_deepagents_adapter import BACKEND, tools_queue, workspace  # noqa: F401
+    from tests.workflows.test_execute_gate import DENY_DOCS, DENY_SECRETS, SECRET, WALK, plant, rule
 
 SANDBOX = "sandbox"
 
@@ -252,7 +252,7 @@ async def test_an_agent_with_deepagents_permissions_runs_on_the_file_backend(
     temporal_client: Client, tools_queue: str, workspace: Path
 ) -> None:
     """create_deep_agent(permissions=...) over Filegate files: reads work, rules hold, no shell."""
-    folder = str(Path(__file__).resolve().parent.parent / "docs" / "examples")
+    folder = str(Path(__file__).resolve().parents[2] / "docs" / "examples")
     if folder not in sys.path:
         sys.path.append(folder)
     from deepagents_agent import ScriptedModel, _call  # type: ignore[import-not-found]

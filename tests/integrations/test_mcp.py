@@ -27,7 +27,7 @@ from temporalio.client import Client as TemporalClient
 
 from filegate.kernel import wire
 from filegate.kernel.registry import TOOLS
-from tests.test_cli import CLI, cli, cli_env, write_json
+from tests.cli.test_cli import CLI, cli, cli_env, write_json
 
 __all__ = ["cli_env"]  # the fixture, shared with test_cli
 

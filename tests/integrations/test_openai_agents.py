@@ -70,7 +70,7 @@ from tests.providers_http import FakeModelServer
 @pytest.fixture(scope="module")
 def example() -> Any:
     """The docs' example module, importable by name (the workflow sandbox re-imports it)."""
-    examples = Path(__file__).resolve().parent.parent / "docs" / "examples"
+    examples = Path(__file__).resolve().parents[2] / "docs" / "examples"
     if str(examples) not in sys.path:
         sys.path.insert(0, str(examples))
     return importlib.import_module("openai_agents_example")
@@ -709,7 +709,7 @@ async def test_chat_completions_servers_work_too(
 
 def test_the_docs_show_the_workflow_the_tests_run() -> None:
     """Every line of the guide's workflow block is in the example, in order."""
-    docs = Path(__file__).resolve().parent.parent / "docs"
+    docs = Path(__file__).resolve().parents[2] / "docs"
     guide = (docs / "openai-agents.md").read_text()
     shown = guide.split("```python\n", 1)[1].split("```", 1)[0]
     example_lines = iter((docs / "examples" / "openai_agents_example.py").read_text().splitlines())

@@ -12,7 +12,7 @@ example) or in its ``@workflow.init``. Gating every command
 sandbox (``sandboxed=True``) is accepted, and there the secret stays out of
 the command's reach.
 
-Same harness as ``tests/test_openai_agents.py``: a real Temporal dev server,
+Same harness as ``tests/integrations/test_openai_agents.py``: a real Temporal dev server,
 real tools workers, ``OpenAIAgentsPlugin``'s model activity calling a local
 HTTP server that speaks the Responses API with canned answers. "Nowhere"
 means: not in the workflow's result or failure, not in any byte of its
@@ -51,8 +51,7 @@ with workflow.unsafe.imports_passed_through():
     from filegate.workflows.file_tools import FileTools, FileToolsConfig
     from filegate.workflows.gate import ToolInterrupt
     from filegate.workflows.inputs import BackendRef, BackendSpec, Decision, PendingApproval
-    from tests.providers_http import FakeModelServer
-    from tests.test_openai_agents import (
+    from tests.integrations.test_openai_agents import (
         agent_input,
         assistant,
         decide,
@@ -63,6 +62,7 @@ with workflow.unsafe.imports_passed_through():
         tool_outputs,
         tools_queue,
     )
+    from tests.providers_http import FakeModelServer
 
 SECRET = "TOPSECRET-" + uuid.uuid4().hex
 DENY_SECRETS = FilesystemPermission(operations=["read"], paths=["/secrets/**"], mode="deny")

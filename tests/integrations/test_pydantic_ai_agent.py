@@ -33,8 +33,8 @@ from pydantic_ai.usage import RunUsage
 from filegate.devstack.servers import TemporalDevServer
 from filegate.integrations.pydantic_ai import FilegateFileWorkspace
 from filegate.kernel.permissions import FilesystemPermission
-from tests.test_cli import CLI, cli_env  # noqa: F401  (fixture)
-from tests.test_stubs import _load_example
+from tests.activities.test_stubs import _load_example
+from tests.cli.test_cli import CLI, cli_env  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.slow, pytest.mark.services]
 

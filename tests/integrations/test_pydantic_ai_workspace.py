@@ -43,7 +43,7 @@ MOUNT = "/workspace"
 
 DEVIATIONS: dict[str, str] = {
     "test_cancellation_stops_foreground_work": (
-        "a cancelled caller stops the command (tests/test_operation_cancel.py), but each "
+        "a cancelled caller stops the command (tests/worker/test_operation_cancel.py), but each "
         "command has its own PID namespace: the suite's kill -0 of the PID the first command "
         "wrote, sent from a second command, names a process of that second sandbox"
     ),

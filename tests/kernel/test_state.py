@@ -286,9 +286,7 @@ def test_error_paths_are_normalised_in_results() -> None:
 
 
 _KERNEL = sorted(
-    p.name
-    for p in (Path(__file__).parent.parent / "kernel").glob("*.py")
-    if p.name != "__init__.py"
+    p.name for p in (Path(__file__).parents[2] / "kernel").glob("*.py") if p.name != "__init__.py"
 )
 
 
@@ -299,7 +297,7 @@ def test_in_workflow_modules_import_nothing_nondeterministic(module: str) -> Non
 
     forbidden = {"time", "datetime", "random", "os", "uuid", "secrets", "pathlib", "io"}
     forbidden |= {"subprocess", "socket", "threading", "asyncio", "shutil", "tempfile"}
-    tree = ast.parse((Path(__file__).parent.parent / module).read_text())
+    tree = ast.parse((Path(__file__).parents[2] / module).read_text())
     imported: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):

@@ -192,7 +192,7 @@ async def test_reviewer_edit_through_a_link_is_refused_end_to_end(
     (so the interrupt rule itself does not refuse it).
     """
     from filegate.workflows import AgentInput, AgentWorkflow, BackendSpec, Decision
-    from tests.test_workflow_e2e import (
+    from tests.workflows.test_workflow_e2e import (
         calls,
         final,
         pending,

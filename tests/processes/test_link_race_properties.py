@@ -49,7 +49,7 @@ from filegate.kernel.dispatch import run_tool
 from filegate.kernel.execute_gate import compile_view
 from filegate.kernel.permissions import FilesystemPermission, first_match
 from filegate.kernel.tool_types import ToolOutcome, ToolRequest
-from tests.test_sandbox_view_properties import snapshot
+from tests.processes.test_sandbox_view_properties import snapshot
 
 pytestmark = pytest.mark.slow
 
@@ -406,7 +406,7 @@ def test_links_re_pointed_during_a_turn_carry_no_call_past_the_rules(
 
 
 # Two cases the property found, made deterministic: the link changes at the one
-# moment that matters (as in tests/test_one_filesystem.py).
+# moment that matters (as in tests/processes/test_one_filesystem.py).
 
 
 class _FlipAfterCheck(FilesystemBackend):

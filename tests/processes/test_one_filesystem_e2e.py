@@ -1,4 +1,4 @@
-# ruff: noqa: F811  (pytest fixtures imported from tests.sandbox_fixtures / tests.test_cli)
+# ruff: noqa: F811  (pytest fixtures imported from tests.sandbox_fixtures / tests.cli.test_cli)
 """One filesystem on real servers (issue 33, item 1): links a command makes lead nowhere protected.
 
 The case as reported: ``deny read,write /secrets/**`` and ``deny write /docs/**``
@@ -42,11 +42,11 @@ from filegate.workflows import (
     BackendSpec,
     FileToolsConfig,
 )
+from tests.cli.test_cli import CLI, cli_env, write_json  # noqa: F401  (cli_env: a fixture)
 from tests.sandbox_fixtures import _bwrap_ok  # noqa: F401  (fixture)
 from tests.scripting import calls
-from tests.test_cli import CLI, cli_env, write_json  # noqa: F401  (cli_env: a fixture)
-from tests.test_execute_gate import ToolListWorkflow, running_host
-from tests.test_workflow_e2e import results, running_agent, running_tools, scripted
+from tests.workflows.test_execute_gate import ToolListWorkflow, running_host
+from tests.workflows.test_workflow_e2e import results, running_agent, running_tools, scripted
 
 pytestmark = pytest.mark.services
 

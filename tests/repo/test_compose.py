@@ -27,7 +27,7 @@ import yaml
 from filegate.backends.settings import ENV_PREFIX, Settings
 from filegate.cli.commands import build_parser
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
 DOCKERFILE = ROOT / "Dockerfile"
 DOCKERIGNORE = ROOT / ".dockerignore"

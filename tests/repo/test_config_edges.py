@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EDGES = ("cli/", "plugin.py")
 """Where configuration is read from the environment: the command line and the
 plugin's defaults."""

@@ -24,10 +24,13 @@ import pytest
 
 pytestmark = [pytest.mark.slow, pytest.mark.services]
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 INNER = "FILEGATE_FRESH_MACHINE_INNER"
 SYSTEM_TOOLS = ("bwrap", "rg", "fdfind", "fd")
-WHEEL_TOOL_TESTS = "tests/test_sandbox.py tests/test_bwrap_isolation.py tests/test_filesystem.py"
+WHEEL_TOOL_TESTS = (
+    "tests/processes/test_sandbox.py tests/processes/test_bwrap_isolation.py"
+    " tests/backends/test_filesystem.py"
+)
 
 
 def quickstart_commands(readme: str) -> list[str]:

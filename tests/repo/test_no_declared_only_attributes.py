@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 KNOWN: dict[str, str] = {}
 """Classes still allowed to declare attributes only a subclass assigns, and why."""

@@ -24,7 +24,7 @@ import pytest
 from filegate.devstack.s3 import S3DevServer
 from filegate.devstack.servers import TemporalDevServer
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 NOT_SHIPPED = ("tests/", "bench/", "docs/", "deploy/", "build/", ".ci/")

@@ -19,7 +19,7 @@ from filegate.kernel import wire
 from filegate.kernel.registry import TOOLS
 from filegate.workflows import AgentWorkflow
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NAMES = {value for key, value in vars(wire).items() if key.isupper() and isinstance(value, str)}
 
 

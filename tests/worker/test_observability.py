@@ -60,9 +60,9 @@ from filegate.kernel.permissions import FilesystemPermission
 from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec, Decision
 from filegate.workflows.approvals.grant_models import GrantRequest
 from filegate.workflows.inputs import RouteSpec
+from tests.cli.test_cli import CLI, env_for, stop_worker
 from tests.scripting import calls
-from tests.test_cli import CLI, env_for, stop_worker
-from tests.test_replay_new_histories import SCENARIOS, recorded
+from tests.workflows.test_replay_new_histories import SCENARIOS, recorded
 
 pytestmark = pytest.mark.services
 

@@ -24,7 +24,7 @@ from filegate.backends.settings import Settings
 from filegate.kernel.operation_types import Operation
 from filegate.operations import run_outside
 from filegate.plugin import FilegatePlugin
-from tests.test_cli import CLI, cli_env
+from tests.cli.test_cli import CLI, cli_env
 
 __all__ = ["cli_env"]  # the fixture, shared with test_cli
 
@@ -88,7 +88,7 @@ async def test_ctrl_c_on_filegate_call_stops_the_command(
             env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         )  # fmt: skip
         # Ctrl-C once the command runs: on a busy machine the interpreter's start
-        # alone can take seconds (a Ctrl-C then is tests/test_cli_one_line_errors').
+        # alone can take seconds (a Ctrl-C then is tests/cli/test_cli_one_line_errors').
         deadline = time.monotonic() + 60
         while not (root / "started").exists():
             assert time.monotonic() < deadline and proc.returncode is None, "never started"

@@ -36,7 +36,7 @@ from filegate.kernel.tool_types import ToolRequest
 from filegate.operations import OperationTimedOut, has_pollers, run_outside
 from filegate.plugin import FilegatePlugin
 from filegate.worker import tools_worker
-from tests.test_cli import cli, cli_env, cli_parallel, start_worker, stop_worker
+from tests.cli.test_cli import cli, cli_env, cli_parallel, start_worker, stop_worker
 
 __all__ = ["cli_env"]  # the fixture, shared with test_cli
 

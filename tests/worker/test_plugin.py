@@ -55,8 +55,8 @@ with workflow.unsafe.imports_passed_through():
     from filegate.workflows.operation import OperationWorkflow
     from filegate.workflows.runner import ContextFreeSandboxRunner, filegate_runner
     from filegate.workflows.session import SessionWorkflow
+    from tests.activities.test_stubs import _load_example
     from tests.scripting import calls
-    from tests.test_stubs import _load_example
 
 LOCAL = BackendRef(kind="local", name="ws")
 

@@ -38,7 +38,7 @@ from filegate.kernel.protocol import BackendProtocol
 from filegate.kernel.state import StateBackend
 from filegate.worker import ConfigError, file_tools, make_backend
 from filegate.workflows import AgentInput, AgentResult, AgentWorkflow, BackendSpec, Decision
-from tests.test_workflow_e2e import (
+from tests.workflows.test_workflow_e2e import (
     calls,
     final,
     remote,

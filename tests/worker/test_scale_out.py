@@ -26,7 +26,7 @@ from temporalio.client import Client
 
 from filegate.devstack.servers import TemporalDevServer
 from filegate.workflows import AgentWorkflow
-from tests.test_crash_recovery import on_tools_queue, start_tools_worker, stop
+from tests.activities.test_crash_recovery import on_tools_queue, start_tools_worker, stop
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 

@@ -37,7 +37,7 @@ from filegate.integrations.deepagents.direct import (
 from filegate.kernel.formatting import permission_denied
 from filegate.kernel.permissions import FilesystemPermission
 from filegate.kernel.tool_types import ToolOutcome, ToolRequest
-from tests.test_cli import cli, cli_env, cli_parallel, write_json
+from tests.cli.test_cli import cli, cli_env, cli_parallel, write_json
 
 __all__ = ["cli_env"]  # the fixture, shared with test_cli
 

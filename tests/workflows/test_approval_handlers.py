@@ -39,7 +39,7 @@ from filegate.workflows.inputs import (
     DecisionAck,
     PendingApproval,
 )
-from tests.test_workflow_e2e import eventually
+from tests.workflows.test_workflow_e2e import eventually
 
 
 @workflow.defn(name="ApprovalHandlersProbe")

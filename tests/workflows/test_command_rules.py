@@ -40,10 +40,10 @@ from filegate.kernel.routing import Router
 from filegate.kernel.tool_types import ToolName
 from filegate.workflows import AgentInput, AgentWorkflow, BackendSpec, Decision
 from filegate.workflows.gate import ToolInterrupt, approval_trigger, check_call
+from tests.cli.test_cli import CLI, call, cli, cli_env, write_json
+from tests.cli.test_run_cli import _pending as pending_once_started
 from tests.scripting import calls
-from tests.test_cli import CLI, call, cli, cli_env, write_json
-from tests.test_run_cli import _pending as pending_once_started
-from tests.test_workflow_e2e import (
+from tests.workflows.test_workflow_e2e import (
     final,
     pending,
     remote,

@@ -29,7 +29,14 @@ from filegate.workflows.context import (
     view_tokens,
 )
 from tests.run_chain import scope_of
-from tests.test_history_size import agent_with_store, calls, model_inputs, new_store, scripted, uid
+from tests.workflows.test_history_size import (
+    agent_with_store,
+    calls,
+    model_inputs,
+    new_store,
+    scripted,
+    uid,
+)
 
 
 def _turns(n: int, size: int) -> list[Message]:

@@ -1,4 +1,4 @@
-# ruff: noqa: F811  (pytest fixtures imported from tests.sandbox_fixtures / tests.test_cli)
+# ruff: noqa: F811  (pytest fixtures imported from tests.sandbox_fixtures / tests.cli.test_cli)
 """Rules that hold for ``execute`` (contract §5): one gate in the kit, rules compiled
 into the sandbox's view, the same answer through every entry point.
 
@@ -42,10 +42,10 @@ from filegate.kernel.permissions import FilesystemPermission
 from filegate.kernel.tool_types import ToolRequest
 from filegate.workflows import BackendRef, BackendSpec, FileToolsConfig, RouteSpec
 from filegate.workflows.gate import ToolInterrupt
+from tests.activities.test_stubs import _load_example
+from tests.cli.test_cli import CLI, call, cli_env, write_json  # noqa: F401  (cli_env: a fixture)
 from tests.sandbox_fixtures import _bwrap_ok, root, sb  # noqa: F401  (fixtures)
-from tests.test_cli import CLI, call, cli_env, write_json  # noqa: F401  (cli_env: a fixture)
-from tests.test_stubs import _load_example
-from tests.test_workflow_e2e import running_tools
+from tests.workflows.test_workflow_e2e import running_tools
 
 with workflow.unsafe.imports_passed_through():
     from filegate.workflows.runner import agent_runner

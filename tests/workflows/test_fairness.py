@@ -20,7 +20,7 @@ from temporalio.client import Client
 
 from filegate.workflows import AgentInput, AgentWorkflow, Decision
 from tests.scripting import calls
-from tests.test_grants import docs_agent, pending_one, workers, write
+from tests.workflows.test_grants import docs_agent, pending_one, workers, write
 
 pytestmark = pytest.mark.services
 

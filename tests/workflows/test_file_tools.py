@@ -31,9 +31,9 @@ with workflow.unsafe.imports_passed_through():
     from filegate.workflows.inputs import BackendRef, BackendSpec, RouteSpec
     from filegate.workflows.runner import agent_runner
 
-from tests.test_cli import CLI, cli_env  # noqa: F401  (fixture)
-from tests.test_stubs import _load_example
-from tests.test_workflow_e2e import eventually, running_tools
+from tests.activities.test_stubs import _load_example
+from tests.cli.test_cli import CLI, cli_env  # noqa: F401  (fixture)
+from tests.workflows.test_workflow_e2e import eventually, running_tools
 
 pytestmark = pytest.mark.services
 

@@ -5,7 +5,7 @@ simple command only (the ``allow_prefixes`` parse), no ``execute`` grant
 counts as a human's approval at the tools worker, and a glob grant is scoped
 by where and what it searched, not by its ``path`` argument. The last test runs
 the issue's host-shell case on the session Temporal server; the other
-workflow paths are in tests/test_grants.py.
+workflow paths are in tests/workflows/test_grants.py.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from filegate.workflows import BackendSpec, Decision, FileToolsConfig, PendingAp
 from filegate.workflows.approvals.grant_models import GrantRequest
 from filegate.workflows.approvals.grants import GrantBook, grant_scope
 from filegate.workflows.gate import ToolInterrupt
-from tests.test_grants import ToolListWorkflow, decide_host, host_worker
-from tests.test_workflow_e2e import remote, uid
+from tests.workflows.test_grants import ToolListWorkflow, decide_host, host_worker
+from tests.workflows.test_workflow_e2e import remote, uid
 
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 EXECUTE = {"source": "interrupt_on", "tool": "execute", "always": True}

@@ -1,4 +1,4 @@
-# ruff: noqa: F811  (pytest fixtures imported from tests.test_policy_worker / test_workflow_e2e)
+# ruff: noqa: F811  (pytest fixtures imported from tests.worker.test_policy_worker / test_workflow_e2e)
 """Grants (remembered approvals): the book, and the workflow paths that use it.
 
 The unit tests pin the scope rules (default pattern, narrowing, execute's
@@ -46,9 +46,9 @@ from filegate.workflows.approvals.grants import (
 )
 from filegate.workflows.runner import agent_runner
 from tests.scripting import calls
-from tests.test_execute_gate import ToolListWorkflow, _load_example
-from tests.test_policy_worker import Stack, audit_lines, stack  # noqa: F401  (stack: a fixture)
-from tests.test_workflow_e2e import (  # noqa: F401  (time_env: a fixture)
+from tests.worker.test_policy_worker import Stack, audit_lines, stack  # noqa: F401  (stack: a fixture)
+from tests.workflows.test_execute_gate import ToolListWorkflow, _load_example
+from tests.workflows.test_workflow_e2e import (  # noqa: F401  (time_env: a fixture)
     eventually,
     final,
     remote,

@@ -24,7 +24,7 @@ from filegate.workflows import AgentInput, AgentWorkflow, ApprovalConfig, Backen
 from filegate.workflows.approvals.pending import approval_deadline
 from filegate.workflows.gate import ArgPredicate, CheckedCall, ToolInterrupt, approval_trigger
 from filegate.workflows.inputs import RuleTimeout
-from tests.test_workflow_e2e import (
+from tests.workflows.test_workflow_e2e import (
     calls,
     final,
     pending,

@@ -34,8 +34,8 @@ from filegate.kernel.state import StateBackend
 from filegate.worker import file_tools
 from filegate.workflows import AgentInput, AgentWorkflow, BackendSpec, Decision
 from filegate.workflows.approvals.pending import PREVIEW_CHANGED, PREVIEW_NOT_READY
-from tests.test_previews import request
-from tests.test_workflow_e2e import (
+from tests.workflows.test_previews import request
+from tests.workflows.test_workflow_e2e import (
     eventually,
     final,
     remote,

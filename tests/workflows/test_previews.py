@@ -48,7 +48,7 @@ from filegate.workflows.approvals.handlers import (
 from filegate.workflows.gate import ToolInterrupt
 from filegate.workflows.inputs import DecidedApproval
 from tests.scripting import calls
-from tests.test_workflow_e2e import (
+from tests.workflows.test_workflow_e2e import (
     REPLAY_IDS,
     eventually,
     final,

@@ -6,7 +6,8 @@ recorded by the release before the one-filesystem and storage-fault changes
 (commit 1b2f2b2) with :func:`test_record_histories`, which runs only when
 ``FILEGATE_RECORD_HISTORIES`` names a directory to write them to:
 
-    FILEGATE_RECORD_HISTORIES=/tmp/h python -m pytest tests/test_recorded_histories.py -k record
+    export FILEGATE_RECORD_HISTORIES=/tmp/h
+    python -m pytest tests/workflows/test_recorded_histories.py -k record
 
 The scenario touches what this release changed in the workflow: approvals
 with previews, a remembered grant used later and then revoked, a rejection,
@@ -27,7 +28,7 @@ from filegate.workflows import AgentWorkflow
 from filegate.workflows.approvals.grants import GrantRevocation
 from filegate.workflows.inputs import Decision, UserMessage
 from tests.scripting import calls
-from tests.test_grants import (
+from tests.workflows.test_grants import (
     approve_remembering,
     docs_agent,
     idle,
@@ -35,9 +36,9 @@ from tests.test_grants import (
     workers,
     write,
 )
-from tests.test_workflow_e2e import final, uid
+from tests.workflows.test_workflow_e2e import final, uid
 
-HISTORIES = Path(__file__).parent / "histories"
+HISTORIES = Path(__file__).parents[1] / "histories"
 
 
 def _recorded() -> list[Path]:

@@ -15,7 +15,9 @@ record from is put first on ``PYTHONPATH`` through a ``filegate`` link::
 
     git worktree add /tmp/rec <commit> && mkdir /tmp/rec-path
     ln -s /tmp/rec /tmp/rec-path/filegate
-    cp tests/test_replay_new_histories.py /tmp/rec/tests/ && cd /tmp/rec
+    cp tests/workflows/test_replay_new_histories.py /tmp/rec/tests/ && cd /tmp/rec
+    # a commit from before the tests were grouped by layer has them flat in tests/:
+    sed -i 's/tests[.]workflows[.]/tests./' tests/test_replay_new_histories.py
     export PYTHONPATH=/tmp/rec-path FILEGATE_RECORD_HISTORIES=/tmp/h
     python -m pytest tests/test_replay_new_histories.py -k test_record_  # this venv's python
 
@@ -86,10 +88,10 @@ with workflow.unsafe.imports_passed_through():
     )
     from filegate.workflows.approvals.grants import GrantRevocation
     from tests.scripting import calls
-    from tests.test_grants import approve_remembering, docs_agent, idle, workers, write
-    from tests.test_workflow_e2e import eventually, final, pending, remote, uid
+    from tests.workflows.test_grants import approve_remembering, docs_agent, idle, workers, write
+    from tests.workflows.test_workflow_e2e import eventually, final, pending, remote, uid
 
-RECORDED = Path(__file__).parent / "histories" / "f71da99"
+RECORDED = Path(__file__).parents[1] / "histories" / "f71da99"
 
 
 @workflow.defn(name="RecordedFileToolsHost")

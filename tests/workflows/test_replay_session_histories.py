@@ -35,7 +35,7 @@ from filegate.workflows import BackendRef, BackendSpec, FileToolsConfig
 from filegate.workflows.file_tools import ToolResult
 from filegate.workflows.session import SessionInput, SessionWorkflow
 
-HISTORIES = sorted((Path(__file__).parent / "histories").glob("session-*/*.json"))
+HISTORIES = sorted((Path(__file__).parents[1] / "histories").glob("session-*/*.json"))
 
 
 def test_session_histories_are_kept() -> None:

@@ -37,8 +37,8 @@ from filegate.kernel.messages import ModelSpec
 from filegate.worker import agent_worker, configured_store, connect, tools_worker
 from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec
 from filegate.workflows.gate import ToolInterrupt
-from tests.test_cli import CLI, call, cli, write_json
-from tests.test_cli_outage import Lines
+from tests.cli.test_cli import CLI, call, cli, write_json
+from tests.cli.test_cli_outage import Lines
 
 pytestmark = pytest.mark.services
 

@@ -20,7 +20,7 @@ is unambiguous):
 CI size: ``FILEGATE_FUZZ_CALLS`` (default 1 050 calls = 21 workflows of 50).
 Full run::
 
-    FILEGATE_FUZZ_CALLS=10000 .venv/bin/python -m pytest tests/test_security_fuzz.py -q
+    FILEGATE_FUZZ_CALLS=10000 .venv/bin/python -m pytest tests/workflows/test_security_fuzz.py -q
 
 The agent and tools workers live on a background event loop for the whole
 test, so each Hypothesis example only starts one workflow.

@@ -45,9 +45,9 @@ from filegate.workflows import (
 )
 from filegate.workflows.approvals.pending import ApprovalBook
 from filegate.workflows.approvals.turn_decisions import check_turn, turn_of, turn_pending
+from tests.cli.test_cli import CLI, cli_env
 from tests.scripting import calls, local_activities
-from tests.test_cli import CLI, cli_env
-from tests.test_workflow_e2e import (
+from tests.workflows.test_workflow_e2e import (
     DOCS_INTERRUPT,
     eventually,
     final,
@@ -60,7 +60,7 @@ from tests.test_workflow_e2e import (
     uid,
 )
 
-__all__ = ["cli_env"]  # the fixture, shared with tests/test_cli.py
+__all__ = ["cli_env"]  # the fixture, shared with tests/cli/test_cli.py
 
 
 def no_edit(tool: str, args: dict[str, Any]) -> str | None:

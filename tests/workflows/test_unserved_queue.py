@@ -23,7 +23,7 @@ from filegate.kernel.limits import DEFAULT_TOOL_WORKER_WAIT
 from filegate.kernel.messages import ToolCall
 from filegate.workflows import BackendRef, BackendSpec, FileTools, FileToolsConfig
 from filegate.workflows.inputs import Limits
-from tests.test_execute_gate import ToolListWorkflow, running_host
+from tests.workflows.test_execute_gate import ToolListWorkflow, running_host
 
 pytestmark = pytest.mark.services
 

@@ -192,7 +192,7 @@ class ApprovalHandlers:
 
         The handler's synchronous part, free of Temporal calls: an exception
         here fails the workflow task on every retry, so whatever :meth:`validate`
-        lets through must pass it (tests/test_decision_payloads.py shows it).
+        lets through must pass it (tests/workflows/test_decision_payloads.py shows it).
         """
         self.book.record(decision, now.isoformat())
         grant = None
