@@ -1,13 +1,30 @@
-"""Building scripted-model turns in tests (contract §10 script format)."""
+"""Building scripted-model turns in tests (contract §10 script format).
+
+Also the two helpers nearly every test on real servers needs: :func:`uid` for
+fresh task queues and workflow ids, and :func:`scripted` for the model.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from typing import Any
 
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHandle
+
+from filegate.kernel.messages import ModelSpec
+
+
+def uid(prefix: str) -> str:
+    """A fresh name (task queue, workflow id, bucket) no other test uses: ``prefix-<10 hex>``."""
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+def scripted(*turns: dict[str, Any], **spec: Any) -> ModelSpec:
+    """The scripted model answering ``turns`` in order (``spec``: more ModelSpec fields)."""
+    return ModelSpec(provider="scripted", options={"script": {"turns": list(turns)}}, **spec)
 
 
 def calls(*items: tuple[str, str, dict[str, Any]]) -> dict[str, Any]:

@@ -45,6 +45,8 @@ from filegate.workflows import (
 TOKEN = "test-reviewer-token-0123456789"
 """The UI token of these tests (``FILEGATE_UI_TOKEN`` in production)."""
 REVIEWER = "ana"
+WEB_UI = "http://127.0.0.1:8233"
+"""The Temporal Web UI the cards link to (a fixed setting; nothing is fetched there)."""
 
 
 def ui_access(reviewer: str = REVIEWER) -> UiAccess:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -31,15 +30,12 @@ from filegate.kernel.messages import ModelSpec
 from filegate.worker import agent_worker, with_payload_codec
 from filegate.workflows import AgentInput, AgentResult, AgentWorkflow, Limits
 from tests.providers_http import FakeModelServer
+from tests.scripting import uid
 
 pytestmark = pytest.mark.services
 
 MIB = 1 << 20
 DONE = "all done"
-
-
-def uid(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:10]}"
 
 
 @pytest.fixture

@@ -23,18 +23,14 @@ from filegate.activities.tools import FileToolActivities
 from filegate.backends.artifacts import ArtifactStore
 from filegate.backends.local_shell import LocalShellBackend
 from filegate.kernel.artifacts import ArtifactRef, chain_scope
-from filegate.kernel.messages import ModelSpec
 from filegate.worker import agent_worker
 from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec
+from tests.scripting import scripted
 
 pytestmark = pytest.mark.services
 
 LINES = 2000
 WIDTH = 99  # + newline = 100 chars a line -> 200 000 chars
-
-
-def _scripted(*turns: dict[str, Any]) -> ModelSpec:
-    return ModelSpec(provider="scripted", options={"script": {"turns": list(turns)}})
 
 
 def _call(call_id: str, name: str, args: dict[str, Any]) -> dict[str, Any]:
@@ -52,7 +48,7 @@ async def test_large_execute_output_is_offloaded(
     stub_path = "/large_tool_results/1:0:c1"
     input = AgentInput(
         task="run it",
-        model=_scripted(
+        model=scripted(
             _call("c1", "execute", {"command": command}),
             _call("c2", "read_file", {"file_path": stub_path, "offset": 1000, "limit": 3}),
             {"content": "done"},

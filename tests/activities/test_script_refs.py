@@ -9,7 +9,6 @@ name the script by it. The worker parses each distinct script once
 from __future__ import annotations
 
 import json
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -36,12 +35,9 @@ from filegate.kernel.transcripts import ModelTurn
 from filegate.worker import agent_worker
 from filegate.workflows import AgentInput, AgentResult, AgentWorkflow
 from filegate.workflows.agent import sandboxed_runner
+from tests.scripting import uid
 
 STEPS = 6
-
-
-def uid(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:10]}"
 
 
 def long_script(tag: str, steps: int = STEPS) -> dict[str, Any]:

@@ -16,11 +16,9 @@ from playwright.async_api import expect
 from temporalio.client import Client
 
 from filegate.workflows import AgentWorkflow, Decision
-from tests.cli.test_ui_browser import CHROMIUM, card, ui_url
+from tests.cli.test_ui_browser import CHROMIUM, card
 from tests.cli.test_ui_desk_browser import SHOTS, reviewer_page
 from tests.ui_support import REVIEWER, agent_stack, pending, tool_results, write_call
-
-__all__ = ["ui_url"]  # the fixture, shared with tests/cli/test_ui_browser.py
 
 pytestmark = [
     pytest.mark.services,

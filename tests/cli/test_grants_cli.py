@@ -24,9 +24,9 @@ from filegate.kernel import wire
 from filegate.workflows import AgentWorkflow, Decision, UserMessage
 from filegate.workflows.approvals import grants as workflow_grants
 from tests.cli.test_cli import cli, cli_env, cli_parallel  # noqa: F401  (cli_env: a fixture)
-from tests.scripting import calls
+from tests.scripting import calls, uid
 from tests.workflows.test_grants import docs_agent, idle, pending_one, write
-from tests.workflows.test_workflow_e2e import final, running_agent, running_tools, uid
+from tests.workflows.test_workflow_e2e import final, running_agent, running_tools
 
 pytestmark = pytest.mark.services
 

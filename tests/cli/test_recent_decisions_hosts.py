@@ -1,4 +1,3 @@
-# ruff: noqa: F811  (the ``ui`` fixture imported from tests.cli.test_ui)
 """Recent decisions of workflows hosting FileTools that keep no approval counters.
 
 Issue 28 item 8. A workflow of one's own started without the approval search
@@ -25,7 +24,7 @@ from filegate.backends.filesystem import FilesystemBackend
 from filegate.cli.ui import listing as ui_listing
 from filegate.workflows import BackendRef, BackendSpec, FileToolsConfig
 from filegate.workflows.gate import ToolInterrupt
-from tests.cli.test_ui import get, listed, post_decision, ui  # noqa: F401  (ui: a fixture)
+from tests.cli.test_ui import get, listed, post_decision
 from tests.ui_support import REVIEWER, write_call
 from tests.workflows.test_execute_gate import ToolListWorkflow, running_host
 from tests.workflows.test_workflow_e2e import eventually, running_tools

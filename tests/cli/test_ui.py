@@ -14,7 +14,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,18 +22,14 @@ import pytest
 from starlette.testclient import TestClient
 from temporalio.client import Client
 
-from filegate.cli.ui.app import PREVIEW_LIMIT, create_app, describe_rule, preview
-from filegate.cli.ui.web_guard import CSRF_HEADER
+from filegate.cli.ui.app import PREVIEW_LIMIT, describe_rule, preview
 from filegate.devstack.servers import TemporalDevServer, is_listening
 from tests.ui_support import (
     REVIEWER,
-    TOKEN,
     agent_stack,
-    client_factory,
     edit_call,
     free_port,
     tool_results,
-    ui_access,
     write_call,
 )
 
@@ -42,18 +37,6 @@ pytestmark = pytest.mark.services
 
 CLI = [sys.executable, "-m", "filegate"]
 """The command line as users run it (``python -m filegate`` is the ``filegate`` script)."""
-
-
-@pytest.fixture
-def ui(temporal_server: TemporalDevServer) -> Iterator[TestClient]:
-    """A reviewer's session: logged in through the token URL, sending the page's CSRF token."""
-    access = ui_access()
-    app = create_app(client_factory(temporal_server), access)
-    with TestClient(app, base_url="http://127.0.0.1:8080") as client:
-        login = client.get("/", params={"token": TOKEN})  # 303 + cookie, then the page
-        assert login.status_code == 200 and f'content="{access.csrf_token}"' in login.text
-        client.headers[CSRF_HEADER] = access.csrf_token
-        yield client
 
 
 async def get(ui: TestClient, url: str) -> Any:

@@ -13,27 +13,21 @@ finish with exactly those outcomes, attributed to the logged-in reviewer.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from playwright.async_api import ConsoleMessage, Locator, Page, async_playwright, expect
 from temporalio.client import Client
 
-from filegate.cli.ui.app import create_app
 from filegate.cli.ui.web_guard import SESSION_COOKIE
-from filegate.devstack.servers import TemporalDevServer
 from tests.ui_support import (
     REVIEWER,
     TOKEN,
     agent_stack,
     artifacts_dir,
-    client_factory,
     edit_call,
     pending,
-    served,
     tool_results,
-    ui_access,
     write_call,
 )
 
@@ -47,22 +41,12 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-WEB_UI = "http://127.0.0.1:8233"
-"""The Temporal Web UI the cards link to (a fixed setting; nothing is fetched there)."""
 
 pytestmark = [
     pytest.mark.services,
     pytest.mark.slow,
     pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian chromium is not installed"),
 ]
-
-
-@pytest.fixture
-def ui_url(temporal_server: TemporalDevServer) -> Iterator[str]:
-    """The UI (behind its guard) served by uvicorn on its own thread and event loop."""
-    app = create_app(client_factory(temporal_server), ui_access(), temporal_web_url=WEB_UI)
-    with served(app) as url:
-        yield url
 
 
 def card(page: Page, workflow_id: str, approval_id: str) -> Locator:

@@ -25,10 +25,11 @@ from temporalio.client import Client
 
 from filegate.workflows import ApprovalConfig
 from tests.cli.test_approval_listing import stopped_worker_approval
-from tests.cli.test_ui_browser import CHROMIUM, CHROMIUM_ARGS, WEB_UI, card, ui_url
+from tests.cli.test_ui_browser import CHROMIUM, CHROMIUM_ARGS, card
 from tests.ui_support import (
     REVIEWER,
     TOKEN,
+    WEB_UI,
     agent_stack,
     artifacts_dir,
     delete_call,
@@ -38,8 +39,6 @@ from tests.ui_support import (
     tool_results,
     write_call,
 )
-
-__all__ = ["ui_url"]  # the fixture, shared with tests/cli/test_ui_browser.py
 
 pytestmark = [
     pytest.mark.services,

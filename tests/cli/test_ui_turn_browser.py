@@ -17,7 +17,7 @@ import pytest
 from playwright.async_api import ConsoleMessage, Page, async_playwright, expect
 from temporalio.client import Client
 
-from tests.cli.test_ui_browser import CHROMIUM, CHROMIUM_ARGS, card, ui_url
+from tests.cli.test_ui_browser import CHROMIUM, CHROMIUM_ARGS, card
 from tests.ui_support import (
     REVIEWER,
     TOKEN,
@@ -27,8 +27,6 @@ from tests.ui_support import (
     tool_results,
     write_call,
 )
-
-__all__ = ["ui_url"]  # the fixture, shared with tests/cli/test_ui_browser.py
 
 pytestmark = [
     pytest.mark.services,

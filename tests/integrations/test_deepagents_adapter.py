@@ -77,13 +77,6 @@ def _plain(value: Any) -> Any:
     return value
 
 
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    root = tmp_path / "ws"
-    root.mkdir()
-    return root
-
-
 @pytest_asyncio.fixture
 async def tools_queue(
     temporal_client: Client, workspace: Path, tmp_path: Path
@@ -192,7 +185,7 @@ async def test_outside_a_workflow_errors_read_as_deepagents_writes_them(
 
 
 async def test_the_deepagents_example_runs_an_agent_in_the_sandbox(
-    temporal_client: Client, tmp_path: Path
+    temporal_client: Client, tmp_path: Path, workspace: Path
 ) -> None:
     """docs/deepagents.md's example: create_deep_agent on FilegateBackend over bwrap."""
     from filegate.backends.bwrap import BwrapSandboxBackend
@@ -203,8 +196,6 @@ async def test_the_deepagents_example_runs_an_agent_in_the_sandbox(
         sys.path.append(folder)
     import deepagents_agent  # type: ignore[import-not-found]
 
-    workspace = tmp_path / "ws"
-    workspace.mkdir()
     messages = await deepagents_agent.main(temporal_client, workspace)
     tool_texts = [m.content for m in messages if type(m).__name__ == "ToolMessage"]
     out = (workspace / "out.txt").read_text().strip()

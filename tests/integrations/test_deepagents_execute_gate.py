@@ -48,7 +48,7 @@ with workflow.unsafe.imports_passed_through():
     from filegate.integrations.deepagents.backend import BackendOptions
     from filegate.integrations.deepagents.worker import sandbox_runner
     from filegate.kernel.execute_gate import ExecuteGateError
-    from tests.integrations.test_deepagents_adapter import BACKEND, tools_queue, workspace  # noqa: F401
+    from tests.integrations.test_deepagents_adapter import BACKEND, tools_queue  # noqa: F401
     from tests.workflows.test_execute_gate import DENY_DOCS, DENY_SECRETS, SECRET, WALK, plant, rule
 
 SANDBOX = "sandbox"

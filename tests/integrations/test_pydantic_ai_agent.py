@@ -76,10 +76,8 @@ async def _run_example(
 async def test_the_agent_waits_on_an_interrupt_and_resumes_after_filegate_approve(
     temporal_server: TemporalDevServer,
     cli_env: dict[str, str],  # noqa: F811
-    tmp_path: Path,
+    workspace: Path,
 ) -> None:
-    workspace = tmp_path / "ws"
-    workspace.mkdir()
     _, answer, seen = await _run_example(temporal_server, workspace, cli_env, "approve")
 
     assert seen["free_before"] == "standup at 10\n"
@@ -92,10 +90,8 @@ async def test_the_agent_waits_on_an_interrupt_and_resumes_after_filegate_approv
 async def test_filegate_reject_writes_nothing_and_tells_the_model(
     temporal_server: TemporalDevServer,
     cli_env: dict[str, str],  # noqa: F811
-    tmp_path: Path,
+    workspace: Path,
 ) -> None:
-    workspace = tmp_path / "ws"
-    workspace.mkdir()
     _, answer, seen = await _run_example(temporal_server, workspace, cli_env, "reject")
 
     assert seen["held_before"] is False

@@ -192,16 +192,14 @@ async def test_reviewer_edit_through_a_link_is_refused_end_to_end(
     (so the interrupt rule itself does not refuse it).
     """
     from filegate.workflows import AgentInput, AgentWorkflow, BackendSpec, Decision
+    from tests.scripting import calls, scripted, uid
     from tests.workflows.test_workflow_e2e import (
-        calls,
         final,
         pending,
         remote,
         results,
         running_agent,
         running_tools,
-        scripted,
-        uid,
     )
 
     rules = [

@@ -44,9 +44,9 @@ from filegate.workflows import (
 )
 from tests.cli.test_cli import CLI, cli_env, write_json  # noqa: F401  (cli_env: a fixture)
 from tests.sandbox_fixtures import _bwrap_ok  # noqa: F401  (fixture)
-from tests.scripting import calls
+from tests.scripting import calls, scripted
 from tests.workflows.test_execute_gate import ToolListWorkflow, running_host
-from tests.workflows.test_workflow_e2e import results, running_agent, running_tools, scripted
+from tests.workflows.test_workflow_e2e import results, running_agent, running_tools
 
 pytestmark = pytest.mark.services
 

@@ -14,7 +14,6 @@ instead of running anything.
 from __future__ import annotations
 
 import contextlib
-import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -33,13 +32,9 @@ from filegate.workflows import AgentInput, AgentResult, AgentWorkflow
 from filegate.workflows.agent import sandboxed_runner
 from filegate.workflows.approvals.reviews import CO_HOSTED_PATCH
 from filegate.workflows.batching import BATCH_AT_START_PATCH
-from tests.scripting import calls, workflow_task_failure
+from tests.scripting import calls, uid, workflow_task_failure
 
 pytestmark = pytest.mark.services
-
-
-def _uid(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:10]}"
 
 
 def _input(shell_q: str, docs_q: str, script: dict[str, Any], **extra: Any) -> AgentInput:
@@ -128,11 +123,11 @@ async def test_co_hosted_run_skips_the_queue_for_its_backend(
     docs_root.mkdir()
     (docs_root / "secret").mkdir()
     (docs_root / "secret" / "key.txt").write_text("hunter2\n")
-    shell_q, docs_q = _uid("shell"), _uid("docs")
+    shell_q, docs_q = uid("shell"), uid("docs")
     # A rule inside the route the shell cannot reach (contract §4).
     permissions = [{"operations": ["read"], "paths": ["/docs/secret/**"], "mode": "deny"}]
     agent_input = _input(shell_q, docs_q, SCRIPT, permissions=permissions)
-    workflow_id = _uid("co")
+    workflow_id = uid("co")
     async with _tools_workers(temporal_client, tmp_path, shell_q, docs_q, serve_agents=True):
         result = await temporal_client.execute_workflow(
             AgentWorkflow.run, agent_input, id=workflow_id, task_queue=shell_q
@@ -175,8 +170,8 @@ async def test_separate_agent_worker_still_sends_every_call_to_the_queue(
     shell_root, docs_root = tmp_path / "shell", tmp_path / "docs"
     shell_root.mkdir()
     docs_root.mkdir()
-    shell_q, docs_q, agent_q = _uid("shell"), _uid("docs"), _uid("agent")
-    workflow_id = _uid("apart")
+    shell_q, docs_q, agent_q = uid("shell"), uid("docs"), uid("agent")
+    workflow_id = uid("apart")
     async with (
         agent_worker(temporal_client, agent_q),
         _tools_workers(temporal_client, tmp_path, shell_q, docs_q, serve_agents=False),
@@ -195,10 +190,10 @@ async def test_a_queue_without_tools_fails_the_task_clearly(
     temporal_client: Client, tmp_path: Path
 ) -> None:
     """A remote ref naming the agent worker's own queue: no tool runs, the task says why."""
-    agent_q = _uid("agent")
+    agent_q = uid("agent")
     script = {"turns": [calls(("w", "write_file", {"file_path": "/a.txt", "content": "x"}))]}
-    agent_input = _input(agent_q, _uid("docs"), script)
-    workflow_id = _uid("none")
+    agent_input = _input(agent_q, uid("docs"), script)
+    workflow_id = uid("none")
     async with agent_worker(temporal_client, agent_q):
         handle = await temporal_client.start_workflow(
             AgentWorkflow.run, agent_input, id=workflow_id, task_queue=agent_q
@@ -217,7 +212,7 @@ async def test_worker_policies_hold_on_the_co_hosted_path(
     even when the run names no policies at all."""
     root = tmp_path / "ws"
     (root / "locked").mkdir(parents=True)
-    queue = _uid("fs")
+    queue = uid("fs")
     policies = PolicyConfig.model_validate(
         {"policies": {"protect": {"kind": "deny_write", "prefixes": ["/locked"]}},
          "required": ["protect"]}
@@ -239,7 +234,7 @@ async def test_worker_policies_hold_on_the_co_hosted_path(
             "policies": [],
         }
     )
-    workflow_id = _uid("pol")
+    workflow_id = uid("pol")
     async with tools_worker(
         temporal_client, queue, {"fs": FilesystemBackend(str(root), virtual_mode=True)},
         tmp_path / "journal", policies=policies, serve_agents=True,

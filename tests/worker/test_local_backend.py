@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -42,13 +41,9 @@ from filegate.workflows import (
     UserMessage,
 )
 from filegate.workflows.agent import sandboxed_runner
-from tests.scripting import calls, local_tool_calls, workflow_task_failure
+from tests.scripting import calls, local_tool_calls, uid, workflow_task_failure
 
 pytestmark = pytest.mark.services
-
-
-def _uid(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:10]}"
 
 
 def _script() -> dict[str, Any]:
@@ -117,10 +112,10 @@ async def test_local_backend_matches_remote_without_task_queue_trips(
     local_root, remote_root = tmp_path / "local", tmp_path / "remote"
     local_root.mkdir()
     remote_root.mkdir()
-    agent_q, tools_q = _uid("agent"), _uid("tools")
+    agent_q, tools_q = uid("agent"), uid("tools")
     local_fs = FilesystemBackend(str(local_root), virtual_mode=True)
     remote_fs = FilesystemBackend(str(remote_root), virtual_mode=True)
-    local_id, remote_id = _uid("local"), _uid("remote")
+    local_id, remote_id = uid("local"), uid("remote")
     async with (
         agent_worker(
             temporal_client,
@@ -200,8 +195,8 @@ async def test_local_mutation_is_journaled_once(temporal_client: Client, tmp_pat
         ]
     }  # fmt: skip
     agent_input = _on_local_ws("append", script)
-    workflow_id = _uid("once")
-    queue = _uid("agent")
+    workflow_id = uid("once")
+    queue = uid("agent")
     async with agent_worker(
         temporal_client, queue, backends={"ws": fs}, journal_dir=tmp_path / "journal"
     ):
@@ -232,8 +227,8 @@ async def test_local_ref_waits_for_a_worker_that_hosts_the_backend(
         ]
     }
     agent_input = _on_local_ws("list", script)
-    queue = _uid("agent")
-    workflow_id = _uid("missing")
+    queue = uid("agent")
+    workflow_id = uid("missing")
     async with agent_worker(temporal_client, queue):
         handle = await temporal_client.start_workflow(
             AgentWorkflow.run, agent_input, id=workflow_id, task_queue=queue
@@ -312,8 +307,8 @@ async def test_run_survives_an_agent_worker_that_lost_the_transcript(
             "wait_for_messages": True,
         }
     )
-    queue = _uid("agent")
-    workflow_id = _uid("lost")
+    queue = uid("agent")
+    workflow_id = uid("lost")
     async with agent_worker(temporal_client, queue):
         handle = await temporal_client.start_workflow(
             AgentWorkflow.run, agent_input, id=workflow_id, task_queue=queue
@@ -352,12 +347,12 @@ async def test_local_tool_failure_is_a_tool_error(temporal_client: Client, tmp_p
     agent_input = _on_local_ws("list", script).model_copy(
         update={"backend": BackendSpec(default=BackendRef(kind="local", name="elsewhere"))}
     )
-    queue = _uid("agent")
+    queue = uid("agent")
     async with agent_worker(
         temporal_client, queue, backends={"ws": fs}, journal_dir=tmp_path / "journal"
     ):
         result = await temporal_client.execute_workflow(
-            AgentWorkflow.run, agent_input, id=_uid("unknown"), task_queue=queue
+            AgentWorkflow.run, agent_input, id=uid("unknown"), task_queue=queue
         )
     [tool] = [m for m in result.transcript if m["role"] == "tool"]
     assert tool["status"] == "error" and "elsewhere" in tool["content"]

@@ -26,7 +26,6 @@ import subprocess
 import sys
 import threading
 import urllib.request
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -55,22 +54,17 @@ from filegate.backends.local_shell import LocalShellBackend
 from filegate.backends.settings import Settings
 from filegate.devstack.s3 import S3DevServer
 from filegate.devstack.servers import TemporalDevServer
-from filegate.kernel.messages import ModelSpec
 from filegate.kernel.permissions import FilesystemPermission
 from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec, Decision
 from filegate.workflows.approvals.grant_models import GrantRequest
 from filegate.workflows.inputs import RouteSpec
 from tests.cli.test_cli import CLI, env_for, stop_worker
-from tests.scripting import calls
+from tests.scripting import calls, scripted, uid
 from tests.workflows.test_replay_new_histories import SCENARIOS, recorded
 
 pytestmark = pytest.mark.services
 
 QUIET = Settings()
-
-
-def uid(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
 def free_port() -> int:
@@ -215,10 +209,6 @@ async def eventually_scraped(port: int, name: str, minimum: float, **labels: str
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def scripted(*turns: dict[str, Any]) -> ModelSpec:
-    return ModelSpec(provider="scripted", options={"script": {"turns": list(turns)}})
 
 
 DENY_SECRETS = FilesystemPermission(operations=["write"], paths=["/secrets/**"], mode="deny")

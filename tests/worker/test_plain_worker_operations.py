@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 from datetime import timedelta
@@ -37,6 +36,7 @@ from filegate.operations import OperationTimedOut, has_pollers, run_outside
 from filegate.plugin import FilegatePlugin
 from filegate.worker import tools_worker
 from tests.cli.test_cli import cli, cli_env, cli_parallel, start_worker, stop_worker
+from tests.scripting import uid
 
 __all__ = ["cli_env"]  # the fixture, shared with test_cli
 
@@ -50,10 +50,6 @@ def workspace(tmp_path: Path) -> Path:
     root.mkdir()
     (root / "notes.md").write_text("one\ntwo\n")
     return root
-
-
-def uid(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
 async def polled(client: Client, queue: str, *, workflow: bool) -> None:

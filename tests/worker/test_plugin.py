@@ -11,13 +11,14 @@ a worker's own workflows and activities kept next to Filegate's. The pieces
 from __future__ import annotations
 
 import contextlib
-import uuid
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, cast
 
 import pytest
 from temporalio import activity, workflow
+
+from tests.scripting import scripted, uid
 
 # The sandbox re-imports this module for EchoWorkflow: share the rest with it.
 with workflow.unsafe.imports_passed_through():
@@ -47,7 +48,6 @@ with workflow.unsafe.imports_passed_through():
     from filegate.backends.settings import JournalSettings, Settings
     from filegate.devstack.s3 import S3DevServer
     from filegate.devstack.servers import TemporalDevServer
-    from filegate.kernel.messages import ModelSpec
     from filegate.plugin import with_filegate_codec
     from filegate.worker import ConfigError
     from filegate.workflows import AgentInput, AgentResult, AgentWorkflow, BackendRef, BackendSpec
@@ -62,14 +62,6 @@ LOCAL = BackendRef(kind="local", name="ws")
 
 QUIET = Settings()
 """No S3 and the default model profiles, whatever the test process's environment says."""
-
-
-def uid(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
-
-def scripted(*turns: dict[str, Any]) -> ModelSpec:
-    return ModelSpec(provider="scripted", options={"script": {"turns": list(turns)}})
 
 
 def tool_results(result: AgentResult) -> dict[str, str]:

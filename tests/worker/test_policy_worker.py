@@ -38,15 +38,8 @@ from filegate.kernel.protocol import BackendProtocol
 from filegate.kernel.state import StateBackend
 from filegate.worker import ConfigError, file_tools, make_backend
 from filegate.workflows import AgentInput, AgentResult, AgentWorkflow, BackendSpec, Decision
-from tests.workflows.test_workflow_e2e import (
-    calls,
-    final,
-    remote,
-    results,
-    run_agent,
-    running_agent,
-    scripted,
-)
+from tests.scripting import calls, scripted
+from tests.workflows.test_workflow_e2e import final, remote, results, run_agent, running_agent
 
 pytestmark = pytest.mark.services
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import time
-import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -47,7 +46,7 @@ from filegate.workflows import (
     batching,
 )
 from filegate.workflows.agent import sandboxed_runner
-from tests.scripting import calls, local_activities, local_tool_calls
+from tests.scripting import calls, local_activities, local_tool_calls, uid
 
 pytestmark = pytest.mark.services
 
@@ -64,10 +63,6 @@ SCRIPT = {
         {"content": "done"},
     ]
 }  # fmt: skip
-
-
-def _uid(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:10]}"
 
 
 def _input(script: dict[str, Any], ref: BackendRef) -> AgentInput:
@@ -100,7 +95,7 @@ async def _run(
 ) -> tuple[AgentResult, WorkflowHistory]:
     """One run on backend ``ws`` (``root``): hosted by the agent worker (``kind="local"``)
     or by a tools worker of its own (``kind="remote"``)."""
-    agent_q, tools_q, workflow_id = _uid("agent"), _uid("tools"), _uid("batch")
+    agent_q, tools_q, workflow_id = uid("agent"), uid("tools"), uid("batch")
     fs = backend or FilesystemBackend(str(root), virtual_mode=True)
     if kind == "local":
         ref = BackendRef(kind="local", name="ws")

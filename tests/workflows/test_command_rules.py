@@ -42,7 +42,7 @@ from filegate.workflows import AgentInput, AgentWorkflow, BackendSpec, Decision
 from filegate.workflows.gate import ToolInterrupt, approval_trigger, check_call
 from tests.cli.test_cli import CLI, call, cli, cli_env, write_json
 from tests.cli.test_run_cli import _pending as pending_once_started
-from tests.scripting import calls
+from tests.scripting import calls, scripted, uid
 from tests.workflows.test_workflow_e2e import (
     final,
     pending,
@@ -50,8 +50,6 @@ from tests.workflows.test_workflow_e2e import (
     results,
     running_agent,
     running_tools,
-    scripted,
-    uid,
 )
 
 __all__ = ["cli_env"]  # the fixture, shared with test_cli

@@ -23,10 +23,10 @@ from filegate.kernel.routing import Router
 from filegate.kernel.tool_types import ToolName
 from filegate.workflows import AgentInput, AgentWorkflow, BackendSpec, Decision
 from filegate.workflows.gate import approval_trigger, check_call
-from tests.scripting import calls
+from tests.scripting import calls, scripted, uid
 from tests.workflows.test_command_rules import HOST_SHELL_WITH_DENY, execute_call
 from tests.workflows.test_grants import pending_one, workers
-from tests.workflows.test_workflow_e2e import final, remote, results, scripted, uid
+from tests.workflows.test_workflow_e2e import final, remote, results
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "approvals.md"
 

@@ -29,14 +29,8 @@ from filegate.workflows.context import (
     view_tokens,
 )
 from tests.run_chain import scope_of
-from tests.workflows.test_history_size import (
-    agent_with_store,
-    calls,
-    model_inputs,
-    new_store,
-    scripted,
-    uid,
-)
+from tests.scripting import calls, scripted, uid
+from tests.workflows.test_history_size import agent_with_store, model_inputs, new_store
 
 
 def _turns(n: int, size: int) -> list[Message]:

@@ -8,7 +8,6 @@ holding the same store, which answers ``read_file`` of the stub's path from it.
 
 from __future__ import annotations
 
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -26,15 +25,12 @@ from filegate.worker import agent_worker, configured_store, tools_worker, with_p
 from filegate.workflows import AgentInput, AgentResult, AgentWorkflow, BackendRef, BackendSpec
 from filegate.workflows.context import EVICT_CHARS, evicted_name
 from tests.run_chain import scope_of
+from tests.scripting import uid
 
 pytestmark = pytest.mark.services
 
 LINES = 3000
 ARCHIVED = CONVERSATION_DIR + evicted_name(0)
-
-
-def uid(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:10]}"
 
 
 def big_task() -> str:

@@ -32,9 +32,9 @@ from filegate.workflows.approvals.grants import GrantBook, GrantRevocation
 from filegate.workflows.approvals.handlers import ApprovalHandlers
 from filegate.workflows.approvals.pending import ApprovalBook, stamped
 from filegate.workflows.approvals.turn_decisions import TurnDecision
-from tests.scripting import calls
+from tests.scripting import calls, scripted, uid
 from tests.workflows.test_grants import pending_one, workers, write
-from tests.workflows.test_workflow_e2e import final, remote, scripted, uid
+from tests.workflows.test_workflow_e2e import final, remote
 
 CONVERTER = pydantic_data_converter.payload_converter
 NOW = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)

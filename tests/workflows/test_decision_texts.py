@@ -19,8 +19,8 @@ from temporalio.client import Client
 from filegate.workflows import AgentInput, AgentWorkflow, BackendSpec, Decision
 from filegate.workflows.approvals.pending import rejection_text, response_text
 from filegate.workflows.gate import ToolInterrupt
-from tests.scripting import calls
-from tests.workflows.test_workflow_e2e import final, pending, results, running_agent, scripted, uid
+from tests.scripting import calls, scripted, uid
+from tests.workflows.test_workflow_e2e import final, pending, results, running_agent
 
 pytestmark = pytest.mark.services
 

@@ -26,8 +26,9 @@ from filegate.workflows import BackendSpec, Decision, FileToolsConfig, PendingAp
 from filegate.workflows.approvals.grant_models import GrantRequest
 from filegate.workflows.approvals.grants import GrantBook, grant_scope
 from filegate.workflows.gate import ToolInterrupt
+from tests.scripting import uid
 from tests.workflows.test_grants import ToolListWorkflow, decide_host, host_worker
-from tests.workflows.test_workflow_e2e import remote, uid
+from tests.workflows.test_workflow_e2e import remote
 
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 EXECUTE = {"source": "interrupt_on", "tool": "execute", "always": True}

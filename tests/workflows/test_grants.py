@@ -1,4 +1,4 @@
-# ruff: noqa: F811  (pytest fixtures imported from tests.worker.test_policy_worker / test_workflow_e2e)
+# ruff: noqa: F811  (the ``stack`` fixture imported from tests.worker.test_policy_worker)
 """Grants (remembered approvals): the book, and the workflow paths that use it.
 
 The unit tests pin the scope rules (default pattern, narrowing, execute's
@@ -45,18 +45,15 @@ from filegate.workflows.approvals.grants import (
     grant_scope,
 )
 from filegate.workflows.runner import agent_runner
-from tests.scripting import calls
+from tests.scripting import calls, scripted, uid
 from tests.worker.test_policy_worker import Stack, audit_lines, stack  # noqa: F401  (stack: a fixture)
 from tests.workflows.test_execute_gate import ToolListWorkflow, _load_example
-from tests.workflows.test_workflow_e2e import (  # noqa: F401  (time_env: a fixture)
+from tests.workflows.test_workflow_e2e import (
     eventually,
     final,
     remote,
     results,
     running_agent,
-    scripted,
-    time_env,
-    uid,
 )
 
 DOCS = FilesystemPermission(operations=["write"], paths=["/docs/**"], mode="interrupt")

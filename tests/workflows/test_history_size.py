@@ -9,11 +9,9 @@ by-value fallback) -- both must give the same transcript.
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import pytest
 from minio import Minio
@@ -51,19 +49,11 @@ from filegate.workflows import (
 )
 from filegate.workflows.context import EVICT_CHARS, evicted_name
 from tests.run_chain import scope_of
-from tests.scripting import calls
+from tests.scripting import calls, scripted, uid
 
 pytestmark = pytest.mark.services
 
 HISTORY_LIMIT = 256 * 1024
-
-
-def uid(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:10]}"
-
-
-def scripted(*turns: dict[str, Any], **spec: Any) -> ModelSpec:
-    return ModelSpec(provider="scripted", options={"script": {"turns": list(turns)}}, **spec)
 
 
 def new_store(minio_client: Minio) -> ArtifactStore:

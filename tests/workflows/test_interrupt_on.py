@@ -24,16 +24,14 @@ from filegate.workflows import AgentInput, AgentWorkflow, ApprovalConfig, Backen
 from filegate.workflows.approvals.pending import approval_deadline
 from filegate.workflows.gate import ArgPredicate, CheckedCall, ToolInterrupt, approval_trigger
 from filegate.workflows.inputs import RuleTimeout
+from tests.scripting import calls, scripted, uid
 from tests.workflows.test_workflow_e2e import (
-    calls,
     final,
     pending,
     remote,
     results,
     running_agent,
     running_tools,
-    scripted,
-    uid,
 )
 
 # --------------------------------------------------------------------------- the rule model

@@ -34,6 +34,7 @@ from filegate.kernel.state import StateBackend
 from filegate.worker import file_tools
 from filegate.workflows import AgentInput, AgentWorkflow, BackendSpec, Decision
 from filegate.workflows.approvals.pending import PREVIEW_CHANGED, PREVIEW_NOT_READY
+from tests.scripting import scripted, uid
 from tests.workflows.test_previews import request
 from tests.workflows.test_workflow_e2e import (
     eventually,
@@ -42,8 +43,6 @@ from tests.workflows.test_workflow_e2e import (
     results,
     running_agent,
     running_tools,
-    scripted,
-    uid,
 )
 
 SECRET = "s3cret-token-value"

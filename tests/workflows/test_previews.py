@@ -47,7 +47,7 @@ from filegate.workflows.approvals.handlers import (
 )
 from filegate.workflows.gate import ToolInterrupt
 from filegate.workflows.inputs import DecidedApproval
-from tests.scripting import calls
+from tests.scripting import calls, scripted, uid
 from tests.workflows.test_workflow_e2e import (
     REPLAY_IDS,
     eventually,
@@ -57,8 +57,6 @@ from tests.workflows.test_workflow_e2e import (
     results,
     running_agent,
     running_tools,
-    scripted,
-    uid,
 )
 
 TWENTY = "".join(f"line {n}\n" for n in range(1, 21))

@@ -27,7 +27,7 @@ from temporalio.worker import Replayer
 from filegate.workflows import AgentWorkflow
 from filegate.workflows.approvals.grants import GrantRevocation
 from filegate.workflows.inputs import Decision, UserMessage
-from tests.scripting import calls
+from tests.scripting import calls, uid
 from tests.workflows.test_grants import (
     approve_remembering,
     docs_agent,
@@ -36,7 +36,7 @@ from tests.workflows.test_grants import (
     workers,
     write,
 )
-from tests.workflows.test_workflow_e2e import final, uid
+from tests.workflows.test_workflow_e2e import final
 
 HISTORIES = Path(__file__).parents[1] / "histories"
 

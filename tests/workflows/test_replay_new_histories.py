@@ -87,9 +87,9 @@ with workflow.unsafe.imports_passed_through():
         UserMessage,
     )
     from filegate.workflows.approvals.grants import GrantRevocation
-    from tests.scripting import calls
+    from tests.scripting import calls, uid
     from tests.workflows.test_grants import approve_remembering, docs_agent, idle, workers, write
-    from tests.workflows.test_workflow_e2e import eventually, final, pending, remote, uid
+    from tests.workflows.test_workflow_e2e import eventually, final, pending, remote
 
 RECORDED = Path(__file__).parents[1] / "histories" / "f71da99"
 

@@ -22,16 +22,12 @@ from filegate.backends.artifacts import ArtifactStore
 from filegate.backends.filesystem import FilesystemBackend
 from filegate.backends.local_shell import LocalShellBackend
 from filegate.kernel.artifacts import chain_scope
-from filegate.kernel.messages import ModelSpec
 from filegate.kernel.tool_types import ToolOutcome, ToolRequest
 from filegate.worker import agent_worker
 from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec
+from tests.scripting import scripted
 
 pytestmark = pytest.mark.services
-
-
-def scripted(*turns: dict[str, Any]) -> ModelSpec:
-    return ModelSpec(provider="scripted", options={"script": {"turns": list(turns)}})
 
 
 def call(call_id: str, name: str, args: dict[str, Any]) -> dict[str, Any]:

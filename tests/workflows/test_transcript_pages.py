@@ -9,7 +9,6 @@ logic first, then real runs (dev server, weed) with a tiny context window.
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 import pytest
@@ -33,13 +32,10 @@ from filegate.workflows.context import (
     to_archive,
 )
 from filegate.workflows.inputs import AgentInput as AgentInputModel
+from tests.scripting import uid
 
 FILE = "".join(f"{i:04d} " + "p" * 75 + "\n" for i in range(40))  # 3 200 chars
 READS = 14
-
-
-def uid(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:10]}"
 
 
 def _messages(n: int) -> list[Message]:

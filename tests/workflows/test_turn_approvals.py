@@ -46,7 +46,7 @@ from filegate.workflows import (
 from filegate.workflows.approvals.pending import ApprovalBook
 from filegate.workflows.approvals.turn_decisions import check_turn, turn_of, turn_pending
 from tests.cli.test_cli import CLI, cli_env
-from tests.scripting import calls, local_activities
+from tests.scripting import calls, local_activities, scripted, uid
 from tests.workflows.test_workflow_e2e import (
     DOCS_INTERRUPT,
     eventually,
@@ -56,8 +56,6 @@ from tests.workflows.test_workflow_e2e import (
     results,
     running_agent,
     running_tools,
-    scripted,
-    uid,
 )
 
 __all__ = ["cli_env"]  # the fixture, shared with tests/cli/test_cli.py

@@ -12,14 +12,12 @@ import asyncio
 import os
 import signal
 import sys
-import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
-import pytest_asyncio
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -48,16 +46,12 @@ from filegate.workflows import (
 )
 from filegate.workflows.agent import sandboxed_runner
 from filegate.workflows.inputs import RuleTimeout
-from tests.scripting import calls
+from tests.scripting import calls, scripted, uid
 
 pytestmark = pytest.mark.services
 
 REPLAY_IDS: list[str] = []
 """Workflow ids of completed runs, replayed by test_replay_histories."""
-
-
-def scripted(*turns: dict[str, Any]) -> ModelSpec:
-    return ModelSpec(provider="scripted", options={"script": {"turns": list(turns)}})
 
 
 def final(text: str = "done") -> dict[str, Any]:
@@ -73,10 +67,6 @@ def remote(name: str, queue: str, *, execute: bool = False, shell: str | None = 
     return BackendRef(
         kind="remote", name=name, task_queue=queue, can_execute=execute, shell_path=shell
     )
-
-
-def uid(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:10]}"
 
 
 @asynccontextmanager
@@ -938,19 +928,6 @@ async def test_replay_histories(temporal_client: Client) -> None:
 
 
 # --------------------------------------------------------------------------- timers
-
-
-@pytest_asyncio.fixture(scope="module")
-async def time_env() -> AsyncIterator[WorkflowEnvironment]:
-    """The time-skipping test server shipped in the venv (no download)."""
-    binary = Path(sys.executable).parent / "temporal-test-server"
-    env = await WorkflowEnvironment.start_time_skipping(
-        data_converter=pydantic_data_converter, test_server_existing_path=str(binary)
-    )
-    try:
-        yield env
-    finally:
-        await env.shutdown()
 
 
 def _approval_input(model: ModelSpec, approvals: ApprovalConfig) -> AgentInput:
