@@ -1,8 +1,9 @@
 """Session fixtures for the real services: Temporal dev server and S3 (weed mini).
 
 Lazy by design: a server starts only when a test asks for it, once per
-session, and is stopped at session end. Other test files add their own
-fixtures next to their tests; this file stays about the shared services.
+session, and is stopped at session end. A group's conftest.py (tests/cli/,
+tests/workflows/, ...) holds the fixtures its modules share, and a test file
+its own; this file stays about the shared services.
 """
 
 from __future__ import annotations
