@@ -6,8 +6,9 @@ The facade names what most users need; everything else lives in the layers
 - :mod:`filegate.backends` — plain Python backends (no Temporal);
 - :mod:`filegate.activities` — the ``filegate.<tool>`` and ``filegate.model`` activities;
 - :mod:`filegate.workflows` — :class:`FileTools` for any workflow, :class:`AgentWorkflow`, inputs;
-- :mod:`filegate.worker` — workers per role and backend type;
-- :mod:`filegate.plugin` — :class:`FilegatePlugin`, all of it as one Temporal plugin.
+- :mod:`filegate.worker` — the worker roles (:func:`agent_role`, :func:`tools_role`,
+  worker plugins) and the workers built from them;
+- :mod:`filegate.plugin` — :class:`FilegatePlugin`, what a client and all its workers share.
 
 :class:`TemporalDevServer` (:mod:`filegate.devstack`, the ``devstack`` extra) is a
 private Temporal dev server for examples and tests.
@@ -28,7 +29,14 @@ if TYPE_CHECKING:
     from filegate.kernel.permissions import FilesystemPermission
     from filegate.kernel.state import StateBackend
     from filegate.plugin import FilegatePlugin
-    from filegate.worker import agent_worker, connect, tools_worker
+    from filegate.worker import (
+        WorkerTuning,
+        agent_role,
+        agent_worker,
+        connect,
+        tools_role,
+        tools_worker,
+    )
     from filegate.workflows import (
         AgentInput,
         AgentResult,
@@ -56,7 +64,14 @@ __getattr__, __dir__, __all__ = attach(
         ".kernel.permissions": ["FilesystemPermission"],
         ".kernel.state": ["StateBackend"],
         ".plugin": ["FilegatePlugin"],
-        ".worker": ["agent_worker", "connect", "tools_worker"],
+        ".worker": [
+            "WorkerTuning",
+            "agent_role",
+            "agent_worker",
+            "connect",
+            "tools_role",
+            "tools_worker",
+        ],
         ".workflows": [
             "AgentInput",
             "AgentResult",

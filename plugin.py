@@ -16,7 +16,9 @@ object, the way Temporal's own integrations (``OpenAIAgentsPlugin``) do:
   ``filegate.preview``, batching over them, and one operation outside a
   workflow (``OperationWorkflow`` and ``filegate.transfer.*``, for ``filegate
   call`` and the Deep Agents adapter). Neither: a worker for workflows
-  of your own that host ``FileTools`` over remote backends.
+  of your own that host ``FileTools`` over remote backends. The roles are the
+  worker-level plugins of :mod:`filegate.worker` (``agent_role``,
+  ``tools_role``); give one to a single ``Worker`` to serve it there alone.
 
 On the client it also starts Filegate's workflow types with the short workflow
 task timeout when the caller names none (:class:`~filegate.worker.ShortWorkflowTasks`).
@@ -30,34 +32,28 @@ Filegate's, on one endpoint.
 
 The store comes from typed settings (``FILEGATE_S3_*``) or the ``artifacts``
 argument; it never travels in a workflow input. :mod:`filegate.worker`'s
-factories (``filegate worker``, ``filegate run``) build their workers through
-this plugin too, with explicit values: there is one wiring path.
+factories (``filegate worker``, ``filegate run``) build their workers from the
+same roles, with explicit values: there is one wiring path.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import logging
 import os
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
-from datetime import timedelta
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal
 
 from temporalio.contrib.pydantic import PydanticPayloadConverter
 from temporalio.converter import DataConverter, DefaultPayloadConverter
 from temporalio.plugin import SimplePlugin
 from temporalio.service import ConnectConfig, ServiceClient
 from temporalio.worker import (
-    PollerBehaviorSimpleMaximum,
     ReplayerConfig,
-    Worker,
     WorkerConfig,
 )
 
-from filegate.activities.contract import HEARTBEAT_THROTTLE
 from filegate.activities.history import (
     ArtifactPayloadCodec,
     InlineMarkingPayloadConverter,
@@ -71,22 +67,21 @@ from filegate.activities.telemetry import (
 )
 from filegate.backends.policy import PolicyConfig
 from filegate.backends.settings import Settings
-from filegate.kernel.command_rules import CommandPrefixError
-from filegate.kernel.execute_gate import ExecuteGateError
 from filegate.worker import (
-    ACTIVITY_TASK_POLLERS,
     FROM_SETTINGS,
-    STICKY_SCHEDULE_TO_START,
-    WORKFLOW_TASK_POLLERS,
+    NO_TUNING,
     ConfigError,
     ShortWorkflowTasks,
+    WorkerRole,
+    agent_role,
     configured_store,
-    file_tools,
     profiles_from,
     settings_store,
-    with_preview,
+    tools_role,
+    with_filegate_runner,
 )
-from filegate.workflows.runner import filegate_runner
+from filegate.worker import WORKFLOW_FAILURE_TYPES as WORKFLOW_FAILURE_TYPES
+from filegate.worker import WorkerTuning as WorkerTuning
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
@@ -104,68 +99,9 @@ FROM_ENV: Literal["env"] = "env"
 
 log = logging.getLogger("filegate.plugin")
 
-_SDK_DEFAULTS = {
-    name: p.default for name, p in inspect.signature(Worker.__init__).parameters.items()
-}
-"""``Worker``'s defaults: only options left at them are tuned (a user's own setting wins)."""
-
-_POLL_COUNTS = {
-    "workflow_task_poller_behavior": "max_concurrent_workflow_task_polls",
-    "activity_task_poller_behavior": "max_concurrent_activity_task_polls",
-}
-"""The older count option that, when set, replaces the poller behavior (the SDK reads it first)."""
-
-
-@dataclass(frozen=True)
-class WorkerTuning:
-    """Worker options Filegate sets besides workflows and activities (None: the SDK's);
-    the defaults' reasons are at the constants they come from. An option the
-    worker sets itself (any value but the SDK's default) wins."""
-
-    workflow_task_polls: int | None = WORKFLOW_TASK_POLLERS
-    activity_task_polls: int | None = ACTIVITY_TASK_POLLERS
-    sticky_schedule_to_start: timedelta | None = STICKY_SCHEDULE_TO_START
-    heartbeat_throttle: timedelta | None = HEARTBEAT_THROTTLE
-
-    @classmethod
-    def for_roles(cls, *, agent: bool, tools: bool) -> WorkerTuning:
-        """An agent's workflow polls and sticky timeout, a tools worker's activity polls
-        and heartbeat throttle (a dead tools worker is noticed fast)."""
-        full = cls()
-        return cls(
-            workflow_task_polls=full.workflow_task_polls if agent else None,
-            sticky_schedule_to_start=full.sticky_schedule_to_start if agent else None,
-            activity_task_polls=full.activity_task_polls if tools else None,
-            heartbeat_throttle=full.heartbeat_throttle if tools else None,
-        )
-
-    def apply(self, config: WorkerConfig) -> None:
-        """Set these values on ``config`` where it holds the SDK's default."""
-        options = cast(dict[str, Any], config)
-        polls = (self.workflow_task_polls, self.activity_task_polls)
-        tuned: dict[str, Any] = {
-            key: PollerBehaviorSimpleMaximum(maximum=n) if n else None
-            for key, n in zip(_POLL_COUNTS, polls, strict=True)
-        }
-        tuned["sticky_queue_schedule_to_start_timeout"] = self.sticky_schedule_to_start
-        tuned["max_heartbeat_throttle_interval"] = self.heartbeat_throttle
-        for key, value in tuned.items():
-            keys = (key, _POLL_COUNTS.get(key, key))
-            if value is not None and all(options.get(k) == _SDK_DEFAULTS[k] for k in keys):
-                options[key] = value
-
-
 _OURS = (DefaultPayloadConverter, PydanticPayloadConverter, InlineMarkingPayloadConverter)
 """Payload converters the plugin replaces by Filegate's; any other one (another
 plugin's, such as ``OpenAIAgentsPlugin``'s) is kept and only gets the codec."""
-
-
-WORKFLOW_FAILURE_TYPES: tuple[type[Exception], ...] = (ExecuteGateError, CommandPrefixError)
-"""Filegate's typed configuration errors. Raised in workflow code (a host of
-``FileTools`` checking its rules, an adapter's gate inside a workflow), they
-fail the workflow: a configuration that can never run. Unregistered, each
-would fail only the workflow task, which Temporal retries until the code
-changes, so the run would hang with no answer."""
 
 
 class FilegatePlugin(SimplePlugin):
@@ -188,10 +124,13 @@ class FilegatePlugin(SimplePlugin):
     group opens that store, ``models`` the default profiles, ``journal`` the
     journal's fsync and ``commands`` the execute-with-policies consent.
 
-    Every worker built from a client carrying the plugin gets its roles. For
-    workers of different roles in one process, give each its own client, or
-    give each worker its own plugin (``Worker(..., plugins=[...])``) on a client
-    that already carries Filegate's converter (:func:`filegate.worker.connect`).
+    ``agent`` and ``backends`` are a shorthand for the worker roles
+    (:func:`~filegate.worker.agent_role`, :func:`~filegate.worker.tools_role`)
+    that every worker built from this plugin's client then serves. For workers
+    of different roles in one process, leave them out here
+    (``FilegatePlugin()`` on the client: the converter, codec, runner and
+    failure types) and give each ``Worker`` its role: ``Worker(client,
+    task_queue=..., plugins=[tools_role(...)])``.
     Next to ``OpenAIAgentsPlugin``, list this plugin after it: that plugin
     refuses any converter but its own, and this one keeps it and adds the codec.
 
@@ -247,14 +186,34 @@ class FilegatePlugin(SimplePlugin):
             tracer_provider, metrics_address or metrics_bind_address(metrics_port)
         )
         self._store: ArtifactStore | None = _UNRESOLVED if isinstance(artifacts, str) else artifacts
-        self._model: list[Callable[..., Any]] | None = None
-        self._tools: dict[bool, list[Callable[..., Any]]] = {}
+        self.roles = self._roles()
         super().__init__(
             "filegate.FilegatePlugin",
             data_converter=self._converter,
-            workflows=self._workflows,
             interceptors=[ShortWorkflowTasks(), *self.telemetry.interceptors()],
         )
+
+    def _roles(self) -> list[WorkerRole]:
+        """The worker roles asked for, sharing this plugin's store and tuned by it as a whole."""
+        roles: list[WorkerRole] = []
+        if self.agent:
+            profiles = self.model_profiles or profiles_from(self.settings.models)
+            roles.append(
+                agent_role(model_profiles=profiles, artifacts=self.store, tuning=NO_TUNING)
+            )
+        if self.backends:
+            allow = self.allow_execute_with_policies
+            if allow is None:
+                allow = self.settings.commands.allow_execute_with_policies
+            assert self.journal_dir is not None  # checked in __init__
+            roles.append(
+                tools_role(
+                    self.backends, self.journal_dir, artifacts=self.store, policies=self.policies,
+                    allow_execute_with_policies=allow, journal_fsync=self.settings.journal.fsync,
+                    tuning=NO_TUNING,
+                )
+            )  # fmt: skip
+        return roles
 
     def store(self) -> ArtifactStore | None:
         """The artifact store, opened on first need (blocking when no connect did it)."""
@@ -307,67 +266,22 @@ class FilegatePlugin(SimplePlugin):
                 "payload codec: give the plugin to Client.connect, or build the client with "
                 "filegate.worker.connect"
             )
-        batch = config.get("max_task_queue_activities_per_second") is None
-        config["activities"] = [*config.get("activities", []), *self._activities(batch)]
-        config["workflow_runner"] = filegate_runner(config.get("workflow_runner"), converter)
-        config["workflow_failure_exception_types"] = failure_types(config)
         self.tuning.apply(config)
+        for role in self.roles:
+            role.configure_worker(config)
+        with_filegate_runner(config)
         return config
 
     def configure_replayer(self, config: ReplayerConfig) -> ReplayerConfig:
-        """The converter and workflows (``SimplePlugin``), and the runner the workers use."""
+        """The converter (``SimplePlugin``), the roles' workflows and the runner the workers use."""
         config = super().configure_replayer(config)
-        converter = config.get("data_converter") or DataConverter.default
-        config["workflow_runner"] = filegate_runner(config.get("workflow_runner"), converter)
-        config["workflow_failure_exception_types"] = failure_types(config)
+        for role in self.roles:
+            role.configure_replayer(config)
+        with_filegate_runner(config)
         return config
 
     def _converter(self, existing: DataConverter | None) -> DataConverter:
         return with_filegate_codec(existing, self.store())
-
-    def _workflows(self, existing: Sequence[type] | None) -> Sequence[type]:
-        workflows = list(existing or [])
-        if self.agent:
-            from filegate.workflows import AgentWorkflow
-            from filegate.workflows.session import SessionWorkflow
-
-            # A session (filegate mcp) runs the same FileTools as an agent's run.
-            for hosted in (AgentWorkflow, SessionWorkflow):
-                if hosted not in workflows:
-                    workflows.append(hosted)
-        if self.backends:
-            # What a caller outside any workflow falls back to (filegate.operations).
-            from filegate.workflows.operation import OperationWorkflow
-
-            if OperationWorkflow not in workflows:
-                workflows.append(OperationWorkflow)
-        return workflows
-
-    def _activities(self, batch_calls: bool) -> list[Callable[..., Any]]:
-        """The roles' activities, built once per plugin and shared by its workers
-        (one journal per backend set, not one per worker)."""
-        activities: list[Callable[..., Any]] = []
-        if self.agent:
-            if self._model is None:
-                from filegate.activities.model import ModelActivities
-
-                profiles = self.model_profiles or profiles_from(self.settings.models)
-                self._model = [ModelActivities(self.store(), profiles=profiles).call_model]
-            activities += self._model
-        if self.backends:
-            if batch_calls not in self._tools:
-                allow = self.allow_execute_with_policies
-                if allow is None:
-                    allow = self.settings.commands.allow_execute_with_policies
-                assert self.journal_dir is not None  # checked in __init__
-                tools = file_tools(
-                    self.backends, self.journal_dir, self.store(), self.policies,
-                    allow_execute_with_policies=allow, batch_calls=batch_calls,
-                    journal_fsync=self.settings.journal.fsync,
-                )  # fmt: skip
-                self._tools[batch_calls] = with_preview(tools)
-            activities += self._tools[batch_calls]
-        return activities
 
 
 def with_filegate_codec(
@@ -395,9 +309,3 @@ def with_filegate_codec(
             )
         codec = ours.payload_codec
     return dataclasses.replace(base, payload_converter_class=payload_class, payload_codec=codec)
-
-
-def failure_types(config: WorkerConfig | ReplayerConfig) -> list[type[BaseException]]:
-    """The worker's own workflow failure types, and :data:`WORKFLOW_FAILURE_TYPES`."""
-    own = list(config.get("workflow_failure_exception_types") or [])
-    return own + [kind for kind in WORKFLOW_FAILURE_TYPES if kind not in own]

@@ -14,33 +14,44 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import inspect
 import logging
 import os
 import signal
-from collections.abc import AsyncIterator, Callable, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Union, cast
 
 from temporalio import client as client_interceptor
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client, WorkflowHandle, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.converter import DataConverter
 from temporalio.service import TLSConfig
+from temporalio.worker import Plugin as WorkerPlugin
+from temporalio.worker import (
+    PollerBehaviorSimpleMaximum,
+    Replayer,
+    ReplayerConfig,
+    Worker,
+    WorkerConfig,
+    WorkflowReplayResult,
+)
 
+from filegate.activities.contract import HEARTBEAT_THROTTLE
 from filegate.backends.settings import (
     CommandSettings,
-    JournalSettings,
     ModelSettings,
     S3Settings,
     Settings,
 )
+from filegate.kernel.command_rules import CommandPrefixError
+from filegate.kernel.execute_gate import ExecuteGateError
 from filegate.kernel.wire import OPERATION_WORKFLOW_TYPE, WORKFLOW_TYPE
 
 if TYPE_CHECKING:
-    from temporalio.worker import Worker
-
     from filegate.activities.providers.profiles import ModelProfiles
     from filegate.activities.telemetry import Telemetry
     from filegate.activities.tools import FileToolActivities
@@ -49,6 +60,8 @@ if TYPE_CHECKING:
     from filegate.kernel.protocol import BackendProtocol
 
 log = logging.getLogger("filegate.worker")
+
+_Config = WorkerConfig | ReplayerConfig
 
 BACKEND_KINDS = ("filesystem", "local-shell", "sandbox", "state", "store")
 
@@ -271,26 +284,34 @@ def agent_worker(
 
 
 def _plugin_worker(
-    client: Client, task_queue: str, options: dict[str, Any], *, tools: bool,
-    policies: PolicyConfig | None, journal_fsync: bool, **roles: Any,
+    client: Client, task_queue: str, options: dict[str, Any], *, tools: bool, agent: bool,
+    backends: dict[str, BackendProtocol] | None, journal_dir: str | Path | None,
+    artifacts: ArtifactStore | None, model_profiles: ModelProfiles | None,
+    policies: PolicyConfig | None, allow_execute_with_policies: bool, journal_fsync: bool,
 ) -> Worker:  # fmt: skip
-    """A ``Worker`` configured by :class:`~filegate.plugin.FilegatePlugin` with ``roles``,
-    every value explicit (nothing read from the environment), ``options`` as given:
-    a ``workflow_runner`` among them is used as it is, and the client's codec is the caller's.
+    """A ``Worker`` configured by the roles it serves (:func:`agent_role`,
+    :func:`tools_role`), every value explicit (nothing read from the environment),
+    ``options`` as given: a ``workflow_runner`` among them is used as it is, and
+    the client's codec is the caller's. ``tools``: tuned as a tools worker.
     """
     from temporalio.plugin import SimplePlugin
-    from temporalio.worker import Worker
 
     from filegate.backends.policy import PolicyConfig
-    from filegate.plugin import FilegatePlugin, WorkerTuning
 
-    tuning = WorkerTuning.for_roles(agent=roles["agent"], tools=tools)
-    filegate = FilegatePlugin(
-        settings=Settings(journal=JournalSettings(fsync=journal_fsync)),
-        policies=policies or PolicyConfig(),
-        tracer_provider=None, tuning=tuning, check_codec=False, **roles,
-    )  # fmt: skip
-    plugins: list[Any] = [filegate]
+    if backends and journal_dir is None:
+        raise ValueError("backends need a journal_dir for their idempotency journal")
+    plugins: list[Any] = []
+    if agent:
+        plugins.append(agent_role(model_profiles=model_profiles, artifacts=artifacts))
+    if backends:
+        assert journal_dir is not None
+        plugins.append(
+            tools_role(
+                backends, journal_dir, artifacts=artifacts, policies=policies or PolicyConfig(),
+                allow_execute_with_policies=allow_execute_with_policies,
+                journal_fsync=journal_fsync, tuning=None if tools else NO_TUNING,
+            )
+        )  # fmt: skip
     if "workflow_runner" in options:
         runner = options.pop("workflow_runner")
         plugins.append(SimplePlugin("filegate.workflow_runner", workflow_runner=runner))
@@ -471,6 +492,268 @@ def with_preview(tools: FileToolActivities) -> list[Callable[..., Any]]:
         PreviewActivities(tools).preview,
         *TransferActivities(tools).activities(),
     ]
+
+
+# --- Worker-level roles ----------------------------------------------------
+#
+# A plugin on ``Client.connect`` configures every worker built from that client,
+# so a role given there (``FilegatePlugin(agent=True)``) made every worker of the
+# process an agent worker. A role below is a worker plugin only: give it to the
+# one ``Worker`` that should serve it; the client keeps what every process shares
+# (the converter and codec, from ``FilegatePlugin()`` or :func:`connect`).
+
+_SDK_DEFAULTS = {
+    name: p.default for name, p in inspect.signature(Worker.__init__).parameters.items()
+}
+"""``Worker``'s defaults: only options left at them are tuned (a user's own setting wins)."""
+
+_POLL_COUNTS = {
+    "workflow_task_poller_behavior": "max_concurrent_workflow_task_polls",
+    "activity_task_poller_behavior": "max_concurrent_activity_task_polls",
+}
+"""The older count option that, when set, replaces the poller behavior (the SDK reads it first)."""
+
+
+@dataclass(frozen=True)
+class WorkerTuning:
+    """Worker options Filegate sets besides workflows and activities (None: the SDK's);
+    the defaults' reasons are at the constants they come from. An option the
+    worker sets itself (any value but the SDK's default) wins."""
+
+    workflow_task_polls: int | None = WORKFLOW_TASK_POLLERS
+    activity_task_polls: int | None = ACTIVITY_TASK_POLLERS
+    sticky_schedule_to_start: timedelta | None = STICKY_SCHEDULE_TO_START
+    heartbeat_throttle: timedelta | None = HEARTBEAT_THROTTLE
+
+    @classmethod
+    def for_roles(cls, *, agent: bool, tools: bool) -> WorkerTuning:
+        """An agent's workflow polls and sticky timeout, a tools worker's activity polls
+        and heartbeat throttle (a dead tools worker is noticed fast)."""
+        full = cls()
+        return cls(
+            workflow_task_polls=full.workflow_task_polls if agent else None,
+            sticky_schedule_to_start=full.sticky_schedule_to_start if agent else None,
+            activity_task_polls=full.activity_task_polls if tools else None,
+            heartbeat_throttle=full.heartbeat_throttle if tools else None,
+        )
+
+    def apply(self, config: WorkerConfig) -> None:
+        """Set these values on ``config`` where it holds the SDK's default."""
+        options = cast(dict[str, Any], config)
+        polls = (self.workflow_task_polls, self.activity_task_polls)
+        tuned: dict[str, Any] = {
+            key: PollerBehaviorSimpleMaximum(maximum=n) if n else None
+            for key, n in zip(_POLL_COUNTS, polls, strict=True)
+        }
+        tuned["sticky_queue_schedule_to_start_timeout"] = self.sticky_schedule_to_start
+        tuned["max_heartbeat_throttle_interval"] = self.heartbeat_throttle
+        for key, value in tuned.items():
+            keys = (key, _POLL_COUNTS.get(key, key))
+            if value is not None and all(options.get(k) == _SDK_DEFAULTS[k] for k in keys):
+                options[key] = value
+
+
+NO_TUNING = WorkerTuning(None, None, None, None)
+"""Leave every option to the SDK (or to the plugin that tunes the worker as a whole)."""
+
+
+WORKFLOW_FAILURE_TYPES: tuple[type[Exception], ...] = (ExecuteGateError, CommandPrefixError)
+"""Filegate's typed configuration errors. Raised in workflow code (a host of
+``FileTools`` checking its rules, an adapter's gate inside a workflow), they
+fail the workflow: a configuration that can never run. Unregistered, each
+would fail only the workflow task, which Temporal retries until the code
+changes, so the run would hang with no answer."""
+
+
+def failure_types(config: WorkerConfig | ReplayerConfig) -> list[type[BaseException]]:
+    """The worker's own workflow failure types, and :data:`WORKFLOW_FAILURE_TYPES`."""
+    own = list(config.get("workflow_failure_exception_types") or [])
+    return own + [kind for kind in WORKFLOW_FAILURE_TYPES if kind not in own]
+
+
+def with_filegate_runner(config: _Config) -> None:
+    """Filegate's workflow sandbox and failure types on ``config`` (idempotent)."""
+    from filegate.workflows.runner import filegate_runner
+
+    converter: DataConverter = DataConverter.default
+    if "client" in config:
+        converter = cast("WorkerConfig", config)["client"].data_converter
+    elif config.get("data_converter") is not None:
+        converter = cast("ReplayerConfig", config)["data_converter"]
+    config["workflow_runner"] = filegate_runner(config.get("workflow_runner"), converter)
+    config["workflow_failure_exception_types"] = failure_types(config)
+
+
+FROM_CLIENT: Literal["client"] = "client"
+"""``tools_role(artifacts=FROM_CLIENT)``: the store behind the worker client's payload codec."""
+
+ArtifactsSource = Union[
+    "ArtifactStore", None, Literal["client"], Callable[[], "ArtifactStore | None"]
+]
+"""A store, None (everything inline), :data:`FROM_CLIENT`, or a callable asked
+on first need (a plugin whose store opens with its client)."""
+
+RoleActivities = Callable[["ArtifactStore | None", bool], list[Callable[..., Any]]]
+"""``(store, batch_calls) -> activities``: what a role serves on one worker."""
+
+
+class WorkerRole(WorkerPlugin):
+    """One worker's share of Filegate: a role's workflows and activities, its tuning,
+    and the sandbox runner and failure types its workflows need. Nothing client-wide.
+
+    Build one with :func:`agent_role` or :func:`tools_role` and pass it to
+    ``Worker(client, task_queue=..., plugins=[role])``. The activities are built
+    once per role and shared by the workers it configures (one idempotency
+    journal per backend set, not one per worker).
+    """
+
+    def __init__(
+        self,
+        role: str,
+        *,
+        workflows: Callable[[], Sequence[type]],
+        activities: RoleActivities,
+        artifacts: ArtifactsSource = FROM_CLIENT,
+        tuning: WorkerTuning = NO_TUNING,
+    ) -> None:
+        self.role = role
+        self.workflows = workflows
+        self.activities = activities
+        self.artifacts = artifacts
+        self.tuning = tuning
+        self._built: dict[bool, list[Callable[..., Any]]] = {}
+
+    def name(self) -> str:
+        return f"filegate.{self.role}"
+
+    def store(self, config: WorkerConfig) -> ArtifactStore | None:
+        """The store this role's activities offload to and read from."""
+        if self.artifacts == FROM_CLIENT:
+            from filegate.activities.history import ArtifactPayloadCodec
+
+            codec = config["client"].data_converter.payload_codec
+            return codec.store if isinstance(codec, ArtifactPayloadCodec) else None
+        if callable(self.artifacts):
+            return self.artifacts()
+        return cast("ArtifactStore | None", self.artifacts)
+
+    def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
+        """Add the role's workflows and activities, the runner, failure types and tuning."""
+        _add_workflows(config, self.workflows())
+        # A rate-limited queue counts activities: such a worker runs no batches.
+        batch = config.get("max_task_queue_activities_per_second") is None
+        if batch not in self._built:
+            self._built[batch] = self.activities(self.store(config), batch)
+        config["activities"] = [*config.get("activities", []), *self._built[batch]]
+        with_filegate_runner(config)
+        self.tuning.apply(config)
+        return config
+
+    async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
+        await next(worker)
+
+    def configure_replayer(self, config: ReplayerConfig) -> ReplayerConfig:
+        """The role's workflows, on the runner and failure types its workers use."""
+        _add_workflows(config, self.workflows())
+        with_filegate_runner(config)
+        return config
+
+    def run_replayer(
+        self,
+        replayer: Replayer,
+        histories: AsyncIterator[WorkflowHistory],
+        next: Callable[
+            [Replayer, AsyncIterator[WorkflowHistory]],
+            AbstractAsyncContextManager[AsyncIterator[WorkflowReplayResult]],
+        ],
+    ) -> AbstractAsyncContextManager[AsyncIterator[WorkflowReplayResult]]:
+        return next(replayer, histories)
+
+
+def _add_workflows(config: _Config, workflows: Sequence[type]) -> None:
+    present = list(config.get("workflows") or [])
+    config["workflows"] = present + [w for w in workflows if w not in present]
+
+
+def _agent_workflows() -> Sequence[type]:
+    from filegate.workflows import AgentWorkflow
+    from filegate.workflows.session import SessionWorkflow
+
+    # A session (filegate mcp) runs the same FileTools as an agent's run.
+    return (AgentWorkflow, SessionWorkflow)
+
+
+def _operation_workflows() -> Sequence[type]:
+    # What a caller outside any workflow falls back to (filegate.operations).
+    from filegate.workflows.operation import OperationWorkflow
+
+    return (OperationWorkflow,)
+
+
+def agent_role(
+    *,
+    model_profiles: ModelProfiles | None = None,
+    artifacts: ArtifactsSource = FROM_CLIENT,
+    tuning: WorkerTuning | None = None,
+) -> WorkerRole:
+    """Serve ``AgentWorkflow``, ``SessionWorkflow`` (``filegate mcp``'s sessions) and
+    the ``filegate.model`` activity.
+
+    ``model_profiles``: the models this worker serves (None: the built-in
+    defaults; the environment is read by the caller, :func:`profiles_from`).
+    ``artifacts``: where transcripts are kept by reference (contract §8).
+    ``tuning`` (None: an agent's, :meth:`WorkerTuning.for_roles`).
+    """
+
+    def model(store: ArtifactStore | None, batch_calls: bool) -> list[Callable[..., Any]]:
+        from filegate.activities.model import ModelActivities
+
+        profiles = model_profiles or profiles_from(ModelSettings())
+        return [ModelActivities(store, profiles=profiles).call_model]
+
+    return WorkerRole(
+        "agent",
+        workflows=_agent_workflows,
+        activities=model,
+        artifacts=artifacts,
+        tuning=tuning or WorkerTuning.for_roles(agent=True, tools=False),
+    )
+
+
+def tools_role(
+    backends: Mapping[str, BackendProtocol],
+    journal_dir: str | Path,
+    *,
+    artifacts: ArtifactsSource = FROM_CLIENT,
+    policies: PolicyConfig | None = None,
+    allow_execute_with_policies: bool = False,
+    journal_fsync: bool = False,
+    tuning: WorkerTuning | None = None,
+) -> WorkerRole:
+    """Serve ``backends``' file tools, ``filegate.preview``, the ``filegate.transfer.*``
+    activities and ``OperationWorkflow``: everything a run's calls and a caller
+    outside any workflow (``filegate call``, the Deep Agents adapter) need.
+
+    The arguments are :func:`file_tools`' (checked when a worker is configured);
+    ``tuning`` (None: a tools worker's, :meth:`WorkerTuning.for_roles`).
+    """
+    served = dict(backends)
+
+    def tools(store: ArtifactStore | None, batch_calls: bool) -> list[Callable[..., Any]]:
+        built = file_tools(
+            served, journal_dir, store, policies,
+            allow_execute_with_policies=allow_execute_with_policies,
+            batch_calls=batch_calls, journal_fsync=journal_fsync,
+        )  # fmt: skip
+        return with_preview(built)
+
+    return WorkerRole(
+        "tools",
+        workflows=_operation_workflows,
+        activities=tools,
+        artifacts=artifacts,
+        tuning=tuning or WorkerTuning.for_roles(agent=False, tools=True),
+    )
 
 
 async def run_until_stopped(worker: Worker, stop: asyncio.Event | None = None) -> None:

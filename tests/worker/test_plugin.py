@@ -49,7 +49,13 @@ with workflow.unsafe.imports_passed_through():
     from filegate.devstack.s3 import S3DevServer
     from filegate.devstack.servers import TemporalDevServer
     from filegate.plugin import with_filegate_codec
-    from filegate.worker import ConfigError
+    from filegate.worker import (
+        ConfigError,
+        WorkerRole,
+        agent_role,
+        tools_role,
+        with_payload_codec,
+    )
     from filegate.workflows import AgentInput, AgentResult, AgentWorkflow, BackendRef, BackendSpec
     from filegate.workflows.inputs import RouteSpec
     from filegate.workflows.operation import OperationWorkflow
@@ -443,9 +449,9 @@ async def test_the_factories_build_through_the_plugins_roles(
     temporal_client: Client, tmp_path: Path
 ) -> None:
     """Issue 35 item 3: ``agent_worker`` and ``tools_worker`` are ``Worker(plugins=[
-    FilegatePlugin(<role>)])``, each role with its workflows and its tuning (an agent
-    worker's local backends bring no tools tuning); a worker's own options and
-    runner are kept as given."""
+    <roles>])`` (:func:`agent_role`, :func:`tools_role`), each role with its
+    workflows and its tuning (an agent worker's local backends bring no tools
+    tuning); a worker's own options and runner are kept as given."""
     from filegate.worker import agent_worker, tools_worker
 
     def root(name: str) -> dict[str, Any]:
@@ -470,8 +476,11 @@ async def test_the_factories_build_through_the_plugins_roles(
         ),
     }  # fmt: skip
     configs = {role: w.config(active_config=True) for role, w in workers.items()}
-    for config in configs.values():
-        assert any(isinstance(p, FilegatePlugin) for p in config["plugins"])
+    roles = {
+        name: [p.role for p in config["plugins"] if isinstance(p, WorkerRole)]
+        for name, config in configs.items()
+    }
+    assert roles == {"agent": ["agent", "tools"], "tools": ["tools"], "co": ["agent", "tools"]}
     hosted = {role: set(c["workflows"]) for role, c in configs.items()}
     assert hosted["tools"] == {OperationWorkflow}
     assert hosted["agent"] == hosted["co"] == {AgentWorkflow, SessionWorkflow, OperationWorkflow}
@@ -481,3 +490,60 @@ async def test_the_factories_build_through_the_plugins_roles(
     assert _tuning(configs["co"]) == (20, 50, 2 * second, second)
     assert configs["co"]["workflow_runner"] is runner
     assert isinstance(configs["agent"]["workflow_runner"], ContextFreeSandboxRunner)
+
+
+def _activity_names(config: Any) -> set[str]:
+    return {activity._Definition.must_from_callable(a).name or "" for a in config["activities"]}
+
+
+@pytest.mark.services
+async def test_roles_stay_on_the_worker_they_are_given_to(
+    temporal_server: TemporalDevServer, minio_client: Minio, tmp_path: Path
+) -> None:
+    """Issue 35 item 3: the client carries what every process shares (``FilegatePlugin()``:
+    the converter); a role given to one ``Worker`` serves there and nowhere else.
+    With ``FilegatePlugin(agent=True)`` on the client, every worker of that client
+    became an agent worker. The tools role offloads to the store behind the
+    client's codec, and a run goes through both workers; the replayer takes the
+    agent role alone."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    client = await plugin_client(temporal_server, FilegatePlugin(settings=QUIET))
+    store = ArtifactStore(minio_client, "roles-test", namespace=uid("ns"))
+    agent_q, tools_q = uid("agent"), uid("tools")
+    tools = tools_role({"shared": FilesystemBackend(shared)}, tmp_path / "j")
+    agent_worker = Worker(client, task_queue=agent_q, plugins=[agent_role()])
+    tools_worker = Worker(client, task_queue=tools_q, plugins=[tools])
+    bare = Worker(client, task_queue=uid("bare"), workflows=[EchoWorkflow])
+    agent_config = agent_worker.config(active_config=True)
+    tools_config = tools_worker.config(active_config=True)
+    assert set(agent_config["workflows"]) == {AgentWorkflow, SessionWorkflow}
+    assert _activity_names(agent_config) == {"filegate.model"}
+    assert set(tools_config["workflows"]) == {OperationWorkflow}
+    assert "filegate.model" not in _activity_names(tools_config)
+    assert {"filegate.write_file", "filegate.preview"} <= _activity_names(tools_config)
+    assert bare.config(active_config=True)["workflows"] == [EchoWorkflow]
+    assert _tuning(agent_config)[:2] == (20, 5) and _tuning(tools_config)[:2] == (5, 50)
+    assert tools.store(tools_config) is None  # the client has no codec: inline
+    coded = with_payload_codec(client, store)
+    assert tools.store(cast(Any, {"client": coded})) is store
+
+    model = scripted(
+        calls(("w", "write_file", {"file_path": "/a.txt", "content": "alpha\n"})),
+        {"content": "done"},
+    )
+    remote = BackendRef(kind="remote", name="shared", task_queue=tools_q)
+    workflow_id = uid("wf")
+    async with agent_worker, tools_worker:
+        result = await client.execute_workflow(
+            AgentWorkflow.run,
+            AgentInput(task="write", model=model, backend=BackendSpec(default=remote)),
+            id=workflow_id,
+            task_queue=agent_q,
+            execution_timeout=timedelta(minutes=1),
+        )
+    assert result.final_answer == "done"
+    assert (shared / "a.txt").read_text() == "alpha\n"
+    history = await client.get_workflow_handle(workflow_id).fetch_history()
+    replayer = Replayer(workflows=[], plugins=[agent_role()])
+    await replayer.replay_workflow(history)
