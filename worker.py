@@ -565,7 +565,7 @@ would fail only the workflow task, which Temporal retries until the code
 changes, so the run would hang with no answer."""
 
 
-def failure_types(config: WorkerConfig | ReplayerConfig) -> list[type[BaseException]]:
+def _failure_types(config: WorkerConfig | ReplayerConfig) -> list[type[BaseException]]:
     """The worker's own workflow failure types, and :data:`WORKFLOW_FAILURE_TYPES`."""
     own = list(config.get("workflow_failure_exception_types") or [])
     return own + [kind for kind in WORKFLOW_FAILURE_TYPES if kind not in own]
@@ -581,7 +581,7 @@ def with_filegate_runner(config: _Config) -> None:
     elif config.get("data_converter") is not None:
         converter = cast("ReplayerConfig", config)["data_converter"]
     config["workflow_runner"] = filegate_runner(config.get("workflow_runner"), converter)
-    config["workflow_failure_exception_types"] = failure_types(config)
+    config["workflow_failure_exception_types"] = _failure_types(config)
 
 
 FROM_CLIENT: Literal["client"] = "client"

@@ -185,7 +185,7 @@ def _stale_write(request: ToolRequest, args: BaseModel, intent: Intent) -> ToolO
     )
 
 
-def interrupted_execute_outcome() -> ToolOutcome:
+def _interrupted_execute_outcome() -> ToolOutcome:
     return ToolOutcome(
         content=format_error(
             "the worker running this command stopped before reporting its result, so the "
@@ -196,7 +196,7 @@ def interrupted_execute_outcome() -> ToolOutcome:
     )
 
 
-def concurrent_change_outcome(path: str) -> ToolOutcome:
+def _concurrent_change_outcome(path: str) -> ToolOutcome:
     return ToolOutcome(
         content=format_error(
             f"{path} changed while this edit was being retried, so it was not applied "
@@ -211,13 +211,13 @@ STALL_BEFORE_APPLY_ENV = "FILEGATE_TEST_STALL_BEFORE_APPLY"
 its intent and before applying (a worker killed mid-edit, the edit not yet on disk)."""
 
 
-def stall_if_requested(tool_call_id: str) -> None:
+def _stall_if_requested(tool_call_id: str) -> None:
     """The mid-call test hook (see :data:`STALL_BEFORE_APPLY_ENV`)."""
     if tool_call_id and os.environ.get(STALL_BEFORE_APPLY_ENV) == tool_call_id:
         time.sleep(60)
 
 
-def crash_if_requested(tool_call_id: str) -> None:
+def _crash_if_requested(tool_call_id: str) -> None:
     """The crash-window test hook (see :data:`CRASH_AFTER_APPLY_ENV`)."""
     if tool_call_id and os.environ.get(CRASH_AFTER_APPLY_ENV) == tool_call_id:
         os._exit(137)
@@ -390,10 +390,10 @@ class ToolJournal:
             else:
                 recovered = self._recover(backend, request, args, entry.intent)
             if recovered is None:
-                stall_if_requested(request.tool_call_id)
+                _stall_if_requested(request.tool_call_id)
                 with named_for_call(key[:16]):
                     result = apply()
-                crash_if_requested(request.tool_call_id)
+                _crash_if_requested(request.tool_call_id)
             else:
                 result = recovered
             if entry.outcome is None:
@@ -450,7 +450,7 @@ class ToolJournal:
     ) -> ToolOutcome | None:
         """Outcome for an intent left without a result, or None to apply now."""
         if request.tool == "execute":
-            return interrupted_execute_outcome()
+            return _interrupted_execute_outcome()
         target = getattr(args, "file_path", None)
         assert isinstance(target, str)
         current = fingerprint(backend, target)
@@ -461,4 +461,4 @@ class ToolJournal:
         if current == intent.pre or not isinstance(args, EditFileArgs):
             # Never applied (or a write/delete, which converge when applied again).
             return None
-        return concurrent_change_outcome(to_virtual(request.route_prefix, target))
+        return _concurrent_change_outcome(to_virtual(request.route_prefix, target))

@@ -39,7 +39,7 @@ def journal_reason(exc: OSError) -> str:
     return f"its journal cannot be written ({name or 'I/O error'})"
 
 
-def unrecorded_message(tool: str, reason: str) -> str:
+def _unrecorded_message(tool: str, reason: str) -> str:
     """The one sentence the model reads when the journal refused its call."""
     effect = "nothing was run" if tool == "execute" else "nothing was changed"
     return f"the tools worker cannot record this call: {reason}; {effect}"
@@ -50,5 +50,5 @@ def unrecorded_error(tool: str, exc: JournalUnavailable) -> ApplicationError:
     nothing was applied and a retry a few seconds later meets the same disk
     (a full or read-only journal cost ~15 s of retries per call before)."""
     return ApplicationError(
-        unrecorded_message(tool, exc.reason), type=JOURNAL_UNAVAILABLE_ERROR, non_retryable=True
+        _unrecorded_message(tool, exc.reason), type=JOURNAL_UNAVAILABLE_ERROR, non_retryable=True
     )

@@ -100,7 +100,7 @@ def get_provider(profile: ModelProfile) -> ModelProvider:
     return factory(profile)
 
 
-def scripted_summary(messages: list[Message]) -> str:
+def _scripted_summary(messages: list[Message]) -> str:
     """The scripted model's summary: deterministic, built from the messages themselves.
 
     A script's turns are counted by ``call_index``; summaries must not consume
@@ -127,7 +127,7 @@ async def complete(request: ModelRequest, profile: ModelProfile) -> ModelRespons
 async def summarize(request: ModelRequest, profile: ModelProfile) -> ModelResponse:
     """Ask the model for a summary of ``request.messages`` (no tools offered)."""
     if profile.kind == "scripted":
-        text = scripted_summary(request.messages)
+        text = _scripted_summary(request.messages)
         return ModelResponse(
             message=Message(role="assistant", content=text),
             usage=Usage(output_tokens=len(text) // 4),

@@ -31,7 +31,7 @@ class ForeignPage(ValueError):
     """A page's base names another run chain's object (contract §11)."""
 
 
-def page_key(start: int) -> str:
+def _page_key(start: int) -> str:
     """One object per first message: a retried summary call rewrites the same bytes."""
     return f"{PAGE_PREFIX}/{start:09d}"
 
@@ -46,7 +46,7 @@ def store_page(store: ArtifactStore, scope: str, out: PageOut) -> TranscriptPage
         "messages": [m.model_dump(mode="json", exclude_none=True) for m in out.messages],
     }
     data = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
-    artifact = store.put(scope, page_key(out.start), data, "application/json")
+    artifact = store.put(scope, _page_key(out.start), data, "application/json")
     return TranscriptPage(artifact=artifact, start=out.start, count=len(out.messages))
 
 

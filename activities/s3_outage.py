@@ -50,7 +50,7 @@ MAX_RESERVE_SECONDS = 120.0
 """At most this much of it: a 600 s model call may wait up to 480 s for S3 per attempt."""
 
 
-def attempt_deadline(
+def _attempt_deadline(
     share: float = RESERVE_SHARE, max_reserve: float = MAX_RESERVE_SECONDS
 ) -> float | None:
     """``time.monotonic()`` instant at which this activity attempt stops waiting for
@@ -75,7 +75,7 @@ async def _heartbeat(every: float) -> None:
 @contextlib.asynccontextmanager
 async def waiting_for_s3() -> AsyncIterator[None]:
     """Wait out S3 within this attempt's time; failures as typed ApplicationErrors."""
-    token = S3_WAIT_UNTIL.set(attempt_deadline())
+    token = S3_WAIT_UNTIL.set(_attempt_deadline())
     beat = None
     heartbeat_timeout = activity.info().heartbeat_timeout if activity.in_activity() else None
     if heartbeat_timeout:

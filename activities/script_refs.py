@@ -45,7 +45,7 @@ STORED_REFS_KEPT = 256
 each once; a forgotten one is stored again, with the same bytes)."""
 
 
-def script_key(sha256: str) -> str:
+def _script_key(sha256: str) -> str:
     return f"{SCRIPT_KEY_PREFIX}/{sha256}"
 
 
@@ -113,7 +113,7 @@ class ScriptShelf:
             return found
         data = canonical_script(json.loads(source) if isinstance(source, str) else source)
         artifact = await asyncio.to_thread(
-            store.put, scope, script_key(parsed.sha256), data, "application/json"
+            store.put, scope, _script_key(parsed.sha256), data, "application/json"
         )
         with self._lock:
             self._stored[(scope, parsed.sha256)] = artifact

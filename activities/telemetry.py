@@ -1,7 +1,7 @@
 """Traces and metrics of Filegate's activities, and what turns them on (docs/observability.md).
 
 **Metrics** are Temporal's: a worker whose client was connected with a
-:func:`prometheus_runtime` serves the SDK's own series and Filegate's on one
+:func:`_prometheus_runtime` serves the SDK's own series and Filegate's on one
 ``/metrics`` endpoint. The activities record through ``activity.metric_meter()``
 (:func:`tool_call_telemetry`), the workflow side through
 ``workflow.metric_meter()`` (:mod:`filegate.workflows.telemetry`, replay-safe).
@@ -65,7 +65,7 @@ _TRACER: contextvars.ContextVar[Tracer | None] = contextvars.ContextVar(
 activity, None (no spans) on a worker without tracing."""
 
 
-def current_tracer() -> Tracer | None:
+def _current_tracer() -> Tracer | None:
     """The tracer Filegate's spans use in the running activity (None: tracing is off)."""
     return _TRACER.get()
 
@@ -286,14 +286,14 @@ class Telemetry:
 
     def runtime(self) -> Runtime | None:
         """The Temporal runtime that serves the metrics (None without an address)."""
-        return prometheus_runtime(self.metrics_address) if self.metrics_address else None
+        return _prometheus_runtime(self.metrics_address) if self.metrics_address else None
 
 
 _RUNTIMES: dict[str, Runtime] = {}
 _RUNTIMES_LOCK = threading.Lock()
 
 
-def prometheus_runtime(address: str) -> Runtime:
+def _prometheus_runtime(address: str) -> Runtime:
     """A Temporal runtime serving Prometheus text at ``http://{address}/metrics``: the
     SDK's metrics and Filegate's, with Filegate's histogram buckets. One per address
     and process (a second bind of the port would fail). Raises ValueError when the

@@ -49,7 +49,7 @@ class Interrupted(BaseException):
     ``except Exception`` (errors are values there) cannot swallow it."""
 
 
-def raise_in_thread(thread_id: int) -> None:
+def _raise_in_thread(thread_id: int) -> None:
     ctypes.pythonapi.PyThreadState_SetAsyncExc(
         ctypes.c_ulong(thread_id), ctypes.py_object(Interrupted)
     )
@@ -144,14 +144,14 @@ class _Runner:
             self._retired = True
             ident = self.thread.ident
             if ident is not None:
-                raise_in_thread(ident)
+                _raise_in_thread(ident)
             return True
 
     def interrupt_again(self) -> None:
         """Raise once more into a retired thread that has not ended yet."""
         ident = self.thread.ident
         if self._retired and ident is not None and self.alive:
-            raise_in_thread(ident)
+            _raise_in_thread(ident)
 
     def kill_children(self) -> None:
         native_id = self.thread.native_id

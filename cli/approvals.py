@@ -46,7 +46,7 @@ CONTRACT_FIELDS = ("workflow_id", "id", "tool", "args", "rule")
 listing carries more (preview, task...), which the UI shows."""
 
 
-def contract_shape(approval: dict[str, Any]) -> dict[str, Any]:
+def _contract_shape(approval: dict[str, Any]) -> dict[str, Any]:
     """One listed approval as ``--json`` prints it: the contract keys, and ``cwd``."""
     shaped = {key: approval.get(key) for key in CONTRACT_FIELDS}
     return {**shaped, **({"cwd": approval["cwd"]} if approval.get("cwd") else {})}
@@ -60,16 +60,16 @@ async def pending_approvals(client: Client, workflow_id: str | None = None) -> l
     """Pending approvals of every running Filegate workflow (or of one), contract §10
     shape; unreachable workflows are noted on stderr (see :func:`approval_listing`)."""
     listing = await approval_listing(client, workflow_id)
-    for line in unreachable_lines(listing):
+    for line in _unreachable_lines(listing):
         print(f"filegate: {line}", file=sys.stderr)
-    return [contract_shape(a) for a in listing.approvals]
+    return [_contract_shape(a) for a in listing.approvals]
 
 
-def unreachable_lines(listing: Listing) -> list[str]:
+def _unreachable_lines(listing: Listing) -> list[str]:
     return [f"!! workflow {u['workflow_id']} {u['reason']}" for u in listing.unreachable]
 
 
-def unknown_workflow(client: Client, workflow_id: str) -> CliError:
+def _unknown_workflow(client: Client, workflow_id: str) -> CliError:
     """The one message every command gives for a workflow id the server does not know."""
     return CliError(f"no workflow {workflow_id} in namespace {client.namespace}")
 
@@ -84,7 +84,7 @@ async def describe_agent(
         found = await client.get_workflow_handle(workflow_id).describe()
     except RPCError as exc:
         if exc.status == RPCStatusCode.NOT_FOUND:
-            raise unknown_workflow(client, workflow_id) from None
+            raise _unknown_workflow(client, workflow_id) from None
         raise CliError(f"cannot reach workflow {workflow_id}: {exc.message}") from None
     if agents_only and found.workflow_type != WORKFLOW_TYPE:
         raise CliError(
@@ -101,7 +101,7 @@ UNANSWERED_EXIT = 3
 """``approvals`` exit code when some workflow did not answer (it may wait for a human)."""
 
 
-async def approvals_command(args: argparse.Namespace) -> int:
+async def _approvals_command(args: argparse.Namespace) -> int:
     client = await target_from(args).connect_reviewer()
     if args.workflow:
         found = await describe_agent(client, args.workflow, agents_only=False)
@@ -111,16 +111,16 @@ async def approvals_command(args: argparse.Namespace) -> int:
                 "it has no pending approvals"
             )
     listing = await approval_listing(client, args.workflow)
-    items = [contract_shape(a) for a in listing.approvals]
+    items = [_contract_shape(a) for a in listing.approvals]
     # A workflow that did not answer may be waiting for a human (its worker is
     # down): never "no pending approvals" and exit 0 then.
     code = UNANSWERED_EXIT if listing.unreachable else 0
     if args.json:  # a JSON list, as before: unreachable workflows go to stderr
-        for line in unreachable_lines(listing):
+        for line in _unreachable_lines(listing):
             print(line, file=sys.stderr, flush=True)
         say(json.dumps(items, indent=2, ensure_ascii=False))
         return code
-    for line in unreachable_lines(listing):
+    for line in _unreachable_lines(listing):
         say(line)
     unread = [u for u in listing.unreachable if u.get("undecodable")]
     silent = len(listing.unreachable) - len(unread)
@@ -271,7 +271,7 @@ async def _refuse_closed(client: Client, workflow_id: str) -> None:
         )
 
 
-async def decide_command(args: argparse.Namespace) -> int:
+async def _decide_command(args: argparse.Namespace) -> int:
     check_target(args)
     decision = decision_payload(args)
     client = await target_from(args).connect_reviewer()
@@ -322,13 +322,13 @@ async def decide_command(args: argparse.Namespace) -> int:
     return 0
 
 
-async def status_command(args: argparse.Namespace) -> int:
+async def _status_command(args: argparse.Namespace) -> int:
     """A running workflow's ``status`` query; a closed one's final state, from its
     history (no worker needed). Unknown id, or a worker that does not answer: exit 1."""
     client = await target_from(args).connect_reviewer()
     found = await describe_agent(client, args.workflow_id)
     if found.status != WorkflowExecutionStatus.RUNNING:
-        say(json.dumps(await final_state(client, found), indent=2, ensure_ascii=False))
+        say(json.dumps(await _final_state(client, found), indent=2, ensure_ascii=False))
         return 0
     handle = client.get_workflow_handle(args.workflow_id)
     try:
@@ -346,7 +346,7 @@ async def status_command(args: argparse.Namespace) -> int:
     return 0
 
 
-async def final_state(client: Client, found: WorkflowExecutionDescription) -> dict[str, Any]:
+async def _final_state(client: Client, found: WorkflowExecutionDescription) -> dict[str, Any]:
     """Status, close time and the result's summary (or the failure) of a closed run."""
     state: dict[str, Any] = {
         "workflow_id": found.id,
@@ -372,7 +372,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     listing = sub.add_parser("approvals", parents=[common], help="list pending approvals")
     listing.add_argument("--json", action="store_true", help="print a JSON list")
     listing.add_argument("--workflow", help="only this workflow")
-    listing.set_defaults(handler=approvals_command)
+    listing.set_defaults(handler=_approvals_command)
 
     helps = {
         "approve": "run the pending call as asked",
@@ -408,10 +408,10 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
             parser.add_argument("--args", required=True, help="replacement tool arguments (JSON)")
         if kind == "approve":
             add_remember_options(parser)
-        parser.set_defaults(handler=decide_command, decision=kind)
+        parser.set_defaults(handler=_decide_command, decision=kind)
 
     status = sub.add_parser(
         "status", parents=[common], help="a workflow's status (a finished one: its final state)"
     )
     status.add_argument("workflow_id")
-    status.set_defaults(handler=status_command)
+    status.set_defaults(handler=_status_command)

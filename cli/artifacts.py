@@ -74,11 +74,11 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     )
     gc.add_argument("--dry-run", action="store_true", help="count only, delete nothing")
     gc.add_argument("--json", action="store_true", help="print the result as JSON")
-    gc.set_defaults(handler=gc_command)
+    gc.set_defaults(handler=_gc_command)
     ls = actions.add_parser("ls", help="list the artifact objects (key, size, last modified)")
     ls.add_argument("--older-than", metavar="DURATION", help="only objects older than this")
     ls.add_argument("--json", action="store_true", help="print a JSON list")
-    ls.set_defaults(handler=ls_command)
+    ls.set_defaults(handler=_ls_command)
 
 
 def _age(args: argparse.Namespace) -> timedelta | None:
@@ -100,7 +100,7 @@ async def _store() -> ArtifactStore:
     return store
 
 
-async def gc_command(args: argparse.Namespace) -> int:
+async def _gc_command(args: argparse.Namespace) -> int:
     age = _age(args)
     assert age is not None  # --older-than is required
     store = await _store()
@@ -125,7 +125,7 @@ async def gc_command(args: argparse.Namespace) -> int:
     return 0
 
 
-async def ls_command(args: argparse.Namespace) -> int:
+async def _ls_command(args: argparse.Namespace) -> int:
     age = _age(args)
     store = await _store()
     try:

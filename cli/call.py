@@ -113,7 +113,7 @@ async def call_command(args: argparse.Namespace) -> int:
     return _report(args, request, ran)
 
 
-def call_timeout(args: argparse.Namespace, request: ToolRequest) -> timedelta:
+def _call_timeout(args: argparse.Namespace, request: ToolRequest) -> timedelta:
     """The call's deadline: ``--timeout``, else 60 s (plus an ``execute``'s own timeout)."""
     if args.timeout is not None:
         return timedelta(seconds=args.timeout)
@@ -154,7 +154,7 @@ async def _call_on_root(
             allow_execute_with_policies=settings.commands.allow_execute_with_policies,
             journal_fsync=settings.journal.fsync,
         ):  # fmt: skip
-            return await _run(client, request, queue, queue, path, call_timeout(args, request))
+            return await _run(client, request, queue, queue, path, _call_timeout(args, request))
 
 
 async def _call_deployed(
@@ -168,7 +168,7 @@ async def _call_deployed(
     queue = args.tools_queue or DEPLOYED_BACKENDS[args.backend].task_queue
     if not queue:
         raise CliError(f"--backend {args.backend} needs --tools-queue (no default queue)", 2)
-    timeout = call_timeout(args, request)
+    timeout = _call_timeout(args, request)
     client = await target.connect()
     try:
         if not await has_pollers(client, queue, workflow=False):

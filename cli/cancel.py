@@ -39,10 +39,10 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         help=f"seconds a live worker gets to cancel the run cleanly (default {GRACE_SECONDS:g})",
     )  # fmt: skip
     parser.add_argument("--reviewer", help="who ends it, recorded (default: the OS user)")
-    parser.set_defaults(handler=cancel_command)
+    parser.set_defaults(handler=_cancel_command)
 
 
-async def cancel_command(args: argparse.Namespace) -> int:
+async def _cancel_command(args: argparse.Namespace) -> int:
     if args.grace < 0:
         raise CliError("--grace must be 0 or more seconds", 2)
     client = await target_from(args).connect_reviewer()

@@ -92,7 +92,7 @@ def _source_bytes(source: DataSource | None, what: str) -> bytes | None:
     return source.encode() if isinstance(source, str) else source
 
 
-def client_profile(args: argparse.Namespace) -> ClientConfigProfile:
+def _client_profile(args: argparse.Namespace) -> ClientConfigProfile:
     """The ``temporal`` CLI's client configuration: profile file plus ``TEMPORAL_*``."""
     try:
         return ClientConfigProfile.load(profile=getattr(args, "profile", None))
@@ -100,7 +100,7 @@ def client_profile(args: argparse.Namespace) -> ClientConfigProfile:
         raise CliError(f"Temporal client configuration: {exc}", 2) from None
 
 
-def tls_config(
+def _tls_config(
     args: argparse.Namespace, profile: ClientConfigProfile | None = None
 ) -> TLSConfig | bool | None:
     """A TLS config when any certificate option is set (mTLS when cert and key are).
@@ -108,7 +108,7 @@ def tls_config(
     True (TLS, system roots) for an API key alone, as ``temporal`` does; None
     for plaintext, also when the profile disables TLS.
     """
-    profile = profile if profile is not None else client_profile(args)
+    profile = profile if profile is not None else _client_profile(args)
     base = profile.tls or ClientConfigTLS()
     sources: dict[str, DataSource | None] = {key: getattr(base, key) for key in _TLS_FILES}
     explicit = False
@@ -137,7 +137,7 @@ def tls_config(
 
 def target_from(args: argparse.Namespace) -> Target:
     """Settings from the environment and the client profile, overridden by the flags."""
-    profile = client_profile(args)
+    profile = _client_profile(args)
     settings = Settings.from_env()
     address_env = TemporalSettings.env_name("address")
     namespace_env = TemporalSettings.env_name("namespace")
@@ -156,7 +156,7 @@ def target_from(args: argparse.Namespace) -> Target:
     temporal = settings.temporal.model_copy(update=updates)
     return Target(
         settings.model_copy(update={"temporal": temporal}),
-        tls_config(args, profile),
+        _tls_config(args, profile),
         configured,
         api_key=profile.api_key or None,
         rpc_metadata=dict(profile.grpc_meta),

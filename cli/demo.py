@@ -65,7 +65,7 @@ DEMO_BIG_LINES = 2000
 after the shell's 100 000-byte cap."""
 
 
-def demo_script(python: str) -> dict[str, Any]:
+def _demo_script(python: str) -> dict[str, Any]:
     """The scripted agent: every tool, one denied write, one write awaiting approval,
     one result too large for history that is read back from S3."""
     from filegate.kernel.tool_types import LARGE_RESULTS_DIR, activity_call_id
@@ -143,7 +143,7 @@ def _read(path: Path) -> str | None:
         return None
 
 
-def demo_checks(
+def _demo_checks(
     result: AgentResult, dirs: DemoDirs, approved: list[str], stored: list[str]
 ) -> list[Check]:
     """Every step's expected outcome, from the transcript and the real directories."""
@@ -210,7 +210,7 @@ def demo_checks(
     ]  # fmt: skip
 
 
-async def take_stored_results(store: ArtifactStore | None, scope: str) -> list[str]:
+async def _take_stored_results(store: ArtifactStore | None, scope: str) -> list[str]:
     """Keys of what the run left in S3 (large results, transcripts), which are then
     deleted: a demo against a configured S3 must not leave objects behind."""
     if store is None:
@@ -224,7 +224,7 @@ DEMO_REVIEWER = "filegate demo"
 """Who the demo's decision is recorded as (the tour decides, not a person)."""
 
 
-async def run_demo(
+async def _run_demo(
     client: Client, dirs: DemoDirs, journal: Path, artifacts: ArtifactStore | None
 ) -> tuple[AgentResult, list[str], list[str]]:
     """Run the scripted agent with in-process workers; approve its approval by signal.
@@ -261,7 +261,7 @@ async def run_demo(
 
     input = AgentInput(
         task=DEMO_TASK,
-        model=ModelSpec(provider="scripted", options={"script": demo_script(sys.executable)}),
+        model=ModelSpec(provider="scripted", options={"script": _demo_script(sys.executable)}),
         backend=BackendSpec(
             default=ref("workspace", shell=True),
             routes=[RouteSpec(prefix="/docs/", backend=ref("docs")),
@@ -301,7 +301,7 @@ async def run_demo(
         result = await asyncio.wait_for(follow(handle, Progress(say), approve), 60)
     # Stored results live under the run chain (contract §11), not the bare workflow id.
     scope = chain_scope(workflow_id, handle.first_execution_run_id or "")
-    return result, approved, await take_stored_results(artifacts, scope)
+    return result, approved, await _take_stored_results(artifacts, scope)
 
 
 async def demo_command(args: argparse.Namespace) -> int:
@@ -323,12 +323,14 @@ async def demo_command(args: argparse.Namespace) -> int:
             say(f"[demo] workspace {dirs.workspace}; /docs and /vault are routed directories")
             say("[demo] rules: write /vault/** -> deny; write /docs/** -> interrupt (approval)")
             try:
-                result, approved, stored = await run_demo(client, dirs, base / "journal", artifacts)
+                result, approved, stored = await _run_demo(
+                    client, dirs, base / "journal", artifacts
+                )
             except (TimeoutError, WorkflowFailureError) as exc:
                 raise CliError(
                     f"demo run did not complete: {failure_text(exc) or 'timeout'}"
                 ) from None
-            checks = demo_checks(result, dirs, approved, stored)
+            checks = _demo_checks(result, dirs, approved, stored)
             say("[demo] stopping what the demo started...")
     say("")
     say("Summary")

@@ -28,7 +28,7 @@ DEFAULT_WEB_UI_PORT = 8233
 """Temporal's own default Web UI port."""
 
 
-async def dev_command(args: argparse.Namespace) -> int:
+async def _dev_command(args: argparse.Namespace) -> int:
     target = target_from(args)
     state_dir = target.settings.journal.state_dir.resolve()
     if not target.configured:
@@ -111,4 +111,4 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         default=DEFAULT_WEB_UI_PORT,
         help=f"Temporal Web UI port if dev starts Temporal (default {DEFAULT_WEB_UI_PORT}; 0: off)",
     )
-    parser.set_defaults(handler=dev_command)
+    parser.set_defaults(handler=_dev_command)

@@ -47,7 +47,7 @@ def _unanswered(workflow_id: str) -> CliError:
     )
 
 
-async def grants_of(client: Client, workflow_id: str) -> list[dict[str, Any]]:
+async def _grants_of(client: Client, workflow_id: str) -> list[dict[str, Any]]:
     """The workflow's grants, oldest first, each ``status`` as of now."""
     await _running(client, workflow_id)
     handle = client.get_workflow_handle(workflow_id)
@@ -77,9 +77,9 @@ def grant_row(grant: dict[str, Any]) -> str:
     return line
 
 
-async def grants_command(args: argparse.Namespace) -> int:
+async def _grants_command(args: argparse.Namespace) -> int:
     client = await target_from(args).connect()
-    listed = await grants_of(client, args.workflow)
+    listed = await _grants_of(client, args.workflow)
     if args.json:
         say(json.dumps(listed, indent=2, ensure_ascii=False))
         return 0
@@ -90,7 +90,7 @@ async def grants_command(args: argparse.Namespace) -> int:
     return 0
 
 
-async def revoke_command(args: argparse.Namespace) -> int:
+async def _revoke_command(args: argparse.Namespace) -> int:
     reviewer = (args.reviewer or os_user()).strip()
     if not reviewer or len(reviewer) > 200:
         raise CliError("--reviewer must be 1 to 200 characters", 2)
@@ -122,7 +122,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     )
     listing.add_argument("--workflow", required=True, help="workflow id")
     listing.add_argument("--json", action="store_true", help="print a JSON list")
-    listing.set_defaults(handler=grants_command)
+    listing.set_defaults(handler=_grants_command)
 
     revoke = sub.add_parser("revoke", parents=[common], help="end a grant: its calls ask again")
     revoke.add_argument("grant_id", help="grant id (see `filegate grants`)")
@@ -132,4 +132,4 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
         help=f"seconds to wait for a worker to accept (default {DECIDE_TIMEOUT:g})",
     )  # fmt: skip
     revoke.add_argument("--reviewer", help="who revokes, recorded (default: the OS user)")
-    revoke.set_defaults(handler=revoke_command)
+    revoke.set_defaults(handler=_revoke_command)

@@ -45,7 +45,7 @@ def note(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-def session_config(args: argparse.Namespace, ref: Any) -> Any:
+def _session_config(args: argparse.Namespace, ref: Any) -> Any:
     """The session's FileToolsConfig from the flags; bad flags exit 2 before anything starts."""
     from filegate.kernel.execute_gate import ExecuteGateError
     from filegate.workflows import BackendSpec, FileToolsConfig
@@ -77,7 +77,7 @@ def reviewer_name(args: argparse.Namespace) -> str:
 
 
 @contextlib.asynccontextmanager
-async def served_session(args: argparse.Namespace) -> AsyncIterator[tuple[Client, str]]:
+async def _served_session(args: argparse.Namespace) -> AsyncIterator[tuple[Client, str]]:
     """Temporal, the workers this process hosts (``--root``), and the running session."""
     from filegate.cli.connection import target_from
 
@@ -106,7 +106,7 @@ async def _hosted(args: argparse.Namespace, target: Any, workflow_id: str) -> As
 
     root = workspace_root(args.root)
     tools_queue = tools_queue_for(workflow_id, root)
-    config = session_config(args, served_ref(args, root, tools_queue, "workspace"))
+    config = _session_config(args, served_ref(args, root, tools_queue, "workspace"))
     backend = make_backend(served_kind(args), root, commands=target.settings.commands)
     state_dir = state_dir_outside(target.settings.journal, [str(root)])
     async with local_services(target, state_dir, reuse_default=True) as services:
@@ -138,7 +138,7 @@ async def _deployed(
     if args.shell or args.sandbox:
         raise CliError("--shell and --sandbox choose how --root is served: use --backend", 2)
     ref = backend_ref(args)
-    config = session_config(args, ref)
+    config = _session_config(args, ref)
     agent_queue = args.agent_queue or target.settings.temporal.task_queue
     client = await target.connect()
     await warn_unserved(client, agent_queue, ref.task_queue)
@@ -185,7 +185,7 @@ async def _session(
             await handle.signal(SessionWorkflow.close)
 
 
-def mcp_server(client: Client, workflow_id: str, args: argparse.Namespace) -> Any:
+def _mcp_server(client: Client, workflow_id: str, args: argparse.Namespace) -> Any:
     """The SDK's low-level server with Filegate's two handlers."""
     from mcp.server import Server
 
@@ -206,14 +206,14 @@ def mcp_server(client: Client, workflow_id: str, args: argparse.Namespace) -> An
     )
 
 
-async def serve_stdio(server: Any) -> None:
+async def _serve_stdio(server: Any) -> None:
     from mcp.server.stdio import stdio_server
 
     async with stdio_server() as (read_stream, write_stream):
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
-async def serve_http(server: Any, host: str, port: int) -> None:
+async def _serve_http(server: Any, host: str, port: int) -> None:
     """Streamable HTTP at ``/mcp``; off loopback, behind the approval UI's guard."""
     import uvicorn
 
@@ -229,7 +229,7 @@ async def serve_http(server: Any, host: str, port: int) -> None:
     await uvicorn.Server(config).serve()
 
 
-async def mcp_command(args: argparse.Namespace) -> int:
+async def _mcp_command(args: argparse.Namespace) -> int:
     from filegate.cli.run import quiet_core_warnings
 
     try:  # the SDK is an optional extra: import it only for this command
@@ -243,12 +243,12 @@ async def mcp_command(args: argparse.Namespace) -> int:
         raise CliError(f"--port {args.port}: must be 1 to 65535", 2)
     if args.ask == "url" and not args.approval_url:
         raise CliError("--ask url needs --approval-url (the approval UI's address)", 2)
-    async with served_session(args) as (client, workflow_id):
-        server = mcp_server(client, workflow_id, args)
+    async with _served_session(args) as (client, workflow_id):
+        server = _mcp_server(client, workflow_id, args)
         if args.transport == "http":
-            await serve_http(server, args.host, args.port)
+            await _serve_http(server, args.host, args.port)
         else:
-            await serve_stdio(server)
+            await _serve_stdio(server)
     return 0
 
 
@@ -294,4 +294,4 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         help="the question tried first when the client takes both (default form: it shows "
         "the preview in the client)",
     )
-    parser.set_defaults(handler=mcp_command)
+    parser.set_defaults(handler=_mcp_command)

@@ -150,7 +150,7 @@ def preview_text(approval: dict[str, Any]) -> str:
     return text if len(text) <= PREVIEW_CHARS else text[:PREVIEW_CHARS] + "\n[preview truncated]"
 
 
-def mcp_tool(spec: ToolSpec) -> types.Tool:
+def _mcp_tool(spec: ToolSpec) -> types.Tool:
     """One Filegate tool as MCP lists it, with the registry's read-only/destructive hints."""
     known = TOOLS.get(spec.name)
     mutates = known is not None and known.mutates
@@ -163,7 +163,7 @@ def mcp_tool(spec: ToolSpec) -> types.Tool:
     )
 
 
-def call_result(result: ToolResult) -> types.CallToolResult:
+def _call_result(result: ToolResult) -> types.CallToolResult:
     """A session's answer as an MCP result: text and images, its error flag kept."""
     content: list[types.ContentBlock] = []
     blocks = result.outcome.content
@@ -180,11 +180,11 @@ def call_result(result: ToolResult) -> types.CallToolResult:
     return types.CallToolResult(content=content, is_error=result.is_error)
 
 
-def error_result(text: str) -> types.CallToolResult:
+def _error_result(text: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
 
 
-def client_modes(ctx: ServerRequestContext[Any]) -> set[AskMode]:
+def _client_modes(ctx: ServerRequestContext[Any]) -> set[AskMode]:
     """The elicitation modes the client declared (a bare ``elicitation: {}`` is form)."""
     capabilities = ctx.session.client_capabilities
     elicitation = capabilities.elicitation if capabilities is not None else None
@@ -238,7 +238,7 @@ class McpGate:
             specs = await self.handle.query(
                 wire.SESSION_SPECS_QUERY, result_type=list[ToolSpec], rpc_timeout=RPC_TIMEOUT
             )
-            self._tools = [mcp_tool(spec) for spec in specs]
+            self._tools = [_mcp_tool(spec) for spec in specs]
         return types.ListToolsResult(tools=self._tools)
 
     async def call_tool(
@@ -263,7 +263,7 @@ class McpGate:
                     rpc_timeout=RPC_TIMEOUT,
                 )
             except WorkflowUpdateFailedError as exc:
-                if failure_type(exc) != wire.SESSION_HANDOVER_ERROR:
+                if _failure_type(exc) != wire.SESSION_HANDOVER_ERROR:
                     refused = f"the session refused the call: {exc.cause}"
                     raise MCPError(types.INTERNAL_ERROR, refused) from None
                 await asyncio.sleep(HANDOVER_RETRY_SECONDS)
@@ -283,7 +283,7 @@ class McpGate:
         while True:
             answer = await self._result_or_approval(update, call_id, sent_to_ui)
             if isinstance(answer, ToolResult):
-                return call_result(answer)
+                return _call_result(answer)
             mode = self._mode(ctx)
             if mode is None:
                 return self._unasked(answer, "this MCP client cannot ask you (no elicitation)")
@@ -309,7 +309,7 @@ class McpGate:
 
     def _mode(self, ctx: ServerRequestContext[Any]) -> AskMode | None:
         """How to ask this client: the preferred mode it supports (URL only with a UI)."""
-        offered = client_modes(ctx)
+        offered = _client_modes(ctx)
         if self.approval_url is None:
             offered.discard("url")
         return next((mode for mode in self.preferred if mode in offered), None)
@@ -383,7 +383,7 @@ class McpGate:
 
     def _unasked(self, approval: dict[str, Any], why: str) -> types.CallToolResult:
         tool = approval.get("tool", "the call")
-        return error_result(
+        return _error_result(
             f"Error: {tool} was not run: it needs a human's approval and {why}. "
             f"Approval {approval['id']} of session {self.workflow_id} stays open: decide it "
             f"with `filegate approve --workflow {self.workflow_id} {approval['id']}` (or "
@@ -423,7 +423,7 @@ def update_id(call_id: str) -> str:
     return f"mcp-{call_id}"
 
 
-def failure_type(exc: WorkflowUpdateFailedError) -> str | None:
+def _failure_type(exc: WorkflowUpdateFailedError) -> str | None:
     """The ``ApplicationError`` type an update failed with (the innermost that has one)."""
     cause: BaseException | None = exc.cause
     while cause is not None:

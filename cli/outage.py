@@ -4,7 +4,7 @@ A Temporal frontend restarted (an upgrade, a crash, a dev server stopped for a
 moment) is not the end of a run: its state is durable in the server's
 database, and the co-hosted workers reconnect on their own. The command
 following it only has to wait: it says once that Temporal is unreachable,
-keeps trying for :func:`outage_budget` seconds, says when it is back, and past
+keeps trying for :func:`_outage_budget` seconds, says when it is back, and past
 the budget gives up in one line that names the ``--resume`` command which
 serves and follows the same run again.
 """
@@ -39,7 +39,7 @@ TRANSIENT = frozenset({
 transport says for it); NOT_FOUND, INVALID_ARGUMENT... are real answers."""
 
 
-def outage_budget() -> float:
+def _outage_budget() -> float:
     """Seconds of unreachable Temporal a command rides out (``FILEGATE_TEMPORAL_OUTAGE_SECONDS``,
     default 60); a bad value exits 2."""
     text = os.environ.get(OUTAGE_ENV, "").strip()
@@ -77,7 +77,7 @@ class Outage:
         self.write = write
         self.address = address
         self.resume = resume
-        self.budget = outage_budget() if budget is None else budget
+        self.budget = _outage_budget() if budget is None else budget
         self.since: float | None = None
 
     def failed(self, exc: RPCError) -> None:

@@ -80,7 +80,7 @@ def _approval_hint(
     return show
 
 
-def terminal_exports(target: Any, services: Any) -> str | None:
+def _terminal_exports(target: Any, services: Any) -> str | None:
     """``export ...`` of the servers this command leased rather than found configured:
     another terminal needs them to list and decide (a large pending card, a stored
     result) and to read the run's S3. None when everything came from the environment."""
@@ -102,9 +102,9 @@ def terminal_exports(target: Any, services: Any) -> str | None:
     return "export " + " ".join(parts) if parts else None
 
 
-def build_input(args: argparse.Namespace, root: Path, tools_queue: str, name: str) -> Any:
+def _build_input(args: argparse.Namespace, root: Path, tools_queue: str, name: str) -> Any:
     """The AgentInput the flags describe; bad flags exit 2 before anything starts."""
-    return agent_input(args, served_ref(args, root, tools_queue, name), local_profiles())
+    return agent_input(args, served_ref(args, root, tools_queue, name), _local_profiles())
 
 
 def served_ref(args: argparse.Namespace, root: Path, tools_queue: str, name: str) -> Any:
@@ -125,7 +125,7 @@ def served_kind(args: argparse.Namespace) -> str:
     return "sandbox" if args.sandbox else "local-shell" if args.shell else "filesystem"
 
 
-def local_profiles() -> list[str]:
+def _local_profiles() -> list[str]:
     """The model profiles of this process's environment, which its in-process agent
     worker uses (``FILEGATE_MODEL_PROFILES[_FILE]``); a bad definition exits 2."""
     from filegate.activities.providers.profiles import ModelProfiles
@@ -244,7 +244,7 @@ async def run_command(args: argparse.Namespace) -> int:
     agent_queue = f"{workflow_id}.agent"
     tools_queue = tools_queue_for(workflow_id, root)
     name = "workspace"
-    input = build_input(args, root, tools_queue, name)
+    input = _build_input(args, root, tools_queue, name)
     backend = make_backend(served_kind(args), root, commands=target.settings.commands)
     state_dir = state_dir_outside(target.settings.journal, [str(root)])
     say(f"workflow id: {workflow_id}")
@@ -265,7 +265,7 @@ async def run_command(args: argparse.Namespace) -> int:
                 # Co-hosted: the run's own queue is the tools queue (contract §8).
                 result = await start_and_follow(
                     client, input, workflow_id, tools_queue, fresh=fresh,
-                    memo={ROOT_MEMO: str(root)}, exports=terminal_exports(target, services),
+                    memo={ROOT_MEMO: str(root)}, exports=_terminal_exports(target, services),
                 )  # fmt: skip
     return report_result(args, result, artifacts)
 
@@ -305,7 +305,7 @@ async def start_and_follow(
 ) -> Any:  # fmt: skip
     """Start the workflow on ``agent_queue`` (or take the running one, ``--resume``)
     and follow it to its end, printing progress and approval hints (``exports``:
-    what another terminal sets to decide, :func:`terminal_exports`). A short
+    what another terminal sets to decide, :func:`_terminal_exports`). A short
     Temporal outage is waited out (cli/outage.py). ``remote``: the workers are
     elsewhere (``submit``), so their failed attempts are read from the server."""
     address = client.service_client.config.target_host

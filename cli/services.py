@@ -40,7 +40,7 @@ DEV_PORT_ENV = ENV_PREFIX + "DEV_TEMPORAL_PORT"
 project side by side; other commands then need ``TEMPORAL_ADDRESS``)."""
 
 
-def dev_temporal_address() -> str:
+def _dev_temporal_address() -> str:
     """Where ``run`` / ``dev`` reuse or start Temporal when none is configured."""
     port = os.environ.get(DEV_PORT_ENV, "").strip()
     if not port:
@@ -116,7 +116,7 @@ def _lease_all(
     def temporal() -> tuple[str, str]:
         if target.configured:
             return settings.temporal.address, "configured"
-        default = dev_temporal_address()
+        default = _dev_temporal_address()
         host, port = _split_address(default)
         server = TemporalDevServer(
             state_dir / "temporal",
@@ -231,7 +231,7 @@ async def services_client(
     return with_payload_codec(client, store), store
 
 
-def user_state_dir() -> Path:
+def _user_state_dir() -> Path:
     """``$XDG_STATE_HOME/filegate`` (default ``~/.local/state/filegate``)."""
     base = os.environ.get("XDG_STATE_HOME", "").strip()
     return (Path(base) if base else Path.home() / ".local" / "state") / "filegate"
@@ -239,13 +239,13 @@ def user_state_dir() -> Path:
 
 def state_dir_outside(journal: JournalSettings, roots: Iterable[str]) -> Path:
     """The state directory, resolved; the default (``./.filegate``) moves to
-    :func:`user_state_dir` when it would land inside one of ``roots`` (a worker
+    :func:`_user_state_dir` when it would land inside one of ``roots`` (a worker
     started inside its workspace must not put its journal where the agent sees
     it). A directory chosen explicitly stays as chosen: the worker refuses it
     at start when it is inside a root (contract §11)."""
     chosen = journal.state_dir.resolve()
     if journal.state_dir == DEFAULT_STATE_DIR and any(inside(chosen, r) for r in roots):
-        return user_state_dir()
+        return _user_state_dir()
     return chosen
 
 

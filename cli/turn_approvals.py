@@ -39,7 +39,7 @@ def turns_of(approvals: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]
     return turns
 
 
-def turns_text(turns: dict[str, list[dict[str, Any]]]) -> str:
+def _turns_text(turns: dict[str, list[dict[str, Any]]]) -> str:
     """``turn 3: 2 tool calls, turn 4: 1 tool call``."""
     return ", ".join(f"turn {t}: {counted(len(a), 'tool call')}" for t, a in turns.items())
 
@@ -52,7 +52,7 @@ def chosen_turn(
     turns = turns_of(approvals)
     if turn is not None:
         if turn not in turns:
-            pending = f" (pending: {turns_text(turns)})" if turns else ""
+            pending = f" (pending: {_turns_text(turns)})" if turns else ""
             raise CliError(f"no pending approvals in turn {turn} of {workflow_id}{pending}")
         return turn, turns[turn]
     if not turns:
@@ -60,13 +60,13 @@ def chosen_turn(
         raise CliError(f"workflow {workflow_id} has no pending approvals{older}")
     if len(turns) > 1:
         raise CliError(
-            f"workflow {workflow_id} has {len(turns)} turns pending ({turns_text(turns)}): "
+            f"workflow {workflow_id} has {len(turns)} turns pending ({_turns_text(turns)}): "
             "pick one with --turn"
         )
     return next(iter(turns.items()))
 
 
-async def ready_turn(
+async def _ready_turn(
     handle: WorkflowHandle[Any, Any], args: argparse.Namespace
 ) -> tuple[str, list[dict[str, Any]]]:
     """The turn and its approvals; for an approve, once every preview is shown."""
@@ -104,7 +104,7 @@ async def decide_turn(
 ) -> str:
     """Send the turn decision; the line to print. Errors as for ``decide``
     (cli/approvals.py); a target that changed since its preview: one line, exit 1."""
-    turn, approvals = await ready_turn(handle, args)
+    turn, approvals = await _ready_turn(handle, args)
     ack: dict[str, Any] = await handle.execute_update(
         DECIDE_TURN_UPDATE,
         turn_payload(decision, turn, approvals),

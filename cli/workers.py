@@ -95,7 +95,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         help="interface of --metrics-port (default 127.0.0.1; 0.0.0.0 for a scraper elsewhere)",
     )
     add_bound_flags(parser)
-    parser.set_defaults(handler=worker_command)
+    parser.set_defaults(handler=_worker_command)
 
 
 def _size(text: str) -> int:
@@ -181,7 +181,7 @@ def env_policies() -> PolicyConfig:
         raise CliError(str(exc), 2) from None
 
 
-async def worker_command(args: argparse.Namespace) -> int:
+async def _worker_command(args: argparse.Namespace) -> int:
     target = target_from(args)
     settings = settings_with_flags(args, target.settings)
     if args.role == "tools" and not args.task_queue:

@@ -184,7 +184,7 @@ def clean_env(drop_prefixes: Iterable[str], extra: dict[str, str]) -> dict[str, 
     return env
 
 
-def login_name() -> str:
+def _login_name() -> str:
     """``$USER``, else this uid's passwd name, else ``uid<N>`` (a uid without an entry)."""
     name = os.environ.get("USER", "").strip()
     if name:
@@ -207,7 +207,7 @@ def go_user_env(home: Path) -> dict[str, str]:
     there, which a dev server of ours must not take from the user, and an
     unreadable home (another user's, kept by ``sudo``) stopped it as well.
     """
-    return {"USER": login_name(), "HOME": str(home)}
+    return {"USER": _login_name(), "HOME": str(home)}
 
 
 class _LiveServers:

@@ -48,16 +48,16 @@ Entry = dict[str, Any]
 # --------------------------------------------------------------------------- processes
 
 
-def client_id(pid: int | None = None) -> str:
+def _client_id(pid: int | None = None) -> str:
     """``pid:start-time`` of a process (this one by default)."""
     pid = os.getpid() if pid is None else pid
     stat = proc_stat(pid)
     return f"{pid}:{stat[19] if stat else '?'}"
 
 
-def client_alive(client: str) -> bool:
+def _client_alive(client: str) -> bool:
     pid, _, _ = client.partition(":")
-    return pid.isdigit() and pid_alive(int(pid)) and client_id(int(pid)) == client
+    return pid.isdigit() and pid_alive(int(pid)) and _client_id(int(pid)) == client
 
 
 def cmdline(pid: int) -> str:
@@ -68,7 +68,7 @@ def cmdline(pid: int) -> str:
     return raw.replace(b"\0", b" ").decode(errors="replace")
 
 
-def is_ours(pid: int, marker: str) -> bool:
+def _is_ours(pid: int, marker: str) -> bool:
     """``pid`` is alive and its command line names ``marker`` (our data file)."""
     return pid_alive(pid) and marker in cmdline(pid)
 
@@ -79,7 +79,7 @@ def processes_using(marker: str) -> list[int]:
     return [p for p in pids if p != os.getpid() and marker in cmdline(p) and pid_alive(p)]
 
 
-def stop_group(pid: int, grace: float = STOP_GRACE) -> None:
+def _stop_group(pid: int, grace: float = STOP_GRACE) -> None:
     """SIGTERM the process group ``pid`` leads (or the process, when it leads
     none), SIGKILL after ``grace`` seconds."""
     with contextlib.suppress(OSError):
@@ -155,7 +155,7 @@ class Lease:
     """"embedded, started" or "embedded, reused (N other users)"."""
     server: ManagedServer | None = None
     """The server object when this process started it."""
-    client: str = field(default_factory=client_id)
+    client: str = field(default_factory=_client_id)
 
 
 def _cleanup(entry: Entry, service: str) -> str:
@@ -190,25 +190,25 @@ def acquire(
     marker = server.marker
     with stack.locked() as entry:
         if entry:
-            clients = [c for c in entry.get("clients", []) if client_alive(c)]
+            clients = [c for c in entry.get("clients", []) if _client_alive(c)]
             pid = int(entry.get("pid", 0))
-            live = is_ours(pid, marker) and is_listening(entry["host"], int(entry["port"]))
+            live = _is_ours(pid, marker) and is_listening(entry["host"], int(entry["port"]))
             if live and (port is None or int(entry["port"]) == port):
-                entry["clients"] = [*clients, client_id()]
+                entry["clients"] = [*clients, _client_id()]
                 users = f"{len(clients)} other user{'s' * (len(clients) != 1)}"
                 return Lease(stack, dict(entry), f"embedded, reused ({users})")
             if live:  # the stack's server on another port than asked for: stop it
-                stop_group(pid)
+                _stop_group(pid)
             notes.append(_cleanup(entry, service))
             entry.clear()
         for pid in processes_using(marker):  # running without a record: not ours to keep
-            stop_group(pid)
+            _stop_group(pid)
             notes.append(f"stopped a leftover embedded {service} (pid {pid})")
         if taken is not None and taken():
             return None
         server.start()
         server.detach()
-        entry.update(describe(server), pid=server.pid, clients=[client_id()])
+        entry.update(describe(server), pid=server.pid, clients=[_client_id()])
         return Lease(stack, dict(entry), "embedded, started", server)
 
 
@@ -225,11 +225,11 @@ def reap_orphans(state_dir: Path, services: tuple[str, ...] = ("temporal", "s3")
         if not stack.path.exists():
             continue
         with stack.locked() as entry:
-            if not entry or any(client_alive(c) for c in entry.get("clients", [])):
+            if not entry or any(_client_alive(c) for c in entry.get("clients", [])):
                 continue
             pid = int(entry.get("pid", 0))
             if pid > 0 and pid_alive(pid):
-                stop_group(pid)
+                _stop_group(pid)
                 remove_weed_sockets(entry.get("ports", []))
                 notes.append(f"stopped an embedded {service} left by a killed command (pid {pid})")
             else:
@@ -245,14 +245,14 @@ def release(lease: Lease) -> bool:
     with lease.stack.locked() as entry:
         if entry.get("pid") != lease.entry.get("pid"):
             return False  # replaced meanwhile (someone found ours dead): not ours to stop
-        clients = [c for c in entry.get("clients", []) if c != lease.client and client_alive(c)]
+        clients = [c for c in entry.get("clients", []) if c != lease.client and _client_alive(c)]
         if clients:
             entry["clients"] = clients
             return False
         if lease.server is not None:
             lease.server.stop(grace=STOP_GRACE)
         else:
-            stop_group(int(entry["pid"]))
+            _stop_group(int(entry["pid"]))
             remove_weed_sockets(entry.get("ports", []))
         entry.clear()
         return True
@@ -263,7 +263,7 @@ def status(state_dir: Path, service: str) -> Entry:
     entry = StackFile(state_dir, service).read()
     if entry:
         entry["alive"] = pid_alive(int(entry.get("pid", 0)))
-        entry["clients"] = [c for c in entry.get("clients", []) if client_alive(c)]
+        entry["clients"] = [c for c in entry.get("clients", []) if _client_alive(c)]
     return entry
 
 

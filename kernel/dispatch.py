@@ -175,7 +175,7 @@ def shown_path(request: ToolRequest, local_path: str) -> str:
     return to_virtual(request.route_prefix, local_path)
 
 
-def shown_error(result: _R, request: ToolRequest) -> _R:
+def _shown_error(result: _R, request: ToolRequest) -> _R:
     """``result`` with its ``error_path`` mapped into the virtual tree (structured, no text edit).
 
     The route root itself (local ``/``) shows as the mount (``/memories``), the
@@ -212,7 +212,7 @@ def render_mutation(
         return outcome(format_execute(result))
     local = result.path
     virtual = shown_path(request, local) if local else local
-    shown = shown_error(result, request).model_copy(update={"path": virtual})
+    shown = _shown_error(result, request).model_copy(update={"path": virtual})
     if isinstance(shown, WriteResult):
         return outcome(format_write(shown))
     if isinstance(shown, EditResult):
@@ -236,7 +236,7 @@ def _ls(backend: BackendProtocol, request: ToolRequest, args: LsArgs) -> ToolOut
         return denied
     result = backend.ls(args.path)
     if result.error is not None:
-        shown = outcome(format_ls(shown_error(result, request)))
+        shown = outcome(format_ls(_shown_error(result, request)))
         return _with_raw(request, shown, RawListing(ls=result))
     entries = [
         FileInfo.model_validate(
@@ -273,7 +273,7 @@ def _read(
         if binary.is_error:
             return ToolOutcome(content=binary.content, status="error")
         return ToolOutcome(content=binary.content, media=binary.frames)
-    shown = shown_error(result, request).model_copy(update={"path": virtual})
+    shown = _shown_error(result, request).model_copy(update={"path": virtual})
     answer = outcome(format_read(shown, plan))
     if answer.status == "success" and result.error is None and seen is not None:
         return answer.model_copy(update={"fingerprint": seen})
@@ -325,7 +325,7 @@ def _glob(backend: BackendProtocol, request: ToolRequest, args: GlobArgs) -> Too
     visible = search_visible(backend, request, search_root)
     result = backend.glob(args.pattern, root, visible=visible)
     if result.error is not None:
-        shown = outcome(format_glob(shown_error(result, request)))
+        shown = outcome(format_glob(_shown_error(result, request)))
         return _with_raw(request, shown, RawListing(glob=result))
     virtual = [to_virtual(request.route_prefix, path) for path in result.matches]
     kept = filter_paths(request.permissions, virtual)
@@ -359,7 +359,7 @@ def _grep(backend: BackendProtocol, request: ToolRequest, args: GrepArgs) -> Too
     if result.error is not None:
         failure = outcome(
             format_grep(
-                shown_error(result, request),
+                _shown_error(result, request),
                 pattern=args.pattern,
                 output_mode=args.output_mode,
             )

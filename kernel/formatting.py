@@ -230,14 +230,14 @@ def looks_like_regex(pattern: str) -> bool:
     return bool(_REGEX_SIGNS.search(pattern))
 
 
-def grep_truncated_note() -> str:
+def _grep_truncated_note() -> str:
     return (
         "[The search stopped early (match limit or time limit): the results above are "
         "valid but incomplete. Narrow path or glob, or set max_count, to see more.]"
     )
 
 
-def regex_hint(pattern: str) -> str:
+def _regex_hint(pattern: str) -> str:
     return (
         f"[Hint: grep searches for literal text, not regular expressions; {pattern!r} "
         "was matched character for character. Search for a plain substring instead, "
@@ -280,13 +280,13 @@ def format_grep(
     """
     if result.error is not None:
         return result_error(result)
-    extra = [grep_truncated_note()] if result.truncated else []
+    extra = [_grep_truncated_note()] if result.truncated else []
     if result.stopped_after is not None:
         extra = [search_stopped_note(result.stopped_after, GREP_NARROW)]
     if not result.matches:
         parts = [NO_MATCHES_FOUND]
         if looks_like_regex(pattern):
-            parts.append(regex_hint(pattern))
+            parts.append(_regex_hint(pattern))
         return Rendered("\n\n".join([*parts, *extra]))
     rows = _grep_rows(_sorted_matches(result.matches), output_mode)
     return Rendered(_list_cut(rows, "lines" if output_mode == "content" else "files", extra))

@@ -52,7 +52,7 @@ def waive_interrupts(rules: list[FilesystemPermission]) -> list[FilesystemPermis
     ]
 
 
-def judged_paths(
+def _judged_paths(
     backend: BackendProtocol, request: ToolRequest, local_path: str, *, link_itself: bool = False
 ) -> list[str]:
     """Virtual paths a rule must pass for ``local_path``: as written, and its target."""
@@ -105,7 +105,7 @@ def entry_refused(
         if root_is_result and local_path != "/"
         else None,
     )
-    for virtual in judged_paths(backend, request, local_path):
+    for virtual in _judged_paths(backend, request, local_path):
         if search:
             denied = search_root_denied(rules, operation, virtual)
             needs_approval = not unasked and (
@@ -134,7 +134,7 @@ def delete_refused(
     if not rules:
         return None
     shown = to_virtual(request.route_prefix, local_path)
-    judged = judged_paths(backend, request, local_path, link_itself=True)
+    judged = _judged_paths(backend, request, local_path, link_itself=True)
     if not request.approved:
         for virtual in judged:
             if check_permission(rules, "write", virtual) == "interrupt":

@@ -95,7 +95,7 @@ def video_supported() -> bool:
         return False
 
 
-def extension_of(path: str) -> str:
+def _extension_of(path: str) -> str:
     """Lower-cased extension of the last path component (``""`` for dotfiles)."""
     name = posixpath.basename(path)
     dot = name.rfind(".")
@@ -108,7 +108,7 @@ def media_kind(path: str, *, video: bool | None = None) -> MediaKind:
     Unknown extensions, and videos when video support is off, are ``file``.
     ``video`` overrides the :func:`video_supported` probe.
     """
-    ext = extension_of(path)
+    ext = _extension_of(path)
     if ext in IMAGE_EXTENSIONS:
         return "image"
     if ext in AUDIO_EXTENSIONS:
@@ -123,13 +123,13 @@ def media_kind(path: str, *, video: bool | None = None) -> MediaKind:
 
 def is_media_path(path: str) -> bool:
     """True when ``path``'s extension (case-insensitive) is a media type: read as bytes."""
-    return extension_of(path) in MEDIA_EXTENSIONS
+    return _extension_of(path) in MEDIA_EXTENSIONS
 
 
-def is_video_path(path: str) -> bool:
+def _is_video_path(path: str) -> bool:
     """True for a video extension, whether or not video support is installed."""
-    return extension_of(path) in VIDEO_EXTENSIONS
+    return _extension_of(path) in VIDEO_EXTENSIONS
 
 
 def mime_type_for(path: str) -> str:
-    return MIME_TYPES.get(extension_of(path), GENERIC_MIME)
+    return MIME_TYPES.get(_extension_of(path), GENERIC_MIME)

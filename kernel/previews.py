@@ -80,7 +80,7 @@ def compute_preview(backend: BackendProtocol, request: ToolRequest) -> ChangePre
     is judged with the model's read rights too (kernel.reach), so a link
     re-pointed after the check shows the reviewer nothing protected.
     """
-    with judged_at_reach(reach_for(read_rights(request.permissions), request.route_prefix)):
+    with judged_at_reach(reach_for(_read_rights(request.permissions), request.route_prefix)):
         return _compute_preview(backend, request)
 
 
@@ -99,7 +99,7 @@ def _compute_preview(backend: BackendProtocol, request: ToolRequest) -> ChangePr
     # The reviewer sees only what the model may read: a read interrupt asks for
     # an approval of its own, which this one is not (a write's is), so it hides
     # content here as a deny does.
-    readable = request.model_copy(update={"permissions": read_rights(request.permissions)})
+    readable = request.model_copy(update={"permissions": _read_rights(request.permissions)})
     refused = entry_refused(backend, readable, "read", args.file_path)
     if isinstance(args, DeleteArgs):
         return _delete_preview(backend, readable, args.file_path, shown, refused is not None)
@@ -121,7 +121,7 @@ def _compute_preview(backend: BackendProtocol, request: ToolRequest) -> ChangePr
     return _edit_preview(shown, current, args)
 
 
-def read_rights(rules: list[FilesystemPermission]) -> list[FilesystemPermission]:
+def _read_rights(rules: list[FilesystemPermission]) -> list[FilesystemPermission]:
     """The rules as they judge a preview's reads: every ``interrupt`` counts as a deny."""
     if not any(rule.mode == "interrupt" for rule in rules):
         return rules

@@ -136,14 +136,14 @@ def _below_denied(rules: Rules, op: str, root: str) -> bool:
     for rule in rules:
         if not rule.governs(op):  # type: ignore[arg-type]
             continue
-        if rule.covers_subtree(root) or covers_below(rule.paths, root):
+        if rule.covers_subtree(root) or _covers_below(rule.paths, root):
             return rule.mode == "deny"
         if rule.overlaps_subtree(root):
             return False  # an earlier rule decides part of the subtree
     return False
 
 
-def covers_below(patterns: Sequence[str], root: str) -> bool:
+def _covers_below(patterns: Sequence[str], root: str) -> bool:
     """True when some pattern matches every path strictly below ``root``.
 
     Sound, not complete: ``Q/**`` does when ``Q`` matches ``root`` (``**``

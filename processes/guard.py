@@ -96,7 +96,7 @@ class _CapData(ctypes.Structure):
 _libc: ctypes.CDLL | None = None
 
 
-def is_linux() -> bool:
+def _is_linux() -> bool:
     return sys.platform.startswith("linux")
 
 
@@ -129,7 +129,7 @@ def make_non_dumpable() -> bool:
     no core dump (which would hold the same secrets). Raises OSError if the
     kernel refuses: a worker that believes it is protected must be.
     """
-    if not is_linux():
+    if not _is_linux():
         return False
     _prctl(PR_SET_DUMPABLE, 0, "PR_SET_DUMPABLE")
     return True
@@ -137,7 +137,7 @@ def make_non_dumpable() -> bool:
 
 def is_dumpable() -> bool | None:
     """This process's dumpable flag (None off Linux)."""
-    if not is_linux():
+    if not _is_linux():
         return None
     return _prctl(PR_GET_DUMPABLE, name="PR_GET_DUMPABLE") == 1
 
@@ -150,10 +150,10 @@ def needs_capability_drop() -> bool:
     for the worker. It could not empty the bounding set anyway (that needs
     ``CAP_SETPCAP``).
     """
-    return is_linux() and os.geteuid() == 0
+    return _is_linux() and os.geteuid() == 0
 
 
-def last_capability() -> int:
+def _last_capability() -> int:
     """The highest capability number this kernel knows."""
     try:
         with open("/proc/sys/kernel/cap_last_cap", "rb") as fh:
@@ -182,7 +182,7 @@ def capability_sets() -> dict[str, int]:
         for name in ("effective", "permitted", "inheritable")
     }
     bounding = ambient = 0
-    for cap in range(last_capability() + 1):
+    for cap in range(_last_capability() + 1):
         if _prctl(PR_CAPBSET_READ, cap, "PR_CAPBSET_READ") == 1:
             bounding |= 1 << cap
         try:
@@ -224,7 +224,7 @@ def drop_all_capabilities() -> None:
     except OSError as exc:
         if exc.errno != errno.EINVAL:  # EINVAL: no ambient set on this kernel (< 4.3)
             raise
-    for cap in range(last_capability() + 1):
+    for cap in range(_last_capability() + 1):
         if _prctl(PR_CAPBSET_READ, cap, "PR_CAPBSET_READ") == 1:
             _prctl(PR_CAPBSET_DROP, cap, f"PR_CAPBSET_DROP, {cap}")
     _prctl(PR_SET_NO_NEW_PRIVS, 1, "PR_SET_NO_NEW_PRIVS")

@@ -76,7 +76,7 @@ SANDBOX_PASSTHROUGH = runner.SANDBOX_PASSTHROUGH
 sandboxed_runner = runner.sandboxed_runner
 
 
-def transcript_json(messages: list[Message]) -> list[dict[str, Any]]:
+def _transcript_json(messages: list[Message]) -> list[dict[str, Any]]:
     """contract §10 transcript: role/content plus tool_calls, tool_call_id, status when set."""
     out: list[dict[str, Any]] = []
     for message in messages:
@@ -204,7 +204,7 @@ class AgentWorkflow:
             tool_errors=self._tools.counts["tool_errors"],
             approvals=self._tools.counts["approvals"],
             usage=self._turns.usage,
-            transcript=transcript_json(self._messages),
+            transcript=_transcript_json(self._messages),
             earlier_transcript=self._turns.context.page,
         )
 
@@ -241,7 +241,7 @@ class AgentWorkflow:
         state = self._state
         if state == "running" and pending:
             state = "awaiting_approval"
-        last = transcript_json(self._messages[-1:])
+        last = _transcript_json(self._messages[-1:])
         return InlineStatus(  # inline: see InlineAnswer
             step=self._turns.steps,
             state=state,  # type: ignore[arg-type]
@@ -254,7 +254,7 @@ class AgentWorkflow:
 
     @workflow.query(name=wire.TRANSCRIPT_QUERY)
     def transcript(self) -> list[dict[str, Any]]:
-        return InlineAnswer(transcript_json(self._messages))  # never by reference
+        return InlineAnswer(_transcript_json(self._messages))  # never by reference
 
     @workflow.signal(name=wire.DECIDE_UPDATE)
     async def decide_signal(self, decision: Decision) -> None:

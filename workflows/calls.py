@@ -113,7 +113,7 @@ class Routes:
         self._input = config
         self._enabled = descriptions.whitelisted_tools(config.tools)
         self._co_hosted = co_hosted
-        self._local = LocalCalls(start_local, at_start=batching)
+        self._local = LocalCalls(_start_local, at_start=batching)
         self._remote = RemoteCalls(at_start=batching)
         self.model_time: str | None = None
         """When the host's latest model answer came (:meth:`FileTools.stamp`)."""
@@ -491,7 +491,7 @@ def _with_note(outcome: ToolOutcome, note: str) -> ToolOutcome:
     return outcome.model_copy(update={"content": [TextBlock(text=note), *outcome.content]})
 
 
-async def start_local(name: str, arg: Any, result_type: Any, options: dict[str, Any]) -> Any:
+async def _start_local(name: str, arg: Any, result_type: Any, options: dict[str, Any]) -> Any:
     """Schedule one local activity for :class:`LocalCalls`; a worker that does not
     host tools says so plainly.
 

@@ -108,13 +108,13 @@ def evicted_name(index: int) -> str:
     return f"message-{index:06d}.md"
 
 
-def is_evicted(message: Message) -> bool:
+def _is_evicted(message: Message) -> bool:
     return message.role == "user" and len(message.text()) > EVICT_CHARS
 
 
 def shown(message: Message, index: int) -> Message:
     """The message as the model sees it: a stub for an over-long user message."""
-    if not is_evicted(message):
+    if not _is_evicted(message):
         return message
     stub = offload_stub(CONVERSATION_DIR + evicted_name(index), message.text(), what="Message")
     return Message(role="user", content=stub)
@@ -173,7 +173,7 @@ def to_archive(messages: Sequence[Message], state: ContextState) -> dict[str, st
     return {
         evicted_name(state.archived_upto + i): m.text()
         for i, m in enumerate(messages[first:])
-        if is_evicted(m)
+        if _is_evicted(m)
     }
 
 

@@ -65,7 +65,7 @@ def _structured(outcome: ToolOutcome, kind: _Kind, expected: type[_R]) -> _R:
     raise _Failed(format_error(f"{kind} returned no structured result to merge"))
 
 
-def target_path(router: Router, prefix: str | None, local_path: str) -> str:
+def _target_path(router: Router, prefix: str | None, local_path: str) -> str:
     """The virtual path of a target's backend-local search root (a route root is its mount)."""
     virtual = router.to_virtual(prefix, local_path)
     return virtual.rstrip("/") or "/"
@@ -75,7 +75,7 @@ def _call(
     run: RunTarget, router: Router, prefix: str | None, args: dict[str, Any]
 ) -> Awaitable[ToolOutcome]:
     """Run one target with the target's virtual path."""
-    return run(prefix, args, target_path(router, prefix, args["path"]))
+    return run(prefix, args, _target_path(router, prefix, args["path"]))
 
 
 async def _gather(

@@ -137,7 +137,7 @@ class CompiledOnceFinder(importlib.abc.MetaPathFinder):
         return spec
 
 
-def compile_workflows_once() -> None:
+def _compile_workflows_once() -> None:
     """Install :class:`CompiledOnceFinder` for ``filegate.workflows`` (idempotent)."""
     if not any(isinstance(f, CompiledOnceFinder) for f in sys.meta_path):
         sys.meta_path.insert(0, CompiledOnceFinder(["filegate.workflows"]))
@@ -156,7 +156,7 @@ def filegate_runner(
     runner = existing or SandboxedWorkflowRunner()
     if not isinstance(runner, SandboxedWorkflowRunner):
         return runner
-    compile_workflows_once()
+    _compile_workflows_once()
     restrictions = runner.restrictions.with_passthrough_modules(*SANDBOX_PASSTHROUGH)
     if type(runner) not in (SandboxedWorkflowRunner, ContextFreeSandboxRunner):
         return dataclasses.replace(runner, restrictions=restrictions)
@@ -169,7 +169,7 @@ def filegate_runner(
 def sandboxed_runner() -> SandboxedWorkflowRunner:
     """The stock sandbox with :data:`SANDBOX_PASSTHROUGH` passed through, for a
     converter that reads the serialization context."""
-    compile_workflows_once()
+    _compile_workflows_once()
     restrictions = SandboxRestrictions.default.with_passthrough_modules(*SANDBOX_PASSTHROUGH)
     return SandboxedWorkflowRunner(restrictions=restrictions)
 

@@ -92,12 +92,12 @@ def whitelisted_tools(whitelist: Iterable[str] | None) -> list[ToolName]:
     return [name for name in TOOL_ORDER if name in wanted]
 
 
-def default_can_execute(spec: BackendSpec) -> bool:
+def _default_can_execute(spec: BackendSpec) -> bool:
     """execute runs on the default backend only, so routes do not count."""
     return spec.default.can_execute
 
 
-def any_can_delete(spec: BackendSpec) -> bool:
+def _any_can_delete(spec: BackendSpec) -> bool:
     """delete is routed per path, so any backend that can delete makes it useful."""
     return any(b.can_delete for b in spec.all_backends())
 
@@ -110,9 +110,9 @@ def any_can_read_video(spec: BackendSpec) -> bool:
 def visible_tools(enabled: Iterable[ToolName], spec: BackendSpec) -> list[ToolName]:
     """The tools offered on this request: whitelist minus what the backend cannot do."""
     hidden: set[str] = set()
-    if not default_can_execute(spec):
+    if not _default_can_execute(spec):
         hidden.add("execute")
-    if not any_can_delete(spec):
+    if not _any_can_delete(spec):
         hidden.add("delete")
     enabled_set = set(enabled)
     return [name for name in TOOL_ORDER if name in enabled_set and name not in hidden]
@@ -185,7 +185,7 @@ def _slash(prefix: str) -> str:
     return "/" + stripped + "/" if stripped else "/"
 
 
-def shell_paths_section(spec: BackendSpec) -> str:
+def _shell_paths_section(spec: BackendSpec) -> str:
     """Tell the model how virtual paths map to the shell's host paths.
 
     Rewriting shell commands would mean parsing shell syntax; telling the model
@@ -289,5 +289,5 @@ def system_prompt(
     else:
         parts = [user_prompt]
     if spec.is_composite and "execute" in visible:
-        parts.append(shell_paths_section(spec))
+        parts.append(_shell_paths_section(spec))
     return "\n\n".join(p.strip() for p in parts if p.strip())

@@ -49,7 +49,7 @@ def not_picked_up(error: BaseException) -> bool:
     return isinstance(cause, TimeoutError) and cause.type == TimeoutType.SCHEDULE_TO_START
 
 
-def unserved_text(tool: ToolName, ref: BackendRef, seconds: float) -> str:
+def _unserved_text(tool: ToolName, ref: BackendRef, seconds: float) -> str:
     """What the model (and the host) read for a call no worker took: one line."""
     return format_error(
         f"the {tool} call got no tools worker: none took it from task queue "
@@ -63,7 +63,7 @@ def unserved_text(tool: ToolName, ref: BackendRef, seconds: float) -> str:
 def unserved_outcome(tool: ToolName, ref: BackendRef, limits: Limits) -> ToolOutcome:
     """The error result of a call no worker took (see the module), logged once."""
     seconds = limits.tool_worker_wait_seconds or 0.0
-    text = unserved_text(tool, ref, seconds)
+    text = _unserved_text(tool, ref, seconds)
     workflow.logger.warning(
         "no tools worker took a %s call from task queue %r within %g s",
         tool,

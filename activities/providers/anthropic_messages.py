@@ -73,7 +73,7 @@ def _assistant(message: Message) -> list[dict[str, Any]]:
     return blocks
 
 
-def to_anthropic(system: str, messages: list[Message]) -> tuple[str, list[dict[str, Any]]]:
+def _to_anthropic(system: str, messages: list[Message]) -> tuple[str, list[dict[str, Any]]]:
     """(system prompt, messages) for the Messages API.
 
     System messages inside the transcript join the top-level system prompt.
@@ -103,11 +103,11 @@ def to_anthropic(system: str, messages: list[Message]) -> tuple[str, list[dict[s
     return "\n\n".join(system_parts), out
 
 
-def to_anthropic_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
+def _to_anthropic_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
     return [t.anthropic() for t in tools]
 
 
-def from_anthropic_response(message: Any) -> ModelResponse:
+def _from_anthropic_response(message: Any) -> ModelResponse:
     """Text blocks joined, tool_use blocks as ToolCalls; thinking blocks are not kept.
 
     The SDK has parsed each ``input`` already (a body nested past Python's parser
@@ -150,7 +150,7 @@ class AnthropicMessagesProvider:
             request, self.profile, PROVIDER, KEY_ENV, BASE_URL_ENV, "anthropic", encodable
         )
         anthropic = call.sdk
-        system, messages = to_anthropic(request.system, call.messages)
+        system, messages = _to_anthropic(request.system, call.messages)
         kwargs: dict[str, Any] = {
             "model": spec.name,
             "max_tokens": spec.max_output_tokens or DEFAULT_MAX_TOKENS,
@@ -159,7 +159,7 @@ class AnthropicMessagesProvider:
         if system:
             kwargs["system"] = system
         if request.tools:
-            kwargs["tools"] = to_anthropic_tools(request.tools)
+            kwargs["tools"] = _to_anthropic_tools(request.tools)
         if spec.options.get("params"):
             kwargs["extra_body"] = dict(spec.options["params"])
 
@@ -172,4 +172,4 @@ class AnthropicMessagesProvider:
         with sdk_errors(PROVIDER, anthropic, call.api_key):
             async with client:
                 response = await client.messages.create(**kwargs)
-        return from_anthropic_response(response)
+        return _from_anthropic_response(response)

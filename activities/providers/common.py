@@ -78,7 +78,7 @@ def parse_retry_after(headers: Mapping[str, str], now: float | None = None) -> f
     return None
 
 
-def status_error(
+def _status_error(
     provider: str,
     status: int,
     headers: Mapping[str, str],
@@ -87,7 +87,7 @@ def status_error(
     secret: str | None = None,
 ) -> ApplicationError:
     """Map an HTTP error response to a retryable or non-retryable ApplicationError."""
-    text = scrub(detail, secret)[:MAX_ERROR_TEXT]
+    text = _scrub(detail, secret)[:MAX_ERROR_TEXT]
     message = f"{provider} API returned HTTP {status}: {text}"
     if status in RETRYABLE_STATUSES or status >= 500:
         if status == 429 and "(insufficient_quota)" in detail:
@@ -97,20 +97,20 @@ def status_error(
     return request_error(message, status=status)
 
 
-def connection_error(
+def _connection_error(
     provider: str, exc: BaseException, secret: str | None = None
 ) -> ApplicationError:
     """Network failures and client-side timeouts are transient by nature."""
-    cause = scrub(str(exc) or type(exc).__name__, secret)[:MAX_ERROR_TEXT]
+    cause = _scrub(str(exc) or type(exc).__name__, secret)[:MAX_ERROR_TEXT]
     return retryable_error(f"{provider} API unreachable: {cause}")
 
 
-def scrub(text: str, secret: str | None) -> str:
+def _scrub(text: str, secret: str | None) -> str:
     """Keep a key out of error messages even if a server echoes it back."""
     return text.replace(secret, "***") if secret else text
 
 
-def require_env(name: str, purpose: str) -> str:
+def _require_env(name: str, purpose: str) -> str:
     """Read a credential from the worker's environment or fail without retry."""
     value = os.environ.get(name, "").strip()
     if not value:
@@ -121,7 +121,7 @@ def require_env(name: str, purpose: str) -> str:
     return value
 
 
-def resolve_base_url(configured: str | None, env_name: str) -> str | None:
+def _resolve_base_url(configured: str | None, env_name: str) -> str | None:
     """The profile's base URL, then the worker's environment, then the SDK default."""
     return configured or os.environ.get(env_name, "").strip() or None
 
@@ -173,7 +173,7 @@ def placeholder(block: MediaBlock) -> TextBlock:
     )
 
 
-def downgrade_blocks(
+def _downgrade_blocks(
     content: str | list[ContentBlock], can_send: Callable[[MediaBlock], bool]
 ) -> str | list[ContentBlock]:
     """Replace every media block ``can_send`` rejects by its placeholder."""
@@ -188,7 +188,7 @@ def downgrade_messages(
     """Copy of ``messages`` with unsendable media replaced; the originals are untouched."""
     out: list[Message] = []
     for m in messages:
-        new = downgrade_blocks(m.content, can_send)
+        new = _downgrade_blocks(m.content, can_send)
         out.append(m if new is m.content else m.model_copy(update={"content": new}))
     return out
 
@@ -223,8 +223,8 @@ def prepare_sdk_call(
     """
     spec = request.model
     key_name = profile.api_key_env or key_env
-    api_key = require_env(key_name, f"the {provider} model provider")
-    base_url = resolve_base_url(profile.base_url, base_url_env)
+    api_key = _require_env(key_name, f"the {provider} model provider")
+    base_url = _resolve_base_url(profile.base_url, base_url_env)
     sdk = lazy_import(module, module)
 
     def can_send(block: MediaBlock) -> bool:
@@ -233,7 +233,7 @@ def prepare_sdk_call(
     return SdkCall(api_key, base_url, sdk, downgrade_messages(request.messages, can_send))
 
 
-def error_detail(exc: Any) -> str:
+def _error_detail(exc: Any) -> str:
     """``message (code)`` from the body both APIs use: ``{"error": {"message", "code"|"type"}}``."""
     body = getattr(exc, "body", None)
     error = body.get("error", body) if isinstance(body, dict) else None
@@ -243,7 +243,7 @@ def error_detail(exc: Any) -> str:
     return str(getattr(exc, "message", exc))
 
 
-def sdk_error(provider: str, exc: Exception, sdk: Any, secret: str | None) -> Exception:
+def _sdk_error(provider: str, exc: Exception, sdk: Any, secret: str | None) -> Exception:
     """Translate an ``openai``/``anthropic`` SDK exception (same shape in both SDKs).
 
     Anything unrecognised is returned unchanged: Temporal's default policy retries it.
@@ -254,11 +254,11 @@ def sdk_error(provider: str, exc: Exception, sdk: Any, secret: str | None) -> Ex
     if isinstance(exc, RecursionError):
         return request_error(f"{provider} API response nests too deeply to parse")
     if isinstance(exc, sdk.APIStatusError):
-        return status_error(
-            provider, exc.status_code, exc.response.headers, error_detail(exc), secret=secret
+        return _status_error(
+            provider, exc.status_code, exc.response.headers, _error_detail(exc), secret=secret
         )
     if isinstance(exc, sdk.APIConnectionError):
-        return connection_error(provider, exc, secret)
+        return _connection_error(provider, exc, secret)
     return exc
 
 
@@ -268,7 +268,7 @@ def sdk_errors(provider: str, sdk: Any, secret: str | None) -> Iterator[None]:
     try:
         yield
     except Exception as exc:
-        mapped = sdk_error(provider, exc, sdk, secret)
+        mapped = _sdk_error(provider, exc, sdk, secret)
         if mapped is exc:
             raise
         raise mapped from None

@@ -90,7 +90,7 @@ def parse_arguments(raw: Any, max_chars: int = DEFAULT_MAX_TOOL_ARGS_CHARS) -> d
     return value
 
 
-def args_refusal(args: dict[str, Any], max_chars: int) -> RefusedArgs | None:
+def _args_refusal(args: dict[str, Any], max_chars: int) -> RefusedArgs | None:
     """Why ``args`` may not reach the workflow, or None. Depth first: the other checks
     serialise the value. Applied to markers too, so a forged one cannot carry 8 MiB."""
     if nesting_exceeds(args, MAX_TOOL_ARGS_DEPTH):
@@ -113,7 +113,7 @@ def _name(call: ToolCall) -> str:
 
 
 def _checked(call: ToolCall, n: int, call_index: int, max_chars: int) -> ToolCall:
-    refusal = args_refusal(call.args, max_chars)
+    refusal = _args_refusal(call.args, max_chars)
     update: dict[str, Any] = {"id": _call_id(call, call_index, n), "name": _name(call)}
     if refusal is not None:
         update["args"] = refusal.marker()

@@ -87,7 +87,7 @@ def _assistant(message: Message) -> dict[str, Any]:
     return out
 
 
-def to_openai_messages(system: str, messages: list[Message]) -> list[dict[str, Any]]:
+def _to_openai_messages(system: str, messages: list[Message]) -> list[dict[str, Any]]:
     """Our transcript as Chat Completions messages.
 
     Tool messages can only carry text, so media in tool results (e.g. an image
@@ -125,7 +125,7 @@ def to_openai_messages(system: str, messages: list[Message]) -> list[dict[str, A
     return out
 
 
-def to_openai_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
+def _to_openai_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
     return [t.openai() for t in tools]
 
 
@@ -184,10 +184,10 @@ class OpenAIChatProvider:
         openai, base_url = call.sdk, call.base_url
         kwargs: dict[str, Any] = {
             "model": spec.name,
-            "messages": to_openai_messages(request.system, call.messages),
+            "messages": _to_openai_messages(request.system, call.messages),
         }
         if request.tools:
-            kwargs["tools"] = to_openai_tools(request.tools)
+            kwargs["tools"] = _to_openai_tools(request.tools)
         if spec.max_output_tokens:
             # api.openai.com wants max_completion_tokens; many compatible servers
             # only know max_tokens.

@@ -50,7 +50,7 @@ class ModelProfile(BaseModel):
     script_dir: Path | None = None
 
 
-def profile_error(message: str) -> ApplicationError:
+def _profile_error(message: str) -> ApplicationError:
     """A bad profile or model name: the run fails, retrying cannot help."""
     return ApplicationError(message, type=PROFILE_ERROR_TYPE, non_retryable=True)
 
@@ -118,18 +118,18 @@ class ModelProfiles(BaseModel):
         try:
             check_model_spec(spec)
         except ValueError as exc:
-            raise profile_error(str(exc)) from None
+            raise _profile_error(str(exc)) from None
         profile = self.profiles.get(spec.provider)
         if profile is None:
             known = ", ".join(sorted(self.profiles)) or "none"
-            raise profile_error(
+            raise _profile_error(
                 f"unknown model profile {spec.provider!r} on this agent worker (known: {known})"
             )
         if profile.kind == "scripted":
             if spec.name:
                 script_path(profile, spec.name)  # refuse early, before any file access
         elif profile.models is not None and spec.name not in profile.models:
-            raise profile_error(
+            raise _profile_error(
                 f"model {spec.name!r} is not allowed by model profile {spec.provider!r} "
                 f"(allowed: {', '.join(profile.models) or 'none'})"
             )
@@ -143,7 +143,7 @@ def script_path(profile: ModelProfile, name: str) -> Path:
     answer for a name outside the directory never depends on what is there.
     """
     if profile.script_dir is None:
-        raise profile_error(
+        raise _profile_error(
             "this agent worker's scripted model profile takes inline scripts only "
             "(options['script']); script file names need a script_dir in its profile"
         )
@@ -151,5 +151,5 @@ def script_path(profile: ModelProfile, name: str) -> Path:
     candidate = Path(name)
     path = (root / candidate).resolve()
     if candidate.is_absolute() or ".." in candidate.parts or not path.is_relative_to(root):
-        raise profile_error(f"scripted model name {name!r} is outside the script directory")
+        raise _profile_error(f"scripted model name {name!r} is outside the script directory")
     return path

@@ -46,7 +46,7 @@ class ScriptToolCall(BaseModel):
     args: dict[str, Any] = Field(default_factory=dict)
 
 
-def call_id_for(call: ScriptToolCall, turn: int, n: int) -> str:
+def _call_id_for(call: ScriptToolCall, turn: int, n: int) -> str:
     """The script's id, or a stable one derived from the call's position."""
     return call.id or f"s{turn}_{n}"
 
@@ -78,7 +78,7 @@ class Script(BaseModel):
         seen: dict[str, int] = {}
         for k, turn in enumerate(self.turns):
             for n, call in enumerate(turn.tool_calls or []):
-                call_id = call_id_for(call, k, n)
+                call_id = _call_id_for(call, k, n)
                 if call_id in seen:
                     raise ValueError(
                         f"tool call id {call_id!r} is used in turn {seen[call_id]} and "
@@ -208,7 +208,7 @@ def script_unavailable(sha256: str) -> ApplicationError:
     )
 
 
-def script_for(request: ModelRequest, profile: ModelProfile | None = None) -> Script:
+def _script_for(request: ModelRequest, profile: ModelProfile | None = None) -> Script:
     """The script ``request.script`` names (parsed on this worker before), inline in
     ``options["script"]``, or in the file ``model.name`` names inside the profile's
     script directory (never any other path on the worker)."""
@@ -243,7 +243,7 @@ class ScriptedProvider:
         self.profile = profile or ModelProfile(kind="scripted")
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
-        script = script_for(request, self.profile)
+        script = _script_for(request, self.profile)
         k = request.call_index
         usage = Usage(input_tokens=_rough_tokens(request))
         if k < 0 or k >= len(script.turns):
@@ -258,7 +258,7 @@ class ScriptedProvider:
             )
         turn = script.turns[k]
         calls = [
-            ToolCall(id=call_id_for(c, k, n), name=c.name, args=c.args)
+            ToolCall(id=_call_id_for(c, k, n), name=c.name, args=c.args)
             for n, c in enumerate(turn.tool_calls or [])
         ]
         content = turn.content or ""

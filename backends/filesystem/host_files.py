@@ -226,10 +226,10 @@ def resolve_in_root(root: str, vpath: str) -> str | None:
         return "/"
     if any(part in ("", ".", "..") for part in rel.split("/")):
         return None
-    return below_root(root, resolve_host(os.path.join(root, rel)))
+    return _below_root(root, resolve_host(os.path.join(root, rel)))
 
 
-def below_root(root: str, host: str) -> str | None:
+def _below_root(root: str, host: str) -> str | None:
     """The virtual path of host path ``host`` below directory ``root`` (None if outside)."""
     if host == root:
         return "/"
@@ -253,7 +253,7 @@ def reached_path(root: str, fd: int, parts: list[str]) -> str:
         real = os.readlink(f"{_PROC_FD}/{fd}")
     except OSError:
         return "/" + "/".join(parts)
-    vpath = below_root(root, real)
+    vpath = _below_root(root, real)
     if vpath is None:
         raise PathEscapeError(real)
     return vpath
@@ -268,7 +268,7 @@ def link_target_stat(root: str, dfd: int, name: str) -> os.stat_result | None:
     """
     fd = os.open(name, os.O_PATH | os.O_CLOEXEC, dir_fd=dfd)
     try:
-        target = below_root(root, os.readlink(f"{_PROC_FD}/{fd}"))
+        target = _below_root(root, os.readlink(f"{_PROC_FD}/{fd}"))
         if target is None or not entry_visible(target):
             return None
         return os.fstat(fd)

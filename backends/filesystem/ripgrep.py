@@ -59,7 +59,7 @@ def grep_rg(
     cmd += ["--no-messages", "--color", "never", "--files-with-matches", "--null"]
     if glob and spells_dot(glob):
         cmd.append("--hidden")
-    prefilter = rg_prefilter(glob)
+    prefilter = _rg_prefilter(glob)
     if prefilter is not None:
         cmd += ["--glob", prefilter]
     cmd += ["--regexp", literal, "--", "."]
@@ -132,7 +132,7 @@ def complete_names(out: bytes) -> list[bytes]:
     return [name for name in out.split(b"\x00")[:-1] if name]
 
 
-def rg_prefilter(glob: str | None) -> str | None:
+def _rg_prefilter(glob: str | None) -> str | None:
     """A ripgrep ``--glob`` that is a superset of ours, or None when unsure.
 
     Only plain basename patterns (literals, ``*``, braces) are handed over;

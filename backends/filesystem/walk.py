@@ -34,7 +34,7 @@ CLOCK_EVERY = 1024
 directory cannot outrun the limit, and the clock costs nothing per entry."""
 
 
-def walk_files(
+def _walk_files(
     dfd: int,
     prefix: str,
     may_enter: Callable[[str], bool],
@@ -77,7 +77,7 @@ def walk_files(
         except OSError:
             continue
         try:
-            yield from walk_files(child, prefix + name + "/", may_enter, wants, clock)
+            yield from _walk_files(child, prefix + name + "/", may_enter, wants, clock)
         finally:
             os.close(child)
 
@@ -102,7 +102,7 @@ def grep_tree(
     def wants(rel: str) -> bool:
         return flt.wants(base + rel) and (visible is None or visible(base + rel))
 
-    walk = walk_files(dfd, "", lambda rel: flt.may_enter(base + rel), wants, clock)
+    walk = _walk_files(dfd, "", lambda rel: flt.may_enter(base + rel), wants, clock)
     read = 0
     try:
         for parent_fd, name, rel in walk:

@@ -24,7 +24,7 @@ def _text_bytes(text: object) -> int | None:
     return len(text.encode("utf-8", "surrogatepass")) if isinstance(text, str) else None
 
 
-def payload_bytes(call: Call, result: _Result | None) -> int | None:
+def _payload_bytes(call: Call, result: _Result | None) -> int | None:
     """Bytes carried in (write, edit, upload: as attempted) or out (on success)."""
     if call.operation == "write" and call.content is not None:
         return _text_bytes(call.content)
@@ -77,7 +77,7 @@ def record_call(
         code=code,
         policy=refusal.policy if refusal else None,
         rule=refusal.rule if refusal else None,
-        bytes=payload_bytes(call, result),
+        bytes=_payload_bytes(call, result),
         duration_ms=round((time.monotonic() - started) * 1000, 3),
         **extra,
     )

@@ -233,7 +233,7 @@ def _validated(model: type[_Model], fields: dict[str, Any]) -> _Model:
         raise ValueError(problems) from None
 
 
-def decision_text(ack: dict[str, Any], workflow_id: str, reviewer: Reviewer) -> str:
+def _decision_text(ack: dict[str, Any], workflow_id: str, reviewer: Reviewer) -> str:
     """The line the page shows for an accepted decision."""
     by = f"{ack.get('reviewer', reviewer.who)} via {ack.get('via', reviewer.via)}"
     text = f"{ack['decision']}: approval {ack['id']} of {workflow_id} (by {by})"
@@ -350,7 +350,7 @@ def create_app(
         return JSONResponse(page_json(answer))  # the page shows message and ack
 
     async def api_decide(request: Request) -> Response:
-        return await send_decision(request, _parse_decision, service.decide, decision_text)
+        return await send_decision(request, _parse_decision, service.decide, _decision_text)
 
     async def api_decide_turn(request: Request) -> Response:
         return await send_decision(

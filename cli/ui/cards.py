@@ -75,7 +75,7 @@ def visible(text: str, *, layout: bool = True) -> str:
     return (_HIDDEN_IN_TEXT if layout else _HIDDEN_IN_LINE).sub(_mark, text)
 
 
-def hidden_marks(text: str) -> list[str]:
+def _hidden_marks(text: str) -> list[str]:
     """The hidden characters (but tab and newline) in ``text``, as ``U+XXXX``."""
     return sorted({f"U+{ord(c):04X}" for c in _HIDDEN_IN_TEXT.findall(text)})
 
@@ -295,7 +295,7 @@ def edit_fields(args: dict[str, Any]) -> list[dict[str, Any]]:
         else:
             kind, shown = "json", json.dumps(value, indent=2, ensure_ascii=False)
         rows = min(max(str(shown).count("\n") + 2, 3), 20) if kind in ("textarea", "json") else 1
-        marks = hidden_marks(shown) if isinstance(shown, str) else []
+        marks = _hidden_marks(shown) if isinstance(shown, str) else []
         fields.append({"name": name, "kind": kind, "value": shown, "rows": rows, "marks": marks})
     return fields
 
@@ -325,7 +325,7 @@ def edited_preview(tool: str, original: dict[str, Any], edited: dict[str, Any]) 
     return {"label": label, "rows": diff_rows(text), "truncated": clipped, "changed": changed}
 
 
-def target_of(approval: dict[str, Any]) -> str:
+def _target_of(approval: dict[str, Any]) -> str:
     computed = approval.get("preview") or {}
     if isinstance(computed, dict) and computed.get("path"):
         return str(computed["path"])
@@ -359,7 +359,7 @@ def enrich(
         **approval,
         "key": f"{wf}/{approval['id']}",
         "rule_text": why_text(approval),
-        "target": target_of(approval),
+        "target": _target_of(approval),
         "card_preview": card_preview(approval),
         "fields": edit_fields(args),
         "args_json": json.dumps(args, indent=2, ensure_ascii=False),

@@ -4,7 +4,7 @@ The same visibility-then-parallel-queries scheme as pending approvals
 (:mod:`filegate.cli.ui.listing`): workflows with ``FilegateDecidedApprovals > 0``
 that are running or closed within :data:`RECENT_WINDOW` (plus running ones
 that publish no counter, and the recently closed runs of the types known to
-host approvals without it: :func:`closed_hosts`), each asked for
+host approvals without it: :func:`_closed_hosts`), each asked for
 ``decided_approvals`` within :data:`LISTING_TIMEOUT`.
 
 A closed run is usually one whose workers are gone (a finished ``filegate
@@ -192,7 +192,7 @@ CLOSED = "ExecutionStatus IN ('Completed', 'Failed', 'Canceled', 'Terminated', '
 """A run that ended (not one that continued as new: its decisions went on with it)."""
 
 
-async def closed_hosts(client: Client, since: str, known: set[str]) -> list[Candidate]:
+async def _closed_hosts(client: Client, since: str, known: set[str]) -> list[Candidate]:
     """Runs closed since ``since`` that kept no counters, of the types known to host
     approvals (:func:`~filegate.cli.ui.listing.learn_host`), minus the ``known`` ids.
 
@@ -215,14 +215,14 @@ async def closed_hosts(client: Client, since: str, known: set[str]) -> list[Cand
 async def decided_listing(client: Client, now: datetime | None = None) -> DecidedListing:
     """The last :data:`RECENT_DECISIONS` decisions of workflows that decided any,
     running or closed within :data:`RECENT_WINDOW` (fallback: running ones), and
-    of the recently closed runs that kept no counters (:func:`closed_hosts`)."""
+    of the recently closed runs that kept no counters (:func:`_closed_hosts`)."""
     since = ((now or datetime.now(UTC)) - RECENT_WINDOW).strftime("%Y-%m-%dT%H:%M:%SZ")
     narrowed = (
         f"({DECIDED_ATTRIBUTE} > 0 AND ({RUNNING} OR CloseTime > {quoted(since)}))"
         f" OR ({DECIDED_ATTRIBUTE} IS NULL AND {RUNNING})"
     )
     found = await candidates(client, DECIDED_ATTRIBUTE, narrowed, RUNNING, RECENT_WORKFLOWS)
-    found += await closed_hosts(client, since, {wf.workflow_id for wf in found})
+    found += await _closed_hosts(client, since, {wf.workflow_id for wf in found})
     answers = await ask_all(found, lambda wf: _decided_of(client, wf))
     listing = DecidedListing()
     for wf, answer in zip(found, answers, strict=True):

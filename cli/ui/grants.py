@@ -71,7 +71,7 @@ def grant_row(grant: dict[str, Any], workflow_id: str, run_id: str) -> dict[str,
     }
 
 
-async def grant_listing(client: Client) -> GrantListing:
+async def _grant_listing(client: Client) -> GrantListing:
     narrowed = f"{RUNNING} AND {waiting_or_unknown(DECIDED_ATTRIBUTE)}"
     found = await candidates(client, DECIDED_ATTRIBUTE, narrowed, RUNNING)
     answers = await ask_all(found, lambda wf: ask(client, wf, GRANTS_QUERY))
@@ -88,7 +88,7 @@ async def grant_listing(client: Client) -> GrantListing:
     return listing
 
 
-def default_scope(card: dict[str, Any]) -> str | None:
+def _default_scope(card: dict[str, Any]) -> str | None:
     """What "remember" on this card would grant when the reviewer gives no pattern."""
     tool = str(card.get("tool"))
     try:
@@ -102,7 +102,7 @@ def default_scope(card: dict[str, Any]) -> str | None:
 def mark_scopes(cards: list[dict[str, Any]]) -> None:
     """Give every card its ``grant_scope`` (the remember control's placeholder)."""
     for card in cards:
-        card["grant_scope"] = default_scope(card)
+        card["grant_scope"] = _default_scope(card)
 
 
 def _answer(body: dict[str, Any], status: int = 200) -> JSONResponse:
@@ -128,11 +128,11 @@ def grant_routes(client: Callable[[], Awaitable[Client]], templates: Environment
     fragment = templates.get_template("grants.html")
 
     async def grants_fragment(request: Request) -> Response:
-        found = await grant_listing(await client())
+        found = await _grant_listing(await client())
         return HTMLResponse(fragment.render(grants=found.grants, unreachable=found.unreachable))
 
     async def api_grants(request: Request) -> Response:
-        return JSONResponse((await grant_listing(await client())).grants)
+        return JSONResponse((await _grant_listing(await client())).grants)
 
     async def api_revoke(request: Request) -> Response:
         reviewer = reviewer_of(request.scope)

@@ -283,11 +283,11 @@ def late_entry(wf: Candidate, answer: str | None) -> dict[str, Any]:
         "reason": answer or WAITING,
         "waiting": answer is None,
         "closed": not wf.running,
-        "undecodable": answer is not None and undecodable_reason(answer),
+        "undecodable": answer is not None and _undecodable_reason(answer),
     }
 
 
-def undecodable_reason(reason: str) -> bool:
+def _undecodable_reason(reason: str) -> bool:
     """Whether an unreachable workflow's reason is an answer this terminal cannot read
     (it answered: its worker is up, the terminal lacks the run's S3 settings)."""
     return "stored in S3 by reference" in reason

@@ -110,7 +110,7 @@ def parse_host_header(value: str) -> HostPort | None:
     return HostPort(host, int(rest[1:]))
 
 
-def parse_origin(value: str) -> tuple[str, str, int] | None:
+def _parse_origin(value: str) -> tuple[str, str, int] | None:
     """``Origin`` as ``(scheme, host, port)`` with the default port made explicit."""
     scheme, sep, rest = value.partition("://")
     if not sep or scheme not in DEFAULT_PORTS:
@@ -131,7 +131,7 @@ def origin_allowed(
     scheme or ``https`` (a TLS proxy in front of a plain-HTTP UI: nothing else
     can serve ``https`` on the port the UI answers on).
     """
-    parsed = parse_origin(origin)
+    parsed = _parse_origin(origin)
     if parsed is None:
         return False
     scheme, host, port = parsed

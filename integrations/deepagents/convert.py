@@ -65,7 +65,7 @@ _FILE_OPERATION_ERRORS = frozenset(
 )
 
 
-def file_operation_error(code: str | None, error: str | None) -> str | None:
+def _file_operation_error(code: str | None, error: str | None) -> str | None:
     """An upload/download error as deepagents' ``FileOperationError`` literal where one fits."""
     if error is None:
         return None
@@ -146,7 +146,7 @@ def read_result(mount: Mount, path: str, window: ReadWindow, *, limit: int) -> R
     ``no_lines_requested``.
     """
     if window.error is not None:
-        return ReadResult(error=read_error(mount, path, window))
+        return ReadResult(error=_read_error(mount, path, window))
     if window.binary:
         encoded = base64.b64encode(window.data or b"").decode("ascii")
         return ReadResult(file_data={"content": encoded, "encoding": "base64"})
@@ -168,7 +168,7 @@ def read_result(mount: Mount, path: str, window: ReadWindow, *, limit: int) -> R
     )
 
 
-def read_error(mount: Mount, path: str, window: ReadWindow) -> str:
+def _read_error(mount: Mount, path: str, window: ReadWindow) -> str:
     """A failed read in deepagents' words, naming ``path`` once and nothing Filegate-side.
 
     Never starts with ``Error:``: deepagents' ``read_file`` puts that in front
@@ -224,7 +224,7 @@ def _gate_refusal(mount: Mount, window: ReadWindow) -> str | None:
 def upload_responses(mount: Mount, answers: list[TransferAnswer]) -> list[FileUploadResponse]:
     return [
         FileUploadResponse(
-            path=mount.outward(answer.path), error=file_operation_error(answer.code, answer.error)
+            path=mount.outward(answer.path), error=_file_operation_error(answer.code, answer.error)
         )
         for answer in answers
     ]
@@ -235,7 +235,7 @@ def download_responses(mount: Mount, answers: list[TransferAnswer]) -> list[File
         FileDownloadResponse(
             path=mount.outward(answer.path),
             content=answer.content if answer.error is None else None,
-            error=file_operation_error(answer.code, answer.error),
+            error=_file_operation_error(answer.code, answer.error),
         )
         for answer in answers
     ]

@@ -918,9 +918,32 @@ async def test_worker_cli_processes(
 # --------------------------------------------------------------------------- replay
 
 
-async def test_replay_histories(temporal_client: Client) -> None:
-    """Every run recorded above replays against the current code without nondeterminism."""
-    assert REPLAY_IDS, "run the e2e tests in this module first"
+async def test_replay_histories(temporal_client: Client, tmp_path: Path) -> None:
+    """Every run recorded above replays against the current code without nondeterminism.
+
+    Under pytest-xdist this module's runs may all have gone to other workers
+    (a CI run with ``-n 3`` failed on that); the test then records one run of
+    its own, a write and a read through a tools worker, and replays that.
+    """
+    if not REPLAY_IDS:
+        root = tmp_path / "ws"
+        root.mkdir()
+        model = scripted(
+            calls(("w", "write_file", {"file_path": "/r.txt", "content": "replayed\n"})),
+            calls(("r", "read_file", {"file_path": "/r.txt"})),
+            final(),
+        )
+        backends: dict[str, BackendProtocol] = {"fs": FilesystemBackend(root)}
+        async with (
+            running_agent(temporal_client) as agent_q,
+            running_tools(temporal_client, backends, tmp_path / "j") as tools_q,
+        ):
+            input = AgentInput(
+                task="go", model=model, backend=BackendSpec(default=remote("fs", tools_q))
+            )
+            result = await run_agent(temporal_client, agent_q, input)
+        assert results(result)["r"]["status"] == "success"
+    assert REPLAY_IDS
     replayer = Replayer(workflows=[AgentWorkflow], data_converter=pydantic_data_converter)
     for workflow_id in REPLAY_IDS:
         history = await temporal_client.get_workflow_handle(workflow_id).fetch_history()

@@ -140,7 +140,7 @@ class GrantUse:
 # --------------------------------------------------------------------------- scope
 
 
-def rule_key(tool: str, rule: Mapping[str, Any] | None) -> str:
+def _rule_key(tool: str, rule: Mapping[str, Any] | None) -> str:
     """Which question an approval asked: ``permissions:<index>`` or ``interrupt_on:<tool>``."""
     if rule and rule.get("source") == "permissions" and isinstance(rule.get("index"), int):
         return f"permissions:{rule['index']}"
@@ -209,7 +209,7 @@ def _check_command_glob(pattern: str, rule: Mapping[str, Any] | None) -> None:
                 )
 
 
-def glob_roots(args: Mapping[str, Any]) -> list[str] | None:
+def _glob_roots(args: Mapping[str, Any]) -> list[str] | None:
     """The directories (or files) a ``glob`` call searches below, as the tool resolves it.
 
     A pattern with a leading ``/`` re-roots the search at each brace
@@ -237,7 +237,7 @@ def _glob_scope(
     args: Mapping[str, Any], rule: Mapping[str, Any] | None, given: str | None
 ) -> tuple[GrantKind, str]:
     """The root pattern of a ``glob`` grant: it must hold every root the call searched."""
-    roots = glob_roots(args)
+    roots = _glob_roots(args)
     if roots is None:
         raise ValueError(
             f"glob pattern {args.get('pattern')!r} cannot be remembered: where it searches "
@@ -285,7 +285,7 @@ def grant_scope(
     call's exact path when none does: a search root below a rule's anchor),
     the exact command for ``execute``. Otherwise ``given`` must be a valid
     pattern under the rule's (module docstring). A ``glob`` is judged by the
-    roots it searched, not its ``path`` argument (:func:`glob_roots`); its
+    roots it searched, not its ``path`` argument (:func:`_glob_roots`); its
     pattern is kept too (:func:`grant_search`).
     """
     if tool == "execute":
@@ -337,7 +337,7 @@ def _covers_glob(grant: Grant, args: Mapping[str, Any]) -> bool:
         return False
     if grant.search is None and isinstance(pattern, str) and pattern.startswith("/"):
         return False
-    roots = glob_roots(args)
+    roots = _glob_roots(args)
     return roots is not None and all(pattern_matches(grant.pattern, r) for r in roots)
 
 
@@ -388,7 +388,7 @@ class GrantBook:
             kind=kind,
             pattern=pattern,
             search=grant_search(approval.tool, approval.args),
-            rule=rule_key(approval.tool, approval.rule),
+            rule=_rule_key(approval.tool, approval.rule),
             rule_description=(approval.rule or {}).get("description"),
             approval_id=approval.id,
             created_by=decision.by(),
@@ -406,7 +406,7 @@ class GrantBook:
         self, tool: str, args: Mapping[str, Any], rule: Mapping[str, Any] | None, now: datetime
     ) -> GrantUse | None:
         """The first live grant that answers this call's question, its use counted."""
-        key = rule_key(tool, rule)
+        key = _rule_key(tool, rule)
         for grant in self.grants:
             if grant.revoked_at is not None or grant.rule != key or _expired(grant, now):
                 continue

@@ -66,21 +66,21 @@ def clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: max(limit - 3, 0)] + "..."
 
 
-def call_path(tool: str, args: dict[str, Any]) -> str | None:
+def _call_path(tool: str, args: dict[str, Any]) -> str | None:
     """The virtual path a call names (None for ``execute`` and a path-less bulk call)."""
     value = args.get(PATH_FIELDS.get(tool, ""))
     return value if isinstance(value, str) else None
 
 
-def call_summary(tool: str, args: dict[str, Any]) -> str:
+def _call_summary(tool: str, args: dict[str, Any]) -> str:
     """One line for a "recent decisions" list: ``write_file /docs/a.txt``, ``execute: ls``."""
     if tool == "execute":
         return clip(f"execute: {' '.join(str(args.get('command', '')).split())}", SUMMARY_MAX)
-    path = call_path(tool, args)
+    path = _call_path(tool, args)
     return clip(f"{tool} {path}" if path is not None else tool, SUMMARY_MAX)
 
 
-def new_approval_id(random_hex: str) -> str:
+def _new_approval_id(random_hex: str) -> str:
     """An approval id from random hex digits (the workflow passes ``workflow.uuid4().hex``).
 
     Random, not sequential: knowing one approval's id tells nothing about the
@@ -190,9 +190,9 @@ class ApprovalBook:
         ``preview``: the :class:`PendingApproval` fields of the same names)."""
         self.seq += 1
         self.total += 1
-        approval_id = new_approval_id(self._random_hex())
+        approval_id = _new_approval_id(self._random_hex())
         while approval_id in self.pending:  # 64 random bits: never in practice
-            approval_id = new_approval_id(self._random_hex())
+            approval_id = _new_approval_id(self._random_hex())
         approval = PendingApproval(
             id=approval_id,
             tool=tool,
@@ -302,8 +302,8 @@ class ApprovalBook:
                 via=decision.via or "signal",
                 decided_at=now,
                 reason=decision.reason,
-                path=call_path(approval.tool, approval.args),
-                summary=call_summary(approval.tool, approval.args),
+                path=_call_path(approval.tool, approval.args),
+                summary=_call_summary(approval.tool, approval.args),
                 changed_since_preview=changed,
             )
         )
