@@ -65,6 +65,7 @@ from filegate.kernel.media_types import is_media_path
 from filegate.kernel.paths import join_path, validate_path
 from filegate.kernel.protocol import (
     BINARY_GREP,
+    BackendResult,
     DeleteResult,
     EditResult,
     ExecuteResult,
@@ -79,7 +80,6 @@ from filegate.kernel.protocol import (
     ReferenceNames,
     Visible,
     WriteResult,
-    _Result,
     refuse_empty_command,
 )
 from filegate.kernel.textops import (
@@ -96,7 +96,7 @@ UPLOAD_CHUNK_BYTES = 72 * 1024
 GREP_LIST_CHUNK_CHARS = 48 * 1024
 """Bytes of file names per permission-filtered grep call (same argument limit)."""
 
-R = TypeVar("R", bound=_Result)
+R = TypeVar("R", bound=BackendResult)
 
 
 def _plain(value: Any) -> Any:

@@ -16,16 +16,16 @@ from typing import NamedTuple, Protocol, TypeVar
 from filegate.kernel.paths import validate_path
 from filegate.kernel.protocol import (
     BINARY_EDIT,
+    BackendResult,
     EditResult,
     ErrorCode,
     FileDownloadResult,
     FileUploadResult,
     WriteResult,
-    _Result,
 )
 from filegate.kernel.textops import apply_edit, decode_text
 
-R = TypeVar("R", bound=_Result)
+R = TypeVar("R", bound=BackendResult)
 
 
 class Failure(NamedTuple):

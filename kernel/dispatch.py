@@ -59,6 +59,7 @@ from filegate.kernel.permissions import (
 )
 from filegate.kernel.protocol import (
     BackendProtocol,
+    BackendResult,
     DeleteResult,
     EditResult,
     ExecuteResult,
@@ -69,7 +70,6 @@ from filegate.kernel.protocol import (
     LsResult,
     ReadResult,
     WriteResult,
-    _Result,
     refuse_empty_command,
 )
 from filegate.kernel.reach import judged_at_reach, reach_for
@@ -92,7 +92,7 @@ from filegate.kernel.tool_types import (
 )
 from filegate.kernel.visibility import to_virtual
 
-_R = TypeVar("_R", bound=_Result)
+_R = TypeVar("_R", bound=BackendResult)
 
 
 class InvalidToolRequest(ValueError):

@@ -29,6 +29,7 @@ from filegate.kernel.limits import (
     TOOL_TOKEN_LIMIT,
 )
 from filegate.kernel.protocol import (
+    BackendResult,
     DeleteResult,
     EditResult,
     ExecuteResult,
@@ -37,7 +38,6 @@ from filegate.kernel.protocol import (
     GrepResult,
     LsResult,
     WriteResult,
-    _Result,
 )
 from filegate.kernel.textops import eof_newline_hint
 
@@ -79,7 +79,7 @@ def format_error(message: str) -> Rendered:
     return Rendered(text, is_error=True)
 
 
-def result_error(result: _Result) -> Rendered:
+def result_error(result: BackendResult) -> Rendered:
     """The error of a failed result, naming its ``error_path`` (contract §1)."""
     return format_error(result.error_text or "unknown error")
 

@@ -69,7 +69,7 @@ def error_message(reason: str | None, path: str | None) -> str | None:
     return f"{path}: {reason}"
 
 
-class _Result(BaseModel):
+class BackendResult(BaseModel):
     """Common shape: ``error`` is a short human message, ``code`` its category.
 
     ``error_path``: the backend-local path the error is about; when set,
@@ -126,11 +126,11 @@ class DeleteTree(BaseModel):
     cut: bool = False
 
 
-class LsResult(_Result):
+class LsResult(BackendResult):
     entries: list[FileInfo] = Field(default_factory=list)
 
 
-class ReadResult(_Result):
+class ReadResult(BackendResult):
     """A window of text lines, or the whole file as bytes when it is binary.
 
     ``lines`` hold the window without line terminators. ``start_line`` and
@@ -160,20 +160,20 @@ class ReadResult(_Result):
         return self.data is not None
 
 
-class WriteResult(_Result):
+class WriteResult(BackendResult):
     path: str = ""
 
 
-class EditResult(_Result):
+class EditResult(BackendResult):
     path: str = ""
     occurrences: int = 0
 
 
-class DeleteResult(_Result):
+class DeleteResult(BackendResult):
     path: str = ""
 
 
-class _Search(_Result):
+class _Search(BackendResult):
     """What glob and grep share: ``truncated`` and why, when it was the clock.
 
     ``stopped_after``: the search hit its time limit (that many seconds) and
@@ -207,16 +207,16 @@ class GrepResult(_Search):
     matches: list[GrepMatch] = Field(default_factory=list)
 
 
-class FileUploadResult(_Result):
+class FileUploadResult(BackendResult):
     path: str = ""
 
 
-class FileDownloadResult(_Result):
+class FileDownloadResult(BackendResult):
     path: str = ""
     content: bytes | None = None
 
 
-class ExecuteResult(_Result):
+class ExecuteResult(BackendResult):
     output: str = ""
     exit_code: int | None = None
     truncated: bool = False

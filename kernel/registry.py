@@ -27,9 +27,9 @@ from filegate.kernel.tool_args import (
     GrepArgs,
     LsArgs,
     ReadFileArgs,
+    ToolArgs,
     ToolName,
     WriteFileArgs,
-    _Args,
 )
 
 Operation = Literal["read", "write"]
@@ -44,7 +44,7 @@ class ToolDef:
     """Everything the code outside a tool's handler needs to know about it."""
 
     name: ToolName
-    args: type[_Args]
+    args: type[ToolArgs]
     """The model-facing argument model (its JSON schema is the tool's parameters)."""
     path_field: str | None
     """The argument holding the tool's path; None for a tool without one (``execute``)."""
@@ -108,7 +108,7 @@ class ToolRegistry:
         return tuple(tool.name for tool in self)
 
     @property
-    def args(self) -> dict[ToolName, type[_Args]]:
+    def args(self) -> dict[ToolName, type[ToolArgs]]:
         return {tool.name: tool.args for tool in self}
 
     @property

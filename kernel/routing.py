@@ -31,6 +31,7 @@ from wcmatch import fnmatch as wc_fnmatch
 from filegate.kernel.globbing import GlobMatcher, relative_to, resolve_glob
 from filegate.kernel.paths import below, is_within, mount_of, validate_path
 from filegate.kernel.protocol import (
+    BackendResult,
     DeleteResult,
     EditResult,
     FileDownloadResult,
@@ -42,7 +43,6 @@ from filegate.kernel.protocol import (
     LsResult,
     ReadResult,
     WriteResult,
-    _Result,
 )
 from filegate.kernel.textops import merge_grep_budget
 
@@ -103,7 +103,7 @@ class SearchPlan:
 
 
 _R = TypeVar("_R", GlobResult, GrepResult, LsResult)
-_E = TypeVar("_E", bound=_Result)
+_E = TypeVar("_E", bound=BackendResult)
 
 
 class Router:

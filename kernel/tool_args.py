@@ -18,26 +18,26 @@ ToolName = Literal[
 """The tools' names, as the model, the rules and the activities spell them."""
 
 
-class _Args(BaseModel):
+class ToolArgs(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class LsArgs(_Args):
+class LsArgs(ToolArgs):
     path: str = Field("/", description="Absolute directory path to list, e.g. '/src'.")
 
 
-class ReadFileArgs(_Args):
+class ReadFileArgs(ToolArgs):
     file_path: str = Field(description="Absolute path of the file to read, e.g. '/src/app.py'.")
     offset: int = Field(0, description="Line number to start from (0 = first line).")
     limit: int = Field(100, description="Maximum number of lines to read.")
 
 
-class WriteFileArgs(_Args):
+class WriteFileArgs(ToolArgs):
     file_path: str = Field(description="Absolute path of the file to create or overwrite.")
     content: str = Field(description="The complete new content of the file.")
 
 
-class EditFileArgs(_Args):
+class EditFileArgs(ToolArgs):
     file_path: str = Field(description="Absolute path of the file to edit. Read it first.")
     old_string: str = Field(
         description="Exact text to replace, including whitespace; must be unique unless "
@@ -47,11 +47,11 @@ class EditFileArgs(_Args):
     replace_all: bool = Field(False, description="Replace every occurrence of old_string.")
 
 
-class DeleteArgs(_Args):
+class DeleteArgs(ToolArgs):
     file_path: str = Field(description="Absolute path of the file or directory to delete.")
 
 
-class GlobArgs(_Args):
+class GlobArgs(ToolArgs):
     pattern: str = Field(
         description="Glob pattern such as '**/*.py' or '*.md'. '**' crosses directories; "
         "a pattern without '/' matches file names at any depth."
@@ -59,7 +59,7 @@ class GlobArgs(_Args):
     path: str | None = Field(None, description="Directory to search from (default '/').")
 
 
-class GrepArgs(_Args):
+class GrepArgs(ToolArgs):
     pattern: str = Field(description="Literal text to search for (not a regular expression).")
     path: str | None = Field(None, description="File or directory to search (default '/').")
     glob: str | None = Field(None, description="Only search files whose path matches this glob.")
@@ -73,7 +73,7 @@ class GrepArgs(_Args):
     )
 
 
-class ExecuteArgs(_Args):
+class ExecuteArgs(ToolArgs):
     command: str = Field(description="Shell command to run in the workspace.")
     timeout: float | None = Field(
         None, description="Seconds before the command is killed (default 120)."

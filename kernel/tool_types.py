@@ -30,9 +30,9 @@ from filegate.kernel.tool_args import (
     GrepArgs,
     LsArgs,
     ReadFileArgs,
+    ToolArgs,
     ToolName,
     WriteFileArgs,
-    _Args,
 )
 
 TOOL_ORDER: tuple[ToolName, ...] = TOOLS.order
@@ -63,7 +63,7 @@ LARGE_RESULTS_DIR = "/large_tool_results/"
 """Virtual directory under which offloaded tool results are read back (contract §7)."""
 
 
-TOOL_ARGS: dict[ToolName, type[_Args]] = TOOLS.args
+TOOL_ARGS: dict[ToolName, type[ToolArgs]] = TOOLS.args
 
 
 def activity_call_id(step: int, index: int, model_call_id: str) -> str:

@@ -18,8 +18,8 @@ from contextvars import ContextVar
 from typing import TypeVar
 
 from filegate.kernel.protocol import (
+    BackendResult,
     ErrorCode,
-    _Result,
 )
 from filegate.kernel.reach import entry_visible
 
@@ -56,7 +56,7 @@ def named_for_call(token: str) -> Iterator[None]:
         _CALL_TOKEN.reset(reset)
 
 
-R = TypeVar("R", bound=_Result)
+R = TypeVar("R", bound=BackendResult)
 
 
 class PathEscapeError(Exception):

@@ -26,6 +26,7 @@ from filegate.kernel.paths import validate_path
 from filegate.kernel.protocol import (
     PROTOCOL_METHODS,
     BackendProtocol,
+    BackendResult,
     DeleteResult,
     DeleteTree,
     EditResult,
@@ -39,7 +40,6 @@ from filegate.kernel.protocol import (
     ReferenceNames,
     Visible,
     WriteResult,
-    _Result,
 )
 from filegate.kernel.reach import ReachOp, also_judged, settled
 from filegate.kernel.textops import decode_text
@@ -50,7 +50,7 @@ from filegate.kernel.visibility import (
     targets,
 )
 
-R = TypeVar("R", bound=_Result)
+R = TypeVar("R", bound=BackendResult)
 
 
 # --------------------------------------------------------------------------- #
@@ -146,7 +146,7 @@ class PolicyBackend(ReferenceNames):
         self,
         call: Call,
         started: float,
-        result: _Result | None = None,
+        result: BackendResult | None = None,
         refusal: Refusal | None = None,
         exc: BaseException | None = None,
     ) -> None:

@@ -12,10 +12,10 @@ from typing import Any
 from filegate.backends.audit import AuditSink, Outcome, command_digest, emit_safely, new_record
 from filegate.backends.policy.base import Call, Refusal
 from filegate.kernel.protocol import (
+    BackendResult,
     ExecuteResult,
     FileDownloadResult,
     ReadResult,
-    _Result,
 )
 
 
@@ -24,7 +24,7 @@ def _text_bytes(text: object) -> int | None:
     return len(text.encode("utf-8", "surrogatepass")) if isinstance(text, str) else None
 
 
-def _payload_bytes(call: Call, result: _Result | None) -> int | None:
+def _payload_bytes(call: Call, result: BackendResult | None) -> int | None:
     """Bytes carried in (write, edit, upload: as attempted) or out (on success)."""
     if call.operation == "write" and call.content is not None:
         return _text_bytes(call.content)
@@ -49,7 +49,7 @@ def record_call(
     sink: AuditSink,
     call: Call,
     started: float,
-    result: _Result | None = None,
+    result: BackendResult | None = None,
     refusal: Refusal | None = None,
     exc: BaseException | None = None,
 ) -> None:

@@ -123,7 +123,7 @@ def grep_result(
     return GrepResult(matches=matches, truncated=listing.truncated)
 
 
-def _why(listing: fg._Result | None, outcome: ToolOutcome, local: str) -> str:
+def _why(listing: fg.BackendResult | None, outcome: ToolOutcome, local: str) -> str:
     """The error's reason: the structured one (it does not name the path), else the
     model text (an entry-gate refusal has no structured result)."""
     if listing is not None and listing.error:

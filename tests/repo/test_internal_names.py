@@ -107,3 +107,42 @@ def test_the_exceptions_still_exist() -> None:
         module, _, name = key.partition(":")
         source = (ROOT / module).read_text()
         assert not name or re.search(rf"^(async )?def {name}\b", source, re.M), key
+
+
+def reached_internals(root: Path = ROOT) -> list[str]:
+    """``module: filegate.x._name`` for every underscored name a package module takes
+    from another Filegate module, by ``from ... import`` or through a module alias."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if set(path.relative_to(root).parts) & SKIP_DIRS or rel.split("/")[0] in PACKAGE_EXCLUDED:
+            continue
+        tree = ast.parse(path.read_text(), rel)
+        aliases: dict[str, str] = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("filegate"):
+                for alias in node.names:
+                    if alias.name.startswith("_") and not alias.name.startswith("__"):
+                        found.append(f"{rel}: {node.module}.{alias.name}")
+                    aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.name.startswith("filegate") and alias.asname:
+                        aliases[alias.asname] = alias.name
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in aliases
+                and node.attr.startswith("_")
+                and not node.attr.startswith("__")
+            ):
+                found.append(f"{rel}: {aliases[node.value.id]}.{node.attr}")
+    return found
+
+
+def test_no_module_reaches_into_another_modules_internals() -> None:
+    """An adapter, the CLI or a layer below takes only what a module offers:
+    what it underscores may change without a look at its callers."""
+    reached = reached_internals()
+    assert not reached, "\n".join(reached)
