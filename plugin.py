@@ -186,20 +186,26 @@ class FilegatePlugin(SimplePlugin):
             tracer_provider, metrics_address or metrics_bind_address(metrics_port)
         )
         self._store: ArtifactStore | None = _UNRESOLVED if isinstance(artifacts, str) else artifacts
-        self.roles = self._roles()
+        self._roles: list[WorkerRole] | None = None
         super().__init__(
             "filegate.FilegatePlugin",
             data_converter=self._converter,
             interceptors=[ShortWorkflowTasks(), *self.telemetry.interceptors()],
         )
 
-    def _roles(self) -> list[WorkerRole]:
-        """The worker roles asked for, sharing this plugin's store and tuned by it as a whole."""
+    def roles(self) -> list[WorkerRole]:
+        """The worker roles asked for, sharing this plugin's store and tuned by it as a whole.
+
+        Built on first need; the default model profiles are read (and a bad
+        profile file reported) when the model activity is built for a worker,
+        not with the plugin.
+        """
+        if self._roles is not None:
+            return self._roles
         roles: list[WorkerRole] = []
         if self.agent:
-            profiles = self.model_profiles or profiles_from(self.settings.models)
             roles.append(
-                agent_role(model_profiles=profiles, artifacts=self.store, tuning=NO_TUNING)
+                agent_role(model_profiles=self._profiles, artifacts=self.store, tuning=NO_TUNING)
             )
         if self.backends:
             allow = self.allow_execute_with_policies
@@ -213,7 +219,11 @@ class FilegatePlugin(SimplePlugin):
                     tuning=NO_TUNING,
                 )
             )  # fmt: skip
+        self._roles = roles
         return roles
+
+    def _profiles(self) -> ModelProfiles:
+        return self.model_profiles or profiles_from(self.settings.models)
 
     def store(self) -> ArtifactStore | None:
         """The artifact store, opened on first need (blocking when no connect did it)."""
@@ -267,7 +277,7 @@ class FilegatePlugin(SimplePlugin):
                 "filegate.worker.connect"
             )
         self.tuning.apply(config)
-        for role in self.roles:
+        for role in self.roles():
             role.configure_worker(config)
         with_filegate_runner(config)
         return config
@@ -275,7 +285,7 @@ class FilegatePlugin(SimplePlugin):
     def configure_replayer(self, config: ReplayerConfig) -> ReplayerConfig:
         """The converter (``SimplePlugin``), the roles' workflows and the runner the workers use."""
         config = super().configure_replayer(config)
-        for role in self.roles:
+        for role in self.roles():
             role.configure_replayer(config)
         with_filegate_runner(config)
         return config

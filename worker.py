@@ -692,15 +692,16 @@ def _operation_workflows() -> Sequence[type]:
 
 def agent_role(
     *,
-    model_profiles: ModelProfiles | None = None,
+    model_profiles: ModelProfiles | Callable[[], ModelProfiles] | None = None,
     artifacts: ArtifactsSource = FROM_CLIENT,
     tuning: WorkerTuning | None = None,
 ) -> WorkerRole:
     """Serve ``AgentWorkflow``, ``SessionWorkflow`` (``filegate mcp``'s sessions) and
     the ``filegate.model`` activity.
 
-    ``model_profiles``: the models this worker serves (None: the built-in
-    defaults; the environment is read by the caller, :func:`profiles_from`).
+    ``model_profiles``: the models this worker serves, or a callable giving them
+    when the model activity is built (None: the built-in defaults; the
+    environment is read by the caller, :func:`profiles_from`).
     ``artifacts``: where transcripts are kept by reference (contract §8).
     ``tuning`` (None: an agent's, :meth:`WorkerTuning.for_roles`).
     """
@@ -708,7 +709,8 @@ def agent_role(
     def model(store: ArtifactStore | None, batch_calls: bool) -> list[Callable[..., Any]]:
         from filegate.activities.model import ModelActivities
 
-        profiles = model_profiles or profiles_from(ModelSettings())
+        profiles = model_profiles() if callable(model_profiles) else model_profiles
+        profiles = profiles or profiles_from(ModelSettings())
         return [ModelActivities(store, profiles=profiles).call_model]
 
     return WorkerRole(
