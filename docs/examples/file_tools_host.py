@@ -9,10 +9,11 @@ backend's task queue. A real host would put its model loop where the list is:
 offer ``tools.openai_tools()``, run what the model asks for with
 ``tools.run_turn(calls)``.
 
-:func:`main` shows the workers: ``FilegatePlugin`` on each client, the file
-tools on one (as ``filegate worker --role tools`` would serve them), your
-workflow on the other. ``tests/workflows/test_file_tools.py`` runs the workflow on the
-embedded servers, ``tests/worker/test_plugin.py`` runs :func:`main`.
+:func:`main` shows the workers: one client with ``FilegatePlugin()``, the file
+tools on one worker (``tools_role``, as ``filegate worker --role tools`` would
+serve them), your workflow on the other. ``tests/workflows/test_file_tools.py``
+runs the workflow on the embedded servers, ``tests/worker/test_plugin.py`` runs
+:func:`main`.
 """
 
 from __future__ import annotations
@@ -83,17 +84,18 @@ async def main(
 ) -> dict[str, Any]:
     """Serve ``workspace`` on a tools worker, run ``calls`` in :class:`ToolListWorkflow`.
 
-    Each client gets ``FilegatePlugin``: its converter (with the S3 payload
+    The client gets ``FilegatePlugin()``: its converter (with the S3 payload
     codec when ``FILEGATE_S3_*`` configure one) and, on every worker built from
-    it, the sandbox Filegate's modules need. The tools client's plugin also
-    serves the backends; the host worker only lists your workflows.
+    it, the sandbox Filegate's modules need. The tools worker gets the tools
+    role, which serves the backends there alone; the host worker only lists
+    your workflows.
     """
     import tempfile
 
     from temporalio.client import Client
     from temporalio.worker import Worker
 
-    from filegate import FilegatePlugin
+    from filegate import FilegatePlugin, tools_role
     from filegate.backends import FilesystemBackend
     from filegate.workflows import BackendRef, BackendSpec
 
@@ -105,15 +107,12 @@ async def main(
         )
     )
     with tempfile.TemporaryDirectory(prefix="filegate-journal-") as journal:
-        tools = FilegatePlugin(
-            backends={"workspace": FilesystemBackend(workspace)}, journal_dir=journal
-        )
-        tools_client = await Client.connect(temporal_address, namespace=namespace, plugins=[tools])
+        tools = tools_role({"workspace": FilesystemBackend(workspace)}, journal)
         client = await Client.connect(
             temporal_address, namespace=namespace, plugins=[FilegatePlugin()]
         )
         async with (
-            Worker(tools_client, task_queue=tools_queue),
+            Worker(client, task_queue=tools_queue, plugins=[tools]),
             Worker(client, task_queue=host_queue, workflows=[ToolListWorkflow]),
         ):
             result: dict[str, Any] = await client.execute_workflow(
