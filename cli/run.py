@@ -350,7 +350,7 @@ async def approval_counters(client: Client) -> TypedSearchAttributes | None:
 
     try:
         known = await client.operator_service.list_search_attributes(
-            ListSearchAttributesRequest(namespace=client.namespace)
+            ListSearchAttributesRequest(namespace=client.namespace), retry=True
         )
     except RPCError:
         return None  # no operator access: run without the counters

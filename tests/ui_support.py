@@ -23,6 +23,7 @@ from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.service import RPCError, RPCStatusCode
 
 from filegate.backends.filesystem import FilesystemBackend
 from filegate.backends.local_shell import LocalShellBackend
@@ -208,7 +209,17 @@ DECIDED_KEY = SearchAttributeKey.for_int("FilegateDecidedApprovals")
 async def has_listing_attributes(client: Client) -> bool:
     """Whether the server registered the approval counters (the embedded dev server does)."""
     request = ListSearchAttributesRequest(namespace=client.namespace)
-    found = await client.operator_service.list_search_attributes(request)
+    for attempt in range(3):
+        try:
+            found = await client.operator_service.list_search_attributes(request, retry=True)
+            break
+        except RPCError as error:
+            # A call racing the server's close of an idle connection comes back
+            # CANCELLED (seen with four xdist workers); the SDK retries only
+            # UNAVAILABLE and its kin, and this helper is not what a test tests.
+            if error.status != RPCStatusCode.CANCELLED or attempt == 2:
+                raise
+            await asyncio.sleep(0.5)
     return {PENDING_KEY.name, DECIDED_KEY.name} <= set(found.custom_attributes)
 
 
