@@ -64,8 +64,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     machine; a test that takes half a second or more, such as a property sweep
     or one that starts sandboxes or a CLI process, is marked ``slow``).
 
-    Under pytest-xdist, the tests marked ``slow`` are handed out first and the ones
-    marked ``timing`` last.
+    Under pytest-xdist, the tests marked ``slow`` are handed out first, longest
+    first, and the ones marked ``timing`` last.
 
     Why: ``--dist load`` hands tests out in collection order, so a long test
     collected last (the fresh-machine install, mypy) would run alone at the
@@ -76,13 +76,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if SERVER_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.services)
     if getattr(config.option, "numprocesses", None):
+        items.sort(key=_dispatch_rank)
 
-        def rank(item: pytest.Item) -> int:
-            if item.get_closest_marker("timing") is not None:
-                return 2
-            return 0 if item.get_closest_marker("slow") is not None else 1
 
-        items.sort(key=rank)
+def _dispatch_rank(item: pytest.Item) -> tuple[int, float]:
+    """Slow tests first, the longest (``slow(seconds=...)``) before the rest; timing
+    tests last.
+
+    Why the seconds: a timing test waits for every running test to end, and
+    the workers wait with it; the fresh-machine install (over two minutes)
+    handed out mid-run held three workers idle behind one timing test."""
+    if item.get_closest_marker("timing") is not None:
+        return (2, 0.0)
+    slow = item.get_closest_marker("slow")
+    if slow is None:
+        return (1, 0.0)
+    return (0, -float(slow.kwargs.get("seconds", 0)))
 
 
 _NOT_MARKS = re.compile(r"\s*not\s+(\w+)\s*(?:and\s+not\s+(\w+)\s*)*$")

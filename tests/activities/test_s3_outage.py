@@ -98,6 +98,7 @@ def waits_announced(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [r.getMessage() for r in caplog.records if "waiting for S3 at" in r.getMessage()]
 
 
+@pytest.mark.slow(seconds=55)
 async def test_a_50s_outage_at_a_model_call_and_at_an_offload_loses_no_run(
     s3: S3DevServer, temporal_client: Client, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

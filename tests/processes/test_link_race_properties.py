@@ -327,6 +327,7 @@ FLIP_SECONDS = 0.12
     python=st.booleans(),
     approved=st.booleans(),
 )
+@pytest.mark.slow(seconds=60)
 def test_links_re_pointed_during_a_turn_carry_no_call_past_the_rules(
     box: BwrapSandboxBackend,
     rules: list[FilesystemPermission],

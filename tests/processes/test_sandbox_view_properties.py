@@ -173,6 +173,7 @@ def sandbox_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(rules=rules_strategy, probes=st.lists(st.sampled_from(PROBES), min_size=1, max_size=3))
+@pytest.mark.slow(seconds=45)
 def test_no_probe_gets_past_a_compiled_view(
     sandbox_root: Path, rules: list[FilesystemPermission], probes: list[str]
 ) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import _module_marks, _ruled_out
+from tests.conftest import _dispatch_rank, _module_marks, _ruled_out
 
 
 @pytest.mark.parametrize(
@@ -46,3 +46,30 @@ def test_module_marks_come_from_the_top_level_pytestmark_only(tmp_path: Path) ->
     assert _module_marks(module) == set()
     module.write_text("def broken(:\n")
     assert _module_marks(module) == set()
+
+
+class _Item:
+    """Just enough of a pytest item for the dispatch order: its marks by name."""
+
+    def __init__(self, name: str, *marks: pytest.MarkDecorator) -> None:
+        self.name = name
+        self.marks = {mark.mark.name: mark.mark for mark in marks}
+
+    def get_closest_marker(self, name: str) -> pytest.Mark | None:
+        return self.marks.get(name)
+
+
+def test_xdist_hands_out_the_longest_slow_tests_first_and_timing_tests_last() -> None:
+    items = [
+        _Item("quick"),
+        _Item("timed", pytest.mark.timing),
+        _Item("plain"),
+        _Item("slow-unsized", pytest.mark.slow),
+        _Item("slow-40", pytest.mark.slow(seconds=40)),
+        _Item("slow-130", pytest.mark.slow(seconds=130)),
+        _Item("quick-2"),
+    ]
+    ordered = sorted(items, key=_dispatch_rank)  # type: ignore[arg-type]
+    assert [item.name for item in ordered] == [
+        "slow-130", "slow-40", "slow-unsized", "quick", "plain", "quick-2", "timed",
+    ]  # fmt: skip

@@ -68,6 +68,7 @@ def test_readme_has_exactly_two_quickstart_commands() -> None:
 
 
 @pytest.mark.skipif(bool(os.environ.get(INNER)), reason="inside the fresh-machine run itself")
+@pytest.mark.slow(seconds=130)
 def test_quickstart_on_a_fresh_clone_without_system_tools(tmp_path: Path) -> None:
     # Not under pytest's private (0700) tmp dir: one test drops to uid nobody
     # and must still be able to import the package from the clone.

@@ -55,7 +55,7 @@ def test_ruff_lint_and_format_are_clean() -> None:
     _run(BIN / "ruff", "format", "--check", ".")
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=75)
 def test_mypy_is_clean(tmp_path: Path) -> None:
     """mypy sees the package under its installed name through a ``filegate`` link to the root.
 

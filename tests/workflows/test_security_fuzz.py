@@ -416,6 +416,7 @@ def check(
     phases=(Phase.explicit, Phase.generate),  # no shrinking: an example is a 50-call run
 )
 @given(rules=rules_st, calls=calls_st())
+@pytest.mark.slow(seconds=35)
 def test_hostile_tool_calls_never_escape_or_bypass(
     harness: Harness, rules: list[Rule], calls: list[dict[str, Any]]
 ) -> None:
