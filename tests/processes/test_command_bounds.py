@@ -48,13 +48,18 @@ def _our_cgroups() -> list[Path]:
 
 @pytest.fixture
 def cgroups() -> Iterator[None]:
-    """Skip unless this worker can make per-command cgroups; after the test, none is left."""
+    """Skip unless this worker can make per-command cgroups; after the test, none it
+    made is left.
+
+    Only the test's own count: an earlier test on this worker (a cancelled
+    activity, say) may still be ending a command in a thread of its own."""
     support = cgroup_support()
     missing = [f"{name}: {why}" for name, why in support.missing.items()]
     if missing:
         pytest.skip("no per-command cgroup here: " + "; ".join(missing))
+    before = set(_our_cgroups())
     yield
-    left = _our_cgroups()
+    left = [path for path in _our_cgroups() if path not in before]
     for path in left:  # kernel objects: never leave them behind, but still fail
         with contextlib.suppress(OSError):
             path.rmdir()
