@@ -455,6 +455,21 @@ async def test_s3_outage_during_offload(temporal_client: Client, tmp_path: Path)
         s3.stop()
 
 
+async def _pending_approvals(handle: WorkflowHandle[Any, Any], *, shown: bool) -> list[Any]:
+    """The run's pending approvals once there are some (and, with ``shown``, once
+    each shows its preview), while its worker may still be starting."""
+    deadline = time.monotonic() + 60
+    while True:
+        assert time.monotonic() < deadline, f"no approval became pending ({shown=})"
+        await asyncio.sleep(0.2)
+        try:
+            pending = await handle.query(AgentWorkflow.pending_approvals)
+        except Exception:  # worker still starting: the query cannot be answered yet
+            continue
+        if pending and not (shown and any(a.preview_pending for a in pending)):
+            return list(pending)
+
+
 async def test_approval_survives_restart_of_both_workers(
     temporal_server: TemporalDevServer, temporal_client: Client, tmp_path: Path
 ) -> None:
@@ -483,19 +498,14 @@ async def test_approval_survives_restart_of_both_workers(
         ) as tools_proc,
     ):
         handle = await start(temporal_client, input, agent_q)
-        pending: list[Any] = []
-        deadline = time.monotonic() + 30
-        while not pending:
-            assert time.monotonic() < deadline, "no approval became pending"
-            await asyncio.sleep(0.2)
-            try:
-                pending = await handle.query(AgentWorkflow.pending_approvals)
-            except Exception:  # worker still starting: the query cannot be answered yet
-                pending = []
+        pending = await _pending_approvals(handle, shown=False)
         await asyncio.gather(agent_proc.kill(), tools_proc.kill())
         assert not (root / "docs" / "plan.md").exists()
         await asyncio.sleep(1)
         await asyncio.gather(agent_proc.start(), tools_proc.start())
+        # The kill may have cut the preview off: a reviewer decides once it is shown
+        # again (an approve sent before that is refused, contract §5).
+        assert [a.id for a in await _pending_approvals(handle, shown=True)] == [pending[0].id]
         await handle.execute_update(
             AgentWorkflow.decide_update, Decision(id=pending[0].id, decision="approve")
         )
