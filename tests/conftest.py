@@ -65,7 +65,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     or one that starts sandboxes or a CLI process, is marked ``slow``).
 
     Under pytest-xdist, the tests marked ``slow`` are handed out first, longest
-    first, and the ones marked ``timing`` last.
+    first, each followed by a plain test, and the ones marked ``timing`` last.
 
     Why: ``--dist load`` hands tests out in collection order, so a long test
     collected last (the fresh-machine install, mypy) would run alone at the
@@ -75,8 +75,35 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if SERVER_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.services)
-    if getattr(config.option, "numprocesses", None):
-        items.sort(key=_dispatch_rank)
+    if _xdist_worker(config):
+        items[:] = _dispatch_order(items)
+
+
+def _dispatch_order(items: list[pytest.Item]) -> list[pytest.Item]:
+    """Slow tests by :func:`_dispatch_rank`, each followed by a plain one while
+    plain ones last, then the remaining plain tests, then the timing tests.
+
+    Why the pairs: with ``--maxschedchunk 1`` (pyproject) xdist hands each worker
+    two tests at first and then one as it finishes one; a worker runs its tests
+    in order, so two long tests handed together would run one after the other
+    while another worker ran short ones."""
+    ranked = sorted(items, key=_dispatch_rank)
+    slow = [item for item in ranked if _dispatch_rank(item)[0] == 0]
+    plain = [item for item in ranked if _dispatch_rank(item)[0] == 1]
+    timed = [item for item in ranked if _dispatch_rank(item)[0] == 2]
+    paired = [item for pair in zip(slow, plain, strict=False) for item in pair]
+    rest = slow[len(plain) :] + plain[len(slow) :]
+    return paired + rest + timed
+
+
+def _xdist_worker(config: pytest.Config) -> bool:
+    """Whether this process is a pytest-xdist worker.
+
+    Why not ``-n``: the controller collects nothing, it hands out the workers'
+    collection order, and a worker's ``numprocesses`` is reset to None, so a
+    sort keyed on it never ran (seen in a traced run: the fresh-machine install
+    started at 300 s, after the tests collected before it)."""
+    return hasattr(config, "workerinput")
 
 
 def _dispatch_rank(item: pytest.Item) -> tuple[int, float]:

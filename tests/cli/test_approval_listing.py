@@ -198,7 +198,10 @@ async def test_stuck_workflow_is_reported_not_waited_for(
         text = await cli(env, "approvals", code=UNANSWERED_EXIT)
         json_out, json_err = await cli_both(env, code=UNANSWERED_EXIT)
         assert f"!! workflow {stuck} did not answer in 1.5 s" in text
-        assert "1 workflow did not answer" in text and "no pending approvals" not in text
+        # Counted, not "1": another test's run on this server may be unanswered too.
+        silent = text.count("!! workflow ")
+        assert f"{silent} workflow{'s' * (silent > 1)} did not answer" in text
+        assert "no pending approvals" not in text
         assert f"{handle.id}  {approval.id}  write_file" in text and f"{other_type}  q1" in text
         assert f'"workflow_id": "{handle.id}"' in json_out and json_out.lstrip().startswith("[")
         assert stuck not in json_out and f"!! workflow {stuck} did not answer" in json_err
@@ -216,7 +219,7 @@ async def test_stuck_workflow_is_reported_not_waited_for(
             page = await asyncio.to_thread(ui.get, "/fragment")
             took = time.monotonic() - started
             api = await asyncio.to_thread(ui.get, "/api/approvals")
-        assert api.status_code == 200 and api.headers["X-Filegate-Unanswered"] == "1"
+        assert api.status_code == 200 and int(api.headers["X-Filegate-Unanswered"]) >= 1
         assert any(a["workflow_id"] == handle.id for a in api.json())
         assert first.status_code == 200 and took_page < PAGE, f"page took {took_page:.2f} s"
         assert f'data-key="{handle.id}/{approval.id}"' in first.text  # the healthy one is there
