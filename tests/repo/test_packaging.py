@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -28,6 +29,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 NOT_SHIPPED = ("tests/", "bench/", "docs/", "deploy/", "build/", ".ci/")
+NOT_COPIED = (".venv", ".git", "build", "*.egg-info", "__pycache__", ".*_cache", ".hypothesis")
 
 
 def shipped_files() -> list[str]:
@@ -45,15 +47,23 @@ def shipped_files() -> list[str]:
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The package's wheel, built from a private copy of the checkout.
+
+    Why a copy: setuptools builds in the source tree (``build/``, the egg-info),
+    and two xdist workers each building this module's wheel from the checkout at
+    once failed one build (seen under four workers)."""
     out = tmp_path_factory.mktemp("wheel")
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(ROOT)],
-        check=True,
+    source = out / "source"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(*NOT_COPIED))
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(source)],
         capture_output=True,
+        text=True,
         timeout=300,
     )
-    (built,) = out.glob("filegate-*.whl")
-    yield built
+    assert built.returncode == 0, built.stderr[-3000:]
+    (made,) = out.glob("filegate-*.whl")
+    yield made
 
 
 @pytest.mark.slow
