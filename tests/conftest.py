@@ -87,10 +87,10 @@ def _dispatch_order(items: list[pytest.Item]) -> list[pytest.Item]:
     two tests at first and then one as it finishes one; a worker runs its tests
     in order, so two long tests handed together would run one after the other
     while another worker ran short ones."""
-    ranked = sorted(items, key=_dispatch_rank)
-    slow = [item for item in ranked if _dispatch_rank(item)[0] == 0]
-    plain = [item for item in ranked if _dispatch_rank(item)[0] == 1]
-    timed = [item for item in ranked if _dispatch_rank(item)[0] == 2]
+    groups: tuple[list[pytest.Item], ...] = ([], [], [])
+    for item in sorted(items, key=_dispatch_rank):
+        groups[_dispatch_rank(item)[0]].append(item)
+    slow, plain, timed = groups
     paired = [item for pair in zip(slow, plain, strict=False) for item in pair]
     rest = slow[len(plain) :] + plain[len(slow) :]
     return paired + rest + timed
