@@ -69,6 +69,10 @@ _COMMAND_NAME = re.compile(rf"^{PREFIX}(?:probe-)?(\d+)(?:-\d+-[0-9a-f]+)?$")
 """``filegate-<worker pid>-<n>-<random>`` (random: workers in other pid namespaces may
 share the parent cgroup and a pid), or a probe's ``filegate-probe-<worker pid>``."""
 _KILL_SECONDS = 3.0
+_LEFT: dict[Path, int] = {}
+"""Command cgroups this worker could not remove (still busy after ``_KILL_SECONDS``),
+with their hierarchy's version: tried again before each new command."""
+_LEFT_LOCK = threading.Lock()
 _SEQUENCE = itertools.count(1)
 _PROBED: list[CgroupSupport] = []
 _PROBING = threading.Lock()
@@ -303,24 +307,45 @@ def _kill_members(path: Path) -> None:
             os.close(pidfd)
 
 
-def _remove(path: Path, *, version: int) -> bool:
-    """Kill what is left in the cgroup, then remove it; False when it stays."""
+def _remove(path: Path, *, version: int, seconds: float | None = None) -> bool:
+    """Kill what is left in the cgroup, then remove it, trying for ``seconds`` (None:
+    ``_KILL_SECONDS``); False when it stays (kept in ``_LEFT`` for :func:`_remove_left`)."""
     if version == 2:
         with contextlib.suppress(OSError):
             _write(path / "cgroup.kill", "1")
-    deadline = time.monotonic() + _KILL_SECONDS
+    deadline = time.monotonic() + (_KILL_SECONDS if seconds is None else seconds)
     while True:
         _kill_members(path)
         try:
             path.rmdir()
-            return True
+            break
         except FileNotFoundError:
-            return True
+            break
         except OSError as exc:
             if exc.errno != errno.EBUSY or time.monotonic() > deadline:
-                log.warning("could not remove the command cgroup %s: %s", path, exc)
+                with _LEFT_LOCK:
+                    again = path in _LEFT
+                    _LEFT[path] = version
+                if not again:  # said once; each new command tries it again
+                    log.warning("could not remove the command cgroup %s: %s", path, exc)
                 return False
         time.sleep(0.01)
+    with _LEFT_LOCK:
+        _LEFT.pop(path, None)
+    return True
+
+
+def _remove_left() -> None:
+    """Try once more, without waiting, to remove the cgroups earlier removals left.
+
+    Why: under load a command's cgroup can stay busy past ``_KILL_SECONDS`` (the
+    kernel still releasing its memory); left alone it would stay until a later
+    worker's :func:`_sweep`, which only removes a dead worker's. Each new command
+    gives it another chance, so a live worker's leftovers do not pile up."""
+    with _LEFT_LOCK:
+        left = list(_LEFT.items())
+    for path, version in left:
+        _remove(path, version=version, seconds=0)
 
 
 def _limits(version: int, name: str, bounds: CommandBounds) -> list[tuple[str, str, bool]]:
@@ -364,6 +389,7 @@ class CommandCgroup:
     @classmethod
     def create(cls, bounds: CommandBounds) -> CommandCgroup | None:
         """New cgroups with ``bounds``' sums, or None (none available, or no sum asked)."""
+        _remove_left()
         support = cgroup_support()
         chosen = {support.hierarchies[n] for n in CONTROLLERS if n in support.hierarchies}
         chosen = {h for h in chosen if any(_wanted(n, bounds) for n in h.controllers)}

@@ -17,6 +17,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -27,6 +28,7 @@ import pytest
 from filegate.backends.bwrap import BwrapSandboxBackend
 from filegate.backends.local_shell import LocalShellBackend
 from filegate.kernel.protocol import ExecuteResult
+from filegate.processes import cgroups as cgroups_module
 from filegate.processes.cgroups import PREFIX, aggregate_bounds_status, cgroup_support
 from filegate.processes.reaper import CommandBounds
 
@@ -293,6 +295,43 @@ def test_a_dead_workers_cgroups_are_swept(cgroups: Left) -> None:
         for path in stale:
             with contextlib.suppress(OSError):
                 path.rmdir()
+
+
+def test_a_cgroup_still_busy_after_its_command_is_removed_at_the_next_command(
+    cgroups: Left, make: Make, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under load a command's cgroup can stay busy past the removal's wait. It used to
+    stay until a later worker's sweep; the next command of this worker removes it.
+    A child cgroup the test makes keeps the first one busy (rmdir: EBUSY) past a
+    shortened wait, and is gone before the second command."""
+    monkeypatch.setattr(cgroups_module, "_KILL_SECONDS", 0.2)
+    shell = make(CommandBounds())
+    holds: list[Path] = []
+
+    def hold_when_made() -> None:
+        deadline = time.monotonic() + 10
+        while not (made := cgroups()) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        for path in made:
+            (path / "held").mkdir()
+            holds.append(path / "held")
+
+    holder = threading.Thread(target=hold_when_made)
+    holder.start()
+    try:
+        assert shell.execute("sleep 1; echo one").output == "one\n"
+        holder.join()
+        busy = cgroups()
+        assert holds and busy == [hold.parent for hold in holds]  # the fault took
+        for hold in holds:
+            hold.rmdir()
+        assert shell.execute("echo two").output == "two\n"
+        assert cgroups() == []
+    finally:
+        holder.join()
+        for hold in holds:
+            with contextlib.suppress(OSError):
+                hold.rmdir()
 
 
 # -- what the worker says at start --------------------------------------------------
