@@ -158,29 +158,19 @@ async def configured_store(s3: S3Settings) -> ArtifactStore | None:
 def settings_store(s3: S3Settings) -> ArtifactStore | None:
     """:func:`configured_store`, blocking: for callers with no event loop to spare
     (a plugin configuring a client or worker synchronously)."""
+    from filegate.backends.artifacts import ArtifactError, ArtifactStore
+
     if not s3.endpoint:
         return None
-    access = S3Access.from_settings(s3)
-    if not access.access_key or access.secret_key is None:
+    if not s3.access_key or s3.secret_key is None:
         raise ConfigError(
             f"{s3.env_name('endpoint')} is set but {s3.env_name('access_key')} / "
             f"{s3.env_name('secret_key')} are not", 2,
         )  # fmt: skip
-    return _artifact_store(access)
-
-
-async def open_store(access: S3Access) -> ArtifactStore | None:
-    """``access.artifact_store()`` off the event loop; S3 failures become a ConfigError."""
-    return await asyncio.to_thread(_artifact_store, access)
-
-
-def _artifact_store(access: S3Access) -> ArtifactStore | None:
-    from filegate.backends.artifacts import ArtifactError
-
     try:
-        return access.artifact_store()
+        return ArtifactStore.from_settings(s3)
     except (ArtifactError, ValueError) as exc:
-        raise ConfigError(f"S3 at {access.endpoint}: {exc}") from None
+        raise ConfigError(f"S3 at {s3.endpoint}: {exc}") from None
 
 
 STICKY_SCHEDULE_TO_START = timedelta(seconds=2)
@@ -823,35 +813,3 @@ async def in_process_workers(
         ),  # fmt: skip
     ):
         yield
-
-
-@dataclass(frozen=True)
-class S3Access:
-    """Where the S3 server is; tools workers keep large results there (contract §7)."""
-
-    endpoint: str
-    access_key: str | None
-    secret_key: str | None
-    bucket: str
-    secure: bool = False
-
-    @classmethod
-    def from_settings(cls, s3: S3Settings) -> S3Access:
-        """The configured S3 (``FILEGATE_S3_*``); the endpoint must be set."""
-        if not s3.endpoint:
-            raise ValueError("no S3 endpoint configured")
-        secret = s3.secret_key.get_secret_value() if s3.secret_key else None
-        return cls(s3.endpoint, s3.access_key, secret, s3.bucket, s3.secure)
-
-    def artifact_store(self) -> ArtifactStore | None:
-        """The large-result store on this S3 (bucket ``<bucket>-artifacts``, created if
-        missing); None without credentials (large results then stay inline)."""
-        from filegate.backends.artifacts import ArtifactStore
-
-        if not self.access_key or self.secret_key is None:
-            return None
-        s3 = S3Settings.model_validate({
-            "endpoint": self.endpoint, "access_key": self.access_key,
-            "secret_key": self.secret_key, "bucket": self.bucket, "secure": self.secure,
-        })  # fmt: skip
-        return ArtifactStore.from_settings(s3)

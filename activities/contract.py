@@ -66,14 +66,6 @@ attempt is then timed out and retried, and the journal hands back the command's
 recorded result instead of running it again."""
 
 
-def _model_start_to_close(model_timeout_seconds: float) -> timedelta:
-    """start_to_close for the model activity: the model call's own time plus room to
-    wait out an S3 outage while the transcript is stored (:data:`S3_OUTAGE_ROOM`).
-    Without the room, a model activity waits for S3 only until the model call's
-    reserve (``activities.s3_outage``) and then spends an attempt."""
-    return timedelta(seconds=model_timeout_seconds) + S3_OUTAGE_ROOM
-
-
 def search_timeout_message(tool: str, seconds: float) -> str:
     """What the model reads when a glob/grep ran out of time (from the activity or server)."""
     return format_error(

@@ -65,11 +65,6 @@ _TRACER: contextvars.ContextVar[Tracer | None] = contextvars.ContextVar(
 activity, None (no spans) on a worker without tracing."""
 
 
-def _current_tracer() -> Tracer | None:
-    """The tracer Filegate's spans use in the running activity (None: tracing is off)."""
-    return _TRACER.get()
-
-
 # --------------------------------------------------------------------------- tool calls
 
 

@@ -19,7 +19,7 @@ from typing import Any
 from filegate.cli.connection import target_from
 from filegate.cli.errors import CliError
 from filegate.cli.progress import say
-from filegate.cli.services import local_services, services_client
+from filegate.cli.services import local_services, s3_exports, services_client
 from filegate.devstack.servers import LOOPBACK, is_listening, reserve_ports
 from filegate.devstack.stack import reap_orphans
 
@@ -50,10 +50,8 @@ async def _dev_command(args: argparse.Namespace) -> int:
         say(f"state: {state_dir} (stack-*.json)")
         say("for other processes (decisions of large pending calls need the S3 settings):")
         say(f"  export TEMPORAL_ADDRESS={services.temporal_address}")
-        s3 = services.s3
-        say(f"  export FILEGATE_S3_ENDPOINT={s3.endpoint}")
-        say(f"  export FILEGATE_S3_ACCESS_KEY={s3.access_key}")
-        say(f"  export FILEGATE_S3_SECRET_KEY={s3.secret_key}")
+        for line in s3_exports(services.s3):
+            say(f"  export {line}")
         web_url = f"http://{LOOPBACK}:{web_ui_port}" if web_ui_port else None
         ui = await _approval_ui(target, services, args.ui_port, web_url) if args.ui_port else None
         say("Ctrl-C stops the servers (once no run uses them any more)")

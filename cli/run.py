@@ -84,21 +84,14 @@ def _terminal_exports(target: Any, services: Any) -> str | None:
     """``export ...`` of the servers this command leased rather than found configured:
     another terminal needs them to list and decide (a large pending card, a stored
     result) and to read the run's S3. None when everything came from the environment."""
-    from filegate.cli.services import DEFAULT_TEMPORAL_ADDRESS
+    from filegate.cli.services import DEFAULT_TEMPORAL_ADDRESS, s3_exports
 
     parts: list[str] = []
     if not target.configured and services.temporal_address != DEFAULT_TEMPORAL_ADDRESS:
         parts.append(f"TEMPORAL_ADDRESS={services.temporal_address}")
     s3, configured = services.s3, target.settings.s3
     if not configured.endpoint:  # a private S3 this command leased
-        env = configured.env_name
-        parts += [
-            f"{env('endpoint')}={s3.endpoint}",
-            f"{env('access_key')}={s3.access_key}",
-            f"{env('secret_key')}={s3.secret_key}",
-        ]
-        if s3.bucket != configured.bucket:
-            parts.append(f"{env('bucket')}={s3.bucket}")
+        parts += s3_exports(s3)
     return "export " + " ".join(parts) if parts else None
 
 

@@ -20,14 +20,14 @@ from typing import TYPE_CHECKING
 
 from temporalio.client import Client
 
-from filegate.backends.settings import ENV_PREFIX, JournalSettings, TemporalSettings
+from filegate.backends.settings import ENV_PREFIX, JournalSettings, S3Settings, TemporalSettings
 from filegate.backends.startup import inside
 from filegate.cli.connection import Target, with_address
 from filegate.cli.errors import CliError, service_failure
 from filegate.devstack.s3 import S3DevServer
 from filegate.devstack.servers import LOOPBACK, TemporalDevServer, is_listening, listener_uid
 from filegate.devstack.stack import Lease, acquire, release, s3_entry, temporal_entry
-from filegate.worker import S3Access, open_store, with_payload_codec
+from filegate.worker import configured_store, with_payload_codec
 
 if TYPE_CHECKING:
     from filegate.backends.artifacts import ArtifactStore
@@ -56,7 +56,7 @@ class LocalServices:
     state dir's embedded stack (:mod:`filegate.devstack.stack`)."""
 
     temporal_address: str
-    s3: S3Access
+    s3: S3Settings
     notes: list[str]
     """One line per service: where it is and whether it was configured, reused or
     started, after a line per stale leftover cleaned up."""
@@ -108,7 +108,7 @@ def _lease_all(
     reuse_default: bool,
     notes: list[str],
     web_ui_port: int | None = None,
-) -> tuple[str, S3Access, list[Lease]]:
+) -> tuple[str, S3Settings, list[Lease]]:
     """Temporal then S3, leased from the stack (in parallel threads: one lock each)."""
     settings = target.settings
     leases: list[Lease] = []
@@ -138,16 +138,18 @@ def _lease_all(
             how += f", this user's stack at {state_dir}"
         return str(lease.entry["address"]), how
 
-    def s3() -> tuple[S3Access, str]:
+    def s3() -> tuple[S3Settings, str]:
         if settings.s3.endpoint:
-            return S3Access.from_settings(settings.s3), "configured"
+            return settings.s3, "configured"
         server = S3DevServer(state_dir / "s3", buckets=[settings.s3.bucket])
         lease = acquire(state_dir, "s3", server, s3_entry, notes)
         assert lease is not None
         leases.append(lease)
         e = lease.entry
-        access = S3Access(e["endpoint"], e["access_key"], e["secret_key"], settings.s3.bucket)
-        return access, lease.how.replace("embedded", "embedded SeaweedFS")
+        # The configured group (bucket, outage wait, expiry) on the leased server.
+        leased = {key: e[key] for key in ("endpoint", "access_key", "secret_key")}
+        s3 = S3Settings.model_validate({**settings.s3.model_dump(), **leased})
+        return s3, lease.how.replace("embedded", "embedded SeaweedFS")
 
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         t_future, s_future = pool.submit(temporal), pool.submit(s3)
@@ -221,13 +223,24 @@ async def local_services(
             await asyncio.shield(asyncio.to_thread(_release_all, leases))
 
 
+def s3_exports(s3: S3Settings) -> list[str]:
+    """``NAME=value`` for the S3 a leased stack serves, for other processes' shells."""
+    secret = s3.secret_key.get_secret_value() if s3.secret_key else ""
+    env = s3.env_name
+    return [
+        f"{env('endpoint')}={s3.endpoint}",
+        f"{env('access_key')}={s3.access_key or ''}",
+        f"{env('secret_key')}={secret}",
+    ]
+
+
 async def services_client(
     target: Target, services: LocalServices
 ) -> tuple[Client, ArtifactStore | None]:
     """A client of the services' Temporal carrying the codec of their S3, and that
     store (the in-process workers get the same one)."""
     client = await with_address(target, services.temporal_address).connect(artifacts=None)
-    store = await open_store(services.s3)
+    store = await configured_store(services.s3)
     return with_payload_codec(client, store), store
 
 

@@ -126,10 +126,5 @@ def is_media_path(path: str) -> bool:
     return _extension_of(path) in MEDIA_EXTENSIONS
 
 
-def _is_video_path(path: str) -> bool:
-    """True for a video extension, whether or not video support is installed."""
-    return _extension_of(path) in VIDEO_EXTENSIONS
-
-
 def mime_type_for(path: str) -> str:
     return MIME_TYPES.get(_extension_of(path), GENERIC_MIME)
