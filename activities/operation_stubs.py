@@ -34,6 +34,7 @@ from filegate.kernel.operation_types import (
     TransferAnswer,
     UploadRequest,
 )
+from filegate.kernel.registry import TOOLS
 from filegate.kernel.tool_types import NON_RETRYABLE_ERROR_TYPES
 
 
@@ -87,7 +88,7 @@ def tool_options(op: Operation) -> dict[str, Any]:
     if op.tool is None:
         raise ValueError("tool_options needs an Operation with a tool request")
     request = op.tool
-    if op.search_timeout is not None and request.tool in ("glob", "grep"):
+    if op.search_timeout is not None and request.tool in TOOLS.searching:
         return tool_activity_options(request.tool, search_timeout=op.search_timeout)
     timeout = request.args.get("timeout") if request.tool == "execute" else None
     return tool_activity_options(request.tool, execute_timeout=timeout)

@@ -13,10 +13,11 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from filegate.kernel.formatting import needs_offload, offload_stub, split_lines
+from filegate.kernel.formatting import needs_offload, offload_stub
 from filegate.kernel.protocol import ReadResult
 from filegate.kernel.read_format import format_read, plan_read
 from filegate.kernel.registry import TOOLS
+from filegate.kernel.textops import split_lines
 from filegate.kernel.tool_types import LARGE_RESULTS_DIR, ReadFileArgs, ToolOutcome, ToolRequest
 from filegate.kernel.transcripts import CONVERSATION_DIR, conversation_key
 

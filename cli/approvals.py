@@ -35,7 +35,13 @@ from filegate.cli.errors import NEEDS_S3, CliError, failure_text, undecodable
 from filegate.cli.grant_options import add_remember_options, grant_line, remember_payload
 from filegate.cli.progress import approval_context, args_text, counted, rule_text, say
 from filegate.cli.ui.listing import LISTING_TIMEOUT, Listing, approval_listing
-from filegate.kernel.wire import DECIDE_UPDATE, PENDING_QUERY, STATUS_QUERY, WORKFLOW_TYPE
+from filegate.kernel.wire import (
+    DECIDE_UPDATE,
+    DECIDED,
+    PENDING_QUERY,
+    STATUS_QUERY,
+    WORKFLOW_TYPE,
+)
 
 log = logging.getLogger("filegate.approvals")
 
@@ -144,10 +150,6 @@ async def _approvals_command(args: argparse.Namespace) -> int:
             f"{approval_context(item)}  (rule: {why})"
         )
     return code
-
-
-DECIDED = {"approve": "approved", "edit": "edited"}
-"""A decision's past participle, for the line of one that was not applied."""
 
 
 def unread(exc: KeyError) -> str:

@@ -24,9 +24,7 @@ from temporalio.client import WorkflowHandle
 from filegate.cli.approvals import PREVIEW_WAIT_SECONDS, fingerprint_shown, listed_now
 from filegate.cli.errors import CliError
 from filegate.cli.progress import counted
-from filegate.kernel.wire import DECIDE_TURN_UPDATE
-
-DONE = {"approve": "approved", "reject": "rejected"}
+from filegate.kernel.wire import DECIDE_TURN_UPDATE, DECIDED
 
 
 def turns_of(approvals: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
@@ -111,12 +109,13 @@ async def decide_turn(
         rpc_timeout=timedelta(seconds=args.timeout),
     )
     changed = list(ack.get("changed_since_preview") or [])
+    done = DECIDED[ack["decision"]]
     if changed:
         raise CliError(
-            f"nothing {DONE[ack['decision']]}: the target of {counted(len(changed), 'tool call')}"
+            f"nothing {done}: the target of {counted(len(changed), 'tool call')}"
             f" of turn {turn} changed since its preview ({', '.join(changed)}); the turn stays "
             "open with fresh previews: look at them again, then decide"
         )
     by = f"{ack.get('reviewer', decision['reviewer'])} via {ack.get('via', 'cli')}"
     calls = counted(len(ack["ids"]), "tool call")
-    return f"{DONE[ack['decision']]} {calls} of turn {turn} of {args.workflow} (by {by})"
+    return f"{done} {calls} of turn {turn} of {args.workflow} (by {by})"

@@ -39,7 +39,7 @@ from filegate.kernel.protocol import (
     LsResult,
     WriteResult,
 )
-from filegate.kernel.textops import eof_newline_hint
+from filegate.kernel.textops import eof_newline_hint, split_lines
 
 NO_FILES_FOUND = "No files found"
 NO_MATCHES_FOUND = "No matches found"
@@ -116,19 +116,6 @@ def delete_blocked(path: str, patterns: Sequence[str]) -> Rendered:
         f"permission denied: delete of {path} would remove paths protected by "
         f"write-deny rules ({listed}). Delete individual allowed files instead."
     )
-
-
-def split_lines(text: str) -> list[str]:
-    """Split on ``\\n``; a trailing newline ends the last line and adds no row.
-
-    ``""`` has no lines; ``"a\\n"`` has one; ``"a\\n\\n"`` has two (the second empty).
-    """
-    if not text:
-        return []
-    lines = text.split("\n")
-    if lines[-1] == "":
-        lines.pop()
-    return lines
 
 
 def cut_to_budget(rows: Sequence[str], budget: int) -> int:

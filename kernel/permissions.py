@@ -288,7 +288,7 @@ def matching_interrupt_rule(
     return None
 
 
-_SEARCH_TOOLS = TOOLS.listing
+_LISTING_TOOLS = TOOLS.listing
 
 
 def interrupt_fires(
@@ -321,7 +321,7 @@ def interrupt_fires(
     op = TOOL_OPERATIONS.get(tool_name)
     if op is None or not any(rule.mode == "interrupt" and rule.governs(op) for rule in rules):
         return False
-    search = tool_name in _SEARCH_TOOLS
+    search = tool_name in _LISTING_TOOLS
     field = "path" if search else "file_path"
     raw = args.get(field)
     if raw is None and search:

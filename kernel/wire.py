@@ -37,6 +37,8 @@ GRANTS_QUERY = "grants"
 DECIDE_UPDATE = "decide"
 DECIDE_TURN_UPDATE = "decide_turn"
 """Every pending call of one model turn, all or nothing (update only)."""
+DECIDED = {"approve": "approved", "edit": "edited", "reject": "rejected", "respond": "answered"}
+"""Each decision (its wire value) and the word a line saying it was made uses."""
 REVOKE_UPDATE = "revoke"
 ADD_MESSAGE_UPDATE = "add_message"
 

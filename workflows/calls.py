@@ -34,6 +34,7 @@ from filegate.kernel.messages import TextBlock, ToolCall
 from filegate.kernel.paths import is_within
 from filegate.kernel.permissions import FilesystemPermission
 from filegate.kernel.previews import ChangePreview, compute_preview
+from filegate.kernel.registry import TOOLS
 from filegate.kernel.routing import Router
 from filegate.kernel.state import StateBackend
 from filegate.kernel.tool_types import (
@@ -439,7 +440,7 @@ class ToolCalls:
         outcome = await self._routes.dispatch(ref, request)
         self._remember_content(call, outcome)
         if outcome.status == "success" and call.path is not None:
-            if call.tool in ("read_file", "write_file", "edit_file"):
+            if call.tool in TOOLS.exact:
                 self.seen.add(call.path)
             elif call.tool == "delete":
                 self.seen = {p for p in self.seen if not is_within(p, call.path)}
@@ -457,7 +458,7 @@ class ToolCalls:
             self.fingerprints.clear()
         elif call.path is None or outcome.status != "success":
             return
-        elif call.tool in ("read_file", "write_file", "edit_file"):
+        elif call.tool in TOOLS.exact:
             if outcome.fingerprint is not None:
                 self.fingerprints[call.path] = outcome.fingerprint
             else:

@@ -21,6 +21,7 @@ from typing import Any, Literal, TypeVar
 from filegate.kernel.formatting import Rendered, format_error, format_glob, format_grep, format_ls
 from filegate.kernel.limits import DEFAULT_GREP_MAX
 from filegate.kernel.protocol import GlobResult, GrepResult, LsResult
+from filegate.kernel.registry import TOOLS
 from filegate.kernel.routing import Router, SearchPlan, SearchTarget
 from filegate.kernel.tool_types import ToolOutcome
 
@@ -47,7 +48,7 @@ class _Failed(Exception):
 
 def needs_fanout(router: Router, tool: str, args: dict[str, Any]) -> bool:
     """True when the call's answer involves more than the owner of its path."""
-    if not router.prefixes or tool not in ("ls", "glob", "grep"):
+    if not router.prefixes or tool not in TOOLS.listing:
         return False
     if tool == "glob" and str(args.get("pattern", "")).startswith("/"):
         return True

@@ -201,7 +201,7 @@ def deny_gate(
     if call.tool == "delete":
         blockers = delete_blockers(rules, call.path, has_descendants=has_descendants)
         return format_error(delete_blocked_message(call.path, blockers)) if blockers else None
-    if call.tool in ("ls", "glob", "grep"):
+    if call.tool in TOOLS.listing:
         denied = _bulk_denied(rules, op, call.path)
     else:
         denied = check_permission(rules, op, call.path) == "deny"
@@ -457,7 +457,7 @@ def approval_trigger(
     """
     if call.tool in FILE_TOOLS and call.path is None:
         return None
-    bulk = call.tool in ("ls", "glob", "grep") and call.path is not None
+    bulk = call.tool in TOOLS.listing and call.path is not None
     if bulk and rules and _answers_unasked(rules, call):
         return None
     explicit = interrupt_on.get(call.tool)

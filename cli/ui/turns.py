@@ -17,11 +17,10 @@ import json
 from typing import Any
 
 from filegate.cli.progress import counted
+from filegate.kernel.wire import DECIDED
 
 TURN_BAR_MIN = 2
 """Pending calls of one turn from which the page offers a decision for all of them."""
-
-DONE = {"approve": "approved", "reject": "rejected"}
 
 
 def mark_turns(cards: list[dict[str, Any]]) -> None:
@@ -50,7 +49,7 @@ def mark_turns(cards: list[dict[str, Any]]) -> None:
 
 def turn_decision_text(ack: dict[str, Any], workflow_id: str) -> str:
     """The line the page shows for a turn decision the workflow took (or bounced)."""
-    verb = DONE.get(ack["decision"], ack["decision"])
+    verb = DECIDED.get(ack["decision"], ack["decision"])
     changed = list(ack.get("changed_since_preview") or [])
     if changed:
         return (

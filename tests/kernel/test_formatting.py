@@ -30,7 +30,6 @@ from filegate.kernel.formatting import (
     not_read_before_edit,
     offload_stub,
     permission_denied,
-    split_lines,
 )
 from filegate.kernel.limits import (
     DEFAULT_GREP_MAX,
@@ -53,6 +52,7 @@ from filegate.kernel.protocol import (
     WriteResult,
 )
 from filegate.kernel.read_format import ReadPlan, format_read, number_lines, plan_read
+from filegate.kernel.textops import split_lines
 
 HINT = re.compile(
     r"\[Read (\d+) lines \(lines (\d+)-(\d+) of (\d+) total\)\. "

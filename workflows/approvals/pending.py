@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
+from filegate.kernel import wire
 from filegate.kernel.previews import ChangePreview
 from filegate.kernel.transcripts import InlineOnly
 from filegate.workflows.gate import PATH_FIELDS, ApprovalTrigger
@@ -261,9 +262,7 @@ class ApprovalBook:
         )
         if earlier is None:
             return f"no pending approval with id {approval_id!r}"
-        done = {"approve": "approved", "edit": "edited", "reject": "rejected"}.get(
-            earlier.decision, "answered"
-        )
+        done = wire.DECIDED[earlier.decision]
         return (
             f"approval {approval_id!r} was already {done} by {earlier.reviewer} via {earlier.via}"
         )
