@@ -163,11 +163,9 @@ async def _call_deployed(
     """The call on a deployment's tools worker (queues as ``submit`` names them)."""
     from temporalio.service import RPCError
 
-    from filegate.cli.submit import DEPLOYED_BACKENDS, has_pollers
+    from filegate.cli.submit import has_pollers, tools_queue
 
-    queue = args.tools_queue or DEPLOYED_BACKENDS[args.backend].task_queue
-    if not queue:
-        raise CliError(f"--backend {args.backend} needs --tools-queue (no default queue)", 2)
+    queue = tools_queue(args)
     timeout = _call_timeout(args, request)
     client = await target.connect()
     try:

@@ -56,14 +56,20 @@ DEPLOYED_BACKENDS: dict[str, DeployedBackend] = {
 """``--backend`` -> its compose queue (tests/repo/test_compose.py keeps the two in step)."""
 
 
+def tools_queue(args: argparse.Namespace) -> str:
+    """``--tools-queue``, else the compose queue of ``--backend``."""
+    queue = args.tools_queue or DEPLOYED_BACKENDS[args.backend].task_queue
+    if not queue:
+        raise CliError(f"--backend {args.backend} needs --tools-queue (no default queue)", 2)
+    return str(queue)
+
+
 def backend_ref(args: argparse.Namespace) -> Any:
     """The BackendRef of ``--backend`` / ``--tools-queue`` / ``--name``."""
     from filegate.workflows import BackendRef
 
     deployed = DEPLOYED_BACKENDS[args.backend]
-    queue = args.tools_queue or deployed.task_queue
-    if not queue:
-        raise CliError(f"--backend {args.backend} needs --tools-queue (no default queue)", 2)
+    queue = tools_queue(args)
     return BackendRef(
         kind="remote", name=args.name or args.backend, task_queue=queue,
         can_execute=deployed.can_execute, shell_path=deployed.shell_path,
