@@ -11,8 +11,9 @@ worker serves all of them (a plain ``filegate worker --role tools`` too);
 :func:`tools_worker` is that worker on a sandbox that also runs Deep Agents
 graphs. See ``docs/deepagents.md``.
 
-Lazy (:mod:`filegate._lazy`): the workflow-side modules (``operations``) load
-without deepagents, so a workflow sandbox never imports LangChain.
+Lazy (:mod:`filegate._lazy`): the workflow-side names (``Operation``,
+``OperationWorkflow``, ``run_operation``) load without deepagents, so a workflow
+sandbox never imports LangChain.
 """
 
 from typing import TYPE_CHECKING
@@ -20,17 +21,14 @@ from typing import TYPE_CHECKING
 from filegate._lazy import attach
 
 if TYPE_CHECKING:
+    from filegate.activities.transfer import TransferActivities
+    from filegate.kernel.operation_types import Operation, OperationResult
+    from filegate.workflows.operation import OperationWorkflow, run_operation
+
     from .backend import FilegateBackend, FilegateFileBackend
     from .commands import execute_interrupt_on
     from .convert import Mount
     from .gate import ExecuteGateFailure
-    from .operations import (
-        Operation,
-        OperationResult,
-        OperationWorkflow,
-        run_operation,
-    )
-    from .transfer import TransferActivities
     from .worker import tools_worker
 
 __getattr__, __dir__, __all__ = attach(
@@ -40,8 +38,10 @@ __getattr__, __dir__, __all__ = attach(
         ".commands": ["execute_interrupt_on"],
         ".convert": ["Mount"],
         ".gate": ["ExecuteGateFailure"],
-        ".operations": ["Operation", "OperationResult", "OperationWorkflow", "run_operation"],
-        ".transfer": ["TransferActivities"],
+        # The core's, named here too (the one-operation path and its transfers):
+        "filegate.kernel.operation_types": ["Operation", "OperationResult"],
+        "filegate.workflows.operation": ["OperationWorkflow", "run_operation"],
+        "filegate.activities.transfer": ["TransferActivities"],
         ".worker": ["tools_worker"],
     },
 )

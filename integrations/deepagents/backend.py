@@ -23,8 +23,9 @@ from plain code and from inside another running event loop alike.
 
 from __future__ import annotations
 
+import os
 import threading
-from collections.abc import Coroutine, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, Literal, TypedDict, TypeVar, Unpack, overload
 
@@ -60,17 +61,25 @@ from filegate.operations import (
     DEFAULT_OPERATION_TIMEOUT,
     OperationPath,
     checked_path,
+    operation_path_from,
     run_outside,
 )
 from filegate.workflows.operation import run_operation
 
 from . import convert
 from .convert import Mount
-from .direct import operation_path_from_env
 from .gate import check_gate
 from .portal import Portal
 
 T = TypeVar("T")
+
+
+def operation_path_from_env(environ: Mapping[str, str] | None = None) -> OperationPath:
+    """The :data:`OperationPath` of ``FILEGATE_OPERATION_PATH`` (unset: ``auto``).
+
+    Here, not in the core: the adapter is an edge that may read the environment,
+    the core is not (tests/repo/test_config_edges.py)."""
+    return operation_path_from(os.environ if environ is None else environ)
 
 
 class FilegateFileBackend(BackendProtocol):

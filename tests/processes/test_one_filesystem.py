@@ -25,20 +25,20 @@ import pytest
 from temporalio.testing import ActivityEnvironment
 
 from filegate.activities.tools import FileToolActivities
+from filegate.activities.transfer import TransferActivities
 from filegate.backends.bwrap import BwrapSandboxBackend
 from filegate.backends.filesystem import FilesystemBackend
 from filegate.backends.local_shell import LocalShellBackend
 from filegate.backends.policy import PolicyBackend
 from filegate.backends.policy.deny_write import DenyWritePolicy
-from filegate.integrations.deepagents.operations import (
+from filegate.kernel.dispatch import run_tool
+from filegate.kernel.execute_gate import compile_view
+from filegate.kernel.operation_types import (
     DownloadRequest,
     ReadWindowRequest,
     UploadFile,
     UploadRequest,
 )
-from filegate.integrations.deepagents.transfer import TransferActivities
-from filegate.kernel.dispatch import run_tool
-from filegate.kernel.execute_gate import compile_view
 from filegate.kernel.permissions import FilesystemPermission
 from filegate.kernel.previews import compute_preview
 from filegate.kernel.tool_types import ToolRequest

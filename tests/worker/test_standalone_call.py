@@ -29,14 +29,11 @@ from filegate.backends.filesystem import FilesystemBackend
 from filegate.cli.commands import run_cli
 from filegate.devstack.servers import TemporalDevServer
 from filegate.integrations.deepagents import FilegateBackend, tools_worker
-from filegate.integrations.deepagents.direct import (
-    StandaloneUnavailable,
-    operation_path_from_env,
-    standalone_known,
-)
+from filegate.integrations.deepagents.backend import operation_path_from_env
 from filegate.kernel.formatting import permission_denied
 from filegate.kernel.permissions import FilesystemPermission
 from filegate.kernel.tool_types import ToolOutcome, ToolRequest
+from filegate.operations import StandaloneUnavailable, standalone_known
 from tests.cli.test_cli import cli, cli_env, cli_parallel, write_json
 
 __all__ = ["cli_env"]  # the fixture, shared with test_cli

@@ -64,14 +64,8 @@ with workflow.unsafe.imports_passed_through():
 
     from filegate.backends.filesystem import FilesystemBackend
     from filegate.integrations.deepagents import tools_worker as adapter_tools_worker
-    from filegate.integrations.deepagents.operations import (
-        Operation,
-        OperationResult,
-        OperationWorkflow,
-        ReadWindowRequest,
-        run_operation,
-    )
     from filegate.kernel import wire
+    from filegate.kernel.operation_types import Operation, OperationResult, ReadWindowRequest
     from filegate.kernel.permissions import FilesystemPermission
     from filegate.kernel.tool_types import ToolRequest
     from filegate.plugin import FilegatePlugin
@@ -87,6 +81,7 @@ with workflow.unsafe.imports_passed_through():
         UserMessage,
     )
     from filegate.workflows.approvals.grants import GrantRevocation
+    from filegate.workflows.operation import OperationWorkflow, run_operation
     from tests.scripting import calls, uid
     from tests.workflows.test_grants import approve_remembering, docs_agent, idle, workers, write
     from tests.workflows.test_workflow_e2e import eventually, final, pending, remote
