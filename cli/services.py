@@ -146,8 +146,10 @@ def _lease_all(
         assert lease is not None
         leases.append(lease)
         e = lease.entry
-        # The configured group (bucket, outage wait, expiry) on the leased server.
+        # The configured group (bucket, outage wait, expiry) on the leased server,
+        # which speaks plain HTTP on loopback.
         leased = {key: e[key] for key in ("endpoint", "access_key", "secret_key")}
+        leased["secure"] = False
         s3 = S3Settings.model_validate({**settings.s3.model_dump(), **leased})
         return s3, lease.how.replace("embedded", "embedded SeaweedFS")
 
@@ -224,14 +226,18 @@ async def local_services(
 
 
 def s3_exports(s3: S3Settings) -> list[str]:
-    """``NAME=value`` for the S3 a leased stack serves, for other processes' shells."""
+    """``NAME=value`` for the S3 a leased stack serves, for other processes' shells
+    (the bucket too when it is not the default: a reviewer reads its artifacts)."""
     secret = s3.secret_key.get_secret_value() if s3.secret_key else ""
     env = s3.env_name
-    return [
+    lines = [
         f"{env('endpoint')}={s3.endpoint}",
         f"{env('access_key')}={s3.access_key or ''}",
         f"{env('secret_key')}={secret}",
     ]
+    if s3.bucket != S3Settings.model_fields["bucket"].default:
+        lines.append(f"{env('bucket')}={s3.bucket}")
+    return lines
 
 
 async def services_client(

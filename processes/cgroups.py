@@ -70,7 +70,7 @@ _COMMAND_NAME = re.compile(rf"^{PREFIX}(?:probe-)?(\d+)(?:-\d+-[0-9a-f]+)?$")
 share the parent cgroup and a pid), or a probe's ``filegate-probe-<worker pid>``."""
 _KILL_SECONDS = 3.0
 _LEFT: dict[Path, int] = {}
-"""Command cgroups this worker could not remove (still busy after ``_KILL_SECONDS``),
+"""Command cgroups this worker's commands left (still busy after ``_KILL_SECONDS``),
 with their hierarchy's version: tried again before each new command."""
 _LEFT_LOCK = threading.Lock()
 _SEQUENCE = itertools.count(1)
@@ -307,9 +307,9 @@ def _kill_members(path: Path) -> None:
             os.close(pidfd)
 
 
-def _remove(path: Path, *, version: int, seconds: float | None = None) -> bool:
+def _remove(path: Path, *, version: int, seconds: float | None = None, quiet: bool = False) -> bool:
     """Kill what is left in the cgroup, then remove it, trying for ``seconds`` (None:
-    ``_KILL_SECONDS``); False when it stays (kept in ``_LEFT`` for :func:`_remove_left`)."""
+    ``_KILL_SECONDS``); False when it stays (logged unless ``quiet``)."""
     if version == 2:
         with contextlib.suppress(OSError):
             _write(path / "cgroup.kill", "1")
@@ -318,34 +318,43 @@ def _remove(path: Path, *, version: int, seconds: float | None = None) -> bool:
         _kill_members(path)
         try:
             path.rmdir()
-            break
+            return True
         except FileNotFoundError:
-            break
+            return True
         except OSError as exc:
             if exc.errno != errno.EBUSY or time.monotonic() > deadline:
-                with _LEFT_LOCK:
-                    again = path in _LEFT
-                    _LEFT[path] = version
-                if not again:  # said once; each new command tries it again
+                if not quiet:
                     log.warning("could not remove the command cgroup %s: %s", path, exc)
                 return False
         time.sleep(0.01)
-    with _LEFT_LOCK:
-        _LEFT.pop(path, None)
-    return True
+
+
+def _remove_or_keep(path: Path, *, version: int) -> None:
+    """Remove one of our commands' cgroups, or keep it for :func:`_remove_left`."""
+    if not _remove(path, version=version):
+        with _LEFT_LOCK:
+            _LEFT[path] = version
 
 
 def _remove_left() -> None:
-    """Try once more, without waiting, to remove the cgroups earlier removals left.
+    """Try once more, without waiting, to remove the command cgroups this worker's
+    commands left (:meth:`CommandCgroup.close` could not remove them).
 
     Why: under load a command's cgroup can stay busy past ``_KILL_SECONDS`` (the
     kernel still releasing its memory); left alone it would stay until a later
     worker's :func:`_sweep`, which only removes a dead worker's. Each new command
-    gives it another chance, so a live worker's leftovers do not pile up."""
+    gives it another chance. Only our own commands' cgroups are kept here, never
+    a swept one (another pid namespace's worker may look dead from here), and each
+    is taken out while it is tried, so two threads never try the same one."""
     with _LEFT_LOCK:
-        left = list(_LEFT.items())
-    for path, version in left:
-        _remove(path, version=version, seconds=0)
+        left = dict(_LEFT)
+        _LEFT.clear()
+    for path, version in left.items():
+        if _remove(path, version=version, seconds=0, quiet=True):
+            log.info("removed the command cgroup %s its command left", path)
+        else:
+            with _LEFT_LOCK:
+                _LEFT[path] = version
 
 
 def _limits(version: int, name: str, bounds: CommandBounds) -> list[tuple[str, str, bool]]:
@@ -408,7 +417,7 @@ class CommandCgroup:
         except OSError as exc:
             log.warning("no cgroup for this command, per-process bounds only: %s", exc)
             for hierarchy, path in made:
-                _remove(path, version=hierarchy.version)
+                _remove_or_keep(path, version=hierarchy.version)
             return None
         return cls(made, bounds)
 
@@ -435,7 +444,7 @@ class CommandCgroup:
         """Kill what is left in the cgroups and remove them; the bound that was hit."""
         hit = self.hit()
         for hierarchy, path in self.made:
-            _remove(path, version=hierarchy.version)
+            _remove_or_keep(path, version=hierarchy.version)
         return hit
 
 
