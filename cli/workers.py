@@ -106,35 +106,50 @@ def _size(text: str) -> int:
 
 
 def add_bound_flags(parser: argparse.ArgumentParser) -> None:
-    """Bounds of every execute call (contract §11); defaults from ``FILEGATE_*`` settings."""
+    """Bounds of every execute call (contract §11); defaults from ``FILEGATE_*`` settings.
+
+    The help names each default as :class:`CommandSettings` holds it (not a copy)."""
+    default = CommandSettings()  # the defaults only: the environment is read elsewhere
+
+    def size(value: ByteSize) -> str:
+        return f"(default {size_text(int(value))})"
+
     bounds = parser.add_argument_group("execute bounds (local-shell, sandbox; 0 = no limit)")
     bounds.add_argument(
-        "--exec-memory", type=_size, help="memory per process, e.g. 2GiB (default 1GiB)"
+        "--exec-memory", type=_size, help=f"memory per process, e.g. 2GiB {size(default.memory)}"
     )
     bounds.add_argument(
-        "--exec-max-processes", type=int, help="live processes per command (default 64)"
+        "--exec-max-processes",
+        type=int,
+        help=f"live processes per command (default {default.max_processes})",
     )
     bounds.add_argument(
-        "--exec-file-size", type=_size, help="largest file a command writes (default 64MiB)"
+        "--exec-file-size",
+        type=_size,
+        help=f"largest file a command writes {size(default.file_size)}",
     )
     bounds.add_argument(
         "--exec-command-memory",
         type=_size,
         help="memory of all processes of one command together, where the worker can make "
-        "cgroups (default 2GiB)",
+        f"cgroups {size(default.command_memory)}",
     )
     bounds.add_argument(
         "--max-command-write-bytes",
         "--exec-write-size",
         dest="exec_write_size",
         type=_size,
-        help="bytes one command may write to disk; killed above (default 256MiB)",
+        help=f"bytes one command may write to disk; killed above {size(default.write_size)}",
     )
     bounds.add_argument(
-        "--sandbox-tmp-size", type=_size, help="sandbox /tmp and /dev/shm size (default 64MiB)"
+        "--sandbox-tmp-size",
+        type=_size,
+        help=f"sandbox /tmp and /dev/shm size {size(default.sandbox_tmp_size)}",
     )
     bounds.add_argument(
-        "--exec-max-seconds", type=float, help="longest timeout this worker accepts (3600)"
+        "--exec-max-seconds",
+        type=float,
+        help=f"longest timeout this worker accepts (default {default.max_seconds:g} s)",
     )
     parser.add_argument(
         ALLOW_EXECUTE_FLAG,
