@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Literal
 
 from filegate.kernel.tool_args import (
@@ -74,7 +75,10 @@ class ToolDef:
 
 
 class ToolRegistry:
-    """Tools in the order they are offered to the model, and the sets derived from them."""
+    """Tools in the order they are offered to the model, and the sets derived from them.
+
+    Fixed once built, so each set is derived once (``cached_property``): workflow
+    code asks ``TOOLS.listing`` and the like on every call."""
 
     def __init__(self, tools: Iterable[ToolDef]) -> None:
         self._tools: dict[str, ToolDef] = {}
@@ -102,7 +106,7 @@ class ToolRegistry:
     def _where(self, test: Callable[[ToolDef], bool]) -> frozenset[ToolName]:
         return frozenset(tool.name for tool in self if test(tool))
 
-    @property
+    @cached_property
     def order(self) -> tuple[ToolName, ...]:
         """Fixed order in which tools are offered to the model (prompt-cache friendly)."""
         return tuple(tool.name for tool in self)
@@ -125,39 +129,39 @@ class ToolRegistry:
         """Tool -> the rule operation governing its path (tools without a path are absent)."""
         return {tool.name: tool.operation for tool in self if tool.operation is not None}
 
-    @property
+    @cached_property
     def exact(self) -> frozenset[ToolName]:
         return self._where(lambda tool: tool.scope == "exact")
 
-    @property
+    @cached_property
     def tree(self) -> frozenset[ToolName]:
         return self._where(lambda tool: tool.scope == "tree")
 
-    @property
+    @cached_property
     def needing_path(self) -> frozenset[ToolName]:
         return self._where(lambda tool: tool.needs_path)
 
-    @property
+    @cached_property
     def mutating(self) -> frozenset[ToolName]:
         return self._where(lambda tool: tool.mutates)
 
-    @property
+    @cached_property
     def searching(self) -> frozenset[ToolName]:
         return self._where(lambda tool: tool.searches)
 
-    @property
+    @cached_property
     def listing(self) -> frozenset[ToolName]:
         return self._where(lambda tool: tool.lists)
 
-    @property
+    @cached_property
     def batched(self) -> frozenset[ToolName]:
         return self._where(lambda tool: tool.batched)
 
-    @property
+    @cached_property
     def previewed(self) -> frozenset[ToolName]:
         return self._where(lambda tool: tool.previewed)
 
-    @property
+    @cached_property
     def offloaded(self) -> frozenset[ToolName]:
         return self._where(lambda tool: tool.offloaded)
 
