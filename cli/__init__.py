@@ -43,11 +43,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.exit(INTERRUPTED)
 
 
-__getattr__, __dir__, __all__ = attach(
-    __name__,
-    {
-        ".errors": ["CliError"],
-        ".commands": ["build_parser", "run_cli"],
-    },
-)
+__getattr__, __dir__, __all__ = attach(__name__, __file__)
 __all__ = [*__all__, "INTERRUPTED", "main"]

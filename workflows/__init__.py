@@ -37,36 +37,4 @@ if TYPE_CHECKING:
         UserMessage,
     )
 
-__getattr__, __dir__, __all__ = attach(
-    __name__,
-    {
-        ".agent": [
-            "AgentWorkflow",
-        ],
-        ".approvals.handlers": ["ApprovalHandlers", "initial_search_attributes"],
-        ".file_tools": ["FileTools", "tool_messages"],
-        "filegate.kernel.tool_types": ["ToolResult"],
-        ".approvals.grant_models": ["Grant", "GrantRequest"],
-        ".approvals.grants": ["GrantRevocation"],
-        ".inputs": [
-            "AgentInput",
-            "AgentResult",
-            "AgentStatus",
-            "ApprovalConfig",
-            "BackendRef",
-            "BackendSpec",
-            "DecidedApproval",
-            "Decision",
-            "DecisionAck",
-            "FileToolsConfig",
-            "FileToolsState",
-            "Limits",
-            "PendingApproval",
-            "RouteSpec",
-            "UserMessage",
-        ],
-        ".approvals.turn_decisions": ["TurnDecision", "TurnDecisionAck"],
-        # The model-facing messages a host workflow builds and reads.
-        "filegate.kernel.messages": ["Message", "ModelSpec", "ToolCall"],
-    },
-)
+__getattr__, __dir__, __all__ = attach(__name__, __file__)

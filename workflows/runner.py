@@ -39,6 +39,7 @@ from temporalio.workflow import Info
 
 SANDBOX_PASSTHROUGH: tuple[str, ...] = (
     "bracex",
+    "filegate._lazy",
     "filegate.activities",
     "filegate.backends",
     "filegate.kernel",

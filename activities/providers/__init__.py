@@ -27,25 +27,4 @@ if TYPE_CHECKING:
         ScriptedProvider,
     )
 
-__getattr__, __dir__, __all__ = attach(
-    __name__,
-    {
-        ".anthropic_messages": [
-            "AnthropicMessagesProvider",
-        ],
-        ".common": [
-            "REQUEST_ERROR_TYPE",
-            "RETRYABLE_TYPE",
-        ],
-        ".openai_chat": [
-            "OpenAIChatProvider",
-        ],
-        ".profiles": [
-            "ModelProfile",
-            "ModelProfiles",
-        ],
-        ".scripted": [
-            "ScriptedProvider",
-        ],
-    },
-)
+__getattr__, __dir__, __all__ = attach(__name__, __file__)

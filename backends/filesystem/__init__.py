@@ -21,4 +21,4 @@ from filegate._lazy import attach
 if TYPE_CHECKING:
     from .backend import FilesystemBackend
 
-__getattr__, __dir__, __all__ = attach(__name__, {".backend": ["FilesystemBackend"]})
+__getattr__, __dir__, __all__ = attach(__name__, __file__)

@@ -57,34 +57,4 @@ if TYPE_CHECKING:
     from .rate_limit import RateLimitPolicy, TokenBucket
     from .secrets import BUILTIN_SECRET_RULES, SecretRule, SecretScanPolicy
 
-__getattr__, __dir__, __all__ = attach(
-    __name__,
-    {
-        ".base": [
-            "CONTENT_OPERATIONS",
-            "WRITE_OPERATIONS",
-            "Call",
-            "ContentOperation",
-            "Policy",
-            "ProtocolOperation",
-            "Refusal",
-            "WriteOperation",
-        ],
-        ".chain": ["PolicyBackend"],
-        ".config": [
-            "POLICY_KINDS",
-            "DenyOperationsSpec",
-            "DenyWriteSpec",
-            "PolicyConfig",
-            "PolicySpec",
-            "RateLimitSpec",
-            "SecretScanSpec",
-            "build_policy_chain",
-            "register_policy_kind",
-        ],
-        ".deny_operations": ["DenyOperationsPolicy"],
-        ".deny_write": ["DenyWritePolicy"],
-        ".rate_limit": ["RateLimitPolicy", "TokenBucket"],
-        ".secrets": ["BUILTIN_SECRET_RULES", "SecretRule", "SecretScanPolicy"],
-    },
-)
+__getattr__, __dir__, __all__ = attach(__name__, __file__)

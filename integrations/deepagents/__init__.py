@@ -31,17 +31,4 @@ if TYPE_CHECKING:
     from .gate import ExecuteGateFailure
     from .worker import tools_worker
 
-__getattr__, __dir__, __all__ = attach(
-    __name__,
-    {
-        ".backend": ["FilegateBackend", "FilegateFileBackend"],
-        ".commands": ["execute_interrupt_on"],
-        ".convert": ["Mount"],
-        ".gate": ["ExecuteGateFailure"],
-        # The core's, named here too (the one-operation path and its transfers):
-        "filegate.kernel.operation_types": ["Operation", "OperationResult"],
-        "filegate.workflows.operation": ["OperationWorkflow", "run_operation"],
-        "filegate.activities.transfer": ["TransferActivities"],
-        ".worker": ["tools_worker"],
-    },
-)
+__getattr__, __dir__, __all__ = attach(__name__, __file__)

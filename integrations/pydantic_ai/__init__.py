@@ -21,11 +21,4 @@ if TYPE_CHECKING:
     from .converter import FilegatePydanticAIPayloadConverter, pydantic_ai_data_converter
     from .workspace import FilegateFileWorkspace, FilegateWorkspace
 
-__getattr__, __dir__, __all__ = attach(
-    __name__,
-    {
-        ".approvals": ["FilegateCapability"],
-        ".converter": ["FilegatePydanticAIPayloadConverter", "pydantic_ai_data_converter"],
-        ".workspace": ["FilegateFileWorkspace", "FilegateWorkspace"],
-    },
-)
+__getattr__, __dir__, __all__ = attach(__name__, __file__)
