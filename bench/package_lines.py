@@ -8,7 +8,11 @@ package). Read from git objects, so no checkout is touched::
     python bench/package_lines.py 141414a HEAD
 
 Each revision's row splits its lines by kind, so a change that only moved
-docstrings or blank lines shows as such.
+docstrings or blank lines shows as such. ``--commits A..B`` lists what each
+commit on the first-parent line from A to B added to or removed from the
+package, so the growth can be put down to the change that made it::
+
+    python bench/package_lines.py --commits 141414a..HEAD
 """
 
 from __future__ import annotations
@@ -69,10 +73,45 @@ def package_lines(rev: str) -> dict[str, int]:
     return totals
 
 
+_BLOB_LINES: dict[str, int] = {}
+
+
+def _total(rev: str) -> int:
+    """The package's line count at ``rev``, each file counted once per content (fast)."""
+    total = 0
+    for entry in _git("ls-tree", "-r", rev).splitlines():
+        meta, name = entry.split("\t", 1)
+        blob = meta.split()[2]
+        if name.endswith(".py") and not name.startswith(NOT_SHIPPED):
+            if blob not in _BLOB_LINES:
+                _BLOB_LINES[blob] = len(_git("cat-file", "blob", blob).splitlines())
+            total += _BLOB_LINES[blob]
+    return total
+
+
+def commit_changes(span: str) -> list[tuple[str, int, str]]:
+    """(commit, package lines added minus removed, subject) for each first-parent
+    commit in ``span`` (``A..B``) that changed the package's line count."""
+    rows = []
+    for line in _git("log", "--first-parent", "--reverse", "--format=%H %s", span).splitlines():
+        commit, subject = line.split(" ", 1)
+        change = _total(commit) - _total(f"{commit}^")
+        if change:
+            rows.append((commit, change, subject))
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("revs", nargs="*", default=["HEAD"], help="git revisions (default HEAD)")
+    parser.add_argument("--commits", metavar="A..B", help="each commit's change instead")
     args = parser.parse_args(argv)
+    if args.commits:
+        rows = commit_changes(args.commits)
+        for commit, change, subject in rows:
+            print(f"{change:+6d} {commit[:9]} {subject[:100]}")
+        print(f"{sum(change for _, change, _ in rows):+6d} in {len(rows)} commits")
+        return 0
     print(f"{'revision':<12} {'total':>7} " + " ".join(f"{k:>8}" for k in KINDS))
     first: int | None = None
     for rev in args.revs:
