@@ -23,11 +23,11 @@ from filegate.kernel.limits import (
     DEFAULT_S3_OUTAGE_SECONDS,
     DEFAULT_SEARCH_TIMEOUT,
 )
+from filegate.kernel.registry import TOOLS
 from filegate.kernel.tool_types import (
     EXECUTE_MARGIN,
     NON_RETRYABLE_ERROR_TYPES,
     SEARCH_MARGIN,
-    SEARCH_TOOLS,
     ToolName,
     ToolOutcome,
 )
@@ -95,7 +95,7 @@ def tool_activity_options(
         maximum_attempts=6,
         non_retryable_error_types=list(NON_RETRYABLE_ERROR_TYPES),
     )
-    if tool in SEARCH_TOOLS:
+    if tool in TOOLS.searching:
         return {
             "start_to_close_timeout": timedelta(seconds=search_timeout + SEARCH_MARGIN),
             "heartbeat_timeout": heartbeat_timeout,
@@ -130,7 +130,7 @@ def outcome_for_activity_error(
     """
     cause = failure_cause(error)
     if (
-        tool in SEARCH_TOOLS
+        tool in TOOLS.searching
         and isinstance(cause, TimeoutError)
         and cause.type in (TimeoutType.START_TO_CLOSE, TimeoutType.SCHEDULE_TO_CLOSE)
     ):

@@ -59,21 +59,15 @@ from filegate.backends.audit import audit_context
 from filegate.backends.filesystem.search_clock import search_time_limit
 from filegate.backends.media import media_blocks
 from filegate.backends.policy import PolicyConfig, build_policy_chain
+from filegate.kernel import wire
 from filegate.kernel.dispatch import InvalidToolRequest, parse_args, run_tool
 from filegate.kernel.limits import DEFAULT_SEARCH_TIMEOUT, partial_search_seconds
 from filegate.kernel.protocol import BackendProtocol
 from filegate.kernel.registry import TOOLS
 from filegate.kernel.tool_types import (
     BATCH_RESULT_CHARS,
-    BATCHED_TOOLS,
     HEARTBEAT_INTERVAL,
-    INVALID_REQUEST_ERROR,
-    MUTATING_TOOLS,
     SEARCH_MARGIN,
-    SEARCH_TOOLS,
-    TOOL_BATCH_ACTIVITY,
-    UNKNOWN_BACKEND_ERROR,
-    UNKNOWN_POLICY_ERROR,
     ReadFileArgs,
     ToolBatch,
     ToolBatchResult,
@@ -196,12 +190,12 @@ def _within_budget(
     size = sum(
         _result_chars(outcome)
         for request, outcome in zip(requests, outcomes, strict=True)
-        if outcome is not None and request.tool in MUTATING_TOOLS
+        if outcome is not None and request.tool in TOOLS.mutating
     )
     kept: list[ToolOutcome | None] = []
     read_kept = False
     for request, outcome in zip(requests, outcomes, strict=True):
-        if outcome is not None and request.tool not in MUTATING_TOOLS:
+        if outcome is not None and request.tool not in TOOLS.mutating:
             chars = _result_chars(outcome)
             if read_kept and size + chars > BATCH_RESULT_CHARS:
                 outcome = None
@@ -282,7 +276,7 @@ class FileToolActivities:
             raise ApplicationError(
                 f"backend {name!r} is not configured on this worker "
                 f"(known: {', '.join(sorted(self.backends)) or 'none'})",
-                type=UNKNOWN_BACKEND_ERROR,
+                type=wire.UNKNOWN_BACKEND_ERROR,
                 non_retryable=True,
             )
         return backend
@@ -295,7 +289,9 @@ class FileToolActivities:
         try:
             return build_policy_chain(backend, self.policies, names=names)
         except ValueError as exc:
-            raise ApplicationError(str(exc), type=UNKNOWN_POLICY_ERROR, non_retryable=True) from exc
+            raise ApplicationError(
+                str(exc), type=wire.UNKNOWN_POLICY_ERROR, non_retryable=True
+            ) from exc
 
     async def run_read_only(self, request: ToolRequest, fn: Callable[[BackendProtocol], T]) -> T:
         """Run ``fn`` on the request's backend as a call of ``request`` would see it.
@@ -358,7 +354,7 @@ class FileToolActivities:
         if request.tool != tool:
             raise ApplicationError(
                 f"request for {request.tool!r} sent to the {tool} activity",
-                type=INVALID_REQUEST_ERROR,
+                type=wire.INVALID_REQUEST_ERROR,
                 non_retryable=True,
             )
         if request.approved and not activity.info().in_workflow:
@@ -372,15 +368,15 @@ class FileToolActivities:
             args = parse_args(request)
         except InvalidToolRequest as exc:
             raise ApplicationError(
-                str(exc), type=INVALID_REQUEST_ERROR, non_retryable=True
+                str(exc), type=wire.INVALID_REQUEST_ERROR, non_retryable=True
             ) from exc
         guarded = self._guarded(backend, request)
 
         store = self.artifacts
-        budget = self._search_budget(batched=batched) if tool in SEARCH_TOOLS else 0.0
+        budget = self._search_budget(batched=batched) if tool in TOOLS.searching else 0.0
         # A backend that watches it answers with partial results before the hard
         # stop (contract §1); both limits count from this instant.
-        soft = partial_search_seconds(budget) if tool in SEARCH_TOOLS else None
+        soft = partial_search_seconds(budget) if tool in TOOLS.searching else None
         started = time.monotonic()
 
         def call() -> ToolOutcome:
@@ -398,7 +394,7 @@ class FileToolActivities:
             def fn() -> ToolOutcome:
                 return read_offloaded(store, scope, request, args)
 
-        elif tool in MUTATING_TOOLS:
+        elif tool in TOOLS.mutating:
 
             def journaled() -> ToolOutcome:
                 return self.journal.run(request.backend, backend, request, args, call, scope=scope)
@@ -409,7 +405,7 @@ class FileToolActivities:
                 def fn() -> ToolOutcome:
                     return offload_large(store, scope, request, journaled(), report.offloaded)
 
-        deadline = started + budget if tool in SEARCH_TOOLS else None
+        deadline = started + budget if tool in TOOLS.searching else None
         try:
             return await run_blocking(
                 fn,
@@ -423,7 +419,7 @@ class FileToolActivities:
         except JournalUnavailable as exc:  # nothing applied; one sentence, no retries
             raise unrecorded_error(tool, exc) from None
 
-    @activity.defn(name=TOOL_BATCH_ACTIVITY)
+    @activity.defn(name=wire.TOOL_BATCH_ACTIVITY)
     async def tool_batch(self, batch: ToolBatch) -> ToolBatchResult:
         """Run a turn's calls, each exactly as its own activity would.
 
@@ -457,7 +453,7 @@ class FileToolActivities:
 
     async def _batched(self, request: ToolRequest) -> ToolOutcome | None:
         """One call of a batch; None when it must run on its own activity."""
-        if request.tool not in BATCHED_TOOLS:
+        if request.tool not in TOOLS.batched:
             return None
         try:
             return await self._run(request.tool, request, batched=True)

@@ -67,8 +67,8 @@ from temporalio import activity, workflow
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from filegate.backends.filesystem import FilesystemBackend
+from filegate.kernel import wire
 from filegate.kernel.tool_types import (
-    TOOL_BATCH_ACTIVITY,
     TOOL_ORDER,
     ToolBatch,
     ToolBatchResult,
@@ -139,7 +139,7 @@ def instant_tool(name: str) -> Any:
     return answer
 
 
-@activity.defn(name=TOOL_BATCH_ACTIVITY)
+@activity.defn(name=wire.TOOL_BATCH_ACTIVITY)
 async def instant_batch(batch: ToolBatch) -> ToolBatchResult:
     """``filegate.tool_batch`` answering every call at once (probe)."""
     return ToolBatchResult(

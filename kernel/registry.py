@@ -143,10 +143,12 @@ class ToolRegistry:
 
     @cached_property
     def mutating(self) -> frozenset[ToolName]:
+        """Tools whose retry must not apply twice (journaled by the activities)."""
         return self._where(lambda tool: tool.mutates)
 
     @cached_property
     def searching(self) -> frozenset[ToolName]:
+        """Tools that may run unboundedly long on a big tree and get a hard time limit."""
         return self._where(lambda tool: tool.searches)
 
     @cached_property
@@ -155,6 +157,7 @@ class ToolRegistry:
 
     @cached_property
     def batched(self) -> frozenset[ToolName]:
+        """Tools a batch may hold (``execute``'s timeout is its command's)."""
         return self._where(lambda tool: tool.batched)
 
     @cached_property

@@ -40,16 +40,10 @@ TOOL_ORDER: tuple[ToolName, ...] = TOOLS.order
 TOOL_ACTIVITY_NAMES: dict[ToolName, str] = TOOLS.activity_names
 """Activity type name per tool, e.g. ``filegate.read_file``."""
 
-MUTATING_TOOLS = TOOLS.mutating
-"""Tools whose retry must not apply twice (journaled by the activities)."""
-SEARCH_TOOLS = TOOLS.searching
-"""Tools that may run unboundedly long on a big tree and get a hard time limit."""
-
-INVALID_REQUEST_ERROR = wire.INVALID_REQUEST_ERROR
-UNKNOWN_BACKEND_ERROR = wire.UNKNOWN_BACKEND_ERROR
-UNKNOWN_POLICY_ERROR = wire.UNKNOWN_POLICY_ERROR
+NON_RETRYABLE_ERROR_TYPES = [
+    wire.INVALID_REQUEST_ERROR, wire.UNKNOWN_BACKEND_ERROR, wire.UNKNOWN_POLICY_ERROR
+]  # fmt: skip
 """``ApplicationError.type`` values the tool activities raise; never retried."""
-NON_RETRYABLE_ERROR_TYPES = [INVALID_REQUEST_ERROR, UNKNOWN_BACKEND_ERROR, UNKNOWN_POLICY_ERROR]
 
 SEARCH_MARGIN = 10.0
 """start_to_close of a search = its budget + this margin, so the activity's own
@@ -213,12 +207,6 @@ class ToolResult(DefaultsOmitted):
         return self.outcome.text
 
 
-TOOL_BATCH_ACTIVITY = wire.TOOL_BATCH_ACTIVITY
-"""The activity that runs several calls of one turn (:class:`ToolBatch`): local on the
-run's own worker, or on a tools worker's queue."""
-BATCHED_TOOLS: frozenset[ToolName] = TOOLS.batched
-"""Tools a batch may hold: ``execute`` keeps an activity of its own (its timeout is
-the command's, and it may run for minutes)."""
 MAX_BATCH_CALLS = 8
 """Calls in one batch at most: its start-to-close timeout is the sum of theirs (one
 after another) or the largest (side by side)."""

@@ -38,10 +38,10 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import FailureError
 
+from filegate.kernel import wire
+from filegate.kernel.registry import TOOLS
 from filegate.kernel.tool_types import (
-    BATCHED_TOOLS,
     MAX_BATCH_CALLS,
-    TOOL_BATCH_ACTIVITY,
     ToolBatch,
     ToolBatchResult,
     ToolOutcome,
@@ -120,7 +120,7 @@ class LocalCalls:
             outcome: ToolOutcome = await self._start(name, request, ToolOutcome, options)
             return outcome
 
-        batchable = request.tool in BATCHED_TOOLS
+        batchable = request.tool in TOOLS.batched
         waiting = _Waiting(alone, request if batchable else None, options["start_to_close_timeout"])
         outcome: ToolOutcome = await self._wait(waiting)
         return outcome
@@ -190,7 +190,7 @@ class LocalCalls:
         }
         unfinished = await _settle(
             lambda batch_input: self._start(
-                TOOL_BATCH_ACTIVITY, batch_input, ToolBatchResult, options
+                wire.TOOL_BATCH_ACTIVITY, batch_input, ToolBatchResult, options
             ),
             batch,
             concurrent=False,
@@ -222,7 +222,7 @@ class RemoteCalls:
             )
             return outcome
 
-        if request.tool not in BATCHED_TOOLS or not (
+        if request.tool not in TOOLS.batched or not (
             self._at_start or workflow.patched(REMOTE_BATCH_PATCH)
         ):
             return await alone()
@@ -267,7 +267,7 @@ class RemoteCalls:
         wait = {k: v for k, v in options.items() if k in (WAIT_OPTION, "priority")}
         unfinished = await _settle(
             lambda batch_input: workflow.execute_activity(
-                TOOL_BATCH_ACTIVITY,
+                wire.TOOL_BATCH_ACTIVITY,
                 batch_input,
                 result_type=ToolBatchResult,
                 task_queue=task_queue,

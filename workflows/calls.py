@@ -38,7 +38,6 @@ from filegate.kernel.registry import TOOLS
 from filegate.kernel.routing import Router
 from filegate.kernel.state import StateBackend
 from filegate.kernel.tool_types import (
-    MUTATING_TOOLS,
     TOOL_ACTIVITY_NAMES,
     ToolBatch,
     ToolName,
@@ -65,7 +64,7 @@ from filegate.workflows.unserved import not_picked_up, unserved_outcome, worker_
 class PathOrder:
     """Which earlier calls of a turn a call must wait for, by order key (path or shell).
 
-    A mutation (:data:`MUTATING_TOOLS`) waits for every earlier call on its key;
+    A mutation (:data:`TOOLS.mutating`) waits for every earlier call on its key;
     a read waits only for the last mutation before it, so reads of one path
     between two mutations run concurrently. A call without a key waits for
     nothing.
@@ -320,7 +319,7 @@ class ToolCalls:
             # workflow validates each path a single time (bench/path_checks.py).
             checked = self._routes.check(call.name, call.args)
             key = self._order_key(checked)
-            mutates = call.name in MUTATING_TOOLS
+            mutates = call.name in TOOLS.mutating
             previous = order.before(key, mutates=mutates)
             call_id = activity_call_id(step, index, call.id)
             task = asyncio.create_task(self._one_call(call, checked, call_id, previous))

@@ -33,9 +33,9 @@ def test_the_registry_names_every_tool_once_in_the_offered_order() -> None:
 
 def test_the_derived_tables_are_the_tables_the_code_had() -> None:
     """The sets as they were written by hand before the registry (behaviour unchanged)."""
-    assert {"write_file", "edit_file", "delete", "execute"} == tool_types.MUTATING_TOOLS
-    assert {"glob", "grep"} == tool_types.SEARCH_TOOLS
-    assert set(TOOLS.order) - {"execute"} == tool_types.BATCHED_TOOLS
+    assert {"write_file", "edit_file", "delete", "execute"} == TOOLS.mutating
+    assert {"glob", "grep"} == TOOLS.searching
+    assert set(TOOLS.order) - {"execute"} == TOOLS.batched
     assert {"read_file", "write_file", "edit_file"} == permissions.EXACT_TOOLS
     assert {"ls", "glob", "grep", "delete"} == permissions.BULK_TOOLS
     assert permissions.TOOL_OPERATIONS == {
@@ -102,8 +102,8 @@ print(json.dumps({
     "order": "touch" in tool_types.TOOL_ORDER,
     "activity": tool_types.TOOL_ACTIVITY_NAMES.get("touch"),
     "args": tool_types.TOOL_ARGS.get("touch") is TouchArgs,
-    "mutating": "touch" in tool_types.MUTATING_TOOLS,
-    "batched": "touch" in tool_types.BATCHED_TOOLS,
+    "mutating": "touch" in registry.TOOLS.mutating,
+    "batched": "touch" in registry.TOOLS.batched,
     "operation": permissions.TOOL_OPERATIONS.get("touch"),
     "exact": "touch" in permissions.EXACT_TOOLS,
     "path_field": gate.PATH_FIELDS.get("touch"),

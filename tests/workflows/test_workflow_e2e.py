@@ -27,10 +27,11 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from filegate.backends.filesystem import FilesystemBackend
 from filegate.backends.local_shell import LocalShellBackend
+from filegate.kernel import wire
 from filegate.kernel.messages import RAW_ARGS_KEY, ModelRequest, ModelSpec
 from filegate.kernel.permissions import FilesystemPermission
 from filegate.kernel.protocol import BackendProtocol
-from filegate.kernel.tool_types import TOOL_BATCH_ACTIVITY, ToolBatch, ToolRequest
+from filegate.kernel.tool_types import ToolBatch, ToolRequest
 from filegate.worker import agent_worker, tools_worker
 from filegate.workflows import (
     AgentInput,
@@ -446,7 +447,7 @@ def _tool_requests(history: Any) -> list[ToolRequest]:
         attrs = event.activity_task_scheduled_event_attributes
         if attrs.activity_type.name == "filegate.model":
             continue
-        batched = attrs.activity_type.name == TOOL_BATCH_ACTIVITY
+        batched = attrs.activity_type.name == wire.TOOL_BATCH_ACTIVITY
         [decoded] = pydantic_data_converter.payload_converter.from_payloads(
             list(attrs.input.payloads), [ToolBatch if batched else ToolRequest]
         )
