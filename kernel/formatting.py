@@ -39,7 +39,7 @@ from filegate.kernel.protocol import (
     LsResult,
     WriteResult,
 )
-from filegate.kernel.textops import eof_newline_hint, split_lines
+from filegate.kernel.textops import split_lines
 
 NO_FILES_FOUND = "No files found"
 NO_MATCHES_FOUND = "No matches found"
@@ -288,30 +288,11 @@ def format_write(result: WriteResult) -> Rendered:
     return Rendered(f"Successfully wrote {result.path}.")
 
 
-def edit_not_found_message(path: str, old: str, content: str) -> str:
-    """For backends: old_string absent, with the trailing-newline hint when it applies."""
-    message = (
-        f"old_string was not found in {path}. It must match exactly, including "
-        "whitespace and indentation; read the file again and copy the text."
-    )
-    hint = eof_newline_hint(old, content)  # the backends' own rule (kernel.textops)
-    if hint:
-        message += f" Hint: {hint}."
-    return message
-
-
 def edit_multiple_message(path: str, occurrences: int) -> str:
     """old_string is ambiguous: say how often it occurs and how to resolve it."""
     return (
         f"old_string occurs {occurrences} times in {path}. Pass replace_all=true to "
         "replace every occurrence, or include more surrounding context to make it unique."
-    )
-
-
-def edit_unchanged_message(path: str) -> str:
-    return (
-        f"new_string is identical to old_string, so {path} would not change. "
-        "Provide a different new_string."
     )
 
 

@@ -14,7 +14,6 @@ import posixpath
 
 from filegate.kernel.formatting import Rendered, delete_blocked, format_error, permission_denied
 from filegate.kernel.permissions import (
-    FilesystemPermission,
     check_permission,
     delete_blockers,
     matching_interrupt_rule,
@@ -34,22 +33,6 @@ from filegate.kernel.visibility import (
     targets,
     to_virtual,
 )
-
-
-def waive_interrupts(rules: list[FilesystemPermission]) -> list[FilesystemPermission]:
-    """The rules with every ``interrupt`` turned into ``allow``.
-
-    For a tool whose approvals an explicit ``interrupt_on`` entry decides
-    (contract §5: it replaces the approvals generated from interrupt rules):
-    the workflow sends these rules, so the activity does not refuse a call the
-    workflow deliberately ran without asking. Denies are untouched.
-    """
-    if not any(rule.mode == "interrupt" for rule in rules):
-        return rules
-    return [
-        rule.model_copy(update={"mode": "allow"}) if rule.mode == "interrupt" else rule
-        for rule in rules
-    ]
 
 
 def _judged_paths(

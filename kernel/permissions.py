@@ -370,6 +370,25 @@ def _result_path(path: str) -> str:
         return path.rstrip("/") or "/"
 
 
+def interrupts_as(
+    mode: Literal["allow", "deny"], rules: list[FilesystemPermission]
+) -> list[FilesystemPermission]:
+    """``rules`` with every ``interrupt`` rule in ``mode``.
+
+    ``allow``: for a tool whose approvals an explicit ``interrupt_on`` entry decides
+    (contract §5: it replaces the approvals generated from interrupt rules), so the
+    activity does not refuse a call the workflow deliberately ran without asking.
+    ``deny``: how a preview's reads are judged (a read interrupt asks for an
+    approval of its own, which a write's approval is not).
+    """
+    if not any(rule.mode == "interrupt" for rule in rules):
+        return rules
+    return [
+        rule.model_copy(update={"mode": mode}) if rule.mode == "interrupt" else rule
+        for rule in rules
+    ]
+
+
 def read_denied(rules: Rules, path: str) -> bool:
     """True when a result path must be hidden (first-match deny for read)."""
     rule = first_match(rules, "read", _result_path(path))
@@ -424,6 +443,7 @@ __all__ = [
     "first_match",
     "first_matching_rule",
     "interrupt_fires",
+    "interrupts_as",
     "matching_interrupt_rule",
     "operation_of",
     "read_denied",

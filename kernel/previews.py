@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 
 from filegate.kernel.dispatch import InvalidToolRequest, parse_args, shown_path
 from filegate.kernel.gates import entry_refused, search_visible
-from filegate.kernel.permissions import FilesystemPermission, check_permission, filter_paths
+from filegate.kernel.permissions import check_permission, filter_paths, interrupts_as
 from filegate.kernel.protocol import BackendProtocol, DeleteTree
 from filegate.kernel.reach import ReachRefused, judged_at_reach, reach_for
 from filegate.kernel.textops import apply_edit, decode_text, fingerprint
@@ -80,7 +80,9 @@ def compute_preview(backend: BackendProtocol, request: ToolRequest) -> ChangePre
     is judged with the model's read rights too (kernel.reach), so a link
     re-pointed after the check shows the reviewer nothing protected.
     """
-    with judged_at_reach(reach_for(_read_rights(request.permissions), request.route_prefix)):
+    with judged_at_reach(
+        reach_for(interrupts_as("deny", request.permissions), request.route_prefix)
+    ):
         return _compute_preview(backend, request)
 
 
@@ -99,7 +101,9 @@ def _compute_preview(backend: BackendProtocol, request: ToolRequest) -> ChangePr
     # The reviewer sees only what the model may read: a read interrupt asks for
     # an approval of its own, which this one is not (a write's is), so it hides
     # content here as a deny does.
-    readable = request.model_copy(update={"permissions": _read_rights(request.permissions)})
+    readable = request.model_copy(
+        update={"permissions": interrupts_as("deny", request.permissions)}
+    )
     refused = entry_refused(backend, readable, "read", args.file_path)
     if isinstance(args, DeleteArgs):
         return _delete_preview(backend, readable, args.file_path, shown, refused is not None)
@@ -119,16 +123,6 @@ def _compute_preview(backend: BackendProtocol, request: ToolRequest) -> ChangePr
     if isinstance(args, WriteFileArgs):
         return _write_preview(shown, current, args.content)
     return _edit_preview(shown, current, args)
-
-
-def _read_rights(rules: list[FilesystemPermission]) -> list[FilesystemPermission]:
-    """The rules as they judge a preview's reads: every ``interrupt`` counts as a deny."""
-    if not any(rule.mode == "interrupt" for rule in rules):
-        return rules
-    return [
-        rule.model_copy(update={"mode": "deny"}) if rule.mode == "interrupt" else rule
-        for rule in rules
-    ]
 
 
 def _read_mode(request: ToolRequest, shown: str) -> str:

@@ -56,11 +56,6 @@ def _rows_for(lines: Sequence[str], start_line: int) -> list[list[NumberedRow]]:
     return grouped
 
 
-def number_lines(lines: Sequence[str], start_line: int = 1) -> str:
-    """Number ``lines`` (first is ``start_line``) the way read_file shows them."""
-    return "\n".join(render_rows([row for group in _rows_for(lines, start_line) for row in group]))
-
-
 def _pagination_hint(start: int, end: int, total: int) -> str:
     return (
         f"[Read {end - start + 1} lines (lines {start}-{end} of {total} total). "

@@ -29,10 +29,9 @@ from filegate.activities.contract import (
 from filegate.kernel.dispatch import run_tool
 from filegate.kernel.execute_gate import protecting_rules
 from filegate.kernel.formatting import Rendered, format_error, not_read_before_edit
-from filegate.kernel.gates import waive_interrupts
 from filegate.kernel.messages import TextBlock, ToolCall
 from filegate.kernel.paths import is_within
-from filegate.kernel.permissions import FilesystemPermission
+from filegate.kernel.permissions import FilesystemPermission, interrupts_as
 from filegate.kernel.previews import ChangePreview, compute_preview
 from filegate.kernel.registry import TOOLS
 from filegate.kernel.routing import Router
@@ -205,7 +204,7 @@ class Routes:
         rules = self._input.permissions
         if tool == "execute":
             return protecting_rules(rules, self._input.shell_unreachable_prefixes())
-        return waive_interrupts(rules) if tool in self._input.interrupt_on else rules
+        return interrupts_as("allow", rules) if tool in self._input.interrupt_on else rules
 
     def _in_this_worker(self, ref: BackendRef, tool: str) -> bool:
         """Whether a call on ``ref`` runs as a local activity of the worker running this run.

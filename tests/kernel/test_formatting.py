@@ -15,8 +15,6 @@ from filegate.kernel.formatting import (
     Rendered,
     delete_blocked,
     edit_multiple_message,
-    edit_not_found_message,
-    edit_unchanged_message,
     format_delete,
     format_edit,
     format_error,
@@ -51,8 +49,8 @@ from filegate.kernel.protocol import (
     ReadResult,
     WriteResult,
 )
-from filegate.kernel.read_format import ReadPlan, format_read, number_lines, plan_read
-from filegate.kernel.textops import split_lines
+from filegate.kernel.read_format import ReadPlan, format_read, plan_read
+from filegate.kernel.textops import eof_newline_hint, split_lines
 
 HINT = re.compile(
     r"\[Read (\d+) lines \(lines (\d+)-(\d+) of (\d+) total\)\. "
@@ -142,11 +140,6 @@ def test_width_follows_the_page_not_the_file() -> None:
     # lines 1-9 of a 100-line file: widest number on the page is 9 -> width 1
     rendered = read(numbered(100), offset=0, limit=9)
     assert rendered.text.startswith("1  line1\n2  line2\n")
-
-
-def test_number_lines_matches_read_rendering() -> None:
-    assert number_lines(["a", "b"], 9) == " 9  a\n10  b"
-    assert number_lines([], 1) == ""
 
 
 def test_trailing_newline_adds_no_row_in_read() -> None:
@@ -627,8 +620,8 @@ def test_edit_multiple_matches_says_n_and_how_to_fix() -> None:
 @pytest.mark.parametrize(
     ("error", "code"),
     [
-        (edit_not_found_message("/a.py", "nope", "text"), "no_match"),
-        (edit_unchanged_message("/a.py"), "unchanged"),
+        ("old_string not found", "no_match"),
+        ("new_string is identical to old_string: nothing to change", "unchanged"),
         ("file not found: /a.py", "file_not_found"),
         ("ambiguous (count unknown)", "multiple_matches"),
     ],
@@ -651,13 +644,11 @@ def test_edit_errors_pass_through(error: str, code: ErrorCode) -> None:
     ],
 )
 def test_edit_not_found_trailing_newline_hint(old: str, content: str, hint: bool) -> None:
-    message = edit_not_found_message("/a.py", old, content)
-    assert "not found in /a.py" in message
-    assert ("trailing newline" in message) is hint
+    message = eof_newline_hint(old, content)
+    assert ("trailing newline" in (message or "")) is hint
 
 
 def test_edit_unchanged_and_not_read_messages() -> None:
-    assert "identical" in edit_unchanged_message("/a.py")
     rendered = not_read_before_edit("/a.py")
     assert rendered.is_error and "read_file" in rendered.text and "/a.py" in rendered.text
 
