@@ -108,9 +108,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.commits:
         rows = commit_changes(args.commits)
-        for commit, change, subject in rows:
-            print(f"{change:+6d} {commit[:9]} {subject[:100]}")
-        print(f"{sum(change for _, change, _ in rows):+6d} in {len(rows)} commits")
+        for commit, lines, subject in rows:
+            print(f"{lines:+6d} {commit[:9]} {subject[:100]}")
+        print(f"{sum(row[1] for row in rows):+6d} in {len(rows)} commits")
         return 0
     print(f"{'revision':<12} {'total':>7} " + " ".join(f"{k:>8}" for k in KINDS))
     first: int | None = None
