@@ -114,8 +114,8 @@ class FilesystemBackend(ReferenceNames):
             self.root = os.path.realpath(root_dir)
         else:
             self.root = "/"
-        # Where a glob without a path searches: the root in virtual mode; with host
-        # paths, ``root_dir`` (as the reference's cwd), not the whole host from ``/``.
+        # Where a glob or grep without a path searches: the root in virtual mode; with
+        # host paths, ``root_dir`` (as the reference's cwd), not the whole host from ``/``.
         self.glob_home = "/" if virtual_mode else os.path.realpath(root_dir)
         self._root_prefix = self.root.rstrip("/") + "/"
         rg = find_executable("rg") if use_ripgrep is not False else None
@@ -445,6 +445,8 @@ class FilesystemBackend(ReferenceNames):
         max_count: int | None = None,
         visible: Visible | None = None,
     ) -> GrepResult:
+        """``path=None`` searches :attr:`glob_home`, as :meth:`glob` does."""
+        path = self.glob_home if path is None else path
         vroot = str(path)
         clock = SearchClock.start(self.search_timeout)
         try:

@@ -18,8 +18,8 @@ Deep Agents 0.7.32 | reason):
   never sees a host path; an ls result is whole or an error (contract §1);
 - glob ``*.py/``, ``**/*.py/``, ``sub/`` | nothing | nothing | matched: a
   trailing ``/`` asks for directories and glob returns regular files only;
-- glob without a path on a host-path backend (``virtual_mode=False``, whose
-  root is ``/``) | searches ``root_dir`` | searches ``root_dir`` | matched; an
+- glob and grep without a path on a host-path backend (``virtual_mode=False``,
+  whose root is ``/``) | search ``root_dir`` | search ``root_dir`` | matched; an
   explicit ``path="/"`` there is the host's ``/`` in Filegate (every path of
   such a backend is a host path) but ``root_dir`` in the reference;
 - ls entries through ``FilegateBackend`` | directories without the trailing
@@ -256,6 +256,33 @@ async def test_a_glob_without_a_path_searches_the_backends_root(
     virtual = ReferenceFilesystem(root_dir=str(top), virtual_mode=True).glob("**/*.py")
     assert {f["path"] for f in virtual.matches or []} == {"/dir/inside.py"}
     assert FilesystemBackend(top).glob("**/*.py").matches == ["/dir/inside.py"]
+
+
+def test_a_grep_without_a_path_searches_root_dir_not_the_host(tmp_path: Path) -> None:
+    """As glob: a host-path backend's grep without a path stays below ``root_dir``.
+
+    It searched the host from ``/`` before (every readable file on the machine,
+    for as long as its time limit allowed).
+    """
+    top = tmp_path / "home"
+    (top / "dir").mkdir(parents=True)
+    (top / "dir" / "inside.txt").write_text("needle-4f1c\n")
+    (tmp_path / "outside.txt").write_text("needle-4f1c\n")  # above root_dir: no answer
+    inside = {str(top / "dir" / "inside.txt")}
+
+    reference = ReferenceFilesystem(root_dir=str(top), virtual_mode=False).grep("needle-4f1c")
+    assert {m["path"] for m in reference.matches or []} == inside
+    for backend in (
+        FilesystemBackend(top, virtual_mode=False, use_ripgrep=False),
+        FilesystemBackend(top, virtual_mode=False),
+        LocalShellBackend(top, virtual_mode=False),
+    ):
+        result = backend.grep("needle-4f1c")
+        assert (result.error, {m.path for m in result.matches}) == (None, inside)
+        explicit = backend.grep("needle-4f1c", str(tmp_path))  # an explicit path is the host's
+        assert {m.path for m in explicit.matches} == inside | {str(tmp_path / "outside.txt")}
+    virtual = FilesystemBackend(top).grep("needle-4f1c")
+    assert [m.path for m in virtual.matches] == ["/dir/inside.txt"]
 
 
 # --------------------------------------------------------------------------- deliberate differences
