@@ -63,7 +63,7 @@ from filegate.kernel.messages import ModelSpec  # noqa: E402
 from filegate.kernel.protocol import BackendProtocol  # noqa: E402
 from filegate.worker import agent_worker, tools_worker  # noqa: E402
 from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec, Limits  # noqa: E402
-from filegate.workflows.agent import sandboxed_runner  # noqa: E402
+from filegate.workflows.runner import sandboxed_runner  # noqa: E402
 
 FILE_LINES = 200
 LINE = 99  # + newline: 200 x 100 = 20 000 chars

@@ -19,9 +19,8 @@ loop needs nothing else from the tool side is what shows the kit complete.
 Sandbox: everything this module uses from ``kernel``/``activities.contract``/
 ``workflows`` is pure and imported once, passed through from the host, with
 the pure third-party matchers it relies on (``wcmatch``, ``bracex``) passed
-through too, so the sandbox never re-imports them per workflow run.
-:data:`SANDBOX_PASSTHROUGH` lists them for a worker that wants to declare
-them on its runner as well (see :func:`sandboxed_runner`).
+through too, so the sandbox never re-imports them per workflow run
+(:data:`filegate.workflows.runner.SANDBOX_PASSTHROUGH` lists them).
 """
 
 from __future__ import annotations
@@ -43,7 +42,6 @@ with workflow.unsafe.imports_passed_through():
     import wcmatch.glob  # noqa: F401
 
     from filegate.kernel.messages import Message, check_model_spec
-    from filegate.workflows import runner
     from filegate.workflows.approvals.grants import (
         GRANTS_QUERY,
         REVOKE_UPDATE,
@@ -71,9 +69,6 @@ with workflow.unsafe.imports_passed_through():
         UserMessage,
     )
     from filegate.workflows.turns import ModelTurns
-
-SANDBOX_PASSTHROUGH = runner.SANDBOX_PASSTHROUGH
-sandboxed_runner = runner.sandboxed_runner
 
 
 def _transcript_json(messages: list[Message]) -> list[dict[str, Any]]:

@@ -34,7 +34,7 @@ from filegate.kernel.scripts import (
 from filegate.kernel.transcripts import ModelTurn
 from filegate.worker import agent_worker
 from filegate.workflows import AgentInput, AgentResult, AgentWorkflow
-from filegate.workflows.agent import sandboxed_runner
+from filegate.workflows.runner import sandboxed_runner
 from tests.scripting import uid
 
 STEPS = 6

@@ -29,9 +29,9 @@ from filegate.backends.policy import PolicyConfig
 from filegate.kernel.tool_types import TOOL_ACTIVITY_NAMES
 from filegate.worker import agent_worker, tools_worker
 from filegate.workflows import AgentInput, AgentResult, AgentWorkflow
-from filegate.workflows.agent import sandboxed_runner
 from filegate.workflows.approvals.reviews import CO_HOSTED_PATCH
 from filegate.workflows.batching import BATCH_AT_START_PATCH
+from filegate.workflows.runner import sandboxed_runner
 from tests.scripting import calls, uid, workflow_task_failure
 
 pytestmark = pytest.mark.services

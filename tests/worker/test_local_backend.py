@@ -40,7 +40,7 @@ from filegate.workflows import (
     BackendSpec,
     UserMessage,
 )
-from filegate.workflows.agent import sandboxed_runner
+from filegate.workflows.runner import sandboxed_runner
 from tests.scripting import calls, local_tool_calls, uid, workflow_task_failure
 
 pytestmark = pytest.mark.services

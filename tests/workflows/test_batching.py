@@ -45,7 +45,7 @@ from filegate.workflows import (
     BackendSpec,
     batching,
 )
-from filegate.workflows.agent import sandboxed_runner
+from filegate.workflows.runner import sandboxed_runner
 from tests.scripting import calls, local_activities, local_tool_calls, uid
 
 pytestmark = pytest.mark.services

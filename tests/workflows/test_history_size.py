@@ -63,7 +63,7 @@ def new_store(minio_client: Minio) -> ArtifactStore:
 @asynccontextmanager
 async def agent_with_store(client: Client, store: ArtifactStore | None) -> AsyncIterator[str]:
     """An agent worker whose model activity keeps transcripts in ``store`` (None = by value)."""
-    from filegate.workflows.agent import sandboxed_runner
+    from filegate.workflows.runner import sandboxed_runner
 
     queue = uid("agent")
     async with agent_worker(client, queue, artifacts=store, workflow_runner=sandboxed_runner()):

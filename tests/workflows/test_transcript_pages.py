@@ -23,7 +23,6 @@ from filegate.backends.artifacts import ArtifactStore
 from filegate.kernel.messages import Message, ModelSpec, ToolCall
 from filegate.worker import agent_worker
 from filegate.workflows import AgentInput, AgentResult, AgentWorkflow
-from filegate.workflows.agent import sandboxed_runner
 from filegate.workflows.context import (
     EVICT_CHARS,
     ContextState,
@@ -32,6 +31,7 @@ from filegate.workflows.context import (
     to_archive,
 )
 from filegate.workflows.inputs import AgentInput as AgentInputModel
+from filegate.workflows.runner import sandboxed_runner
 from tests.scripting import uid
 
 FILE = "".join(f"{i:04d} " + "p" * 75 + "\n" for i in range(40))  # 3 200 chars

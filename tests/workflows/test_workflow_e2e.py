@@ -45,8 +45,8 @@ from filegate.workflows import (
     RouteSpec,
     UserMessage,
 )
-from filegate.workflows.agent import sandboxed_runner
 from filegate.workflows.inputs import RuleTimeout
+from filegate.workflows.runner import sandboxed_runner
 from tests.scripting import calls, scripted, uid
 
 pytestmark = pytest.mark.services
