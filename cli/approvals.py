@@ -263,14 +263,15 @@ async def shown_fingerprint(
         await asyncio.sleep(0.1)
 
 
-async def _refuse_closed(client: Client, workflow_id: str) -> None:
-    """One line, exit 1, when ``workflow_id`` is unknown or no longer running."""
+_NO_APPROVALS = "it has no pending approvals"
+
+
+async def refuse_closed(client: Client, workflow_id: str, why: str) -> None:
+    """One line, exit 1, when ``workflow_id`` is unknown or no longer running
+    (``why``: what that means for the command)."""
     found = await describe_agent(client, workflow_id, agents_only=False)
     if found.status != WorkflowExecutionStatus.RUNNING:
-        raise CliError(
-            f"workflow {workflow_id} is not running ({state_name(found)}): "
-            "it has no pending approvals"
-        )
+        raise CliError(f"workflow {workflow_id} is not running ({state_name(found)}): {why}")
 
 
 async def _decide_command(args: argparse.Namespace) -> int:
@@ -294,7 +295,7 @@ async def _decide_command(args: argparse.Namespace) -> int:
     except (WorkflowUpdateRPCTimeoutOrCancelledError, _Unanswered):
         # A closed run has no worker to answer either: say that it closed, not that
         # its worker may be down.
-        await _refuse_closed(client, args.workflow)
+        await refuse_closed(client, args.workflow, _NO_APPROVALS)
         raise CliError(
             f"no worker answered for {args.workflow} within {args.timeout:g} s: is the "
             "`filegate run` (or agent worker) serving it still running? Check "
@@ -308,7 +309,7 @@ async def _decide_command(args: argparse.Namespace) -> int:
         raise CliError(f"cannot read the approvals of {args.workflow}: {unread(exc)}") from None
     except RPCError as exc:
         if exc.status == RPCStatusCode.NOT_FOUND:  # unknown, or no longer running
-            await _refuse_closed(client, args.workflow)
+            await refuse_closed(client, args.workflow, _NO_APPROVALS)
         raise CliError(f"cannot reach workflow {args.workflow}: {exc.message}") from None
     if ack.get("changed_since_preview"):
         # Not applied: the call keeps waiting with a fresh preview (cli.md: exit 1).

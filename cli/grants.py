@@ -19,10 +19,9 @@ from temporalio.client import (
     WorkflowUpdateFailedError,
     WorkflowUpdateRPCTimeoutOrCancelledError,
 )
-from temporalio.client import WorkflowExecutionStatus as Status
 from temporalio.service import RPCError, RPCStatusCode
 
-from filegate.cli.approvals import describe_agent, os_user, state_name
+from filegate.cli.approvals import os_user, refuse_closed
 from filegate.cli.connection import target_from
 from filegate.cli.contract import DECIDE_TIMEOUT, QUERY_TIMEOUT
 from filegate.cli.errors import CliError, failure_text
@@ -30,14 +29,7 @@ from filegate.cli.grant_options import grant_line, shown_status
 from filegate.cli.progress import say
 from filegate.kernel.wire import GRANTS_QUERY, REVOKE_UPDATE
 
-
-async def _running(client: Client, workflow_id: str) -> None:
-    """Refuse an unknown workflow and one that is not running (its grants ended with it)."""
-    found = await describe_agent(client, workflow_id, agents_only=False)
-    if found.status != Status.RUNNING:
-        raise CliError(
-            f"workflow {workflow_id} is not running ({state_name(found)}): its grants ended with it"
-        )
+_ENDED = "its grants ended with it"
 
 
 def _unanswered(workflow_id: str) -> CliError:
@@ -49,7 +41,7 @@ def _unanswered(workflow_id: str) -> CliError:
 
 async def _grants_of(client: Client, workflow_id: str) -> list[dict[str, Any]]:
     """The workflow's grants, oldest first, each ``status`` as of now."""
-    await _running(client, workflow_id)
+    await refuse_closed(client, workflow_id, _ENDED)
     handle = client.get_workflow_handle(workflow_id)
     try:
         listed: list[dict[str, Any]] = await handle.query(
@@ -110,7 +102,7 @@ async def _revoke_command(args: argparse.Namespace) -> int:
         raise CliError(f"revoke refused by {args.workflow}: {failure_text(exc)}") from None
     except RPCError as exc:
         if exc.status == RPCStatusCode.NOT_FOUND:
-            await _running(client, args.workflow)  # unknown or closed: say which
+            await refuse_closed(client, args.workflow, _ENDED)  # unknown or closed: say which
         raise CliError(f"cannot reach workflow {args.workflow}: {exc.message}") from None
     say(f"revoked: {grant_line(grant)} (in {args.workflow}, by {grant.get('revoked_by')})")
     return 0
