@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import functools
 import importlib.util
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -25,10 +26,13 @@ def _exports(package: str, source_file: str) -> dict[str, tuple[str, str]]:
     """Each exported name -> (module, name there), from the ``TYPE_CHECKING`` imports.
 
     Cached, and this module passes through the workflow sandbox, so a facade's
-    source is parsed once per process, not on every run's re-import.
+    source is parsed once per process, not on every run's re-import. Read through
+    the facade's loader (zip imports too; ``io.open_code``, which the sandbox allows).
     """
-    with open(source_file, encoding="utf-8") as source:
-        tree = ast.parse(source.read(), source_file)
+    source = sys.modules[package].__spec__.loader.get_source(package)  # type: ignore[union-attr]
+    if source is None:
+        raise ImportError(f"{package}: its exports are read from its source, which is missing")
+    tree = ast.parse(source, source_file)
     where: dict[str, tuple[str, str]] = {}
     for node in tree.body:
         if not (isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING"):
@@ -40,6 +44,8 @@ def _exports(package: str, source_file: str) -> dict[str, tuple[str, str]]:
             target = importlib.util.resolve_name(module, package)
             for alias in statement.names:
                 where[alias.asname or alias.name] = (target, alias.name)
+    if not where:
+        raise TypeError(f"{source_file}: no exports under `if TYPE_CHECKING:`")
     return where
 
 

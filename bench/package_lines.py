@@ -95,7 +95,8 @@ def commit_changes(span: str) -> list[tuple[str, int, str]]:
     rows = []
     for line in _git("log", "--first-parent", "--reverse", "--format=%H %s", span).splitlines():
         commit, subject = line.split(" ", 1)
-        change = _total(commit) - _total(f"{commit}^")
+        parents = _git("rev-list", "--parents", "-n", "1", commit).split()[1:]
+        change = _total(commit) - (_total(parents[0]) if parents else 0)
         if change:
             rows.append((commit, change, subject))
     return rows

@@ -219,7 +219,7 @@ class ToolBatch(BaseModel):
     """Calls of one turn for one place (this worker, or one task queue), in the order asked.
 
     Every request is the one its own ``filegate.<tool>`` activity would get;
-    all are :data:`BATCHED_TOOLS`, at most :data:`MAX_BATCH_CALLS`.
+    all are in ``TOOLS.batched``, at most :data:`MAX_BATCH_CALLS`.
     """
 
     requests: list[ToolRequest]

@@ -267,7 +267,15 @@ class PolicyBackend(ReferenceNames):
         call = _call("delete", path)
         return self._one(call, "delete", path, DeleteResult, lambda c: self.inner.delete(_p(c)))
 
-    def glob(self, pattern: str, path: str = "/", visible: Visible | None = None) -> GlobResult:
+    def _search_root(self, path: str | None) -> str | None:
+        """Where a search without a path runs: the inner backend's home (a host-path
+        backend's ``root_dir``), so the rules and the audit see the root searched."""
+        return getattr(self.inner, "glob_home", None) if path is None else path
+
+    def glob(
+        self, pattern: str, path: str | None = None, visible: Visible | None = None
+    ) -> GlobResult:
+        path = self._search_root(path) or "/"
         call = _call("glob", path)
         return self._one(
             call, "glob", path, GlobResult,
@@ -282,6 +290,7 @@ class PolicyBackend(ReferenceNames):
         max_count: int | None = None,
         visible: Visible | None = None,
     ) -> GrepResult:
+        path = self._search_root(path)
         call = _call("grep", path)
         return self._one(
             call, "grep", path, GrepResult,

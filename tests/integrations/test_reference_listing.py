@@ -1,4 +1,4 @@
-"""ls and glob next to Deep Agents 0.7.32: matched, or different on purpose (issue 27).
+"""ls, glob and grep next to Deep Agents 0.7.32: matched, or different on purpose (issue 27).
 
 Each behaviour runs on Filegate's backends directly (Filesystem, the bwrap
 sandbox, State where it applies) and through ``FilegateBackend`` on a real
@@ -58,9 +58,11 @@ from deepagents.backends.protocol import (
 )
 from deepagents.backends.sandbox import BaseSandbox as ReferenceSandbox
 
+from filegate.backends.audit import AuditRecord
 from filegate.backends.bwrap import BwrapSandboxBackend
 from filegate.backends.filesystem import FilesystemBackend
 from filegate.backends.local_shell import LocalShellBackend
+from filegate.backends.policy import PolicyBackend
 from filegate.integrations.deepagents import FilegateBackend, tools_worker
 from filegate.integrations.deepagents.backend import FilegateFileBackend
 from filegate.kernel.protocol import BackendProtocol
@@ -283,6 +285,21 @@ def test_a_grep_without_a_path_searches_root_dir_not_the_host(tmp_path: Path) ->
         assert {m.path for m in explicit.matches} == inside | {str(tmp_path / "outside.txt")}
     virtual = FilesystemBackend(top).grep("needle-4f1c")
     assert [m.path for m in virtual.matches] == ["/dir/inside.txt"]
+
+    # Behind policies, the rules and the audit see the root searched, for glob too.
+    records: list[AuditRecord] = []
+    guarded = PolicyBackend(FilesystemBackend(top, virtual_mode=False), audit=_Records(records))
+    assert {m.path for m in guarded.grep("needle-4f1c").matches} == inside
+    assert guarded.glob("**/*.txt").matches == sorted(inside)
+    assert [(r.operation, r.path) for r in records] == [("grep", str(top)), ("glob", str(top))]
+
+
+class _Records:
+    def __init__(self, records: list[AuditRecord]) -> None:
+        self.records = records
+
+    def emit(self, record: AuditRecord) -> None:
+        self.records.append(record)
 
 
 # --------------------------------------------------------------------------- deliberate differences

@@ -8,7 +8,7 @@ LocalShellBackend, StateBackend, the bwrap sandbox; their results are
 Filegate's own types), and through ``FilegateBackend`` served on the embedded
 Temporal server by a real tools worker (its results are deepagents' types,
 so they are compared with the control as they are). The deliberate
-differences are in docs/deepagents.md, "Differences from deepagents' backends".
+differences are in docs/contract.md, §12 "Differences from Deep Agents 0.7.32".
 """
 
 from __future__ import annotations

@@ -97,13 +97,14 @@ registry.TOOLS = registry.ToolRegistry([*registry.TOOLS, toy])
 from filegate.kernel import permissions, tool_types
 from filegate.workflows import gate
 from filegate.workflows.approvals import reviews
-from filegate.activities import stored_results
+from filegate.activities import stored_results, tools
+from filegate.workflows import batching
 print(json.dumps({
     "order": "touch" in tool_types.TOOL_ORDER,
     "activity": tool_types.TOOL_ACTIVITY_NAMES.get("touch"),
     "args": tool_types.TOOL_ARGS.get("touch") is TouchArgs,
-    "mutating": "touch" in registry.TOOLS.mutating,
-    "batched": "touch" in registry.TOOLS.batched,
+    "mutating": "touch" in tools.TOOLS.mutating,  # what the journal's reader bound
+    "batched": "touch" in batching.TOOLS.batched,
     "operation": permissions.TOOL_OPERATIONS.get("touch"),
     "exact": "touch" in permissions.EXACT_TOOLS,
     "path_field": gate.PATH_FIELDS.get("touch"),
