@@ -85,6 +85,7 @@ def test_a_facade_the_loader_cannot_read_is_refused_at_import(
 @pytest.mark.parametrize("facade", FACADES)
 def test_each_facade_serves_each_name_it_imports_for_type_checkers(facade: str) -> None:
     package = importlib.import_module(facade)
+    assert package.__file__ is not None
     exported = attach(facade, package.__file__)[2]
     assert set(exported) <= set(package.__all__)
     for name in exported:
