@@ -22,6 +22,7 @@ import pytest
 from temporalio.client import Client
 
 from filegate.backends.filesystem import FilesystemBackend
+from filegate.cli.services import DEV_PORT_ENV
 from filegate.workflows import BackendRef, BackendSpec, FileToolsConfig
 from filegate.workflows.gate import ToolInterrupt
 from tests.cli.test_cli import cli, cli_env  # noqa: F401  (cli_env: a fixture)
@@ -99,11 +100,14 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def _dev_in_background(tmp_path: Path, web_ui_port: int) -> tuple[subprocess.Popen[str], int]:
+def _dev_in_background(
+    tmp_path: Path, web_ui_port: int, temporal_port: int
+) -> tuple[subprocess.Popen[str], int]:
     """``filegate dev &`` in a non-interactive shell (SIGINT ignored, as in a script):
-    the shell, and the pid of the dev command it started."""
+    the shell, and the pid of the dev command it started. Its Temporal port is the
+    test's own: on 7233 it would join another test's server (same user)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("FILEGATE_", "TEMPORAL_"))}
-    env["FILEGATE_STATE_DIR"] = str(tmp_path / "state")
+    env |= {"FILEGATE_STATE_DIR": str(tmp_path / "state"), DEV_PORT_ENV: str(temporal_port)}
     pidfile = tmp_path / "dev.pid"
     pidfile.unlink(missing_ok=True)
     command = " ".join(shlex.quote(a) for a in [*CLI, "dev", "--ui-port", "0",
@@ -113,10 +117,12 @@ def _dev_in_background(tmp_path: Path, web_ui_port: int) -> tuple[subprocess.Pop
         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     assert shell.stdout is not None
+    said = []
     for line in shell.stdout:
+        said.append(line)
         if "Ctrl-C stops the servers" in line:
             return shell, int(pidfile.read_text())
-    raise AssertionError(f"dev never came up (exit {shell.wait()})")
+    raise AssertionError(f"dev never came up (exit {shell.wait()}): {''.join(said)}")
 
 
 def _stack_pids(tmp_path: Path) -> list[int]:
@@ -138,8 +144,8 @@ def _gone(pid: int) -> bool:
 
 @pytest.mark.slow
 def test_sigterm_stops_a_background_dev_and_a_killed_one_can_start_again(tmp_path: Path) -> None:
-    web_ui = _free_port()
-    shell, dev = _dev_in_background(tmp_path, web_ui)
+    ports = _free_port(), _free_port()
+    shell, dev = _dev_in_background(tmp_path, *ports)
     servers = _stack_pids(tmp_path)
     assert len(servers) == 2
     os.kill(dev, signal.SIGTERM)
@@ -149,12 +155,12 @@ def test_sigterm_stops_a_background_dev_and_a_killed_one_can_start_again(tmp_pat
     assert all(_gone(pid) for pid in servers) and not _stack_pids(tmp_path)
 
     # SIGKILL orphans the servers; the same command then starts again.
-    shell, dev = _dev_in_background(tmp_path, web_ui)
+    shell, dev = _dev_in_background(tmp_path, *ports)
     orphans = _stack_pids(tmp_path)
     os.kill(dev, signal.SIGKILL)
     shell.communicate(timeout=30)
     assert not any(_gone(pid) for pid in orphans)  # still holding their ports
-    shell, dev = _dev_in_background(tmp_path, web_ui)
+    shell, dev = _dev_in_background(tmp_path, *ports)
     try:
         assert all(_gone(pid) for pid in orphans)
     finally:
