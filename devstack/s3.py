@@ -13,6 +13,7 @@ import secrets
 import urllib.error
 import urllib.request
 from collections.abc import Iterable
+from contextlib import suppress
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -165,7 +166,16 @@ class S3DevServer(ManagedServer):
 
 
 def remove_weed_sockets(ports: Iterable[int]) -> None:
-    """Remove the unix sockets weed leaves in /tmp, named after its ports."""
+    """Remove the unix sockets weed leaves in /tmp, named after its ports: this user's only.
+
+    A socket of the same name owned by someone else is another user's weed on that
+    port number, live or left behind: /tmp's sticky bit refuses its removal to
+    anyone but root (``filegate dev`` failed with a traceback), and root removing
+    it would break that user's server.
+    """
+    uid = os.getuid()
     for port in ports:
         for sock in _WEED_SOCKET_DIR.glob(f"seaweedfs-*-{int(port)}.sock"):
-            sock.unlink(missing_ok=True)
+            with suppress(FileNotFoundError):
+                if sock.lstat().st_uid == uid:
+                    sock.unlink()

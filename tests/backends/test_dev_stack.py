@@ -157,3 +157,29 @@ def test_a_stack_killed_with_minus_9_is_recovered(tmp_path: Path) -> None:
     assert "completed: final_answer" in text
     assert len(text.splitlines()) < 15, text  # one line per leftover, no server log
     assert not stack.entries() and not stack.leftovers()
+
+
+def test_only_this_users_weed_sockets_are_removed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stale socket of another user at the same port stays, and nothing raises.
+
+    ``filegate dev`` reaping its orphans as a normal user died with a traceback on a
+    socket root's weed had left in /tmp (sticky: not removable), and root would
+    have removed a live socket of another user's weed.
+    """
+    from filegate.devstack import s3
+
+    socket_dir = tmp_path / "tmp"
+    socket_dir.mkdir()
+    socket_dir.chmod(0o1777)
+    monkeypatch.setattr(s3, "_WEED_SOCKET_DIR", socket_dir)
+    mine = socket_dir / "seaweedfs-s3-41001.sock"
+    mine.touch()
+    theirs = socket_dir / "seaweedfs-filer-41002.sock"
+    theirs.touch()
+    if os.getuid() == 0:
+        os.chown(theirs, 65534, 65534)
+    s3.remove_weed_sockets([41001, 41002, 41003])
+    assert not mine.exists()
+    assert theirs.exists() is (os.getuid() == 0)  # as a normal user it was ours

@@ -106,7 +106,7 @@ async def test_hand_written_workflow_uses_the_kit(
         )
         waiting = await eventually(
             lambda: handle.query("pending_approvals", result_type=list[dict[str, Any]]),
-            lambda p: len(p) == 1,
+            lambda p: len(p) == 1 and p[0].get("preview") is not None,  # computed after it waits
         )
         assert waiting[0]["tool"] == "write_file"
         assert waiting[0]["preview"]["kind"] == "new_file"
