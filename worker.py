@@ -561,6 +561,20 @@ def _failure_types(config: WorkerConfig | ReplayerConfig) -> list[type[BaseExcep
     return own + [kind for kind in WORKFLOW_FAILURE_TYPES if kind not in own]
 
 
+def with_result_storing(config: WorkerConfig) -> None:
+    """With the client's S3 codec, store large activity results inside the activity
+    (:class:`~filegate.activities.s3_outage.ResultsThroughS3`; idempotent)."""
+    from filegate.activities.history import ArtifactPayloadCodec
+    from filegate.activities.s3_outage import ResultsThroughS3
+
+    codec = config["client"].data_converter.payload_codec
+    present = list(config.get("interceptors") or [])
+    if isinstance(codec, ArtifactPayloadCodec) and not any(
+        isinstance(i, ResultsThroughS3) for i in present
+    ):
+        config["interceptors"] = [*present, ResultsThroughS3(codec)]
+
+
 def with_filegate_runner(config: _Config) -> None:
     """Filegate's workflow sandbox and failure types on ``config`` (idempotent)."""
     from filegate.workflows.runner import filegate_runner
@@ -635,6 +649,7 @@ class WorkerRole(WorkerPlugin):
         if batch not in self._built:
             self._built[batch] = self.activities(self.store(config), batch)
         config["activities"] = [*config.get("activities", []), *self._built[batch]]
+        with_result_storing(config)
         with_filegate_runner(config)
         self.tuning.apply(config)
         return config

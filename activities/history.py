@@ -27,14 +27,18 @@ Two mechanisms, both backed by the same :class:`~backends.artifacts.ArtifactStor
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import dataclasses
+import functools
 import hashlib
 import json
 import logging
 import threading
 import time
+import weakref
 from collections import OrderedDict
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from temporalio.api.common.v1 import Payload
@@ -68,17 +72,32 @@ CODEC_THREAD = "~payloads"
 """Pseudo workflow-id component under which codec objects live (no workflow id starts with ~
 in practice, and ``~`` keeps them apart from real threads)."""
 
-CODEC_S3_WAIT_SECONDS = 3.0
-"""How long the codec waits for S3 before it keeps a payload inline instead.
+CODEC_S3_WAIT_SECONDS = 1.0
+"""How long one encoding task (one workflow task's completion, one client call) waits
+for S3 in all, before it keeps what is left inline instead.
 
-The codec also encodes what a workflow task sends (an approved call's large
-input scheduled by the task that accepted the decision). Waiting the whole
-outage budget there outlived the workflow task, so a reviewer's decision
-during an S3 outage was never acknowledged. A payload history can hold is
-better kept inline for the outage than waited on."""
+The codec encodes what a workflow task sends (an approved call's large input,
+scheduled by the task that accepted the decision), and an agent run's workflow
+task times out after 3 s (``WORKFLOW_TASK_TIMEOUT``): a wait as long as that,
+or one per payload, outlived the task, so a decision taken during an S3 outage
+was never acknowledged (issue 49). The wait is one deadline shared by every
+payload of the task, and each put is abandoned at it even when S3 hangs rather
+than refuses. Activity results do not come through here: they are stored by
+:class:`~filegate.activities.s3_outage.ResultsThroughS3` inside the activity,
+which may wait the whole outage."""
 CODEC_INLINE_FALLBACK_BYTES = 1024 * 1024
 """Largest payload kept inline when S3 does not answer (Temporal refuses payloads
-over 2 MiB by default); a larger one waits out the outage as every S3 call does."""
+over 2 MiB by default); a larger one fails its task, which is retried."""
+CODEC_INLINE_BUDGET_BYTES = 1024 * 1024
+"""At most this many bytes one encoding task keeps inline while S3 is away.
+
+Why per task and not only per payload: the server refuses a whole workflow
+task completion over its gRPC message limit (4 MiB on the dev server and by
+default, ``bench/grpc_limit.py``), and a refused completion *terminates* the
+run (``GrpcMessageTooLarge``). Several payloads of up to 1 MiB each kept inline
+in one completion crossed it. Past the budget the task fails with
+:class:`InlineBudgetSpent`; Temporal retries a failed workflow task, so the run
+waits for S3 instead of losing anything."""
 
 SNAPSHOT_EVERY = 32
 """A model call stores only its new messages, as a segment on the previous transcript
@@ -230,6 +249,57 @@ class TranscriptStore:
 # --------------------------------------------------------------------------- payload codec
 
 
+class InlineBudgetSpent(RuntimeError):
+    """S3 does not answer and this encoding task already keeps its inline budget.
+
+    Raised inside a workflow task's completion it fails that task, which Temporal
+    retries: the run waits for S3 rather than sending a completion the server
+    would refuse and terminate the run for."""
+
+
+@dataclasses.dataclass
+class _Allowance:
+    """What one encoding task may still spend: time waiting for S3, bytes inline."""
+
+    deadline: float
+    inline: int = CODEC_INLINE_BUDGET_BYTES
+
+
+_ALLOWANCES: weakref.WeakKeyDictionary[asyncio.Task[Any], _Allowance] = weakref.WeakKeyDictionary()
+"""Per asyncio task: the SDK encodes a workflow task's completion (and a client
+call's arguments) sequentially in one task, so the task is the unit a budget
+must bound."""
+
+_CODEC_PUTS: list[ThreadPoolExecutor] = []
+"""Threads (made on first need) for the codec's bounded puts, apart from the default executor: a put
+abandoned at its deadline on a hung S3 keeps its thread until urllib3 gives up,
+and must not starve the activities' threads meanwhile."""
+
+
+def reference_payload(ref: ArtifactRef) -> Payload:
+    """The small payload that stands in history for one stored payload."""
+    return Payload(metadata={"encoding": CODEC_ENCODING}, data=ref.model_dump_json().encode())
+
+
+def payload_digest(data: bytes) -> str:
+    """The content address of a serialized payload (encoding twice is harmless)."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def needs_storing(payload: Payload, threshold: int) -> bool:
+    """True for a payload that leaves history: over ``threshold`` and not marked inline."""
+    return payload.ByteSize() > threshold and INLINE_METADATA not in payload.metadata
+
+
+def _allowance() -> _Allowance:
+    task = asyncio.current_task()
+    assert task is not None  # the codec is only called from coroutines
+    allowance = _ALLOWANCES.get(task)
+    if allowance is None:
+        allowance = _ALLOWANCES[task] = _Allowance(time.monotonic() + CODEC_S3_WAIT_SECONDS)
+    return allowance
+
+
 class ArtifactPayloadCodec(PayloadCodec):
     """Moves payloads over ``threshold`` bytes into the artifact store (by sha256)."""
 
@@ -244,33 +314,54 @@ class ArtifactPayloadCodec(PayloadCodec):
         return [await self._decode_one(p) for p in payloads]
 
     async def _encode_one(self, payload: Payload) -> Payload:
-        if payload.ByteSize() <= self.threshold or INLINE_METADATA in payload.metadata:
+        if not needs_storing(payload, self.threshold):
             return payload
         data = payload.SerializeToString()
-        digest = hashlib.sha256(data).hexdigest()
-        if len(data) <= CODEC_INLINE_FALLBACK_BYTES:
-            # Here, not at the top: the codec's module loads without minio.
-            from filegate.backends.artifact_errors import ArtifactStoreDown
-            from filegate.backends.s3 import S3_WAIT_UNTIL
-
-            token = S3_WAIT_UNTIL.set(time.monotonic() + CODEC_S3_WAIT_SECONDS)
-            try:
-                ref = await asyncio.to_thread(self.store.put, CODEC_THREAD, digest, data)
-            except ArtifactStoreDown:
-                _log.warning(
-                    "S3 at %s does not answer: a %d-byte payload stays in history",
-                    self.store.endpoint,
-                    len(data),
-                )
-                return payload
-            finally:
-                S3_WAIT_UNTIL.reset(token)
-        else:
-            ref = await asyncio.to_thread(self.store.put, CODEC_THREAD, digest, data)
-        return Payload(
-            metadata={"encoding": CODEC_ENCODING},
-            data=ref.model_dump_json().encode(),
+        if len(data) > CODEC_INLINE_FALLBACK_BYTES:
+            # Too large for history at all: wait out the outage as every S3 call does.
+            ref = await asyncio.to_thread(self.store.put, CODEC_THREAD, payload_digest(data), data)
+            return reference_payload(ref)
+        allowance = _allowance()
+        ref = await self._put_until(data, allowance.deadline)
+        if ref is not None:
+            return reference_payload(ref)
+        if len(data) > allowance.inline:
+            raise InlineBudgetSpent(
+                f"S3 at {self.store.endpoint} does not answer and this workflow task already "
+                f"keeps {CODEC_INLINE_BUDGET_BYTES - allowance.inline} bytes inline: it is "
+                "retried until S3 answers"
+            )
+        allowance.inline -= len(data)
+        _log.warning(
+            "S3 at %s does not answer: a %d-byte payload stays in history",
+            self.store.endpoint,
+            len(data),
         )
+        return payload
+
+    async def _put_until(self, data: bytes, deadline: float) -> ArtifactRef | None:
+        """Store ``data`` unless S3 does not answer by ``deadline`` (refused or hung)."""
+        # Here, not at the top: the codec's module loads without minio.
+        from filegate.backends.artifact_errors import ArtifactStoreDown
+        from filegate.backends.s3 import S3_WAIT_UNTIL
+
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return None
+        token = S3_WAIT_UNTIL.set(deadline)
+        try:
+            context = contextvars.copy_context()
+            put = functools.partial(self.store.put, CODEC_THREAD, payload_digest(data), data)
+            if not _CODEC_PUTS:
+                _CODEC_PUTS.append(ThreadPoolExecutor(4, thread_name_prefix="filegate-codec"))
+            future = asyncio.get_running_loop().run_in_executor(
+                _CODEC_PUTS[0], functools.partial(context.run, put)
+            )
+            return await asyncio.wait_for(future, left)
+        except (ArtifactStoreDown, TimeoutError):
+            return None
+        finally:
+            S3_WAIT_UNTIL.reset(token)
 
     async def _decode_one(self, payload: Payload) -> Payload:
         if payload.metadata.get("encoding") != CODEC_ENCODING:

@@ -29,16 +29,32 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
+from typing import Any
 
 from temporalio import activity
+from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
+from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor
+
+from filegate.activities.history import (
+    CODEC_INLINE_FALLBACK_BYTES,
+    CODEC_THREAD,
+    INLINE_METADATA,
+    ArtifactPayloadCodec,
+    needs_storing,
+    payload_digest,
+    reference_payload,
+)
 
 from filegate.backends.artifact_errors import ArtifactStoreDown, ArtifactStoreRefused
 from filegate.backends.s3 import S3_WAIT_UNTIL
 from filegate.kernel import wire
+
+_log = logging.getLogger("filegate.s3")
 
 S3_WAITING = "ArtifactStoreWaiting"
 S3_UNAVAILABLE = wire.ARTIFACT_STORE_UNAVAILABLE_ERROR
@@ -92,3 +108,63 @@ async def waiting_for_s3() -> AsyncIterator[None]:
         S3_WAIT_UNTIL.reset(token)
         if beat is not None:
             beat.cancel()
+
+
+class ResultsThroughS3(Interceptor):
+    """Store a large activity result in S3 inside the activity, not after it.
+
+    Why: the SDK runs the payload codec on a result after the activity function
+    returned, when the activity no longer heartbeats. With S3 down the codec's
+    wait outlived the 2.5 s heartbeat timeout, so a tools worker's ``execute``
+    or ``read_file`` that had done its work was timed out and retried, and after
+    the attempts the model read "Heartbeat timeout" for a command that ran
+    (issue 49). Here the result is stored while the activity still heartbeats,
+    and waits out the outage within the attempt's time like any S3 call of the
+    activity (:func:`waiting_for_s3`); the SDK then passes the small reference
+    through the codec as it is.
+
+    Past the attempt's time a regular activity keeps the result inline (one
+    payload of at most 1 MiB per completion, which the server accepts); a local
+    activity fails the attempt instead, to be retried: its result would go
+    into the next workflow task completion beside others, where inline
+    payloads add up past the server's message limit.
+    """
+
+    def __init__(self, codec: ArtifactPayloadCodec) -> None:
+        self.codec = codec
+
+    def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
+        return _StoreResult(next, self.codec)
+
+
+class _StoreResult(ActivityInboundInterceptor):
+    def __init__(self, next: ActivityInboundInterceptor, codec: ArtifactPayloadCodec) -> None:
+        super().__init__(next)
+        self.codec = codec
+
+    async def execute_activity(self, input: ExecuteActivityInput) -> Any:
+        result = await self.next.execute_activity(input)
+        if isinstance(result, RawValue):
+            return result
+        [payload] = activity.payload_converter().to_payloads([result])
+        if not needs_storing(payload, self.codec.threshold):
+            return RawValue(payload)  # converted once: the SDK passes it as it is
+        data = payload.SerializeToString()
+        store = self.codec.store
+        try:
+            async with waiting_for_s3():
+                ref = await asyncio.to_thread(store.put, CODEC_THREAD, payload_digest(data), data)
+        except ApplicationError as exc:
+            if exc.type == S3_REFUSED or activity.info().is_local:
+                raise
+            if len(data) > CODEC_INLINE_FALLBACK_BYTES:
+                raise
+            _log.warning(
+                "S3 at %s did not answer within the attempt's time: a %d-byte result "
+                "stays in history",
+                store.endpoint,
+                len(data),
+            )
+            payload.metadata[INLINE_METADATA] = b"1"
+            return RawValue(payload)
+        return RawValue(reference_payload(ref))
