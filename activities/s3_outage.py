@@ -49,7 +49,6 @@ from filegate.activities.history import (
     payload_digest,
     reference_payload,
 )
-
 from filegate.backends.artifact_errors import ArtifactStoreDown, ArtifactStoreRefused
 from filegate.backends.s3 import S3_WAIT_UNTIL
 from filegate.kernel import wire

@@ -113,7 +113,7 @@ def submit(env: dict[str, str], tmp: Path, name: str, turns: list[Any], *args: s
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-        )  # fmt: skip
+        )
     )
 
 
@@ -140,7 +140,8 @@ async def test_results_and_a_decision_during_an_outage_in_the_deployment_shape(
     agent_q, shell_q, read_q = f"dep-a-{suffix}", f"dep-s-{suffix}", f"dep-r-{suffix}"
     command = (
         f"echo started > started; while [ ! -e {outage} ]; do sleep 0.1; done; sleep 1; "
-        f"echo ran >> runs.log; for i in $(seq 1 {EXEC_LINES}); do printf 'X%05d%093d\\n' $i 0; done"
+        f"echo ran >> runs.log; "
+        f"for i in $(seq 1 {EXEC_LINES}); do printf 'X%05d%093d\\n' $i 0; done"
     )
     content = "w" * 22_000 + "\n"
     gate = write_json(tmp_path / "gate.json", {"write_file": {"always": True}})
@@ -161,7 +162,8 @@ async def test_results_and_a_decision_during_an_outage_in_the_deployment_shape(
             common = ("--agent-queue", agent_q, "--workflow-id")
             runs["exec"] = submit(env, tmp_path, "exec", [
                 {"tool_calls": [call("x1", "execute", command=command)]}, {"content": "exec done"},
-            ], "--backend", "local-shell", "--tools-queue", shell_q, *common, f"dep-exec-{suffix}")  # fmt: skip
+            ], "--backend", "local-shell", "--tools-queue", shell_q,
+               *common, f"dep-exec-{suffix}")  # fmt: skip
             runs["read"] = submit(env, tmp_path, "read", [
                 {"tool_calls": [call("r1", "read_file", file_path="/big.txt", limit=READ_LINES)]},
                 {"content": "read done"},
