@@ -30,6 +30,10 @@ PENDING_QUERY = "pending_approvals"
 DECIDED_QUERY = "decided_approvals"
 STATUS_QUERY = "status"
 TRANSCRIPT_QUERY = "transcript"
+TRANSCRIPT_PAGE_QUERY = "transcript_page"
+"""``(start, clip)``: the messages from ``start`` on, strings clipped, one bounded page
+(what a follower such as ``filegate run`` needs; the whole transcript can outgrow
+a query answer)."""
 GRANTS_QUERY = "grants"
 """Remembered approvals (:mod:`filegate.workflows.approvals.grants`)."""
 
@@ -116,6 +120,7 @@ __all__ = [
     "SESSION_WORKFLOW_TYPE",
     "STATUS_QUERY",
     "TOOL_BATCH_ACTIVITY",
+    "TRANSCRIPT_PAGE_QUERY",
     "TRANSCRIPT_QUERY",
     "TRANSCRIPT_UNAVAILABLE_ERROR",
     "TRANSFER_DOWNLOAD_ACTIVITY",

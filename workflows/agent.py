@@ -48,7 +48,7 @@ with workflow.unsafe.imports_passed_through():
         Grant,
         GrantRevocation,
     )
-    from filegate.workflows.approvals.pending import InlineAnswer, InlineStatus
+    from filegate.workflows.approvals.pending import InlineAnswer, InlinePage, InlineStatus
     from filegate.workflows.approvals.turn_decisions import (
         DECIDE_TURN,
         TurnDecision,
@@ -78,6 +78,21 @@ def _transcript_json(messages: list[Message]) -> list[dict[str, Any]]:
         item = message.model_dump(mode="json", exclude_none=True, exclude={"name"})
         out.append(item)
     return out
+
+
+TRANSCRIPT_PAGE_CHARS = 256 * 1024
+"""Most characters one ``transcript_page`` answer holds (the next page follows)."""
+
+
+def _clipped(value: Any, clip: int) -> Any:
+    """``value`` with every string longer than ``clip`` cut to it (a marker appended)."""
+    if isinstance(value, str):
+        return value if len(value) <= clip else value[:clip] + "..."
+    if isinstance(value, dict):
+        return {key: _clipped(item, clip) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_clipped(item, clip) for item in value]
+    return value
 
 
 @workflow.defn(name=wire.WORKFLOW_TYPE)
@@ -250,6 +265,29 @@ class AgentWorkflow:
     @workflow.query(name=wire.TRANSCRIPT_QUERY)
     def transcript(self) -> list[dict[str, Any]]:
         return InlineAnswer(_transcript_json(self._messages))  # never by reference
+
+    @workflow.query(name=wire.TRANSCRIPT_PAGE_QUERY)
+    def transcript_page(self, start: int, clip: int) -> dict[str, Any]:
+        """``{"total", "start", "messages"}``: the messages from ``start`` on, each string
+        in them clipped to ``clip`` characters, as many as fit :data:`TRANSCRIPT_PAGE_CHARS`
+        (at least one).
+
+        Why not the whole transcript: it is answered inline (never through S3),
+        and a run of many large reads outgrew the server's 4 MiB message limit,
+        so every ``transcript`` query failed and ``filegate run`` showed neither
+        progress nor the approval the run was waiting for. A follower asks for
+        what it has not shown yet, clipped to what it prints.
+        """
+        start = max(0, min(start, len(self._messages)))
+        page: list[dict[str, Any]] = []
+        size = 0
+        for message in _transcript_json(self._messages[start:]):
+            item = _clipped(message, max(1, clip))
+            size += len(str(item))
+            if page and size > TRANSCRIPT_PAGE_CHARS:
+                break
+            page.append(item)
+        return InlinePage(total=len(self._messages), start=start, messages=page)
 
     @workflow.signal(name=wire.DECIDE_UPDATE)
     async def decide_signal(self, decision: Decision) -> None:

@@ -24,6 +24,7 @@ import dataclasses
 import json
 import logging
 import os
+import signal
 import time
 import uuid
 from collections.abc import Iterator
@@ -38,7 +39,12 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 from temporalio.worker import Worker
 
-from filegate.activities.history import ArtifactPayloadCodec
+from filegate.activities.history import (
+    CODEC_INLINE_BUDGET_BYTES,
+    CODEC_S3_WAIT_SECONDS,
+    ArtifactPayloadCodec,
+    InlineBudgetSpent,
+)
 from filegate.activities.model import ModelActivities
 from filegate.activities.providers.profiles import ModelProfiles
 from filegate.activities.s3_outage import S3_UNAVAILABLE
@@ -345,3 +351,45 @@ async def test_the_codec_keeps_a_payload_inline_while_s3_does_not_answer(
     assert time.monotonic() - began < 15
     assert encoded == payload
     assert await codec.decode([encoded]) == [payload]
+
+
+async def test_a_workflow_task_keeps_at_most_its_budget_inline(s3_down_long: ArtifactStore) -> None:
+    """Issue 49: payloads kept inline while S3 is away add up per workflow task, and a
+    completion over the server's message limit terminates the run. One encoding
+    task (the SDK encodes a completion's payloads in one) waits for S3 once in all
+    and keeps at most CODEC_INLINE_BUDGET_BYTES inline; past it the task fails
+    (Temporal retries a failed workflow task) instead of sending a completion the
+    server refuses. Another task gets its own budget."""
+    codec = ArtifactPayloadCodec(s3_down_long)
+    big = CODEC_INLINE_BUDGET_BYTES * 6 // 10  # two of them cross the budget
+    payload = Payload(metadata={"encoding": b"json/plain"}, data=b'"' + b"x" * big + b'"')
+
+    async def one_task() -> list[Payload]:
+        return await codec.encode([payload, payload])
+
+    began = time.monotonic()
+    with pytest.raises(InlineBudgetSpent, match="does not answer"):
+        await asyncio.create_task(one_task())
+    assert time.monotonic() - began < CODEC_S3_WAIT_SECONDS + 2  # one wait, not one per payload
+    # A new task (the retried workflow task) may keep one again.
+    [kept] = await asyncio.create_task(codec.encode([payload]))
+    assert kept == payload
+
+
+async def test_a_hung_s3_is_bounded_like_a_refused_one(s3: S3DevServer) -> None:
+    """An S3 that accepts connections and never answers (SIGSTOP) costs an encoding
+    task the same short wait as one that refuses them, not the client's 30 s read
+    timeout times its retries (the issue saw 60 s)."""
+    store = store_on(s3)
+    codec = ArtifactPayloadCodec(store)
+    payload = Payload(metadata={"encoding": b"json/plain"}, data=b'"' + b"h" * 50_000 + b'"')
+    assert s3.pid is not None
+    os.killpg(s3.pid, signal.SIGSTOP)
+    try:
+        began = time.monotonic()
+        [encoded] = await asyncio.create_task(codec.encode([payload]))
+        waited = time.monotonic() - began
+    finally:
+        os.killpg(s3.pid, signal.SIGCONT)
+    assert encoded == payload  # kept inline
+    assert waited < CODEC_S3_WAIT_SECONDS + 1.5, waited

@@ -48,6 +48,10 @@ class InlineAnswer(list[T], InlineOnly):
     """
 
 
+class InlinePage(dict[str, Any], InlineOnly):
+    """:class:`InlineAnswer`'s twin for a query whose answer is an object (a transcript page)."""
+
+
 class InlineStatus(AgentStatus, InlineOnly):
     """The ``status`` query's answer, kept inline like :class:`InlineAnswer` (it
     carries the pending cards and up to :data:`DECIDED_KEPT` decided ones)."""
