@@ -561,7 +561,7 @@ def _failure_types(config: WorkerConfig | ReplayerConfig) -> list[type[BaseExcep
     return own + [kind for kind in WORKFLOW_FAILURE_TYPES if kind not in own]
 
 
-def with_result_storing(config: WorkerConfig) -> None:
+def _with_result_storing(config: WorkerConfig) -> None:
     """With the client's S3 codec, store large activity results inside the activity
     (:class:`~filegate.activities.s3_outage.ResultsThroughS3`; idempotent)."""
     from filegate.activities.history import ArtifactPayloadCodec
@@ -649,7 +649,7 @@ class WorkerRole(WorkerPlugin):
         if batch not in self._built:
             self._built[batch] = self.activities(self.store(config), batch)
         config["activities"] = [*config.get("activities", []), *self._built[batch]]
-        with_result_storing(config)
+        _with_result_storing(config)
         with_filegate_runner(config)
         self.tuning.apply(config)
         return config
