@@ -127,8 +127,9 @@ async def connect(
     except RuntimeError as exc:  # the core SDK reports connection failures this way
         raise ConfigError(
             f"cannot connect to Temporal at {temporal.address}: {exc}. Start a "
-            "server first (`filegate dev` holds a local one until Ctrl-C) or set "
-            "TEMPORAL_ADDRESS to yours."
+            "server first (`filegate dev` holds a local one until Ctrl-C) or pass "
+            "yours in Settings.temporal.address (to the filegate command: --address "
+            "or TEMPORAL_ADDRESS)."
         ) from None
     store = await configured_store(settings.s3) if isinstance(artifacts, str) else artifacts
     return with_payload_codec(client, store)

@@ -34,7 +34,7 @@ from filegate.cli.contract import DECIDE_TIMEOUT, QUERY_TIMEOUT
 from filegate.cli.errors import NEEDS_S3, CliError, failure_text, undecodable
 from filegate.cli.grant_options import add_remember_options, grant_line, remember_payload
 from filegate.cli.progress import approval_context, args_text, counted, rule_text, say
-from filegate.cli.ui.listing import LISTING_TIMEOUT, Listing, approval_listing
+from filegate.cli.ui.listing import LISTING_TIMEOUT, Listing, approval_listing, ask_refused_again
 from filegate.kernel.wire import (
     DECIDE_UPDATE,
     DECIDED,
@@ -106,6 +106,17 @@ def state_name(found: WorkflowExecutionDescription) -> str:
 UNANSWERED_EXIT = 3
 """``approvals`` exit code when some workflow did not answer (it may wait for a human)."""
 
+RESTART_GRACE = 5.0
+"""Seconds ``approvals`` asks again a workflow whose query the server refused at once,
+before reporting it as unanswered.
+
+A Temporal server keeps the pollers it has seen in memory: for the first seconds
+after a restart it refuses every query with "no poller seen for task queue
+recently, worker may be down", until each worker's next poll (the SDK's backoff
+after the outage, 2 to 3 s after a short restart). ``approvals`` then exited 3
+for live runs (issue 49). A worker that is really gone costs the command this
+long, once, and is reported as before."""
+
 
 async def _approvals_command(args: argparse.Namespace) -> int:
     client = await target_from(args).connect_reviewer()
@@ -117,6 +128,7 @@ async def _approvals_command(args: argparse.Namespace) -> int:
                 "it has no pending approvals"
             )
     listing = await approval_listing(client, args.workflow)
+    await ask_refused_again(client, listing, RESTART_GRACE)
     items = [_contract_shape(a) for a in listing.approvals]
     # A workflow that did not answer may be waiting for a human (its worker is
     # down): never "no pending approvals" and exit 0 then.

@@ -117,6 +117,23 @@ async def _dispatch(args: argparse.Namespace) -> int:
     return code
 
 
+S3_RETRY_LOGGER = "urllib3.connectionpool"
+"""Where the S3 client's HTTP pool logs each retry it makes."""
+
+
+def quiet_s3_retries() -> None:
+    """No warning per HTTP retry of the S3 client (``-v`` keeps them).
+
+    While S3 is down urllib3 logs every retry of every request at WARNING, with
+    the whole ``Retry(...)`` state: 10 to 66 such lines in one ``run`` through
+    a 17 to 300 s outage (issue 49). Filegate's own ``filegate.s3`` logger
+    already says once that it waits for S3 and once that S3 answers again, and
+    an S3 failure that ends a command is its one-line error; the retries add
+    nothing a person can act on. Errors of the pool still show.
+    """
+    logging.getLogger(S3_RETRY_LOGGER).setLevel(logging.ERROR)
+
+
 def run_cli(argv: Sequence[str]) -> int:
     """Parse ``argv`` and run the command; returns the exit code (no process exit)."""
     args_list = list(argv)
@@ -129,6 +146,8 @@ def run_cli(argv: Sequence[str]) -> int:
         level=logging.DEBUG if args.verbose else logging.WARNING if quiet else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    if not args.verbose:
+        quiet_s3_retries()
     try:
         return asyncio.run(_dispatch(args))
     except KeyboardInterrupt:

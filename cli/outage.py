@@ -7,6 +7,14 @@ following it only has to wait: it says once that Temporal is unreachable,
 keeps trying for :func:`_outage_budget` seconds, says when it is back, and past
 the budget gives up in one line that names the ``--resume`` command which
 serves and follows the same run again.
+
+A progress query that times out while Temporal itself answers is not an outage
+of Temporal: the run's worker is busy (a workflow task that waits for S3 to
+store or fetch a payload holds the run's queries until it completes). Calling
+that "Temporal unreachable" sent people to look at the wrong server (issue 49),
+so it is said as what it is, once per stretch, and costs no outage budget:
+whatever the worker waits for, the run is durable and the command keeps
+following.
 """
 
 from __future__ import annotations
@@ -59,12 +67,20 @@ def transient(exc: BaseException) -> bool:
     return isinstance(exc, RPCError) and exc.status in TRANSIENT
 
 
-class Outage:
-    """One stretch of unreachable Temporal while following ``workflow_id``.
+UNANSWERED = frozenset({RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED})
+"""What a query that ran out of time answers: the frontend may be down, or up with
+the run's worker not answering in time; a cheap call to the frontend tells which
+(:func:`~filegate.cli.progress.follow`)."""
 
-    ``failed`` on every failed call (one line when the stretch starts; a
-    :class:`CliError` naming ``resume`` once the budget is spent), ``ok`` on a
-    call that got through (one line when a stretch ends).
+
+class Outage:
+    """One stretch of unreachable Temporal, or of a silent worker, while following a run.
+
+    ``failed`` on every call that could not reach Temporal (one line when the
+    stretch starts; a :class:`CliError` naming ``resume`` once the budget is
+    spent); ``unanswered`` on a query that timed out while Temporal answers
+    (one line when such a stretch starts, no budget); ``ok`` on a query that
+    got through (one line for each stretch it ends).
     """
 
     def __init__(
@@ -79,6 +95,8 @@ class Outage:
         self.resume = resume
         self.budget = _outage_budget() if budget is None else budget
         self.since: float | None = None
+        self.silent_since: float | None = None
+        """When the run's worker stopped answering its queries (Temporal answering)."""
 
     def failed(self, exc: RPCError) -> None:
         now = time.monotonic()
@@ -96,10 +114,31 @@ class Outage:
                 "serves and follows it again"
             )
 
-    def ok(self) -> None:
+    def reachable(self) -> None:
+        """Temporal answered a call: a stretch of unreachable Temporal is over."""
         if self.since is not None:
             self.write(f"  .. Temporal is back after {time.monotonic() - self.since:.0f} s")
             self.since = None
+
+    def unanswered(self) -> None:
+        """A query timed out while Temporal answers: the run's worker is busy, or
+        waits for S3 inside a workflow task. Said once per stretch; never the end
+        of following, since nothing about the run is lost meanwhile."""
+        self.reachable()
+        if self.silent_since is None:
+            self.silent_since = time.monotonic()
+            self.write(
+                "  !! the run's worker does not answer (busy, or waiting for S3 to store or "
+                "fetch a payload): still following; Temporal itself answers"
+            )
+
+    def ok(self) -> None:
+        """A query got through: Temporal and the run's worker both answer."""
+        self.reachable()
+        if self.silent_since is not None:
+            waited = time.monotonic() - self.silent_since
+            self.write(f"  .. the run's worker answers again after {waited:.0f} s")
+            self.silent_since = None
 
 
 def resume_command(workflow_id: str, argv: list[str] | None = None) -> str:

@@ -15,7 +15,7 @@ from temporalio.client import WorkflowHandle, WorkflowQueryFailedError
 from temporalio.service import RPCError
 
 from filegate.cli.contract import QUERY_TIMEOUT
-from filegate.cli.outage import Outage, transient
+from filegate.cli.outage import UNANSWERED, Outage, transient
 from filegate.kernel.wire import PENDING_QUERY, TRANSCRIPT_QUERY
 
 if TYPE_CHECKING:
@@ -105,7 +105,9 @@ async def follow(
     """Wait for the run's result while printing progress and reporting new approvals.
 
     With ``outage``, an unreachable Temporal is waited out (one line, then the
-    result asked for again) within its budget instead of ending the command.
+    result asked for again) within its budget instead of ending the command,
+    and a run's worker that does not answer while Temporal does is one line of
+    its own, not an outage of Temporal (:func:`temporal_failure`).
     With ``attempts``, failed activity attempts of workers elsewhere are lines too.
     """
     result_task: asyncio.Task[AgentResult] = asyncio.create_task(handle.result())
@@ -126,8 +128,12 @@ async def follow(
                     outage.ok()
             except (RPCError, WorkflowQueryFailedError) as exc:
                 log.debug("progress query failed: %s", exc)
-                if outage is not None and transient(exc):
-                    outage.failed(exc)  # type: ignore[arg-type]
+                if outage is not None and isinstance(exc, RPCError) and transient(exc):
+                    unreachable = await temporal_failure(handle, exc)
+                    if unreachable is None:
+                        outage.unanswered()
+                    else:
+                        outage.failed(unreachable)
             await asyncio.wait({result_task}, timeout=interval)
             if not result_task.done():
                 continue
@@ -143,6 +149,26 @@ async def follow(
         result_task.cancel()
     progress.transcript(result.transcript)
     return result
+
+
+async def temporal_failure(handle: WorkflowHandle[Any, Any], exc: RPCError) -> RPCError | None:
+    """Why Temporal is unreachable, given a query that failed with ``exc``; None when
+    Temporal answers and only the run's worker did not.
+
+    A query is answered by the run's worker, so one that runs out of time says
+    nothing about Temporal itself: a worker busy in a workflow task (one that
+    waits for S3 to fetch or store a payload) holds its queries just as long.
+    The run's description comes from the frontend alone, so asking for it
+    tells the two apart; a status that is not a timeout is the frontend's (or
+    the transport's) own answer that it is down.
+    """
+    if exc.status not in UNANSWERED:
+        return exc
+    try:
+        await handle.describe(rpc_timeout=QUERY_TIMEOUT)
+    except RPCError as probe:
+        return probe if transient(probe) else None
+    return None
 
 
 def say(text: str = "") -> None:

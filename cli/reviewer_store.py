@@ -50,8 +50,6 @@ def reviewer_store(s3: S3Settings) -> ArtifactStore | None:
     s3 = s3.model_copy(update={"outage_seconds": budget})
     if not s3.access_key or s3.secret_key is None:
         return settings_store(s3)  # its one-line refusal of a half configuration
-    # minio's own retries would each print a warning: the command answers in one line.
-    logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
     try:
         return ArtifactStore.from_settings(s3)
     except ArtifactStoreUnavailable as exc:

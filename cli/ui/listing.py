@@ -196,6 +196,21 @@ def _unknown_query(exc: WorkflowQueryFailedError) -> bool:
 NOT_OURS = ""
 """An answer meaning "not a Filegate workflow (or closed meanwhile)": skipped."""
 
+LATE = f"did not answer in {LISTING_TIMEOUT:g} s"
+"""Reason of a workflow whose query ran out of time (or was refused: :func:`refused`)."""
+
+
+def refused(reason: str) -> bool:
+    """Whether an unreachable workflow's ``reason`` is the server refusing its query
+    at once (``no poller seen for task queue recently``, a frontend still loading),
+    rather than a worker that took the query and did not answer in time.
+
+    A refusal costs no wait and may pass within seconds: a restarted Temporal
+    knows no poller of any task queue until the workers poll again, so the
+    listing of a live run is refused for its first seconds.
+    """
+    return reason.startswith(f"{LATE} (")
+
 
 async def ask(
     client: Client, wf: Candidate, query: str, *, by_run: bool = False
@@ -204,22 +219,21 @@ async def ask(
     it is unreachable (:data:`NOT_OURS` for a workflow without the query)."""
     handle = client.get_workflow_handle(wf.workflow_id, run_id=wf.run_id if by_run else None)
     budget = timedelta(seconds=LISTING_TIMEOUT)
-    late = f"did not answer in {LISTING_TIMEOUT:g} s"
     try:
         found = await asyncio.wait_for(
             handle.query(query, rpc_timeout=budget), LISTING_TIMEOUT + 0.5
         )
         return found if isinstance(found, list) else NOT_OURS
     except TimeoutError:
-        return late
+        return LATE
     except WorkflowQueryFailedError as exc:
         return NOT_OURS if _unknown_query(exc) else f"query failed: {exc}"
     except RPCError as exc:
         if exc.status == RPCStatusCode.NOT_FOUND:
             return NOT_OURS  # closed (and gone) since the visibility query
         if exc.status in (RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED):
-            return late
-        return f"{late} ({exc.message})"
+            return LATE
+        return f"{LATE} ({exc.message})"
     except Exception as exc:  # a payload this client cannot decode
         log.debug("%s of %s: %s", query, wf.workflow_id, exc)
         # A card stored in S3 by reference (an older worker) waits all the same:
@@ -349,6 +363,46 @@ async def _cards_of(client: Client, wf: Candidate) -> list[Any] | str:
     if isinstance(answer, list):
         _keep(client, wf, answer)
     return answer
+
+
+ASK_AGAIN_EVERY = 0.5
+"""Seconds between the rounds of :func:`ask_refused_again`."""
+
+
+async def ask_refused_again(client: Client, listing: Listing, grace: float) -> None:
+    """Ask the workflows whose query the server refused (:func:`refused`) again,
+    every :data:`ASK_AGAIN_EVERY` s for up to ``grace`` s, moving their answers into
+    ``listing``; those still refused then stay unreachable with the last reason.
+
+    For a command that concludes from one listing (``approvals`` exits 3 for "a
+    worker may be down"), not for a page that asks again on its next refresh.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + grace
+    while True:
+        again = [u for u in listing.unreachable if refused(u["reason"])]
+        if not again or loop.time() >= deadline:
+            return
+        await asyncio.sleep(ASK_AGAIN_EVERY)
+        answers = await asyncio.gather(
+            *(
+                ask(client, Candidate(u["workflow_id"], u["run_id"], ""), PENDING_QUERY)
+                for u in again
+            )
+        )
+        for entry, answer in zip(again, answers, strict=True):
+            if isinstance(answer, str) and answer != NOT_OURS:
+                entry["reason"] = answer
+                entry["undecodable"] = _undecodable_reason(answer)
+                continue
+            listing.unreachable.remove(entry)
+            if isinstance(answer, list):
+                listing.approvals.extend(
+                    {**a, "workflow_id": entry["workflow_id"], "run_id": entry["run_id"]}
+                    for a in answer
+                    if isinstance(a, dict)
+                )
+        listing.approvals.sort(key=lambda a: a["workflow_id"])  # stable: each run's order stays
 
 
 async def approval_listing(
