@@ -16,7 +16,7 @@ from temporalio.service import RPCError
 
 from filegate.cli.contract import QUERY_TIMEOUT
 from filegate.cli.outage import UNANSWERED, Outage, transient
-from filegate.kernel.wire import PENDING_QUERY, TRANSCRIPT_QUERY
+from filegate.kernel.wire import PENDING_QUERY, TRANSCRIPT_PAGE_QUERY
 
 if TYPE_CHECKING:
     from filegate.workflows import AgentResult
@@ -52,7 +52,7 @@ Approval = dict[str, Any]
 class Progress:
     """Prints a run as it happens: tool calls, their results, approvals, the answer.
 
-    Fed from the ``transcript`` and ``pending_approvals`` queries, so it shows the
+    Fed from the ``transcript_page`` and ``pending_approvals`` queries, so it shows the
     same thing for in-process and remote workers.
     """
 
@@ -63,6 +63,17 @@ class Progress:
         """Per call id, the names of the calls still waiting for their result, in
         order: a model may reuse an id, even within one message."""
         self.approvals_seen: set[str] = set()
+
+    def page(self, page: dict[str, Any]) -> bool:
+        """Show a ``transcript_page`` answer; True while more pages follow it."""
+        total, start = int(page["total"]), int(page["start"])
+        if total < self.seen:  # history was compacted: start over quietly
+            self.seen = total
+            return False
+        for message in page["messages"]:
+            self._message(message)
+        self.seen = start + len(page["messages"])
+        return self.seen < total
 
     def transcript(self, messages: list[dict[str, Any]]) -> None:
         if len(messages) < self.seen:  # history was compacted: start over quietly
@@ -121,7 +132,11 @@ async def follow(
                 # Approvals first: the transcript read after them already holds
                 # the tool calls they belong to, so output stays in order.
                 pending = await handle.query(PENDING_QUERY, rpc_timeout=QUERY_TIMEOUT)
-                progress.transcript(await handle.query(TRANSCRIPT_QUERY, rpc_timeout=QUERY_TIMEOUT))
+                while progress.page(await handle.query(
+                    TRANSCRIPT_PAGE_QUERY, args=[progress.seen, PROGRESS_CLIP],
+                    rpc_timeout=QUERY_TIMEOUT,
+                )):  # fmt: skip
+                    pass
                 for approval in progress.new_approvals(pending):
                     await on_approval(approval)
                 if outage is not None:
@@ -169,6 +184,12 @@ async def temporal_failure(handle: WorkflowHandle[Any, Any], exc: RPCError) -> R
     except RPCError as probe:
         return probe if transient(probe) else None
     return None
+
+
+PROGRESS_CLIP = 100_000
+"""Characters of each string a progress page carries: over the 80 000 at which a tool
+result is offloaded, so what ``run`` prints of a result (its first lines and how many
+more) is what the whole result would give; a page as a whole stays bounded."""
 
 
 def say(text: str = "") -> None:

@@ -25,6 +25,7 @@ through too, so the sandbox never re-imports them per workflow run
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 from typing import Any, cast
 
@@ -80,8 +81,9 @@ def _transcript_json(messages: list[Message]) -> list[dict[str, Any]]:
     return out
 
 
-TRANSCRIPT_PAGE_CHARS = 256 * 1024
-"""Most characters one ``transcript_page`` answer holds (the next page follows)."""
+TRANSCRIPT_PAGE_BYTES = 1024 * 1024
+"""Most bytes (as JSON) one ``transcript_page`` answer holds past its first message (the
+next page follows): a quarter of the server's 4 MiB message limit."""
 
 
 def _clipped(value: Any, clip: int) -> Any:
@@ -269,7 +271,7 @@ class AgentWorkflow:
     @workflow.query(name=wire.TRANSCRIPT_PAGE_QUERY)
     def transcript_page(self, start: int, clip: int) -> dict[str, Any]:
         """``{"total", "start", "messages"}``: the messages from ``start`` on, each string
-        in them clipped to ``clip`` characters, as many as fit :data:`TRANSCRIPT_PAGE_CHARS`
+        in them clipped to ``clip`` characters, as many as fit :data:`TRANSCRIPT_PAGE_BYTES`
         (at least one).
 
         Why not the whole transcript: it is answered inline (never through S3),
@@ -283,8 +285,8 @@ class AgentWorkflow:
         size = 0
         for message in _transcript_json(self._messages[start:]):
             item = _clipped(message, max(1, clip))
-            size += len(str(item))
-            if page and size > TRANSCRIPT_PAGE_CHARS:
+            size += len(json.dumps(item, ensure_ascii=False).encode())
+            if page and size > TRANSCRIPT_PAGE_BYTES:
                 break
             page.append(item)
         return InlinePage(total=len(self._messages), start=start, messages=page)
