@@ -27,9 +27,9 @@ Two mechanisms, both backed by the same :class:`~backends.artifacts.ArtifactStor
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import dataclasses
-import functools
 import hashlib
 import json
 import logging
@@ -38,8 +38,7 @@ import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from temporalio.api.common.v1 import Payload
 from temporalio.contrib.pydantic import PydanticPayloadConverter, pydantic_data_converter
@@ -74,20 +73,21 @@ in practice, and ``~`` keeps them apart from real threads)."""
 
 CODEC_S3_WAIT_SECONDS = 1.0
 """How long one encoding task (one workflow task's completion, one client call) waits
-for S3 in all, before it keeps what is left inline instead.
+for a silent S3 in all, before it keeps what is left inline instead.
 
 The codec encodes what a workflow task sends (an approved call's large input,
 scheduled by the task that accepted the decision), and an agent run's workflow
 task times out after 3 s (``WORKFLOW_TASK_TIMEOUT``): a wait as long as that,
 or one per payload, outlived the task, so a decision taken during an S3 outage
-was never acknowledged (issue 49). The wait is one deadline shared by every
-payload of the task, and each put is abandoned at it even when S3 hangs rather
-than refuses. Activity results do not come through here: they are stored by
+was never acknowledged (issue 49). The wait is one allowance shared by every
+payload of the task (spent only while S3 is silent), and each put is abandoned
+when it runs out, even when S3 hangs rather than refuses. Activity results do
+not come through here: they are stored by
 :class:`~filegate.activities.s3_outage.ResultsThroughS3` inside the activity,
 which may wait the whole outage."""
 CODEC_INLINE_FALLBACK_BYTES = 1024 * 1024
 """Largest payload kept inline when S3 does not answer (Temporal refuses payloads
-over 2 MiB by default); a larger one fails its task, which is retried."""
+over 2 MiB by default); a larger one fails its task like one past the budget."""
 CODEC_INLINE_BUDGET_BYTES = 1024 * 1024
 """At most this many bytes one encoding task keeps inline while S3 is away.
 
@@ -257,11 +257,20 @@ class InlineBudgetSpent(RuntimeError):
     would refuse and terminate the run for."""
 
 
+ALLOWANCE_SECONDS = 10.0
+"""An encoding task's allowance is renewed once it is this old. A workflow task's
+completion is encoded in well under a second (its own asyncio task), but a
+client's task may encode call after call for hours (a UI handler, a session
+loop): without renewal one outage long ago would keep it from S3 for good."""
+
+
 @dataclasses.dataclass
 class _Allowance:
-    """What one encoding task may still spend: time waiting for S3, bytes inline."""
+    """What one encoding task may still spend: seconds waiting on a slow or silent S3
+    (a put answered within :data:`CODEC_FREE_PUT_SECONDS` spends none), bytes inline."""
 
-    deadline: float
+    created: float
+    wait: float = CODEC_S3_WAIT_SECONDS
     inline: int = CODEC_INLINE_BUDGET_BYTES
 
 
@@ -270,10 +279,9 @@ _ALLOWANCES: weakref.WeakKeyDictionary[asyncio.Task[Any], _Allowance] = weakref.
 call's arguments) sequentially in one task, so the task is the unit a budget
 must bound."""
 
-_CODEC_PUTS: list[ThreadPoolExecutor] = []
-"""Threads (made on first need) for the codec's bounded puts, apart from the default executor: a put
-abandoned at its deadline on a hung S3 keeps its thread until urllib3 gives up,
-and must not starve the activities' threads meanwhile."""
+CODEC_FREE_PUT_SECONDS = 0.1
+"""A put that answers within this long spends none of a task's wait: an answering S3
+never pushes a long-lived client task (a session loop) inline."""
 
 
 def reference_payload(ref: ArtifactRef) -> Payload:
@@ -294,9 +302,10 @@ def needs_storing(payload: Payload, threshold: int) -> bool:
 def _allowance() -> _Allowance:
     task = asyncio.current_task()
     assert task is not None  # the codec is only called from coroutines
+    now = time.monotonic()
     allowance = _ALLOWANCES.get(task)
-    if allowance is None:
-        allowance = _ALLOWANCES[task] = _Allowance(time.monotonic() + CODEC_S3_WAIT_SECONDS)
+    if allowance is None or now - allowance.created > ALLOWANCE_SECONDS:
+        allowance = _ALLOWANCES[task] = _Allowance(now)
     return allowance
 
 
@@ -317,19 +326,20 @@ class ArtifactPayloadCodec(PayloadCodec):
         if not needs_storing(payload, self.threshold):
             return payload
         data = payload.SerializeToString()
-        if len(data) > CODEC_INLINE_FALLBACK_BYTES:
-            # Too large for history at all: wait out the outage as every S3 call does.
-            ref = await asyncio.to_thread(self.store.put, CODEC_THREAD, payload_digest(data), data)
-            return reference_payload(ref)
         allowance = _allowance()
-        ref = await self._put_until(data, allowance.deadline)
+        began = time.monotonic()
+        ref = await self._put_until(data, began + allowance.wait)
+        # A healthy put costs nothing; a slow, hung or refused one costs its time, so
+        # a slow S3 is bounded per task like a silent one.
+        allowance.wait -= max(0.0, time.monotonic() - began - CODEC_FREE_PUT_SECONDS)
         if ref is not None:
             return reference_payload(ref)
-        if len(data) > allowance.inline:
+        if len(data) > min(allowance.inline, CODEC_INLINE_FALLBACK_BYTES):
+            kept = CODEC_INLINE_BUDGET_BYTES - allowance.inline
             raise InlineBudgetSpent(
-                f"S3 at {self.store.endpoint} does not answer and this workflow task already "
-                f"keeps {CODEC_INLINE_BUDGET_BYTES - allowance.inline} bytes inline: it is "
-                "retried until S3 answers"
+                f"S3 at {self.store.endpoint} does not answer and a {len(data)}-byte payload "
+                f"cannot stay inline (this task keeps {kept} bytes inline already): a "
+                "workflow task is retried until S3 answers; anything else, try again then"
             )
         allowance.inline -= len(data)
         _log.warning(
@@ -340,7 +350,12 @@ class ArtifactPayloadCodec(PayloadCodec):
         return payload
 
     async def _put_until(self, data: bytes, deadline: float) -> ArtifactRef | None:
-        """Store ``data`` unless S3 does not answer by ``deadline`` (refused or hung)."""
+        """Store ``data`` unless S3 does not answer by ``deadline`` (refused or hung).
+
+        The put runs on a daemon thread of its own: one abandoned on a hung S3 stays
+        blocked until urllib3 gives up, and must neither hold a pool's thread (later
+        puts would find none free after S3 is back) nor keep the process from exiting.
+        """
         # Here, not at the top: the codec's module loads without minio.
         from filegate.backends.artifact_errors import ArtifactStoreDown
         from filegate.backends.s3 import S3_WAIT_UNTIL
@@ -348,20 +363,38 @@ class ArtifactPayloadCodec(PayloadCodec):
         left = deadline - time.monotonic()
         if left <= 0:
             return None
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[ArtifactRef] = loop.create_future()
         token = S3_WAIT_UNTIL.set(deadline)
         try:
             context = contextvars.copy_context()
-            put = functools.partial(self.store.put, CODEC_THREAD, payload_digest(data), data)
-            if not _CODEC_PUTS:
-                _CODEC_PUTS.append(ThreadPoolExecutor(4, thread_name_prefix="filegate-codec"))
-            future = asyncio.get_running_loop().run_in_executor(
-                _CODEC_PUTS[0], functools.partial(context.run, put)
-            )
+        finally:
+            S3_WAIT_UNTIL.reset(token)
+
+        def settle(result: ArtifactRef | None, error: BaseException | None) -> None:
+            if future.done():
+                return
+            if error is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(cast("ArtifactRef", result))
+
+        def put() -> None:
+            outcome: tuple[ArtifactRef | None, BaseException | None]
+            try:
+                outcome = (self.store.put(CODEC_THREAD, payload_digest(data), data), None)
+            except BaseException as exc:  # handed to the waiting coroutine
+                outcome = (None, exc)
+            with contextlib.suppress(RuntimeError):  # its loop closed meanwhile: nobody waits
+                loop.call_soon_threadsafe(settle, *outcome)
+
+        threading.Thread(
+            target=context.run, args=(put,), name="filegate-codec-put", daemon=True
+        ).start()
+        try:
             return await asyncio.wait_for(future, left)
         except (ArtifactStoreDown, TimeoutError):
             return None
-        finally:
-            S3_WAIT_UNTIL.reset(token)
 
     async def _decode_one(self, payload: Payload) -> Payload:
         if payload.metadata.get("encoding") != CODEC_ENCODING:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -143,13 +144,16 @@ class _StoreResult(ActivityInboundInterceptor):
 
     async def execute_activity(self, input: ExecuteActivityInput) -> Any:
         result = await self.next.execute_activity(input)
-        if isinstance(result, RawValue):
+        if isinstance(result, RawValue) or not inspect.iscoroutinefunction(input.fn):
+            # A sync activity's heartbeat blocks the event loop (the SDK routes it
+            # through the loop from the activity's thread): leave it to the codec.
             return result
         [payload] = activity.payload_converter().to_payloads([result])
         if not needs_storing(payload, self.codec.threshold):
             return RawValue(payload)  # converted once: the SDK passes it as it is
         data = payload.SerializeToString()
         store = self.codec.store
+        why = "did not answer within the attempt's time"
         try:
             async with waiting_for_s3():
                 ref = await asyncio.to_thread(store.put, CODEC_THREAD, payload_digest(data), data)
@@ -158,12 +162,15 @@ class _StoreResult(ActivityInboundInterceptor):
                 raise
             if len(data) > CODEC_INLINE_FALLBACK_BYTES:
                 raise
-            _log.warning(
-                "S3 at %s did not answer within the attempt's time: a %d-byte result "
-                "stays in history",
-                store.endpoint,
-                len(data),
-            )
-            payload.metadata[INLINE_METADATA] = b"1"
-            return RawValue(payload)
-        return RawValue(reference_payload(ref))
+        except asyncio.CancelledError:
+            # The work is done: a cancel (the run's, or a worker shutting down) must
+            # not report it cancelled because S3 was slow to take the result.
+            if len(data) > CODEC_INLINE_FALLBACK_BYTES or activity.info().is_local:
+                raise
+            why = "was still waited on when the activity was cancelled"
+        else:
+            return RawValue(reference_payload(ref))
+        size = len(data)
+        _log.warning("S3 at %s %s: a %d-byte result stays in history", store.endpoint, why, size)
+        payload.metadata[INLINE_METADATA] = b"1"
+        return RawValue(payload)

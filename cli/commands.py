@@ -121,7 +121,7 @@ S3_RETRY_LOGGER = "urllib3.connectionpool"
 """Where the S3 client's HTTP pool logs each retry it makes."""
 
 
-def quiet_s3_retries() -> None:
+def _quiet_s3_retries() -> None:
     """No warning per HTTP retry of the S3 client (``-v`` keeps them).
 
     While S3 is down urllib3 logs every retry of every request at WARNING, with
@@ -147,7 +147,7 @@ def run_cli(argv: Sequence[str]) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     if not args.verbose:
-        quiet_s3_retries()
+        _quiet_s3_retries()
     try:
         return asyncio.run(_dispatch(args))
     except KeyboardInterrupt:

@@ -89,3 +89,11 @@ def undecodable(exc: BaseException) -> str | None:
             )
         seen = seen.__cause__ or seen.__context__
     return None
+
+
+def unknown_query(exc: BaseException) -> bool:
+    """True when a query failed because the workflow has no handler of that name (an
+    older worker, or not a Filegate workflow), not because its handler failed."""
+    text = str(exc).lower()
+    # The Python SDK: "Query handler for 'pending_approvals' expected but not found, ..."
+    return ("query" in text and "not found" in text) or "unknown query" in text

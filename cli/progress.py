@@ -15,8 +15,9 @@ from temporalio.client import WorkflowHandle, WorkflowQueryFailedError
 from temporalio.service import RPCError
 
 from filegate.cli.contract import QUERY_TIMEOUT
+from filegate.cli.errors import unknown_query
 from filegate.cli.outage import UNANSWERED, Outage, transient
-from filegate.kernel.wire import PENDING_QUERY, TRANSCRIPT_PAGE_QUERY
+from filegate.kernel.wire import PENDING_QUERY, TRANSCRIPT_PAGE_QUERY, TRANSCRIPT_QUERY
 
 if TYPE_CHECKING:
     from filegate.workflows import AgentResult
@@ -118,7 +119,7 @@ async def follow(
     With ``outage``, an unreachable Temporal is waited out (one line, then the
     result asked for again) within its budget instead of ending the command,
     and a run's worker that does not answer while Temporal does is one line of
-    its own, not an outage of Temporal (:func:`temporal_failure`).
+    its own, not an outage of Temporal (:func:`_temporal_failure`).
     With ``attempts``, failed activity attempts of workers elsewhere are lines too.
     """
     result_task: asyncio.Task[AgentResult] = asyncio.create_task(handle.result())
@@ -132,11 +133,7 @@ async def follow(
                 # Approvals first: the transcript read after them already holds
                 # the tool calls they belong to, so output stays in order.
                 pending = await handle.query(PENDING_QUERY, rpc_timeout=QUERY_TIMEOUT)
-                while progress.page(await handle.query(
-                    TRANSCRIPT_PAGE_QUERY, args=[progress.seen, PROGRESS_CLIP],
-                    rpc_timeout=QUERY_TIMEOUT,
-                )):  # fmt: skip
-                    pass
+                await _show_transcript(handle, progress)
                 for approval in progress.new_approvals(pending):
                     await on_approval(approval)
                 if outage is not None:
@@ -144,7 +141,7 @@ async def follow(
             except (RPCError, WorkflowQueryFailedError) as exc:
                 log.debug("progress query failed: %s", exc)
                 if outage is not None and isinstance(exc, RPCError) and transient(exc):
-                    unreachable = await temporal_failure(handle, exc)
+                    unreachable = await _temporal_failure(handle, exc)
                     if unreachable is None:
                         outage.unanswered()
                     else:
@@ -166,7 +163,21 @@ async def follow(
     return result
 
 
-async def temporal_failure(handle: WorkflowHandle[Any, Any], exc: RPCError) -> RPCError | None:
+async def _show_transcript(handle: WorkflowHandle[Any, Any], progress: Progress) -> None:
+    """The messages ``progress`` has not shown yet, page by page (``transcript_page``);
+    from the whole ``transcript`` on a worker older than that query."""
+    try:
+        while progress.page(await handle.query(
+            TRANSCRIPT_PAGE_QUERY, args=[progress.seen, PROGRESS_CLIP], rpc_timeout=QUERY_TIMEOUT,
+        )):  # fmt: skip
+            pass
+    except WorkflowQueryFailedError as exc:
+        if not unknown_query(exc):
+            raise
+        progress.transcript(await handle.query(TRANSCRIPT_QUERY, rpc_timeout=QUERY_TIMEOUT))
+
+
+async def _temporal_failure(handle: WorkflowHandle[Any, Any], exc: RPCError) -> RPCError | None:
     """Why Temporal is unreachable, given a query that failed with ``exc``; None when
     Temporal answers and only the run's worker did not.
 

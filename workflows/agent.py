@@ -84,6 +84,8 @@ def _transcript_json(messages: list[Message]) -> list[dict[str, Any]]:
 TRANSCRIPT_PAGE_BYTES = 1024 * 1024
 """Most bytes (as JSON) one ``transcript_page`` answer holds past its first message (the
 next page follows): a quarter of the server's 4 MiB message limit."""
+PAGE_FALLBACK_CLIP = 2000
+"""Characters per string of a first message that alone would overflow a page."""
 
 
 def _clipped(value: Any, clip: int) -> Any:
@@ -283,11 +285,15 @@ class AgentWorkflow:
         start = max(0, min(start, len(self._messages)))
         page: list[dict[str, Any]] = []
         size = 0
-        for message in _transcript_json(self._messages[start:]):
-            item = _clipped(message, max(1, clip))
-            size += len(json.dumps(item, ensure_ascii=False).encode())
-            if page and size > TRANSCRIPT_PAGE_BYTES:
+        for message in self._messages[start:]:  # one at a time: a page stops early
+            [item] = _transcript_json([message])
+            item = _clipped(item, max(1, clip))
+            item_size = len(json.dumps(item, ensure_ascii=False).encode())
+            if not page and item_size > TRANSCRIPT_PAGE_BYTES:  # many long strings
+                item = _clipped(item, PAGE_FALLBACK_CLIP)
+            elif page and size + item_size > TRANSCRIPT_PAGE_BYTES:
                 break
+            size += item_size
             page.append(item)
         return InlinePage(total=len(self._messages), start=start, messages=page)
 

@@ -37,7 +37,7 @@ from temporalio.client import Client, WorkflowQueryFailedError
 from temporalio.common import SearchAttributeKey
 from temporalio.service import RPCError, RPCStatusCode
 
-from filegate.cli.errors import undecodable
+from filegate.cli.errors import undecodable, unknown_query
 from filegate.kernel.wire import DECIDED_ATTRIBUTE, PENDING_ATTRIBUTE, PENDING_QUERY
 
 log = logging.getLogger("filegate.approvals")
@@ -187,12 +187,6 @@ async def candidates(
     return await listed(fallback)
 
 
-def _unknown_query(exc: WorkflowQueryFailedError) -> bool:
-    text = str(exc).lower()
-    # The Python SDK: "Query handler for 'pending_approvals' expected but not found, ..."
-    return ("query" in text and "not found" in text) or "unknown query" in text
-
-
 NOT_OURS = ""
 """An answer meaning "not a Filegate workflow (or closed meanwhile)": skipped."""
 
@@ -227,7 +221,7 @@ async def ask(
     except TimeoutError:
         return LATE
     except WorkflowQueryFailedError as exc:
-        return NOT_OURS if _unknown_query(exc) else f"query failed: {exc}"
+        return NOT_OURS if unknown_query(exc) else f"query failed: {exc}"
     except RPCError as exc:
         if exc.status == RPCStatusCode.NOT_FOUND:
             return NOT_OURS  # closed (and gone) since the visibility query

@@ -40,6 +40,7 @@ from temporalio.testing import ActivityEnvironment
 from temporalio.worker import Worker
 
 from filegate.activities.history import (
+    CODEC_ENCODING,
     CODEC_INLINE_BUDGET_BYTES,
     CODEC_S3_WAIT_SECONDS,
     ArtifactPayloadCodec,
@@ -393,3 +394,19 @@ async def test_a_hung_s3_is_bounded_like_a_refused_one(s3: S3DevServer) -> None:
         os.killpg(s3.pid, signal.SIGCONT)
     assert encoded == payload  # kept inline
     assert waited < CODEC_S3_WAIT_SECONDS + 1.5, waited
+
+
+async def test_a_long_lived_task_keeps_storing_while_s3_answers(s3: S3DevServer) -> None:
+    """A client's task may encode call after call (a UI handler, a session loop): an
+    answering S3 spends none of its allowance, so a payload encoded long after the
+    first still goes to S3, never inline."""
+    codec = ArtifactPayloadCodec(store_on(s3))
+    payload = Payload(metadata={"encoding": b"json/plain"}, data=b'"' + b"l" * 30_000 + b'"')
+
+    async def long_lived() -> list[Payload]:
+        first = await codec.encode([payload])
+        await asyncio.sleep(CODEC_S3_WAIT_SECONDS + 0.5)
+        return first + await codec.encode([payload])
+
+    encoded = await asyncio.create_task(long_lived())
+    assert [p.metadata["encoding"] for p in encoded] == [CODEC_ENCODING, CODEC_ENCODING]

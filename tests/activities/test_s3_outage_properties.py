@@ -35,6 +35,7 @@ from filegate.backends.local_shell import LocalShellBackend
 from filegate.devstack.s3 import S3DevServer
 from filegate.devstack.servers import TemporalDevServer
 from filegate.kernel.messages import ModelSpec
+from filegate.kernel.protocol import BackendProtocol
 from filegate.worker import agent_worker, tools_worker, with_payload_codec
 from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec
 from filegate.workflows.inputs import Limits
@@ -81,7 +82,7 @@ async def one_example(
         backend=BackendSpec(default=ref),
         limits=Limits(max_steps=10),
     )
-    shell = {"shell": LocalShellBackend(str(root))}
+    shell: dict[str, BackendProtocol] = {"shell": LocalShellBackend(str(root))}
     journal = root.parent / f"{root.name}-journal"
     tools = tools_worker(client, queue, shell, journal, serve_agents=co_hosted)
     agent_queue = queue if co_hosted else f"{queue}.agent"
