@@ -75,13 +75,6 @@ BIG = f"echo ran >> runs.log; for i in $(seq 1 {LINES}); do printf 'R%05d%093d\\
 """90 000 characters of output: over the offload threshold, under the shell's cap."""
 
 
-@pytest.fixture(scope="module")
-def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3DevServer]:
-    """This module's own S3 server: the tests stop and relaunch it."""
-    with S3DevServer(tmp_path_factory.mktemp("s3-outage")) as server:
-        yield server
-
-
 def store_on(s3: S3DevServer, outage_seconds: float = 900.0) -> ArtifactStore:
     return ArtifactStore(
         s3.client(), "outage-artifacts", namespace="outage", outage_seconds=outage_seconds

@@ -26,7 +26,6 @@ import json
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,19 +45,12 @@ from tests.cli.test_cli_outage import Lines
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 
-OUTAGE_SECONDS = 40.0
+OUTAGE_SECONDS = 60.0
 BUCKET = "deployed-outage"
 EXEC_LINES = 290
 """29 000 characters of output: over the codec's threshold, under the offload limit."""
 READ_LINES = 1000
 """40 000 characters in the file read."""
-
-
-@pytest.fixture(scope="module")
-def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3DevServer]:
-    """This module's own S3 server: the test stops and relaunches it."""
-    with S3DevServer(tmp_path_factory.mktemp("s3-deployed")) as server:
-        yield server
 
 
 def env_of(server: TemporalDevServer, s3: S3DevServer, state: Path) -> dict[str, str]:

@@ -21,7 +21,6 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,13 +40,6 @@ from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpe
 from filegate.workflows.inputs import Limits
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
-
-
-@pytest.fixture(scope="module")
-def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3DevServer]:
-    """This module's own S3 server: the examples stop and relaunch it."""
-    with S3DevServer(tmp_path_factory.mktemp("s3-properties")) as server:
-        yield server
 
 
 def call(call_id: str, name: str, **args: Any) -> dict[str, Any]:

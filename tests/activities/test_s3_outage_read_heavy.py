@@ -17,7 +17,6 @@ import asyncio
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,13 +35,6 @@ pytestmark = [pytest.mark.services, pytest.mark.slow]
 FILES = 8
 FILE_BYTES = 70_000
 """Under the offload limit (80 000 characters), far over the codec's 8 KB."""
-
-
-@pytest.fixture(scope="module")
-def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3DevServer]:
-    """This module's own S3 server: the tests stop and relaunch it."""
-    with S3DevServer(tmp_path_factory.mktemp("s3-read-heavy")) as server:
-        yield server
 
 
 def reads(turn: int) -> dict[str, Any]:

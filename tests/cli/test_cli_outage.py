@@ -79,18 +79,22 @@ class Lines:
         return "\n".join(self.lines)
 
 
+def gated_write(tmp_path: Path, content: str, answer: str) -> tuple[str, str]:
+    """(script, interrupt-on file) of a run writing ``content`` to /a.txt behind an
+    approval, then answering ``answer``."""
+    turns = [
+        {"tool_calls": [call("w", "write_file", file_path="/a.txt", content=content)]},
+        {"content": answer},
+    ]
+    script = write_json(tmp_path / "script.json", {"turns": turns})
+    return script, write_json(tmp_path / "gate.json", {"write_file": True})
+
+
 def gated_run(env: dict[str, str], tmp_path: Path, workflow_id: str, *extra: str) -> Lines:
     """``filegate run`` of one write that waits for approval, then a final answer."""
     root = tmp_path / "ws"
     root.mkdir(exist_ok=True)
-    script = write_json(
-        tmp_path / "script.json",
-        {"turns": [
-            {"tool_calls": [call("w", "write_file", file_path="/a.txt", content="kept\n")]},
-            {"content": "written"},
-        ]},
-    )  # fmt: skip
-    gate = write_json(tmp_path / "gate.json", {"write_file": True})
+    script, gate = gated_write(tmp_path, "kept\n", "written")
     proc = subprocess.Popen(
         [*CLI, "run", "write a", "--model", f"scripted:{script}", "--root", str(root),
          "--interrupt-on", gate, "--workflow-id", workflow_id, *extra],
@@ -156,14 +160,7 @@ def test_submit_rides_out_a_restart_and_prints_failed_attempts(
     from the server, and no traceback."""
     root = tmp_path / "ws"
     root.mkdir()
-    gate = write_json(tmp_path / "gate.json", {"write_file": True})
-    script = write_json(
-        tmp_path / "script.json",
-        {"turns": [
-            {"tool_calls": [call("w", "write_file", file_path="/a.txt", content="ok\n")]},
-            {"content": "submitted"},
-        ]},
-    )  # fmt: skip
+    script, gate = gated_write(tmp_path, "ok\n", "submitted")
     env = env_for(private_temporal, s3_server, tmp_path)
     tools = ["--role", "tools", "--backend", "filesystem", "--root", str(root),
              "--task-queue", "o.tools"]  # fmt: skip

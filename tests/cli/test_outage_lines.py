@@ -26,7 +26,7 @@ from filegate.devstack.s3 import S3DevServer
 from filegate.devstack.servers import TemporalDevServer, free_port
 from filegate.worker import ConfigError, connect
 from tests.cli.test_cli import CLI, call, cli, env_for, start_worker, stop_worker, write_json
-from tests.cli.test_cli_outage import Lines, approval_id, gated_run, private_temporal
+from tests.cli.test_cli_outage import Lines, approval_id, gated_run, gated_write, private_temporal
 
 __all__ = ["private_temporal"]  # the fixture, used by name below
 
@@ -45,14 +45,7 @@ def test_submit_says_a_silent_worker_is_not_a_temporal_outage(
     the run completes once the worker carries on."""
     root = tmp_path / "ws"
     root.mkdir()
-    gate = write_json(tmp_path / "gate.json", {"write_file": True})
-    script = write_json(
-        tmp_path / "script.json",
-        {"turns": [
-            {"tool_calls": [call("w", "write_file", file_path="/a.txt", content="ok\n")]},
-            {"content": "submitted"},
-        ]},
-    )  # fmt: skip
+    script, gate = gated_write(tmp_path, "ok\n", "submitted")
     env = env_for(temporal_server, s3_server, tmp_path)
     queue = f"silent-{tmp_path.name}"
     agent = start_worker(env, "--role", "agent", "--task-queue", f"{queue}.agent")
