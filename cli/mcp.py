@@ -12,10 +12,12 @@ Why stdout stays clean: over stdio it is the protocol channel, so every
 note this command prints goes to stderr.
 
 HTTP listens on 127.0.0.1 by default, where the SDK's Host and Origin checks
-hold off DNS rebinding. Anywhere else it takes the approval UI's guard
+hold off DNS rebinding, and on every address it takes the approval UI's guard
 (:mod:`filegate.cli.ui.web_guard`): ``Authorization: Bearer <token>``, with the
 token from ``FILEGATE_UI_TOKEN`` or printed at start. A tool call decides
-what runs on the files, so no other address is served unauthenticated.
+what runs on the files and answers the session's approvals, and loopback is
+open to every local user, so no address is served unauthenticated (issue 50:
+another user's process read a 0700 workspace and approved a gated write).
 """
 
 from __future__ import annotations
@@ -37,7 +39,6 @@ from filegate.cli.run_inputs import load_interrupt_on, load_permissions, workspa
 from filegate.kernel import wire
 
 DEFAULT_HTTP_PORT = 8765
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 def note(text: str) -> None:
@@ -219,11 +220,12 @@ async def _serve_http(server: Any, host: str, port: int) -> None:
 
     from filegate.cli.ui.web_guard import GuardMiddleware, UiAccess
 
-    app: Any = server.streamable_http_app(host=host)
-    if host not in LOOPBACK:
-        access = UiAccess.for_address(host)
-        app = GuardMiddleware(app, access)
-        note(f"filegate mcp: send `Authorization: Bearer {access.token}`")
+    # Loopback included: every local user reaches 127.0.0.1, and a tool call decides
+    # what runs on the files (and answers the session's approvals), so the caller
+    # proves it holds the token as the approval UI's callers do.
+    access = UiAccess.for_address(host)
+    app: Any = GuardMiddleware(server.streamable_http_app(host=host), access)
+    note(f"filegate mcp: send `Authorization: Bearer {access.token}`")
     note(f"filegate mcp: serving http://{host}:{port}/mcp")
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
     await uvicorn.Server(config).serve()

@@ -294,11 +294,13 @@ async def test_the_reference_servers_hostile_paths_through_mcp(
     assert (root / "link.txt").is_symlink() or not (root / "link.txt").exists()
 
 
-async def test_streamable_http_on_loopback_and_guarded_elsewhere(
+async def test_streamable_http_answers_only_the_token_holder_loopback_included(
     cli_env: dict[str, str], tmp_path: Path, temporal_client: TemporalClient
 ) -> None:
-    """127.0.0.1 serves the SDK's client as stdio does; another address (127.0.0.2 here,
-    still this machine) answers only a caller with the bearer token."""
+    """127.0.0.1 and another address (127.0.0.2 here, still this machine) answer only a
+    caller with the bearer token: loopback is open to every local user, and the old
+    code let one without the token read the workspace and answer approvals there
+    (issue 50). The SDK's client with the token works as over stdio."""
     import httpx
 
     root = workspace(tmp_path)
@@ -315,13 +317,13 @@ async def test_streamable_http_on_loopback_and_guarded_elsewhere(
         try:
             await until_listening(host, port, proc)
             headers = {"Authorization": "Bearer " + "t" * 32}
-            if host != "127.0.0.1":
-                async with httpx.AsyncClient() as raw:
+            async with httpx.AsyncClient() as raw:
+                for wrong in ({}, {"Authorization": "Bearer " + "u" * 32}):
                     refused = await raw.post(
-                        url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"}
+                        url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"}, headers=wrong
                     )
-                assert refused.status_code == 401, refused.text
-            transport = streamable_client(url, headers if host != "127.0.0.1" else None)
+                    assert refused.status_code == 401, (host, refused.text)
+            transport = streamable_client(url, headers)
             async with Client(transport, elicitation_callback=answering("approve", [])) as client:
                 read = await client.call_tool("read_file", {"file_path": "/notes.txt"})
                 assert "first line" in text_of(read)
