@@ -19,6 +19,7 @@ import os
 import pwd
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -235,6 +236,26 @@ class _LiveServers:
 _live = _LiveServers()
 
 
+PRIVATE_UMASK = 0o077
+"""The embedded servers' umask: their databases and volumes hold what the agent read
+and wrote (``temporal.db``, S3 volumes), readable by nobody but this user (issue 50:
+another local user read file contents in a 0755 state directory of 0644 files)."""
+
+
+def make_private(path: Path) -> None:
+    """``path`` as a directory only this user can enter, and everything below it
+    without group or other permissions: a tree an earlier version made open is
+    tightened too. Links are not followed."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(path, 0o700)
+    for top, dirs, files in os.walk(path):
+        for name in (*dirs, *files):
+            entry = Path(top) / name
+            mode = entry.lstat().st_mode
+            if not stat.S_ISLNK(mode) and mode & 0o077:
+                os.chmod(entry, stat.S_IMODE(mode) & ~0o077)
+
+
 class ManagedServer(ABC):
     """A server subprocess with a log file, readiness wait and clean stop.
 
@@ -264,7 +285,7 @@ class ManagedServer(ABC):
 
     def _prepare(self) -> None:
         """Create files the command needs; runs before every start."""
-        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
 
     def _after_stop(self) -> None:  # noqa: B027 - optional hook, no-op by default
         """Clean up leftovers once the process is gone."""
@@ -297,8 +318,10 @@ class ManagedServer(ABC):
 
     def _start_once(self, timeout: float) -> Self:
         self._prepare()
+        make_private(self.state_dir)  # what _prepare wrote too (an S3 identity file)
         began = time.monotonic()
-        with self.log_path.open("ab") as log:
+        log_fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        with open(log_fd, "ab") as log:
             stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
             log.write(f"\n=== {self.name} start {stamp} ===\n".encode())
             log.flush()
@@ -310,6 +333,7 @@ class ManagedServer(ABC):
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # own process group: stop() signals all of it
+                umask=PRIVATE_UMASK,  # what the server writes is this user's alone
             )
         _live.add(self)
         self._wait_ready(began + timeout, timeout)
@@ -366,6 +390,10 @@ class ManagedServer(ABC):
         self._proc = None
         _live.discard(self)
         self._after_stop()
+        # A server may set its own modes on what it made (weed's 0644 volume index);
+        # inside the 0700 directory no one else reached it, at rest it is 0600 too.
+        with contextlib.suppress(OSError):
+            make_private(self.state_dir)
 
     @staticmethod
     def _signal_group(pgid: int, sig: signal.Signals) -> None:

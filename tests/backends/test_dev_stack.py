@@ -10,6 +10,7 @@ by the next run with one line each.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -183,3 +184,36 @@ def test_only_this_users_weed_sockets_are_removed(
     s3.remove_weed_sockets([41001, 41002, 41003])
     assert not mine.exists()
     assert theirs.exists() is (os.getuid() == 0)  # as a normal user it was ours
+
+
+def test_the_embedded_servers_state_is_private_to_this_user(tmp_path: Path) -> None:
+    """Issue 50: another local user read what the agent read in ``temporal.db`` and the
+    S3 volumes of a 0755 state directory of 0644 files. The servers' directories are
+    0700 and every file in them has no group or other bits, including a tree an
+    earlier version left open, and what the servers write while they run."""
+    from filegate.devstack.s3 import S3DevServer
+    from filegate.devstack.servers import TemporalDevServer
+
+    state = tmp_path / "state"
+    old = state / "temporal"
+    old.mkdir(parents=True, mode=0o755)
+    os.chmod(old, 0o755)
+    (old / "left-by-an-earlier-version.txt").write_text("content the agent read\n")
+    os.chmod(old / "left-by-an-earlier-version.txt", 0o644)
+
+    def opened() -> list[str]:
+        return [
+            f"{p} {oct(p.lstat().st_mode & 0o777)}"
+            for p in (old, state / "s3", *old.rglob("*"), *(state / "s3").rglob("*"))
+            if not p.is_symlink() and p.lstat().st_mode & 0o077
+        ]
+
+    with TemporalDevServer(old), S3DevServer(state / "s3") as s3:
+        s3.client().make_bucket("private-check")
+        s3.client().put_object("private-check", "k", io.BytesIO(b"x" * 100), 100)
+        running = opened()
+        for top in (old, state / "s3"):  # no one else gets in while they run
+            assert top.stat().st_mode & 0o777 == 0o700
+        assert all(Path(p.split()[0]).is_file() for p in running), running
+        assert (old / "left-by-an-earlier-version.txt").stat().st_mode & 0o777 == 0o600
+    assert not opened()  # and at rest, every file is this user's alone
