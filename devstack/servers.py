@@ -242,7 +242,7 @@ and wrote (``temporal.db``, S3 volumes), readable by nobody but this user (issue
 another local user read file contents in a 0755 state directory of 0644 files)."""
 
 
-def make_private(path: Path) -> None:
+def _make_private(path: Path) -> None:
     """``path`` as a directory only this user can enter, and everything below it
     without group or other permissions: a tree an earlier version made open is
     tightened too. Links are not followed."""
@@ -318,7 +318,7 @@ class ManagedServer(ABC):
 
     def _start_once(self, timeout: float) -> Self:
         self._prepare()
-        make_private(self.state_dir)  # what _prepare wrote too (an S3 identity file)
+        _make_private(self.state_dir)  # what _prepare wrote too (an S3 identity file)
         began = time.monotonic()
         log_fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         with open(log_fd, "ab") as log:
@@ -393,7 +393,7 @@ class ManagedServer(ABC):
         # A server may set its own modes on what it made (weed's 0644 volume index);
         # inside the 0700 directory no one else reached it, at rest it is 0600 too.
         with contextlib.suppress(OSError):
-            make_private(self.state_dir)
+            _make_private(self.state_dir)
 
     @staticmethod
     def _signal_group(pgid: int, sig: signal.Signals) -> None:
