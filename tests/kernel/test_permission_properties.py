@@ -21,6 +21,7 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -342,14 +343,19 @@ def could_touch(tree: Tree, tool: str, args: dict[str, Any]) -> set[str]:
     if tool in ("read_file", "write_file", "edit_file"):
         return {validate_path(raw)}
     root = validate_path(raw)
-    touched = tree.subtree(root)
+    if tool == "ls" and root in tree.files:
+        # ls of a file answers "not a directory" and lists nothing: what a deny
+        # covering everything below it settles unasked (contract §4).
+        return set()
     if tool == "glob":
+        # A glob shows its matches only, never the rest of the subtree it walks
+        # (``a/*`` from / shows nothing of /b/a): what the real backend matches.
         found = FilesystemBackend(tree.root).glob(args["pattern"], "/" if raw is None else raw)
-        touched |= set(found.matches)
-        pattern = args["pattern"]
-        if ".." in pattern.split("/"):
+        touched = {p.rstrip("/") or "/" for p in found.matches}
+        if ".." in args["pattern"].split("/"):
             touched |= tree.subtree("/")  # a climbing pattern could land anywhere
-    return touched
+        return touched
+    return tree.subtree(root)
 
 
 def deny_gate_refuses(rules: list[FilesystemPermission], tool: str, args: dict[str, Any]) -> bool:
@@ -397,3 +403,20 @@ def test_interrupt_fires_for_every_call_that_could_touch_an_interrupt_path(
                 mode = rule.mode if rule else None
             if mode == "interrupt":
                 assert fires, f"{tool}({args}) touches {path} (interrupt) but did not fire"
+
+
+def test_ls_of_a_file_under_a_deny_below_it_runs_unasked_and_lists_nothing(
+    tmp_path: Path,
+) -> None:
+    """The case the property above once drew: ``deny read /a/**`` before ``interrupt
+    read /a`` with /a a file. ``ls /a`` is not asked (the deny settles everything
+    below /a) and answers "not a directory" with no entry, so /a's interrupt
+    guards nothing the call could show."""
+    (tmp_path / "a").write_text("guarded\n")
+    rules = [
+        FilesystemPermission(operations=["read"], paths=["/a/**"], mode="deny"),
+        FilesystemPermission(operations=["read"], paths=["/a"], mode="interrupt"),
+    ]
+    assert not interrupt_fires(rules, "ls", {"path": "/a"})
+    listed = FilesystemBackend(str(tmp_path)).ls("/a")
+    assert listed.code == "not_a_directory" and not listed.entries
