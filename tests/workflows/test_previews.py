@@ -472,7 +472,12 @@ async def test_counts_survive_continue_as_new(temporal_client: Client) -> None:
             await handle.execute_update(
                 AgentWorkflow.decide_update, Decision(id=approval.id, decision="approve")
             )
-            await eventually(lambda: handle.query(AgentWorkflow.pending_approvals), lambda p: not p)
+            # Until this one is gone (the next may already wait: "none pending" can pass
+            # unseen between the two on a loaded machine).
+            await eventually(
+                lambda: handle.query(AgentWorkflow.pending_approvals),
+                lambda p, done=approval.id: done not in [a.id for a in p],
+            )
         result = await handle.result()
         assert [d.tool_call_id for d in await decided(handle)] == ["a", "b"]
     assert result.approvals == 2
