@@ -87,7 +87,7 @@ not come through here: they are stored by
 which may wait the whole outage."""
 CODEC_INLINE_FALLBACK_BYTES = 1024 * 1024
 """Largest payload kept inline when S3 does not answer (Temporal refuses payloads
-over 2 MiB by default); a larger one fails its task like one past the budget."""
+over 2 MiB by default); a larger one waits out the outage as every S3 call does."""
 CODEC_INLINE_BUDGET_BYTES = 1024 * 1024
 """At most this many bytes one encoding task keeps inline while S3 is away.
 
@@ -326,6 +326,13 @@ class ArtifactPayloadCodec(PayloadCodec):
         if not needs_storing(payload, self.threshold):
             return payload
         data = payload.SerializeToString()
+        if len(data) > CODEC_INLINE_FALLBACK_BYTES:
+            # It cannot stay in history, and its upload alone may take longer than any
+            # allowance (13 MB on a loaded machine): it waits out S3 as every S3 call does.
+            stored = await asyncio.to_thread(
+                self.store.put, CODEC_THREAD, payload_digest(data), data
+            )
+            return reference_payload(stored)
         allowance = _allowance()
         began = time.monotonic()
         ref = await self._put_until(data, began + allowance.wait)
@@ -334,7 +341,7 @@ class ArtifactPayloadCodec(PayloadCodec):
         allowance.wait -= max(0.0, time.monotonic() - began - CODEC_FREE_PUT_SECONDS)
         if ref is not None:
             return reference_payload(ref)
-        if len(data) > min(allowance.inline, CODEC_INLINE_FALLBACK_BYTES):
+        if len(data) > allowance.inline:
             kept = CODEC_INLINE_BUDGET_BYTES - allowance.inline
             raise InlineBudgetSpent(
                 f"S3 at {self.store.endpoint} does not answer and a {len(data)}-byte payload "

@@ -45,6 +45,7 @@ from filegate.workflows.approvals.handlers import (
     PENDING_APPROVALS,
     initial_search_attributes,
 )
+from filegate.workflows.approvals.models import PendingApproval
 from filegate.workflows.gate import ToolInterrupt
 from filegate.workflows.inputs import DecidedApproval
 from tests.scripting import calls, scripted, uid
@@ -474,10 +475,12 @@ async def test_counts_survive_continue_as_new(temporal_client: Client) -> None:
             )
             # Until this one is gone (the next may already wait: "none pending" can pass
             # unseen between the two on a loaded machine).
-            await eventually(
-                lambda: handle.query(AgentWorkflow.pending_approvals),
-                lambda p, done=approval.id: done not in [a.id for a in p],
-            )
+            done = approval.id
+
+            def gone(listed: list[PendingApproval], done: str = done) -> bool:
+                return done not in [a.id for a in listed]
+
+            await eventually(lambda: handle.query(AgentWorkflow.pending_approvals), gone)
         result = await handle.result()
         assert [d.tool_call_id for d in await decided(handle)] == ["a", "b"]
     assert result.approvals == 2
