@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -323,6 +324,8 @@ async def test_streamable_http_answers_only_the_token_holder_loopback_included(
                         url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"}, headers=wrong
                     )
                     assert refused.status_code == 401, (host, refused.text)
+            if os.geteuid() == 0 and os.path.exists("/usr/bin/python3"):  # another user, no token
+                assert await status_as_nobody(url) == 401, host
             transport = streamable_client(url, headers)
             async with Client(transport, elicitation_callback=answering("approve", [])) as client:
                 read = await client.call_tool("read_file", {"file_path": "/notes.txt"})
@@ -335,6 +338,30 @@ async def test_streamable_http_answers_only_the_token_holder_loopback_included(
         finally:
             proc.terminate()
             await proc.wait()
+
+
+NOBODY_POST = """
+import sys, urllib.error, urllib.request
+body = b'{"jsonrpc": "2.0", "id": 1, "method": "ping"}'
+request = urllib.request.Request(sys.argv[1], data=body, method="POST", headers={
+    "Content-Type": "application/json", "Accept": "application/json, text/event-stream"})
+try:
+    print(urllib.request.urlopen(request, timeout=10).status)
+except urllib.error.HTTPError as exc:
+    print(exc.code)
+"""
+
+
+async def status_as_nobody(url: str) -> int:
+    """The HTTP status a process of uid 65534 (another local user) gets for a bare ping."""
+    proc = await asyncio.create_subprocess_exec(
+        "/usr/bin/python3", "-I", "-c", NOBODY_POST, url,
+        user=65534, group=65534, extra_groups=[], cwd="/",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await proc.communicate()
+    assert proc.returncode == 0, err.decode()
+    return int(out.decode().strip())
 
 
 def free_port() -> int:
