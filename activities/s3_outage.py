@@ -153,19 +153,18 @@ class _StoreResult(ActivityInboundInterceptor):
             return RawValue(payload)  # converted once: the SDK passes it as it is
         data = payload.SerializeToString()
         store = self.codec.store
-        why = "did not answer within the attempt's time"
+        may_stay = len(data) <= CODEC_INLINE_FALLBACK_BYTES and not activity.info().is_local
         try:
             async with waiting_for_s3():
                 ref = await asyncio.to_thread(store.put, CODEC_THREAD, payload_digest(data), data)
         except ApplicationError as exc:
-            if exc.type == S3_REFUSED or activity.info().is_local:
+            if exc.type == S3_REFUSED or not may_stay:
                 raise
-            if len(data) > CODEC_INLINE_FALLBACK_BYTES:
-                raise
+            why = "did not answer within the attempt's time"
         except asyncio.CancelledError:
             # The work is done: a cancel (the run's, or a worker shutting down) must
             # not report it cancelled because S3 was slow to take the result.
-            if len(data) > CODEC_INLINE_FALLBACK_BYTES or activity.info().is_local:
+            if not may_stay:
                 raise
             why = "was still waited on when the activity was cancelled"
         else:
