@@ -23,9 +23,9 @@ from typing import Any
 import pytest
 
 from filegate.cli.services import DEV_PORT_ENV
-from filegate.devstack.servers import free_port
 from filegate.devstack.stack import processes_using
 from filegate.processes.guard import pid_alive
+from tests.ports import quiet_port
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 
@@ -36,7 +36,7 @@ class Stack:
     def __init__(self, base: Path) -> None:
         self.base = base
         self.state = base / "state"
-        self.port = free_port()
+        self.port = quiet_port()
         self.env = {
             k: v for k, v in os.environ.items() if not k.startswith(("FILEGATE_", "TEMPORAL_"))
         }

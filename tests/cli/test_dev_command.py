@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from filegate.cli.services import DEV_PORT_ENV
-from filegate.devstack.servers import free_port
+from tests.ports import quiet_port
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 
@@ -32,9 +32,9 @@ def _wait_for(out: Path, pattern: str, proc: subprocess.Popen[bytes], seconds: f
 
 
 def test_dev_serves_both_uis_and_stops_clean_on_sigterm(tmp_path: Path) -> None:
-    ui_port, web_port = free_port(), free_port()
+    ui_port, web_port = quiet_port(), quiet_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("FILEGATE_", "TEMPORAL_"))}
-    env |= {"FILEGATE_STATE_DIR": str(tmp_path / "state"), DEV_PORT_ENV: str(free_port())}
+    env |= {"FILEGATE_STATE_DIR": str(tmp_path / "state"), DEV_PORT_ENV: str(quiet_port())}
     out = tmp_path / "dev.out"
     proc = subprocess.Popen(
         [sys.executable, "-m", "filegate", "dev", "--ui-port", str(ui_port),

@@ -11,7 +11,6 @@ import json
 import os
 import shlex
 import signal
-import socket
 import subprocess
 import sys
 import uuid
@@ -26,6 +25,7 @@ from filegate.cli.services import DEV_PORT_ENV
 from filegate.workflows import BackendRef, BackendSpec, FileToolsConfig
 from filegate.workflows.gate import ToolInterrupt
 from tests.cli.test_cli import cli, cli_env  # noqa: F401  (cli_env: a fixture)
+from tests.ports import quiet_port
 from tests.workflows.test_execute_gate import ToolListWorkflow, running_host
 from tests.workflows.test_workflow_e2e import eventually, running_tools
 
@@ -94,12 +94,6 @@ async def test_approvals_of_a_file_tools_host_and_one_message_per_mistake(
         assert answer.stderr == f"filegate: no workflow {missing} in namespace default\n"
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def _dev_in_background(
     tmp_path: Path, web_ui_port: int, temporal_port: int
 ) -> tuple[subprocess.Popen[str], int]:
@@ -144,7 +138,7 @@ def _gone(pid: int) -> bool:
 
 @pytest.mark.slow
 def test_sigterm_stops_a_background_dev_and_a_killed_one_can_start_again(tmp_path: Path) -> None:
-    ports = _free_port(), _free_port()
+    ports = quiet_port(), quiet_port()
     shell, dev = _dev_in_background(tmp_path, *ports)
     servers = _stack_pids(tmp_path)
     assert len(servers) == 2
