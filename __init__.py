@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from filegate.backends.filesystem import FilesystemBackend
     from filegate.devstack.servers import TemporalDevServer
     from filegate.kernel.messages import ModelSpec
+    from filegate.kernel.network_rules import NetworkPermission
     from filegate.kernel.permissions import FilesystemPermission
     from filegate.kernel.state import StateBackend
     from filegate.plugin import FilegatePlugin

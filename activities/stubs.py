@@ -39,6 +39,7 @@ from temporalio import activity, workflow
 from filegate.activities.contract import tool_activity_options
 from filegate.kernel.formatting import format_glob, format_grep, format_ls
 from filegate.kernel.limits import DEFAULT_TOOL_WORKER_WAIT
+from filegate.kernel.network_rules import NetworkPermission
 from filegate.kernel.permissions import FilesystemPermission
 from filegate.kernel.protocol import GrepMatch
 from filegate.kernel.registry import TOOLS
@@ -130,6 +131,7 @@ def tool_request(
     permissions: list[FilesystemPermission] | None = None,
     policies: list[str] | None = None,
     route_prefix: str = "/",
+    network: list[NetworkPermission] | None = None,
 ) -> ToolRequest:
     """A :class:`ToolRequest` with the fields a workflow of your own rarely sets filled in.
 
@@ -151,6 +153,7 @@ def tool_request(
         first_run_id=info.first_execution_run_id if info is not None else "",
         route_prefix=route_prefix,
         permissions=list(permissions or []),
+        network=list(network or []) if name == "execute" else [],
         policies=policies,
         want_raw=name in _LISTINGS,
     )
@@ -166,6 +169,7 @@ async def file_tool(
     permissions: list[FilesystemPermission] | None = None,
     policies: list[str] | None = None,
     route_prefix: str = "/",
+    network: list[NetworkPermission] | None = None,
     local: bool = False,
     start_to_close_timeout: timedelta | None = None,
     heartbeat_timeout: timedelta | None = None,
@@ -194,6 +198,7 @@ async def file_tool(
         permissions=permissions,
         policies=policies,
         route_prefix=route_prefix,
+        network=network,
     )
     execute_timeout = request.args.get("timeout") if request.tool == "execute" else None
     options = tool_activity_options(request.tool, execute_timeout=execute_timeout)

@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from temporalio.runtime import Runtime
 
     from filegate.kernel.messages import ModelResponse
+    from filegate.kernel.protocol import NetworkUse
     from filegate.kernel.tool_types import ToolOutcome, ToolRequest
 
 log = logging.getLogger(__name__)
@@ -173,6 +174,32 @@ def _finish_call(
 
         span.set_status(Status(StatusCode.ERROR))
     span.set_attributes(attributes)
+    if outcome is not None and outcome.network:
+        _connect_spans(span, outcome.network)
+
+
+def _connect_spans(parent: Span, uses: list[NetworkUse]) -> None:
+    """One ``connect {host}`` span per host, port and decision of the call's command."""
+    tracer = _TRACER.get()
+    if tracer is None:
+        return
+    from opentelemetry import trace
+
+    context = trace.set_span_in_context(parent)
+    for use in uses:
+        attributes: dict[str, Any] = {
+            names.PEER_NAME: use.host,
+            names.PEER_PORT: use.port,
+            names.NETWORK_DECISION: "allow" if use.allowed else "deny",
+            names.NETWORK_CONNECTIONS: use.connections,
+            names.NETWORK_BYTES_OUT: use.bytes_out,
+            names.NETWORK_BYTES_IN: use.bytes_in,
+        }
+        if use.reason:
+            attributes[names.NETWORK_REASON] = use.reason
+        tracer.start_span(
+            f"{names.CONNECT_SPAN} {use.host}", context=context, attributes=attributes
+        ).end()
 
 
 # --------------------------------------------------------------------------- model calls

@@ -102,6 +102,13 @@ class AuditRecord(BaseModel):
     command_sha256: str | None = None
     command_length: int | None = None
     exit_code: int | None = None
+    host: str | None = None
+    """``connect`` records: the host a sandboxed command asked for (no URL, no
+    header: the host, port and decision are all the proxy tells)."""
+    port: int | None = None
+    connections: int | None = None
+    bytes_in: int | None = None
+    """``connect``: bytes received (``bytes`` holds those sent)."""
 
 
 def new_record(operation: str, path: str | None, outcome: Outcome, **fields: object) -> AuditRecord:

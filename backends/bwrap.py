@@ -40,7 +40,8 @@ from __future__ import annotations
 import functools
 import os
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from filegate.backends.filesystem import FilesystemBackend
@@ -50,6 +51,12 @@ from filegate.backends.sandbox import (
     DEFAULT_OP_TIMEOUT,
     WORKSPACE,
     BaseSandbox,
+)
+from filegate.backends.sandbox_network import (
+    Egress,
+    NetworkUnavailableError,
+    egress_for,
+    proxy_environment,
 )
 from filegate.backends.sandbox_view import ViewRefusedError, view_mounts
 from filegate.backends.seccomp import filter_fd
@@ -195,12 +202,16 @@ class BwrapSandboxBackend(BaseSandbox):
         return found
 
     def bwrap_argv(
-        self, extra_mounts: Sequence[str] = (), seccomp_fd: int | None = None
+        self,
+        extra_mounts: Sequence[str] = (),
+        seccomp_fd: int | None = None,
+        extra_env: Mapping[str, str] | None = None,
     ) -> list[str]:
         """The bwrap invocation up to (not including) the command.
 
-        ``extra_mounts``: mounts over the workspace bind (a compiled view);
-        ``seccomp_fd``: the filter bwrap installs for the command (:mod:`.seccomp`)."""
+        ``extra_mounts``: mounts over the workspace bind (a compiled view) and the
+        egress proxy's socket directory; ``seccomp_fd``: the filter bwrap installs
+        for the command (:mod:`.seccomp`); ``extra_env``: the proxy variables."""
         exe = self._executable()
         argv = [exe, "--unshare-all", "--cap-drop", "ALL"]
         if _supports_disable_userns(exe):
@@ -225,7 +236,7 @@ class BwrapSandboxBackend(BaseSandbox):
         argv += [*size, "--tmpfs", "/tmp", *size, "--tmpfs", "/dev/shm", "--remount-ro", "/dev"]
         argv += ["--bind", self.root, WORKSPACE, *extra_mounts, "--chdir", WORKSPACE]
         argv += ["--remount-ro", "/", "--clearenv"]
-        for name, value in self.env.items():
+        for name, value in {**self.env, **(extra_env or {})}.items():
             argv += ["--setenv", name, value]
         if seccomp_fd is not None:
             argv += ["--seccomp", str(seccomp_fd)]
@@ -242,13 +253,23 @@ class BwrapSandboxBackend(BaseSandbox):
         refused = self.bounds.check_timeout(timeout)
         if refused:
             return ExecuteResult(error=refused, code="invalid_argument")
+        view = view or SandboxView()
         try:
-            with view_mounts(self.root, WORKSPACE, view or SandboxView()) as mounts:
+            with (
+                view_mounts(self.root, WORKSPACE, view) as mounts,
+                self._network(view) as egress,
+            ):
                 seccomp = filter_fd()
+                program = ["/bin/sh", "-c", command]
                 try:
-                    argv = self.bwrap_argv(mounts, seccomp)
-                    return run_command(
-                        [*argv, "/bin/sh", "-c", command],
+                    if egress is None:
+                        argv = self.bwrap_argv(mounts, seccomp)
+                    else:
+                        mounts = [*mounts, *egress.mounts()]
+                        argv = self.bwrap_argv(mounts, seccomp, proxy_environment())
+                        program = egress.wrap(program)
+                    result = run_command(
+                        [*argv, *program],
                         shell=False,
                         cwd=self.root,
                         env={"PATH": MINIMAL_PATH},
@@ -262,8 +283,21 @@ class BwrapSandboxBackend(BaseSandbox):
                 finally:
                     if seccomp is not None:
                         os.close(seccomp)
+                return result if egress is None else egress.with_uses(result)
         except ViewRefusedError as exc:  # a rule the view cannot hold: nothing ran
             return ExecuteResult(error=str(exc), code="permission_denied")
+        except NetworkUnavailableError as exc:
+            return ExecuteResult(error=str(exc), code="unsupported")
+
+    @staticmethod
+    @contextmanager
+    def _network(view: SandboxView) -> Iterator[Egress | None]:
+        """The command's egress proxy when its view has network rules, else None."""
+        if not view.network:
+            yield None
+            return
+        with egress_for(view.network) as egress:
+            yield egress
 
     compiles_rules = True
     """Commands run in the view the permission rules compile to (kernel.execute_gate)."""

@@ -37,7 +37,13 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from filegate.cli.errors import CliError, failure_text
-from filegate.cli.run_inputs import first_error, load_permissions, load_prompt, workspace_root
+from filegate.cli.run_inputs import (
+    first_error,
+    load_network_rules,
+    load_permissions,
+    load_prompt,
+    workspace_root,
+)
 from filegate.kernel.limits import DEFAULT_EXECUTE_TIMEOUT
 from filegate.kernel.tool_types import TOOL_ORDER, ToolRequest
 
@@ -75,10 +81,12 @@ def parse_request(args: argparse.Namespace, backend: str) -> ToolRequest:
     if not isinstance(values, dict):
         raise CliError("--args must be a JSON object of the tool's arguments", 2)
     rules = load_permissions(args.permissions)
+    network = load_network_rules(args.permissions)
     try:
         request = tool_request(
-            args.tool, values, backend=backend, tool_call_id="", permissions=rules
-        )
+            args.tool, values, backend=backend, tool_call_id="", permissions=rules,
+            network=network,
+        )  # fmt: skip
         parse_args(request)
     except ValidationError as exc:
         raise CliError(f"--args for {args.tool}: {first_error(exc)}", 2) from None

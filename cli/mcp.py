@@ -35,7 +35,12 @@ from temporalio.client import Client
 
 from filegate.cli.errors import CliError
 from filegate.cli.run import ROOT_MEMO
-from filegate.cli.run_inputs import load_interrupt_on, load_permissions, workspace_root
+from filegate.cli.run_inputs import (
+    load_interrupt_on,
+    load_network_rules,
+    load_permissions,
+    workspace_root,
+)
 from filegate.kernel import wire
 
 DEFAULT_HTTP_PORT = 8765
@@ -54,6 +59,7 @@ def _session_config(args: argparse.Namespace, ref: Any) -> Any:
     config = FileToolsConfig(
         backend=BackendSpec(default=ref),
         permissions=load_permissions(args.permissions),
+        network=load_network_rules(args.permissions),
         interrupt_on=load_interrupt_on(args.interrupt_on),
     )
     try:

@@ -41,6 +41,7 @@ from filegate.cli.progress import (
 )
 from filegate.cli.run_inputs import (
     load_interrupt_on,
+    load_network_rules,
     load_permissions,
     load_prompt,
     parse_model,
@@ -149,7 +150,7 @@ def agent_input(args: argparse.Namespace, ref: Any, profiles: Any = None) -> Any
     limits = Limits() if args.max_steps is None else Limits(max_steps=args.max_steps)
     input = AgentInput(
         task=args.task, model=model, backend=BackendSpec(default=ref), permissions=rules,
-        interrupt_on=interrupt_on, limits=limits,
+        network=load_network_rules(args.permissions), interrupt_on=interrupt_on, limits=limits,
         system_prompt=extension if extension is not None else prompt,
         system_prompt_mode="extend" if extension is not None else "replace",
     )  # fmt: skip

@@ -21,6 +21,7 @@ from filegate.cli.errors import CliError, failure_text
 
 if TYPE_CHECKING:
     from filegate.kernel.messages import ModelSpec
+    from filegate.kernel.network_rules import NetworkPermission
     from filegate.kernel.permissions import FilesystemPermission
     from filegate.kernel.tool_types import ToolName
     from filegate.workflows.gate import ToolInterrupt
@@ -96,24 +97,42 @@ def _json_file(path: str, what: str) -> Any:
         raise CliError(f"{what} {path} is not valid JSON: {exc}", 2) from None
 
 
-def load_permissions(path: str | None) -> list[FilesystemPermission]:
-    """``--permissions FILE``: a JSON list of ``{operations, paths, mode}``."""
+def _rules_file(path: str) -> list[FilesystemPermission | NetworkPermission]:
+    """The rules of ``--permissions FILE``, in order: an entry with ``hosts`` is a
+    network rule, any other a file rule."""
+    from filegate.kernel.network_rules import NetworkPermission
     from filegate.kernel.permissions import FilesystemPermission
 
-    if not path:
-        return []
     data = _json_file(path, "permissions file")
     if not isinstance(data, list):
         raise CliError(f"permissions file {path} must hold a JSON list of rules", 2)
-    rules = []
+    rules: list[FilesystemPermission | NetworkPermission] = []
     for index, rule in enumerate(data):
+        kind = NetworkPermission if isinstance(rule, dict) and "hosts" in rule else None
         try:
-            rules.append(FilesystemPermission.model_validate(rule))
+            rules.append((kind or FilesystemPermission).model_validate(rule))
         except ValidationError as exc:
             raise CliError(f"invalid rule {index} in {path}: {first_error(exc)}", 2) from None
         except ValueError as exc:
             raise CliError(f"invalid rule {index} in {path}: {exc}", 2) from None
     return rules
+
+
+def load_permissions(path: str | None) -> list[FilesystemPermission]:
+    """``--permissions FILE``'s file rules: ``{operations, paths, mode}`` entries."""
+    from filegate.kernel.permissions import FilesystemPermission
+
+    found = _rules_file(path) if path else []
+    return [rule for rule in found if isinstance(rule, FilesystemPermission)]
+
+
+def load_network_rules(path: str | None) -> list[NetworkPermission]:
+    """``--permissions FILE``'s network rules: ``{hosts, ports?, methods?,
+    path_prefixes?, mode}`` entries (kernel.network_rules)."""
+    from filegate.kernel.network_rules import NetworkPermission
+
+    found = _rules_file(path) if path else []
+    return [rule for rule in found if isinstance(rule, NetworkPermission)]
 
 
 def load_interrupt_on(path: str | None) -> dict[ToolName, ToolInterrupt]:

@@ -51,6 +51,7 @@ from filegate.kernel.globbing import resolve_glob
 from filegate.kernel.limits import DEFAULT_GREP_MAX, execute_timeout_problem
 from filegate.kernel.media import MediaReader, media_blocks
 from filegate.kernel.media_types import is_media_path
+from filegate.kernel.network_rules import NETWORK_NEEDS_SANDBOX
 from filegate.kernel.paths import ValidPath, below, mount_of, validate_path
 from filegate.kernel.permissions import (
     filter_grep_matches,
@@ -209,7 +210,8 @@ def render_mutation(
     operation that was applied before a crash from the recorded facts.
     """
     if isinstance(result, ExecuteResult):
-        return outcome(format_execute(result))
+        ran = outcome(format_execute(result))
+        return ran.model_copy(update={"network": result.network}) if result.network else ran
     local = result.path
     virtual = shown_path(request, local) if local else local
     shown = _shown_error(result, request).model_copy(update={"path": virtual})
@@ -402,9 +404,13 @@ def _execute(backend: BackendProtocol, request: ToolRequest, args: ExecuteArgs) 
     in_view = view_executor(backend)
     try:
         if in_view is not None:
-            view = compile_view(rules, backend=request.backend, lenient=request.approved)
+            view = compile_view(
+                rules, backend=request.backend, lenient=request.approved, network=request.network
+            )
             if view:
                 return render_mutation(request, in_view(args.command, args.timeout, view))
+        elif request.network:
+            return outcome(format_error(f"execute refused: {NETWORK_NEEDS_SANDBOX}"))
         elif not request.approved:
             check_execute_gate(rules, backend=request.backend, can_execute=True)
     except ExecuteGateError as refused:

@@ -39,6 +39,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from filegate.kernel.network_rules import NetworkPermission
 from filegate.kernel.paths import is_within, validate_path
 from filegate.kernel.permissions import FilesystemPermission, Rules
 from filegate.kernel.protocol import ExecuteResult
@@ -115,6 +116,10 @@ class SandboxView:
     """
 
     protected: tuple[ProtectedPath, ...] = ()
+    network: tuple[NetworkPermission, ...] = ()
+    """The command's network rules: with any, its one way out is the egress proxy
+    that judges each connection by them (``backends/egress.py``); without, it has
+    no network at all."""
 
     def __post_init__(self) -> None:
         for index, entry in enumerate(self.protected):
@@ -127,7 +132,7 @@ class SandboxView:
                     raise ValueError(f"sandbox view entry {entry.path!r} is inside {outer.path!r}")
 
     def __bool__(self) -> bool:
-        return bool(self.protected)
+        return bool(self.protected or self.network)
 
 
 @dataclass(frozen=True)
@@ -209,6 +214,7 @@ def compile_view(
     skip_prefixes: Sequence[str] = (),
     backend: str = "?",
     lenient: bool = False,
+    network: Sequence[NetworkPermission] = (),
 ) -> SandboxView:
     """The sandbox view that enforces ``rules`` for a command (module docstring).
 
@@ -234,11 +240,15 @@ def compile_view(
         for path in subtrees:
             named.setdefault(("write" in item.rule.operations, path), _describe(item))
         literal.update(alt.anchor for alt in pattern_alternatives(item.pattern) if alt.literal)
-    return _view(read, write, named, literal)
+    return _view(read, write, named, literal, tuple(network))
 
 
 def _view(
-    read: set[str], write: set[str], named: dict[tuple[bool, str], str], literal: set[str]
+    read: set[str],
+    write: set[str],
+    named: dict[tuple[bool, str], str],
+    literal: set[str],
+    network: tuple[NetworkPermission, ...],
 ) -> SandboxView:
     """The entries, each naming its first write rule (else read rule): a refusal is
     mostly about what a command could change."""
@@ -251,7 +261,7 @@ def _view(
     for entry in entries:
         if not any(outer.covers(entry) for outer in kept):
             kept.append(entry)
-    return SandboxView(tuple(kept))
+    return SandboxView(tuple(kept), network)
 
 
 def _first(named: dict[tuple[bool, str], str], path: str) -> str:

@@ -37,6 +37,7 @@ from filegate.kernel.protocol import (
     GrepMatch,
     GrepResult,
     LsResult,
+    NetworkUse,
     WriteResult,
 )
 from filegate.kernel.textops import split_lines
@@ -354,7 +355,22 @@ def format_execute(result: ExecuteResult) -> Rendered:
         parts.append(f"[Command failed with exit code {result.exit_code}]")
     if result.truncated:
         parts.append(EXECUTE_TRUNCATED_NOTE)
+    parts.extend(_network_lines(result.network))
     return Rendered("\n".join(parts), is_error=result.error is not None)
+
+
+def _network_lines(uses: list[NetworkUse]) -> list[str]:
+    """One line per host and port the command reached or was refused, refusals
+    with their reason: the model learns why ``pip`` failed, not only that it did."""
+    lines = []
+    for use in uses:
+        where = f"[{use.host}]:{use.port}" if ":" in use.host else f"{use.host}:{use.port}"
+        times = "" if use.connections == 1 else f" ({use.connections} connections)"
+        if use.allowed:
+            lines.append(f"[network: reached {where}{times}]")
+        else:
+            lines.append(f"[network: refused {where}{times}: {use.reason}]")
+    return lines
 
 
 # --------------------------------------------------------------------------- offload stubs (§7)

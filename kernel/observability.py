@@ -113,6 +113,18 @@ APPROVAL_VIA = "filegate.approval.via"
 APPROVAL_WAIT_SECONDS = "filegate.approval.wait_seconds"
 """Attributes of an ``approval_wait`` span."""
 
+CONNECT_SPAN = "connect"
+"""A sandboxed command's connections to one host and port through the egress
+proxy; its span is ``connect {host}``, a child of the ``execute_tool`` span."""
+PEER_NAME = "network.peer.name"
+PEER_PORT = "network.peer.port"
+NETWORK_DECISION = "filegate.network.decision"
+"""``allow`` or ``deny`` (with the reason in ``filegate.network.reason``)."""
+NETWORK_REASON = "filegate.network.reason"
+NETWORK_CONNECTIONS = "filegate.network.connections"
+NETWORK_BYTES_OUT = "filegate.network.bytes_out"
+NETWORK_BYTES_IN = "filegate.network.bytes_in"
+
 APPROVAL_SPAN_EXTERN = "__filegate_approval_span"
 """The workflow extern function (``workflow.extern_functions()``) a worker with
 tracing registers: workflow code hands it a finished approval wait, outside replay."""

@@ -216,10 +216,27 @@ class FileDownloadResult(BackendResult):
     content: bytes | None = None
 
 
+class NetworkUse(BaseModel):
+    """What a sandboxed command did with one host and port: allowed or refused,
+    how often, how many bytes. Host, port and decision only: no URL, header or
+    credential leaves the proxy (contract §11)."""
+
+    host: str
+    port: int
+    allowed: bool
+    reason: str = ""
+    """Why refused (empty when allowed): the rule, or what was wrong with the ask."""
+    connections: int = 1
+    bytes_out: int = 0
+    bytes_in: int = 0
+
+
 class ExecuteResult(BackendResult):
     output: str = ""
     exit_code: int | None = None
     truncated: bool = False
+    network: list[NetworkUse] = Field(default_factory=list)
+    """The command's connections through the egress proxy (network rules only)."""
 
 
 def refuse_empty_command(command: str) -> ExecuteResult | None:

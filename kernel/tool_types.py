@@ -19,8 +19,9 @@ from filegate.kernel import wire
 from filegate.kernel.compact import DefaultsOmitted
 from filegate.kernel.limits import DEFAULT_MAX_EXECUTE_TIMEOUT
 from filegate.kernel.messages import ContentBlock, content_text
+from filegate.kernel.network_rules import NetworkPermission
 from filegate.kernel.permissions import FilesystemPermission
-from filegate.kernel.protocol import GlobResult, GrepResult, LsResult
+from filegate.kernel.protocol import GlobResult, GrepResult, LsResult, NetworkUse
 from filegate.kernel.registry import TOOLS
 from filegate.kernel.tool_args import (
     DeleteArgs,
@@ -105,6 +106,9 @@ class ToolRequest(DefaultsOmitted):
     (execute, a fan-out target, a request recorded before this field) makes it
     check the local path and the prefix instead."""
     permissions: list[FilesystemPermission] = Field(default_factory=list)
+    network: list[NetworkPermission] = Field(default_factory=list)
+    """``execute`` only: the run's network rules (kernel.network_rules). Empty: the
+    command has no network (and the request's payload is what it always was)."""
     policies: list[str] | None = None
     """Names of the worker's configured policies to apply (``AgentInput.policies``);
     None = the worker's defaults. Names only: policy settings live on the worker."""
@@ -162,6 +166,9 @@ class ToolOutcome(DefaultsOmitted):
     only a short summary (the workflow renders the merged answer itself), except
     for errors without a structured result (e.g. the entry gate), whose text is
     the whole answer."""
+    network: list[NetworkUse] = Field(default_factory=list)
+    """execute with network rules: the hosts its command reached or was refused
+    (also in ``content``), for the tools worker's spans and the run's record."""
     fingerprint: str | None = None
     """read_file, write_file, edit_file: the whole file's fingerprint
     (:func:`filegate.kernel.textops.fingerprint`) as this call read or left it.

@@ -185,6 +185,7 @@ class Routes:
             virtual_path=virtual_path,
             # An explicit interrupt_on entry replaces the rule-generated approvals of its tool.
             permissions=self._request_rules(tool),
+            network=self._input.network if tool == "execute" else [],
             policies=self._input.policies,
             max_execute_timeout=self._input.limits.max_execute_timeout,
             want_raw=want_raw,

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from temporalio.common import Priority
 
-from filegate.kernel.execute_gate import check_execute_gate
+from filegate.kernel.execute_gate import ExecuteGateError, check_execute_gate
 from filegate.kernel.limits import (
     DEFAULT_MAX_EXECUTE_TIMEOUT,
     DEFAULT_MAX_TOOL_ARGS_CHARS,
@@ -22,6 +22,7 @@ from filegate.kernel.limits import (
     DEFAULT_TOOL_WORKER_WAIT,
 )
 from filegate.kernel.messages import Message, ModelSpec, ToolCallLimits, Usage
+from filegate.kernel.network_rules import NetworkPermission, enforcement_problem
 from filegate.kernel.permissions import FilesystemPermission
 from filegate.kernel.scripts import ScriptRef
 from filegate.kernel.tool_types import ToolName
@@ -244,6 +245,9 @@ class FileToolsConfig(BaseModel):
 
     backend: BackendSpec = Field(default_factory=BackendSpec)
     permissions: list[FilesystemPermission] = Field(default_factory=list)
+    network: list[NetworkPermission] = Field(default_factory=list)
+    """Which hosts sandboxed commands may connect to (kernel.network_rules); empty:
+    commands have no network."""
     tools: list[ToolName] | None = None
     """Whitelist of tool names (read_file is always kept); None = all."""
     tool_descriptions: dict[str, str] = Field(default_factory=dict)
@@ -322,6 +326,11 @@ class FileToolsConfig(BaseModel):
             ],
             execute_gated=self.execute_gated(),
         )
+        problem = enforcement_problem(
+            self.network, sandboxed=default.sandboxed, runs_commands=default.can_execute and offered
+        )
+        if problem is not None:
+            raise ExecuteGateError(problem, rule_number=0, pattern="", backend=default.name)
 
 
 def execute_gated(interrupt_on: Mapping[Any, Any]) -> bool:

@@ -9,12 +9,20 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from filegate.backends.audit import AuditSink, Outcome, command_digest, emit_safely, new_record
+from filegate.backends.audit import (
+    AuditRecord,
+    AuditSink,
+    Outcome,
+    command_digest,
+    emit_safely,
+    new_record,
+)
 from filegate.backends.policy.base import Call, Refusal
 from filegate.kernel.protocol import (
     BackendResult,
     ExecuteResult,
     FileDownloadResult,
+    NetworkUse,
     ReadResult,
 )
 
@@ -82,3 +90,22 @@ def record_call(
         **extra,
     )
     emit_safely(sink, record)
+    if isinstance(result, ExecuteResult):
+        for use in result.network:  # one line per host and decision, after the command's
+            emit_safely(sink, _connect_record(use))
+
+
+def _connect_record(use: NetworkUse) -> AuditRecord:
+    """The audit line of a command's connections to one host and port."""
+    return new_record(
+        "connect",
+        None,
+        "ok" if use.allowed else "denied",
+        code=None if use.allowed else "network_refused",
+        rule=use.reason or None,
+        bytes=use.bytes_out,
+        host=use.host,
+        port=use.port,
+        connections=use.connections,
+        bytes_in=use.bytes_in,
+    )
