@@ -10,25 +10,23 @@ does.
 
 It is run as ``python3 -I -S -c <this file's text> SOCKET PORT -- ARGV...``, so
 it uses the standard library only (the package is not mounted there) and runs
-on older interpreters than the package needs. It starts ARGV as its child,
-relays in one daemon thread with :mod:`selectors` (the sandbox counts
-processes and threads), forwards SIGTERM, SIGINT and SIGHUP to the child and
-exits with the child's status (``128 + signal`` when a signal killed it). When
+on older interpreters than the package needs. It forks one child that relays
+with :mod:`selectors`, then *becomes* ARGV (``exec``): the command keeps this
+pid, its signals and its exit status, and when it exits the sandbox's pid
+namespace ends, taking the relay with it. Few imports, no thread and no
+``subprocess``: this runs before every networked command, so its start-up is
+what a command pays for having network rules (``bench/egress.py``). When
 the proxy cannot be offered the command still runs, after one line on stderr,
 so it fails at its own connection with a clear error instead of not running.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import selectors
-import signal
 import socket
 import stat
-import subprocess
 import sys
-import threading
 
 _CHUNK = 65536
 _PENDING_LIMIT = 4 * _CHUNK
@@ -84,9 +82,11 @@ class _Relay:
         for listener in listeners:
             self._selector.register(listener, selectors.EVENT_READ, None)
 
-    def run(self) -> None:
-        while True:
-            for key, events in self._selector.select():
+    def run(self, parent: int) -> None:
+        """Relays until ``parent`` (the command) is gone: inside the sandbox its
+        pid namespace ends first; elsewhere this check ends the relay."""
+        while os.getppid() == parent:
+            for key, events in self._selector.select(timeout=0.5):
                 if key.data is None:
                     self._accept(key.fileobj)  # type: ignore[arg-type]
                 elif not key.data.closed:
@@ -108,8 +108,10 @@ class _Relay:
                 continue
             client.setblocking(False)
             upstream.setblocking(False)
-            with contextlib.suppress(OSError):
+            try:  # noqa: SIM105 (contextlib: an import this start-up does without)
                 client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:
+                pass
             near, far = _Side(client), _Side(upstream)
             near.peer, far.peer = far, near
             self._update(near)
@@ -188,8 +190,10 @@ class _Relay:
 def _shut(side: _Side) -> None:
     if not side.shut:
         side.shut = True
-        with contextlib.suppress(OSError):
+        try:  # noqa: SIM105 (as above)
             side.sock.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
 
 
 def _unavailable(client: socket.socket, exc: OSError) -> None:
@@ -219,30 +223,33 @@ def _socket_problem(path: str) -> str | None:
     return None if stat.S_ISSOCK(mode) else f"{path} is not a socket"
 
 
-def _run(command: list[str]) -> int:
-    """Runs ``command`` with signals forwarded; its exit status (128 + signal if killed)."""
-    children: list[subprocess.Popen[bytes]] = []
-    early: list[int] = []
-
-    def forward(signum: int, frame: object) -> None:
-        if not children:
-            early.append(signum)
-            return
-        with contextlib.suppress(OSError):
-            children[0].send_signal(signum)
-
-    for forwarded in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(forwarded, forward)
+def _exec(command: list[str]) -> int:
+    """Becomes ``command`` (same pid: its signals and exit status are its own);
+    returns only when it cannot be run, with the shell's status for that."""
     try:
-        child = subprocess.Popen(command)
+        os.execvp(command[0], command)
     except OSError as exc:
         sys.stderr.write(f"filegate: cannot run {command[0]}: {exc.strerror or exc}\n")
         return 127 if isinstance(exc, FileNotFoundError) else 126
-    children.append(child)
-    for signum in early:
-        child.send_signal(signum)
-    status = child.wait()
-    return 128 - status if status < 0 else status
+
+
+def _serve_in_child(relay: _Relay) -> None:
+    """Relays in a forked child until the sandbox ends.
+
+    The command then exits as this process (``exec``), and the sandbox's pid
+    namespace ends with it, taking the relay along. The relay keeps no pipe of
+    the command's open, so the command's output ends when the command does.
+    """
+    parent = os.getpid()
+    if os.fork() != 0:
+        return
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    try:
+        relay.run(parent)
+    finally:
+        os._exit(0)
 
 
 def main() -> int:
@@ -265,9 +272,10 @@ def main() -> int:
         sys.stderr.write(f"filegate: network proxy unavailable: {problem}\n")
         sys.stderr.flush()
     if listeners:
-        relay = _Relay(path, listeners)
-        threading.Thread(target=relay.run, name="filegate-forwarder", daemon=True).start()
-    return _run(command)
+        _serve_in_child(_Relay(path, listeners))
+        for listener in listeners:  # the command does not inherit them
+            listener.close()
+    return _exec(command)
 
 
 if __name__ == "__main__":

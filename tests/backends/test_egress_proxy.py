@@ -789,6 +789,25 @@ def test_the_forwarder_relays_and_passes_the_exit_status_on(sock_dir: Path, echo
     assert events == [ConnectionEvent("echo.test", echo.port, True, "", 4, 4)]
 
 
+def test_the_relay_ends_with_the_command(sock_dir: Path) -> None:
+    """Outside a sandbox no pid namespace ends the forked relay: it sees its
+    command gone and stops listening."""
+    port = free_port()
+    with start(sock_dir, Judge(ALLOW_LOCAL)):
+        done = subprocess.run(
+            forwarder(str(sock_dir / "proxy.sock"), port, "true"), timeout=60, check=False
+        )
+        assert done.returncode == 0
+        deadline = time.monotonic() + 5
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            except OSError:
+                break
+            assert time.monotonic() < deadline, "the relay outlived its command"
+            time.sleep(0.1)
+
+
 def test_the_command_runs_when_the_proxy_socket_is_missing(sock_dir: Path) -> None:
     """The command runs after one line on stderr; its proxy connections get a 502."""
     port = free_port()
@@ -829,7 +848,8 @@ def test_the_command_runs_when_the_port_is_taken(sock_dir: Path) -> None:
     )
 
 
-def test_the_forwarder_passes_sigterm_to_the_command(sock_dir: Path) -> None:
+def test_the_command_gets_sigterm_itself(sock_dir: Path) -> None:
+    """The forwarder becomes the command (exec): a signal reaches it directly."""
     child = "import time; print('ready', flush=True); time.sleep(60)"
     with start(sock_dir, Judge(ALLOW_LOCAL)):
         process = subprocess.Popen(
@@ -840,7 +860,7 @@ def test_the_forwarder_passes_sigterm_to_the_command(sock_dir: Path) -> None:
         assert process.stdout is not None
         assert process.stdout.readline() == "ready\n"
         process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=20) == 128 + signal.SIGTERM
+        assert process.wait(timeout=20) == -signal.SIGTERM
 
 
 def test_the_forwarder_reports_a_bad_command_line() -> None:
