@@ -1,4 +1,4 @@
-"""Network rules: which hosts a sandboxed command may connect to (contract §4a).
+"""Network rules: which hosts a sandboxed command may connect to (docs/network.md).
 
 A command in the bubblewrap sandbox has no network of its own. Its one way
 out is the egress proxy the tools worker runs beside it
