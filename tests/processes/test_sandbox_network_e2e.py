@@ -22,16 +22,26 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from temporalio.client import Client
+from temporalio.worker import Worker
 
+from filegate import FilegatePlugin
+from filegate.backends.audit import FileAuditSink
 from filegate.backends.bwrap import BwrapSandboxBackend
+from filegate.backends.policy import PolicyBackend
+from filegate.devstack.servers import TemporalDevServer
 from filegate.kernel.execute_gate import ExecuteGateError
 from filegate.kernel.network_rules import NetworkPermission
 from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec, FileToolsConfig
 from tests.cli.test_cli import CLI, cli_env, write_json  # noqa: F401  (cli_env: a fixture)
 from tests.processes.test_one_filesystem_e2e import decoded, sandbox
 from tests.sandbox_fixtures import _bwrap_ok  # noqa: F401  (fixture)
-from tests.scripting import calls, scripted
+from tests.scripting import calls, scripted, uid
+from tests.worker.test_observability import OtlpReceiver, receiver  # noqa: F401 (fixture)
 from tests.workflows.test_execute_gate import ToolListWorkflow, running_host
 from tests.workflows.test_workflow_e2e import results, running_agent, running_tools
 
@@ -222,3 +232,74 @@ def test_cli_without_the_sandbox_refuses_network_rules(
         env=cli_env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert run.returncode == 2 and message in run.stderr, run.stderr
+
+
+# --------------------------------------------------------------------------- spans and audit
+
+
+async def test_each_host_is_a_connect_span_under_its_call_and_an_audit_line(
+    temporal_server: TemporalDevServer,
+    receiver: OtlpReceiver,
+    tmp_path: Path,
+    _bwrap_ok: None,
+    web: int,
+) -> None:
+    """Through a worker built with the plugin (tracing on, an audit file): the run's
+    two commands give a ``connect 127.0.0.1`` span (allow, bytes) and a
+    ``connect api.example.test`` span (deny, the reason), each a child of its call's
+    ``execute_tool execute`` span, and one ``connect`` audit line each."""
+    exporter = OTLPSpanExporter(endpoint=f"{receiver.endpoint}/v1/traces")
+    provider = TracerProvider(resource=Resource({"service.name": "filegate-net"}))
+    provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=100))
+    audit = tmp_path / "audit.jsonl"
+    box = PolicyBackend(
+        BwrapSandboxBackend(tmp_path / "ws", check=False), audit=FileAuditSink(audit)
+    )
+    plugin = FilegatePlugin(
+        agent=True, backends={"box": box}, journal_dir=tmp_path / "j", tracer_provider=provider
+    )
+    client = await Client.connect(
+        temporal_server.address, namespace=temporal_server.namespace, plugins=[plugin]
+    )
+    queue = uid("net-otel")
+    spec = BackendSpec(
+        default=BackendRef(kind="local", name="box", can_execute=True, sandboxed=True)
+    )
+    model = scripted(calls(*commands(web)), {"content": "done"})
+    async with Worker(client, task_queue=queue):
+        result = await client.execute_workflow(
+            AgentWorkflow.run,
+            AgentInput(task="go", model=model, backend=spec, network=rules(web)),
+            id=uid("wf-net-otel"),
+            task_queue=queue,
+        )
+    assert result.final_answer == "done"
+    provider.force_flush()
+    deadline = asyncio.get_running_loop().time() + 20
+    while (
+        len(receiver.named("connect 127.0.0.1")) + len(receiver.named("connect api.example.test"))
+        < 2
+    ):
+        assert asyncio.get_running_loop().time() < deadline, [s.name for s in receiver.spans]
+        await asyncio.sleep(0.1)
+    [reached] = receiver.named("connect 127.0.0.1")
+    [refused] = receiver.named("connect api.example.test")
+    calls_by_id = {
+        s.attributes["gen_ai.tool.call.id"]: s for s in receiver.named("execute_tool execute")
+    }
+    assert len(calls_by_id) == 2
+    parents = {reached.parent, refused.parent}
+    assert all(parent for parent in parents) and len(parents) == 2
+    assert reached.attributes["network.peer.port"] == web
+    assert reached.attributes["filegate.network.decision"] == "allow"
+    assert reached.attributes["filegate.network.bytes_in"] > len(TOKEN)
+    assert refused.attributes["filegate.network.decision"] == "deny"
+    assert "no network rule names" in refused.attributes["filegate.network.reason"]
+    lines = [json.loads(line) for line in audit.read_text().splitlines()]
+    connects = [line for line in lines if line["operation"] == "connect"]
+    assert [(c["host"], c["outcome"]) for c in connects] == [
+        ("127.0.0.1", "ok"),
+        ("api.example.test", "denied"),
+    ]
+    assert connects[0]["port"] == web and connects[0]["bytes_in"] > len(TOKEN)
+    assert all(SECRET_PATH not in json.dumps(line) for line in connects)
