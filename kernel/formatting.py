@@ -335,7 +335,8 @@ EXECUTE_TRUNCATED_NOTE = (
 
 
 def format_execute(result: ExecuteResult) -> Rendered:
-    """Output, then the exit-code footer, then a truncation notice when cut.
+    """Output, the network lines (a command with network rules), then the exit-code
+    footer, then a truncation notice when cut.
 
     A non-zero exit code is a normal result (the tool worked; the command
     failed); only backend errors such as a timeout carry the error status.
@@ -343,6 +344,7 @@ def format_execute(result: ExecuteResult) -> Rendered:
     parts: list[str] = []
     if result.output:
         parts.append(result.output.rstrip("\n"))
+    parts.extend(_network_lines(result.network))  # before the footer, which readers parse
     if result.error is not None:
         parts.append(result_error(result).text)
         if result.exit_code is not None:  # a timeout: 124, as the shell's `timeout` says
@@ -355,7 +357,6 @@ def format_execute(result: ExecuteResult) -> Rendered:
         parts.append(f"[Command failed with exit code {result.exit_code}]")
     if result.truncated:
         parts.append(EXECUTE_TRUNCATED_NOTE)
-    parts.extend(_network_lines(result.network))
     return Rendered("\n".join(parts), is_error=result.error is not None)
 
 

@@ -21,6 +21,7 @@ from temporalio.exceptions import ApplicationError
 
 from filegate.kernel import wire
 from filegate.kernel.execute_gate import ExecuteGateError, check_execute_gate
+from filegate.kernel.network_rules import NetworkPermission, enforcement_problem
 from filegate.kernel.permissions import FilesystemPermission
 
 
@@ -49,15 +50,25 @@ class ExecuteGateFailure(ExecuteGateError, ApplicationError):
 
 
 def check_adapter_gate(
-    rules: Sequence[FilesystemPermission], *, backend: str, sandboxed: bool, remedies: str
+    rules: Sequence[FilesystemPermission],
+    *,
+    backend: str,
+    sandboxed: bool,
+    remedies: str,
+    network: Sequence[NetworkPermission] = (),
 ) -> None:
     """The kit's one execute gate for an adapter's backend that runs commands.
 
     Raises :class:`ExecuteGateError` naming the first offending rule, with the
     adapter's ``remedies`` added; inside a workflow an :class:`ExecuteGateFailure`.
+    ``network``: the adapter's network rules, refused where they cannot hold
+    (kernel.network_rules).
     """
     try:
         check_execute_gate(rules, backend=backend, can_execute=True, sandboxed=sandboxed)
+        problem = enforcement_problem(network, sandboxed=sandboxed)
+        if problem is not None:
+            raise ExecuteGateError(problem, rule_number=0, pattern="", backend=backend)
     except ExecuteGateError as refused:
         message = f"{refused} {remedies}"
         if workflow.in_workflow():
@@ -70,4 +81,18 @@ def check_adapter_gate(
         ) from None
 
 
-__all__ = ["ExecuteGateFailure", "check_adapter_gate"]
+def check_adapter_network(
+    network: Sequence[NetworkPermission], *, backend: str, can_execute: bool
+) -> None:
+    """Network rules on an adapter's backend without a shell would do nothing:
+    refused like any rule that cannot hold (inside a workflow, failing it)."""
+    problem = enforcement_problem(network, runs_commands=can_execute)
+    if problem is None:
+        return
+    refused = ExecuteGateError(problem, rule_number=0, pattern="", backend=backend)
+    if workflow.in_workflow():
+        raise ExecuteGateFailure(refused)
+    raise refused
+
+
+__all__ = ["ExecuteGateFailure", "check_adapter_gate", "check_adapter_network"]

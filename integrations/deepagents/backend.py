@@ -47,6 +47,7 @@ from temporalio import workflow
 from temporalio.client import Client
 
 from filegate.activities.stubs import tool_request
+from filegate.kernel.network_rules import NetworkPermission
 from filegate.kernel.operation_types import (
     DownloadRequest,
     Operation,
@@ -64,6 +65,7 @@ from filegate.operations import (
     operation_path_from,
     run_outside,
 )
+from filegate.workflows.adapter_gate import check_adapter_network
 from filegate.workflows.operation import run_operation
 
 from . import convert
@@ -123,6 +125,7 @@ class FilegateFileBackend(BackendProtocol):
         mount: str = "/",
         permissions: Sequence[FilesystemPermission] = (),
         policies: Sequence[str] | None = None,
+        network: Sequence[NetworkPermission] = (),
         operation_timeout: timedelta = DEFAULT_OPERATION_TIMEOUT,
         search_timeout: float | None = None,
         sandbox_id: str | None = None,
@@ -134,6 +137,8 @@ class FilegateFileBackend(BackendProtocol):
         self.operation_task_queue = operation_task_queue or task_queue
         self.mount = Mount(mount.rstrip("/") or "/")
         self.permissions = list(permissions)
+        self.network = list(network)
+        check_adapter_network(self.network, backend=backend, can_execute=self.can_execute)
         self.policies = None if policies is None else list(policies)
         self.operation_timeout = operation_timeout
         self.search_timeout = search_timeout
@@ -194,6 +199,7 @@ class FilegateFileBackend(BackendProtocol):
             tool_call_id="",  # filled in the workflow that runs it (replay-stable)
             permissions=self.permissions,
             policies=self.policies,
+            network=self.network,
         )
         return Operation(
             task_queue=self.task_queue, tool=request, search_timeout=self.search_timeout
@@ -399,6 +405,7 @@ class BackendOptions(_Where, total=False):
     mount: str
     permissions: Sequence[FilesystemPermission]
     policies: Sequence[str] | None
+    network: Sequence[NetworkPermission]
     operation_timeout: timedelta
     search_timeout: float | None
     sandbox_id: str | None
@@ -469,7 +476,9 @@ class FilegateBackend(FilegateFileBackend, SandboxBackendProtocol):
         # can_execute is True here: __new__ returned a FilegateFileBackend otherwise.
         super().__init__(**options)
         self.sandboxed = sandboxed
-        check_gate(self.permissions, backend=self.backend, sandboxed=sandboxed)
+        check_gate(
+            self.permissions, backend=self.backend, sandboxed=sandboxed, network=self.network
+        )
 
     async def aexecute(self, command: str, *, timeout: int | None = None) -> ExecuteResponse:
         # deepagents' 0 means "no timeout"; Filegate always bounds a command

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from filegate.kernel.network_rules import NetworkPermission
 from filegate.kernel.permissions import FilesystemPermission
 from filegate.workflows.adapter_gate import ExecuteGateFailure, check_adapter_gate
 
@@ -23,13 +24,21 @@ ADAPTER_REMEDIES = (
 """The kernel's remedies name ``BackendRef`` and ``interrupt_on``; these are the adapter's."""
 
 
-def check_gate(rules: Sequence[FilesystemPermission], *, backend: str, sandboxed: bool) -> None:
+def check_gate(
+    rules: Sequence[FilesystemPermission],
+    *,
+    backend: str,
+    sandboxed: bool,
+    network: Sequence[NetworkPermission] = (),
+) -> None:
     """The kit's one execute gate for this backend, with the Deep Agents remedies.
 
     Raises ``ExecuteGateError`` naming the first offending rule; inside a
     workflow an :class:`ExecuteGateFailure`.
     """
-    check_adapter_gate(rules, backend=backend, sandboxed=sandboxed, remedies=ADAPTER_REMEDIES)
+    check_adapter_gate(
+        rules, backend=backend, sandboxed=sandboxed, remedies=ADAPTER_REMEDIES, network=network
+    )
 
 
 __all__ = ["ADAPTER_REMEDIES", "ExecuteGateFailure", "check_gate"]

@@ -56,6 +56,7 @@ from temporalio.client import Client
 from filegate.activities.stubs import tool_request
 from filegate.kernel.formatting import EXECUTE_TRUNCATED_NOTE, format_execute
 from filegate.kernel.mount import Mount
+from filegate.kernel.network_rules import NetworkPermission
 from filegate.kernel.operation_types import (
     DownloadRequest,
     Operation,
@@ -75,7 +76,7 @@ from filegate.operations import (
     checked_path,
     run_outside,
 )
-from filegate.workflows.adapter_gate import check_adapter_gate
+from filegate.workflows.adapter_gate import check_adapter_gate, check_adapter_network
 from filegate.workflows.inputs import BackendRef, BackendSpec, FileToolsConfig
 from filegate.workflows.operation import run_operation
 
@@ -140,6 +141,7 @@ class FilegateFileWorkspace:
         mount: str = "/",
         permissions: Sequence[FilesystemPermission] = (),
         policies: Sequence[str] | None = None,
+        network: Sequence[NetworkPermission] = (),
         operation_timeout: timedelta = DEFAULT_OPERATION_TIMEOUT,
         operation_path: OperationPath = DEFAULT_OPERATION_PATH,
     ) -> None:
@@ -153,6 +155,8 @@ class FilegateFileWorkspace:
         self.operation_task_queue = operation_task_queue or task_queue
         self.mount = Mount(posixpath.normpath(mount))
         self.permissions = list(permissions)
+        self.network = list(network)
+        check_adapter_network(self.network, backend=backend, can_execute=self.can_execute)
         self.policies = None if policies is None else list(policies)
         self.operation_timeout = operation_timeout
         self.operation_path = checked_path(operation_path)
@@ -286,6 +290,7 @@ class FilegateFileWorkspace:
         return FileToolsConfig(
             backend=BackendSpec(default=self.backend_ref()),
             permissions=self.permissions,
+            network=self.network,
             policies=self.policies,
         )
 
@@ -385,6 +390,7 @@ class FilegateFileWorkspace:
             tool_call_id="",  # filled by the workflow or the standalone activity that runs it
             permissions=self.permissions,
             policies=self.policies,
+            network=self.network,
         )
         outcome = (await self._run(Operation(task_queue=self.task_queue, tool=request))).outcome
         if outcome is None:
@@ -424,7 +430,11 @@ class FilegateWorkspace(FilegateFileWorkspace):
         super().__init__(**options)
         self.sandboxed = sandboxed
         check_adapter_gate(
-            self.permissions, backend=self.backend, sandboxed=sandboxed, remedies=ADAPTER_REMEDIES
+            self.permissions,
+            backend=self.backend,
+            sandboxed=sandboxed,
+            remedies=ADAPTER_REMEDIES,
+            network=self.network,
         )
 
     async def run(

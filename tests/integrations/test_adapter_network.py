@@ -1,0 +1,120 @@
+"""Network rules through the Deep Agents and Pydantic AI adapters (issue 51).
+
+Each adapter carries its network rules with every ``execute`` as it carries
+its path rules: on the bubblewrap sandbox a command reaches the loopback web
+server a rule names and is refused a host no rule names; beside a host shell,
+or on a backend without a shell, the rules are refused when the adapter is
+built (one line), never dropped.
+"""
+
+from __future__ import annotations
+
+import http.server
+import threading
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from temporalio.client import Client
+
+from filegate.backends.bwrap import BwrapSandboxBackend
+from filegate.kernel.execute_gate import ExecuteGateError
+from filegate.kernel.network_rules import NetworkPermission
+
+pytest.importorskip("deepagents")
+pytest.importorskip("pydantic_ai")
+
+from filegate.integrations.deepagents import FilegateBackend, tools_worker
+from filegate.integrations.pydantic_ai import FilegateWorkspace
+from filegate.integrations.pydantic_ai.workspace import FilegateFileWorkspace
+
+BOX = "box"
+TOKEN = "adapter-net-" + uuid.uuid4().hex
+
+
+@pytest.fixture
+def web() -> Iterator[int]:
+    body = TOKEN.encode()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest_asyncio.fixture
+async def box_queue(temporal_client: Client, tmp_path: Path, _bwrap_ok: None) -> AsyncIterator[str]:
+    queue = f"net-adapter-{uuid.uuid4().hex[:8]}"
+    backends = {BOX: BwrapSandboxBackend(tmp_path / "root", check=False)}
+    async with tools_worker(temporal_client, queue, backends, tmp_path / "journal"):
+        yield queue
+
+
+def _rules(port: int) -> list[NetworkPermission]:
+    return [NetworkPermission(hosts=["127.0.0.1"], ports=[port])]
+
+
+@pytest.mark.services
+async def test_deep_agents_commands_reach_what_the_rules_allow(
+    temporal_client: Client, box_queue: str, web: int
+) -> None:
+    backend = FilegateBackend(
+        backend=BOX, task_queue=box_queue, client=temporal_client, mount="/workspace",
+        sandboxed=True, network=_rules(web),
+    )  # fmt: skip
+    try:
+        ok = await backend.aexecute(f"curl -sS http://127.0.0.1:{web}/x")
+        assert TOKEN in ok.output and "[network: reached 127.0.0.1:" in ok.output, ok.output
+        no = await backend.aexecute("curl -sS https://api.example.test/")
+        assert "[network: refused api.example.test:443: no network rule names" in no.output
+    finally:
+        backend.close()
+    bare = FilegateBackend(backend=BOX, task_queue=box_queue, client=temporal_client)
+    try:  # the control: no rule, no network
+        assert TOKEN not in (await bare.aexecute(f"curl -sS http://127.0.0.1:{web}/x")).output
+    finally:
+        bare.close()
+
+
+@pytest.mark.services
+async def test_pydantic_ai_commands_reach_what_the_rules_allow(
+    temporal_client: Client, box_queue: str, web: int
+) -> None:
+    workspace = FilegateWorkspace(
+        backend=BOX, task_queue=box_queue, client=temporal_client, mount="/workspace",
+        sandboxed=True, network=_rules(web),
+    )  # fmt: skip
+    ok = await workspace.run(f"curl -sS http://127.0.0.1:{web}/x", shell=True)
+    assert ok.exit_code == 0 and TOKEN in ok.stdout, ok
+    no = await workspace.run("curl -sS https://api.example.test/", shell=True)
+    assert no.exit_code != 0 and "403" in no.stderr, no
+    assert workspace.file_tools_config().network == _rules(web)
+
+
+def test_adapters_refuse_network_rules_they_cannot_enforce() -> None:
+    rules = [NetworkPermission(hosts=["pypi.org"])]
+    where = {"backend": BOX, "task_queue": "unused"}
+    with pytest.raises(ExecuteGateError, match="need the bubblewrap sandbox"):
+        FilegateBackend(**where, network=rules)  # type: ignore[arg-type]
+    with pytest.raises(ExecuteGateError, match="need the bubblewrap sandbox"):
+        FilegateWorkspace(**where, network=rules)
+    with pytest.raises(ExecuteGateError, match="no command runs here"):
+        FilegateBackend(**where, can_execute=False, network=rules)  # type: ignore[arg-type]
+    with pytest.raises(ExecuteGateError, match="no command runs here"):
+        FilegateFileWorkspace(**where, network=rules)
+    FilegateBackend(**where, sandboxed=True, network=rules).close()  # type: ignore[arg-type]
