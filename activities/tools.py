@@ -47,6 +47,7 @@ from filegate.activities.contract import search_timeout_message
 from filegate.activities.idempotency import open_journal
 from filegate.activities.identity import run_scope
 from filegate.activities.journal_faults import JournalUnavailable, unrecorded_error
+from filegate.activities.network_asks import run_asker
 from filegate.activities.stored_results import (
     OFFLOADED_TOOLS,
     is_offloaded,
@@ -59,6 +60,7 @@ from filegate.backends.audit import audit_context
 from filegate.backends.filesystem.search_clock import search_time_limit
 from filegate.backends.media import media_blocks
 from filegate.backends.policy import PolicyConfig, build_policy_chain
+from filegate.backends.sandbox_network import network_questions
 from filegate.kernel import wire
 from filegate.kernel.dispatch import InvalidToolRequest, parse_args, run_tool
 from filegate.kernel.limits import DEFAULT_SEARCH_TIMEOUT, partial_search_seconds
@@ -378,6 +380,7 @@ class FileToolActivities:
         # stop (contract §1); both limits count from this instant.
         soft = partial_search_seconds(budget) if tool in TOOLS.searching else None
         started = time.monotonic()
+        asker = run_asker(request)
 
         def call() -> ToolOutcome:
             # Set in the tool thread: contextvars do not follow a new thread.
@@ -385,6 +388,7 @@ class FileToolActivities:
                 audit_context(scope, request.tool_call_id, request.approved_by),
                 search_time_limit(soft, since=started),
                 kills_reported(report.killed),
+                network_questions(asker),
             ):
                 return run_tool(guarded, request, media=media_blocks, args=args)
 

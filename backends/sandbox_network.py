@@ -27,13 +27,15 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 
 from filegate.backends.egress import ConnectionAsk, ConnectionEvent, EgressProxy, Verdict
-from filegate.kernel.network_rules import NetworkRules, judge
+from filegate.kernel.network_rules import NetworkRules, judge, normalise_host
 from filegate.kernel.protocol import ExecuteResult, NetworkUse
 
 SOCKET_DIR = "/run/filegate"
@@ -66,9 +68,80 @@ def proxy_environment() -> dict[str, str]:
     return {**dict.fromkeys(names, url), "NO_PROXY": "", "no_proxy": ""}
 
 
-def _verdict(rules: NetworkRules, ask: ConnectionAsk) -> Verdict:
-    found = judge(rules, ask.host, ask.port, method=ask.method, path=ask.path)
-    return Verdict(found.mode == "allow", found.reason, found.private_ok)
+@dataclass(frozen=True)
+class HostQuestion:
+    """A connection an ``interrupt`` rule holds, put to whoever can ask a human."""
+
+    host: str
+    """As the rules compare it (lowercase, an IP literal normalised)."""
+    port: int
+    reason: str
+    """The rule that asks."""
+
+
+@dataclass(frozen=True)
+class HostAnswer:
+    allowed: bool
+    reason: str
+
+
+Asker = Callable[[HostQuestion, threading.Event], HostAnswer]
+"""Asks the run about one host and port and waits for the answer, giving up
+(a refusal) once the event is set: the command ended."""
+
+_ASKER: ContextVar[Asker | None] = ContextVar("filegate_network_asker", default=None)
+
+
+@contextmanager
+def network_questions(asker: Asker | None) -> Iterator[None]:
+    """Within the block, a sandboxed command's ``interrupt`` connections are put to
+    ``asker`` (set by the tools worker's activity, in the thread that runs the
+    command: a context variable does not follow a new thread). Without one they
+    are refused: nothing could ask a human."""
+    token = _ASKER.set(asker)
+    try:
+        yield
+    finally:
+        _ASKER.reset(token)
+
+
+class _Judge:
+    """The rules, and for an ``interrupt`` the run's answer, once per host and port."""
+
+    def __init__(self, rules: NetworkRules, asker: Asker | None) -> None:
+        self.rules = list(rules)
+        self.asker = asker
+        self.ended = threading.Event()
+        self._answers: dict[tuple[str, int], HostAnswer] = {}
+        self._locks: dict[tuple[str, int], threading.Lock] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, ask: ConnectionAsk) -> Verdict:
+        found = judge(self.rules, ask.host, ask.port, method=ask.method, path=ask.path)
+        if found.mode != "interrupt":
+            return Verdict(found.mode == "allow", found.reason, found.private_ok)
+        host, _ = normalise_host(ask.host)
+        answer = self._answer(HostQuestion(host, ask.port, found.reason))
+        return Verdict(answer.allowed, answer.reason, found.private_ok)
+
+    def _answer(self, question: HostQuestion) -> HostAnswer:
+        key = (question.host, question.port)
+        with self._lock:
+            one = self._locks.setdefault(key, threading.Lock())
+        with one:  # one question per host and port, however many connections
+            known = self._answers.get(key)
+            if known is not None:
+                return known
+            if self.asker is None:
+                answer = HostAnswer(
+                    False,
+                    f"{question.reason} asks a human, and nothing runs this command "
+                    "that could ask one",
+                )
+            else:
+                answer = self.asker(question, self.ended)
+            self._answers[key] = answer
+            return answer
 
 
 @dataclass
@@ -131,8 +204,11 @@ def egress_for(rules: NetworkRules) -> Iterator[Egress]:
     try:
         os.chmod(host_dir, 0o700)
         path = os.path.join(host_dir, SOCKET_NAME)
-        rules = list(rules)
-        with EgressProxy(lambda ask: _verdict(rules, ask), path) as proxy:
-            yield Egress(proxy, host_dir, python)
+        judging = _Judge(rules, _ASKER.get())
+        with EgressProxy(judging, path) as proxy:
+            try:
+                yield Egress(proxy, host_dir, python)
+            finally:
+                judging.ended.set()  # a question still waiting gives up first
     finally:
         shutil.rmtree(host_dir, ignore_errors=True)

@@ -247,12 +247,43 @@ NETWORK_NEEDS_SANDBOX = (
 )
 
 
+class NetworkAsk(BaseModel):
+    """What a tools worker asks the run (``wire.NETWORK_ASK_UPDATE``) about a
+    connection an ``interrupt`` rule holds. The run judges the host again by its
+    own rules: the asker's word decides nothing."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    host: str = Field(max_length=MAX_NAME + 2)
+    port: int = Field(ge=1, le=65535)
+    tool_call_id: str = Field(max_length=500)
+    """The ``execute`` call whose command connects."""
+    command: str = Field(default="", max_length=4000)
+    """The command (clipped), for the reviewer's card."""
+
+
+class NetworkAnswer(BaseModel):
+    """The run's answer: the connection may go through, or why not."""
+
+    allowed: bool
+    reason: str = ""
+    decided_by: str | None = None
+
+
 def enforcement_problem(
-    rules: NetworkRules, *, sandboxed: bool = True, runs_commands: bool = True
+    rules: NetworkRules,
+    *,
+    sandboxed: bool = True,
+    runs_commands: bool = True,
+    can_ask: bool = False,
 ) -> str | None:
     """Why these rules cannot be enforced, or None (checked at configuration, and
     by the tools worker for a request built by hand). Rules no command would
-    meet are refused too: a user who wrote them expects them to do something."""
+    meet are refused too: a user who wrote them expects them to do something.
+
+    ``can_ask``: a run that can hold a connection while a human decides
+    (``AgentWorkflow``, ``FileTools``); elsewhere an ``interrupt`` rule is refused.
+    """
     if rules and not runs_commands:
         return (
             "network rules govern commands' connections, and no command runs here "
@@ -261,10 +292,11 @@ def enforcement_problem(
     if rules and not sandboxed:
         return NETWORK_NEEDS_SANDBOX
     for index, rule in enumerate(rules):
-        if rule.mode == "interrupt":
+        if rule.mode == "interrupt" and not can_ask:
             return (
-                f"network rule {index + 1} is in interrupt mode, which commands' "
-                "connections do not support yet: use allow or deny"
+                f"network rule {index + 1} is in interrupt mode, and nothing here can "
+                "ask a human while a command's connection waits (AgentWorkflow and "
+                "FileTools can): use allow or deny"
             )
     return None
 
@@ -272,6 +304,8 @@ def enforcement_problem(
 __all__ = [
     "NETWORK_NEEDS_SANDBOX",
     "Judgement",
+    "NetworkAnswer",
+    "NetworkAsk",
     "NetworkPermission",
     "NetworkRules",
     "enforcement_problem",

@@ -44,6 +44,11 @@ DECIDE_TURN_UPDATE = "decide_turn"
 DECIDED = {"approve": "approved", "edit": "edited", "reject": "rejected", "respond": "answered"}
 """Each decision (its wire value) and the word a line saying it was made uses."""
 REVOKE_UPDATE = "revoke"
+NETWORK_ASK_UPDATE = "ask_network"
+"""A tools worker asks the run about a command's connection that an ``interrupt``
+network rule holds (kernel.network_rules); answered once a human decides."""
+CONNECT_TOOL = "connect"
+"""The ``tool`` of such a question's pending approval (it is no tool the model calls)."""
 ADD_MESSAGE_UPDATE = "add_message"
 
 # Search attributes (Int) that make waiting runs listable by the server.

@@ -33,6 +33,7 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 from filegate.kernel import wire
+from filegate.kernel.network_rules import NetworkAnswer, NetworkAsk
 
 with workflow.unsafe.imports_passed_through():
     # Pure third-party pattern matchers used by the State backend, the Router
@@ -332,6 +333,16 @@ class AgentWorkflow:
         self._tools.approvals.validate_turn(decision)
 
     # Remembered approvals (workflows/approvals/grants.py): FileTools' handlers, typed here.
+
+    @workflow.update(name=wire.NETWORK_ASK_UPDATE)
+    async def ask_network_update(self, asked: NetworkAsk) -> NetworkAnswer:
+        """A tools worker's question about a command's connection (an ``interrupt``
+        network rule): answered by the rules, a grant, or a reviewer's decision."""
+        return await self._tools.network.ask(asked)
+
+    @ask_network_update.validator
+    def _validate_ask_network(self, asked: NetworkAsk) -> None:
+        self._tools.network.validate(asked)
 
     @workflow.query(name=GRANTS_QUERY)
     def grants(self) -> list[Grant]:

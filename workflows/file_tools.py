@@ -48,8 +48,14 @@ from filegate.kernel.tool_types import ToolName, ToolResult
 from filegate.workflows import tool_descriptions as descriptions
 from filegate.workflows.approvals.grants import GrantBook, GrantHandlers
 from filegate.workflows.approvals.handlers import ApprovalHandlers
+from filegate.workflows.approvals.network_asks import NetworkDesk
 from filegate.workflows.approvals.pending import ApprovalBook
-from filegate.workflows.approvals.reviews import CO_HOSTED_PATCH, PREVIEW_PATCH, ReviewDesk
+from filegate.workflows.approvals.reviews import (
+    CO_HOSTED_PATCH,
+    PREVIEW_PATCH,
+    ReviewDesk,
+    execute_cwd,
+)
 from filegate.workflows.batching import batching_at_start
 from filegate.workflows.calls import Routes, ToolCalls
 from filegate.workflows.inputs import (
@@ -131,6 +137,9 @@ class FileTools:
         )
         messages = messages if messages is not None else []
         desk = ReviewDesk(config, self._routes, self._approvals, self._grants, messages, previews)
+        self._network = NetworkDesk(
+            config.network, self._approvals, self._grants, self._routes.now, execute_cwd(config)
+        )
         self._calls = ToolCalls(config, self._routes, desk, state)
         # Raised from the first call, not here: the host's __init__ may still be
         # setting up (its handlers, its own state), and a host that catches our
@@ -139,6 +148,7 @@ class FileTools:
         if register_handlers:
             self._approvals.register()
             self._grant_handlers.register()
+            self._network.register()
 
     def check_config(self) -> None:
         """Fail the host workflow if the rules cannot hold on these backends.
@@ -224,6 +234,11 @@ class FileTools:
     def approvals(self) -> ApprovalHandlers:
         """The approval handlers (for hosts that declare them with decorators)."""
         return self._approvals
+
+    @property
+    def network(self) -> NetworkDesk:
+        """The ``ask_network`` update (hosts that declare their handlers delegate here)."""
+        return self._network
 
     @property
     def grants(self) -> GrantHandlers:

@@ -327,7 +327,10 @@ class FileToolsConfig(BaseModel):
             execute_gated=self.execute_gated(),
         )
         problem = enforcement_problem(
-            self.network, sandboxed=default.sandboxed, runs_commands=default.can_execute and offered
+            self.network,
+            sandboxed=default.sandboxed,
+            runs_commands=default.can_execute and offered,
+            can_ask=True,
         )
         if problem is not None:
             raise ExecuteGateError(problem, rule_number=0, pattern="", backend=default.name)

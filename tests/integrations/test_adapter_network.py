@@ -118,3 +118,8 @@ def test_adapters_refuse_network_rules_they_cannot_enforce() -> None:
     with pytest.raises(ExecuteGateError, match="no command runs here"):
         FilegateFileWorkspace(**where, network=rules)
     FilegateBackend(**where, sandboxed=True, network=rules).close()  # type: ignore[arg-type]
+    asking = [NetworkPermission(hosts=["pypi.org"], mode="interrupt")]
+    with pytest.raises(ExecuteGateError, match="network rule 1 is in interrupt mode"):
+        FilegateBackend(**where, sandboxed=True, network=asking)  # type: ignore[arg-type]
+    with pytest.raises(ExecuteGateError, match="network rule 1 is in interrupt mode"):
+        FilegateWorkspace(**where, sandboxed=True, network=asking)

@@ -58,11 +58,12 @@ GrantPattern = Annotated[
     AfterValidator(check_visible),
 ]
 
-GrantKind = Literal["path", "command", "command_glob"]
+GrantKind = Literal["path", "command", "command_glob", "host"]
 """How a grant's ``pattern`` is matched: a permission-style glob over the call's
 validated virtual path (a ``glob``'s roots, with ``Grant.search``); the exact
-``execute`` command; or a whole-text glob over one simple command (``*``
-matches anything, ``/`` and spaces too, but no shell operator or expansion)."""
+``execute`` command; a whole-text glob over one simple command (``*``
+matches anything, ``/`` and spaces too, but no shell operator or expansion); or
+``host:port`` of a command's connection (exactly)."""
 
 GrantStatus = Literal["active", "expired", "revoked"]
 

@@ -142,8 +142,12 @@ class GrantUse:
 
 def _rule_key(tool: str, rule: Mapping[str, Any] | None) -> str:
     """Which question an approval asked: ``permissions:<index>`` or ``interrupt_on:<tool>``."""
-    if rule and rule.get("source") == "permissions" and isinstance(rule.get("index"), int):
-        return f"permissions:{rule['index']}"
+    if (
+        rule
+        and rule.get("source") in ("permissions", "network")
+        and isinstance(rule.get("index"), int)
+    ):
+        return f"{rule['source']}:{rule['index']}"
     return f"interrupt_on:{tool}"
 
 
@@ -288,6 +292,11 @@ def grant_scope(
     roots it searched, not its ``path`` argument (:func:`_glob_roots`); its
     pattern is kept too (:func:`grant_search`).
     """
+    if tool == wire.CONNECT_TOOL:
+        asked = _connect_scope(args)
+        if given is not None and given != asked:
+            raise ValueError(f"a connection is remembered for its host and port ({asked}) only")
+        return "host", asked
     if tool == "execute":
         if given is None:
             return "command", str(args.get("command", ""))
@@ -304,6 +313,12 @@ def grant_scope(
     return _path_scope(given, outer)
 
 
+def _connect_scope(args: Mapping[str, Any]) -> str:
+    """``host:port`` of a connection's question (``[v6]:port`` for an IPv6 address)."""
+    host, port = str(args.get("host", "")), args.get("port")
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
 def grant_search(tool: str, args: Mapping[str, Any]) -> str | None:
     """What a grant keeps of the search besides its roots: a glob's pattern."""
     pattern = args.get("pattern")
@@ -314,6 +329,8 @@ def covers(grant: Grant, tool: str, args: Mapping[str, Any]) -> bool:
     """Whether ``grant``'s scope holds this (checked) call."""
     if grant.tool != tool:
         return False
+    if grant.kind == "host":
+        return _connect_scope(args) == grant.pattern
     if grant.kind == "command":
         return args.get("command") == grant.pattern
     if grant.kind == "command_glob":

@@ -81,6 +81,8 @@ def _call_summary(tool: str, args: dict[str, Any]) -> str:
     """One line for a "recent decisions" list: ``write_file /docs/a.txt``, ``execute: ls``."""
     if tool == "execute":
         return clip(f"execute: {' '.join(str(args.get('command', '')).split())}", SUMMARY_MAX)
+    if tool == wire.CONNECT_TOOL:
+        return clip(f"connect {args.get('host')}:{args.get('port')}", SUMMARY_MAX)
     path = _call_path(tool, args)
     return clip(f"{tool} {path}" if path is not None else tool, SUMMARY_MAX)
 

@@ -1,0 +1,73 @@
+"""The tools worker's side of a network question: ask the run, wait, answer the proxy.
+
+A sandboxed command's connection that an ``interrupt`` network rule holds is
+put to the run that called ``execute``, as the ``ask_network`` update
+(``workflows/approvals/network_asks.py``), from the proxy's thread through
+the activity's own event loop. Its id is the call's id with the host and
+port, so a command run again after a worker crash asks the same question,
+and Temporal answers it with the decision already made (or attaches it to
+the wait still open): nothing is asked twice. The wait ends with the
+command: a question still open then is a refusal for the connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+
+from temporalio import activity
+
+from filegate.backends.sandbox_network import Asker, HostAnswer, HostQuestion
+from filegate.kernel import wire
+from filegate.kernel.network_rules import NetworkAnswer, NetworkAsk
+from filegate.kernel.tool_types import ToolRequest
+
+POLL_SECONDS = 0.5
+"""How often a waiting question checks whether its command ended."""
+
+
+def run_asker(request: ToolRequest) -> Asker | None:
+    """The asker of this activity's run, when its ``execute`` has ``interrupt``
+    network rules and runs in a workflow (call in the activity, on its loop)."""
+    if request.tool != "execute" or not any(r.mode == "interrupt" for r in request.network):
+        return None
+    info = activity.info()
+    if not info.in_workflow or not info.workflow_id:
+        return None
+    handle = activity.client().get_workflow_handle(info.workflow_id, run_id=info.workflow_run_id)
+    loop = asyncio.get_running_loop()
+    command = str(request.args.get("command", ""))[:4000]
+
+    def ask(question: HostQuestion, ended: threading.Event) -> HostAnswer:
+        asked = NetworkAsk(
+            host=question.host, port=question.port, tool_call_id=request.tool_call_id,
+            command=command,
+        )  # fmt: skip
+        update_id = (
+            f"{wire.NETWORK_ASK_UPDATE}:{request.tool_call_id}:{question.host}:{question.port}"
+        )
+        future = asyncio.run_coroutine_threadsafe(
+            handle.execute_update(
+                wire.NETWORK_ASK_UPDATE, asked, id=update_id, result_type=NetworkAnswer
+            ),
+            loop,
+        )
+        while True:
+            try:
+                answer = future.result(timeout=POLL_SECONDS)
+                break
+            except concurrent.futures.TimeoutError:
+                if ended.is_set():
+                    future.cancel()
+                    return HostAnswer(
+                        False, f"{question.reason}: no decision before the command ended"
+                    )
+            except Exception as exc:  # the run could not be asked: no connection
+                return HostAnswer(False, f"{question.reason}: the run could not be asked ({exc})")
+        return HostAnswer(answer.allowed, answer.reason)
+
+    return ask
+
+
+__all__ = ["run_asker"]

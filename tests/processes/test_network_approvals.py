@@ -1,0 +1,202 @@
+# ruff: noqa: F811  (pytest fixtures imported from tests.sandbox_fixtures)
+"""``interrupt`` network rules: a command's connection waits for a human (issue 51, item 3).
+
+Real Temporal, real tools worker, real bubblewrap, a real web server on the
+host's loopback. The command ``curl``s a host an ``interrupt`` rule names:
+the connection holds, the run shows a pending approval (tool ``connect``,
+host, port, the command, its working directory), and the decision goes back
+to the connection: approve lets the same request through, reject fails it
+with the reviewer's reason, approve-with-remember is a grant for that host
+and port that answers the next command unasked (and ``revoke`` ends it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import http.server
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
+
+from filegate.backends.bwrap import BwrapSandboxBackend
+from filegate.kernel.network_rules import NetworkAsk, NetworkPermission
+from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec, Decision
+from filegate.workflows.approvals.grant_models import GrantRequest
+from filegate.workflows.approvals.grants import GrantRevocation
+from tests.sandbox_fixtures import _bwrap_ok  # noqa: F401  (fixture)
+from tests.scripting import calls, scripted
+from tests.workflows.test_workflow_e2e import results, running_agent, running_tools
+
+pytestmark = pytest.mark.services
+
+TOKEN = "asked-" + uuid.uuid4().hex
+
+
+@pytest.fixture
+def web() -> Iterator[tuple[int, list[str]]]:
+    body = TOKEN.encode()
+    seen: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            seen.append(self.path)
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield server.server_address[1], seen
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _sandbox(queue: str) -> BackendSpec:
+    return BackendSpec(default=BackendRef(
+        kind="remote", name="box", task_queue=queue, can_execute=True, sandboxed=True,
+        shell_path="/workspace",
+    ))  # fmt: skip
+
+
+def _ask(port: int) -> list[NetworkPermission]:
+    return [NetworkPermission(hosts=["127.0.0.1"], ports=[port], mode="interrupt")]
+
+
+async def _waiting(handle: WorkflowHandle[Any, Any], count: int = 1) -> list[Any]:
+    deadline = asyncio.get_running_loop().time() + 60
+    while True:
+        found = await handle.query(AgentWorkflow.pending_approvals)
+        if len(found) == count:
+            return list(found)
+        assert asyncio.get_running_loop().time() < deadline, found
+        await asyncio.sleep(0.1)
+
+
+async def _run(
+    client: Client, tmp_path: Path, port: int, turns: list[dict[str, Any]], decide: Any
+) -> dict[str, Any]:
+    box = BwrapSandboxBackend(tmp_path / "ws", check=False)
+    async with (
+        running_tools(client, {"box": box}, tmp_path / "j") as tools_queue,
+        running_agent(client) as agent_queue,
+    ):
+        handle = await client.start_workflow(
+            AgentWorkflow.run,
+            AgentInput(
+                task="go", model=scripted(*turns, {"content": "done"}),
+                backend=_sandbox(tools_queue), network=_ask(port),
+            ),
+            id=f"net-ask-{uuid.uuid4().hex[:10]}",
+            task_queue=agent_queue,
+        )  # fmt: skip
+        await decide(handle)
+        return results(await handle.result())
+
+
+def _curl(call_id: str, port: int, path: str = "/x") -> dict[str, Any]:
+    return calls(
+        (call_id, "execute", {"command": f"curl -sS --max-time 60 http://127.0.0.1:{port}{path}"})
+    )
+
+
+async def test_approve_lets_the_held_connection_through(
+    temporal_client: Client, tmp_path: Path, _bwrap_ok: None, web: tuple[int, list[str]]
+) -> None:
+    port, seen = web
+
+    async def decide(handle: WorkflowHandle[Any, Any]) -> None:
+        [card] = await _waiting(handle)
+        assert card.tool == "connect" and card.args["host"] == "127.0.0.1"
+        assert card.args["port"] == port and "curl" in card.args["command"]
+        assert card.cwd == "/workspace" and "network rule 1" in (card.description or "")
+        assert seen == []  # held: nothing reached the server yet
+        await handle.execute_update(
+            AgentWorkflow.decide_update,
+            Decision(id=card.id, decision="approve", reviewer="ana", via="cli"),
+        )
+
+    out = await _run(temporal_client, tmp_path, port, [_curl("c", port)], decide)
+    assert TOKEN in str(out["c"]["content"]) and seen == ["/x"], out["c"]
+
+
+async def test_reject_fails_the_connection_with_the_reason(
+    temporal_client: Client, tmp_path: Path, _bwrap_ok: None, web: tuple[int, list[str]]
+) -> None:
+    port, seen = web
+
+    async def decide(handle: WorkflowHandle[Any, Any]) -> None:
+        [card] = await _waiting(handle)
+        await handle.execute_update(
+            AgentWorkflow.decide_update,
+            Decision(id=card.id, decision="reject", reviewer="bo", via="ui", reason="not today"),
+        )
+
+    out = await _run(temporal_client, tmp_path, port, [_curl("c", port)], decide)
+    text = str(out["c"]["content"])
+    assert seen == [] and TOKEN not in text
+    assert f"[network: refused 127.0.0.1:{port}: rejected by bo via ui: not today]" in text, text
+
+
+async def test_a_remembered_grant_answers_the_next_command_and_revoke_ends_it(
+    temporal_client: Client, tmp_path: Path, _bwrap_ok: None, web: tuple[int, list[str]]
+) -> None:
+    port, seen = web
+    turns = [_curl("first", port, "/1"), _curl("second", port, "/2"), _curl("third", port, "/3")]
+
+    async def decide(handle: WorkflowHandle[Any, Any]) -> None:
+        [card] = await _waiting(handle)
+        ack = await handle.execute_update(
+            AgentWorkflow.decide_update,
+            Decision(id=card.id, decision="approve", reviewer="ana", via="cli",
+                     remember=GrantRequest()),
+        )  # fmt: skip
+        assert ack.grant is not None and ack.grant.pattern == f"127.0.0.1:{port}"
+        while "/2" not in seen:  # the second command went through on the grant, unasked
+            assert not await handle.query(AgentWorkflow.pending_approvals)
+            await asyncio.sleep(0.05)
+        await handle.execute_update(
+            AgentWorkflow.revoke_update, GrantRevocation(id=ack.grant.id, reviewer="ana")
+        )
+        [again] = await _waiting(handle)  # the third asks again
+        await handle.execute_update(
+            AgentWorkflow.decide_update,
+            Decision(id=again.id, decision="reject", reviewer="ana", via="cli"),
+        )
+
+    out = await _run(temporal_client, tmp_path, port, turns, decide)
+    assert seen == ["/1", "/2"]
+    assert TOKEN in str(out["second"]["content"])
+    assert "rejected by ana" in str(out["third"]["content"])
+
+
+async def test_a_question_no_interrupt_rule_asks_opens_no_card(
+    temporal_client: Client, tmp_path: Path, _bwrap_ok: None, web: tuple[int, list[str]]
+) -> None:
+    """Anyone who can send updates could send the question: the run's own rules decide."""
+    port, _ = web
+
+    async def decide(handle: WorkflowHandle[Any, Any]) -> None:
+        await _waiting(handle)
+        forged = NetworkAsk(host="evil.example", port=443, tool_call_id="x", command="curl")
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            await handle.execute_update("ask_network", forged)
+        assert "no interrupt network rule asks about evil.example" in str(refused.value.cause)
+        [card] = await _waiting(handle)  # still the one real question
+        await handle.execute_update(
+            AgentWorkflow.decide_update,
+            Decision(id=card.id, decision="approve", reviewer="ana", via="cli"),
+        )
+
+    out = await _run(temporal_client, tmp_path, port, [_curl("c", port)], decide)
+    assert TOKEN in str(out["c"]["content"])
