@@ -32,6 +32,8 @@ from urllib.parse import quote
 
 from markupsafe import Markup
 
+from filegate.kernel.wire import CONNECT_TOOL
+
 PREVIEW_LIMIT = 20_000
 """Characters of a write's content or an edit's diff shown; history may hold more."""
 
@@ -258,6 +260,16 @@ def card_preview(approval: dict[str, Any]) -> dict[str, Any] | None:
 def _args_preview(
     tool: str, args: dict[str, Any], approval: dict[str, Any]
 ) -> dict[str, Any] | None:
+    if tool == CONNECT_TOOL:  # a command's connection an interrupt network rule holds
+        return {
+            "source": "args",
+            "kind": "connect",
+            "host": args.get("host"),
+            "port": args.get("port"),
+            "command": args.get("command"),
+            "cwd": approval.get("cwd"),
+            "truncated": False,
+        }
     if tool == "execute":
         return {
             "source": "args",

@@ -372,3 +372,19 @@ def test_a_delete_card_counts_what_it_cannot_list_and_names_the_preview_it_shows
     assert 'data-fingerprint="sha256:abc"' in page  # what an approve from this card names
     waiting = approval("write_file", {"file_path": "/a", "content": "x"}, preview=None)
     assert "data-fingerprint" not in render(waiting)
+
+
+def test_a_held_connection_shows_host_port_command_and_cwd() -> None:
+    """A ``connect`` approval (an interrupt network rule) says where the command
+    connects, what the command is and where it runs; no edit makes sense of it."""
+    asked = approval(
+        "connect",
+        {"host": "pypi.org", "port": 443, "command": "pip install <x>"},
+        cwd="/workspace",
+        description="network rule 1 (interrupt pypi.org): a command connects to pypi.org:443",
+    )
+    page = render(asked)
+    assert '<code class="host">pypi.org:443</code>' in page
+    assert '<pre class="command">pip install &lt;x&gt;</pre>' in page  # escaped
+    assert '<code class="cwd">/workspace</code>' in page
+    assert "a running command connects to" in text_of(page)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import http.server
+import subprocess
 import threading
 import uuid
 from collections.abc import Iterator
@@ -28,6 +29,7 @@ from filegate.kernel.network_rules import NetworkAsk, NetworkPermission
 from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec, Decision
 from filegate.workflows.approvals.grant_models import GrantRequest
 from filegate.workflows.approvals.grants import GrantRevocation
+from tests.cli.test_cli import CLI, cli_env  # noqa: F401  (cli_env: a fixture)
 from tests.sandbox_fixtures import _bwrap_ok  # noqa: F401  (fixture)
 from tests.scripting import calls, scripted
 from tests.workflows.test_workflow_e2e import results, running_agent, running_tools
@@ -200,3 +202,34 @@ async def test_a_question_no_interrupt_rule_asks_opens_no_card(
 
     out = await _run(temporal_client, tmp_path, port, [_curl("c", port)], decide)
     assert TOKEN in str(out["c"]["content"])
+
+
+async def test_the_cli_lists_the_held_connection_and_approves_it(
+    cli_env: dict[str, str],
+    temporal_client: Client,
+    tmp_path: Path,
+    _bwrap_ok: None,
+    web: tuple[int, list[str]],
+) -> None:
+    """``filegate approvals`` shows the question (host, port, command) and ``filegate
+    approve --remember`` answers it: the same entry points as any approval."""
+    port, seen = web
+
+    async def decide(handle: WorkflowHandle[Any, Any]) -> None:
+        [card] = await _waiting(handle)
+        listed = await asyncio.to_thread(
+            subprocess.run,
+            [*CLI, "approvals", "--workflow", handle.id],
+            env=cli_env, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert listed.returncode == 0, listed.stderr
+        assert card.id in listed.stdout and f"127.0.0.1:{port}" in listed.stdout, listed.stdout
+        approved = await asyncio.to_thread(
+            subprocess.run,
+            [*CLI, "approve", card.id, "--workflow", handle.id, "--reviewer", "cy", "--remember"],
+            env=cli_env, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert approved.returncode == 0, approved.stdout + approved.stderr
+
+    out = await _run(temporal_client, tmp_path, port, [_curl("c", port)], decide)
+    assert TOKEN in str(out["c"]["content"]) and seen == ["/x"]
