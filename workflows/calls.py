@@ -46,6 +46,7 @@ from filegate.kernel.tool_types import (
 )
 from filegate.workflows import fanout, telemetry
 from filegate.workflows import tool_descriptions as descriptions
+from filegate.workflows.approvals.network_asks import NetworkDesk
 from filegate.workflows.approvals.pending import APPROVED_NOTE, edited_note
 from filegate.workflows.approvals.reviews import ReviewDesk, execute_cwd, rendered_outcome
 from filegate.workflows.batching import LocalCalls, RemoteCalls
@@ -302,11 +303,19 @@ class ToolCalls:
     """
 
     def __init__(
-        self, config: FileToolsConfig, routes: Routes, desk: ReviewDesk, state: FileToolsState
+        self,
+        config: FileToolsConfig,
+        routes: Routes,
+        desk: ReviewDesk,
+        state: FileToolsState,
+        network: NetworkDesk | None = None,
     ) -> None:
+        """``network``: told when an ``execute`` ends, so its commands' open network
+        questions close (:meth:`NetworkDesk.withdraw`)."""
         self._input = config
         self._routes = routes
         self._desk = desk
+        self._network = network
         self.seen = set(state.seen_paths)
         self.fingerprints = dict(state.read_fingerprints)
 
@@ -379,6 +388,8 @@ class ToolCalls:
         # Only a call a human approved (as asked, edited, or by a grant) carries the approval.
         approved = trigger is not None and (granted is None or granted.approves)
         outcome = await self._execute(checked, call_id, approved=approved, approved_by=approved_by)
+        if checked.tool == "execute" and self._network is not None:
+            self._network.withdraw(call_id)
         if note:
             outcome = _with_note(outcome, note)
         return outcome

@@ -140,7 +140,7 @@ class FileTools:
         self._network = NetworkDesk(
             config.network, self._approvals, self._grants, self._routes.now, execute_cwd(config)
         )
-        self._calls = ToolCalls(config, self._routes, desk, state)
+        self._calls = ToolCalls(config, self._routes, desk, state, self._network)
         # Raised from the first call, not here: the host's __init__ may still be
         # setting up (its handlers, its own state), and a host that catches our
         # error there would be left half-built.

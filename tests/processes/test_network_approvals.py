@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import http.server
+import os
+import signal
 import subprocess
+import sys
 import threading
 import uuid
 from collections.abc import Iterator
@@ -25,6 +28,7 @@ import pytest
 from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 
 from filegate.backends.bwrap import BwrapSandboxBackend
+from filegate.devstack.servers import TemporalDevServer
 from filegate.kernel.network_rules import NetworkAsk, NetworkPermission
 from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec, Decision
 from filegate.workflows.approvals.grant_models import GrantRequest
@@ -233,3 +237,83 @@ async def test_the_cli_lists_the_held_connection_and_approves_it(
 
     out = await _run(temporal_client, tmp_path, port, [_curl("c", port)], decide)
     assert TOKEN in str(out["c"]["content"]) and seen == ["/x"]
+
+
+async def _sandbox_worker(
+    server: TemporalDevServer, root: Path, journal: Path, queue: str
+) -> asyncio.subprocess.Process:
+    env = {
+        **os.environ, "TEMPORAL_ADDRESS": server.address,
+        "TEMPORAL_NAMESPACE": server.namespace, "FILEGATE_STATE_DIR": str(journal.parent),
+    }  # fmt: skip
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "filegate", "worker", "--role", "tools", "--backend", "sandbox",
+        "--name", "box", "--root", str(root), "--task-queue", queue, "--journal-dir", str(journal),
+        env=env, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+async def test_a_sigkilled_tools_worker_leaves_one_question_and_no_stale_card(
+    temporal_server: TemporalDevServer,
+    temporal_client: Client,
+    tmp_path: Path,
+    _bwrap_ok: None,
+    web: tuple[int, list[str]],
+) -> None:
+    """The tools worker dies (SIGKILL) while its command's connection waits for a
+    decision. Another worker takes the call over: the journal reports the command
+    as interrupted (it is not run twice), the question it left is closed as
+    refused rather than left on reviewers' lists, nothing reached the server, and
+    the run goes on; the next command asks once, and its approval lets it through."""
+    port, seen = web
+    root, journal = tmp_path / "ws", tmp_path / "state" / "journal"
+    root.mkdir()
+    queue = f"net-kill-{uuid.uuid4().hex[:8]}"
+    first = await _sandbox_worker(temporal_server, root, journal, queue)
+    second: asyncio.subprocess.Process | None = None
+    try:
+        async with running_agent(temporal_client) as agent_queue:
+            handle = await temporal_client.start_workflow(
+                AgentWorkflow.run,
+                AgentInput(
+                    task="go", backend=_sandbox(queue), network=_ask(port),
+                    model=scripted(_curl("a", port, "/a"), _curl("b", port, "/b"),
+                                   {"content": "done"}),
+                ),
+                id=f"net-kill-{uuid.uuid4().hex[:8]}",
+                task_queue=agent_queue,
+            )  # fmt: skip
+            [card] = await _waiting(handle)
+            first.send_signal(signal.SIGKILL)
+            assert await first.wait() == -signal.SIGKILL
+            second = await _sandbox_worker(temporal_server, root, journal, queue)
+            [later] = await _waiting_for_another(handle, card.id)
+            assert later.args["command"].endswith("/b") and seen == []
+            await handle.execute_update(
+                AgentWorkflow.decide_update,
+                Decision(id=later.id, decision="approve", reviewer="ana", via="cli"),
+            )
+            result = await asyncio.wait_for(handle.result(), 60)
+            decided = {d.id: d for d in await handle.query(AgentWorkflow.decided_approvals)}
+            assert not await handle.query(AgentWorkflow.pending_approvals)
+    finally:
+        for proc in (first, second):
+            if proc is not None and proc.returncode is None:
+                proc.send_signal(signal.SIGTERM)
+                await asyncio.wait_for(proc.wait(), 30)
+    out = results(result)
+    assert "may or may not have run" in str(out["a"]["content"]), out["a"]
+    assert TOKEN in str(out["b"]["content"]) and seen == ["/b"]
+    assert decided[card.id].reviewer == "nobody (the command ended)"
+    assert decided[later.id].decision == "approve"
+
+
+async def _waiting_for_another(handle: WorkflowHandle[Any, Any], old: str) -> list[Any]:
+    """The pending approvals once the one with id ``old`` has gone and another is there."""
+    deadline = asyncio.get_running_loop().time() + 90
+    while True:
+        found = await handle.query(AgentWorkflow.pending_approvals)
+        if found and all(a.id != old for a in found):
+            return list(found)
+        assert asyncio.get_running_loop().time() < deadline, found
+        await asyncio.sleep(0.2)

@@ -28,6 +28,7 @@ from filegate.workflows import telemetry
 from filegate.workflows.approvals.grants import GrantBook
 from filegate.workflows.approvals.handlers import ApprovalHandlers
 from filegate.workflows.approvals.pending import clip
+from filegate.workflows.inputs import Decision
 
 
 class NetworkDesk:
@@ -59,6 +60,23 @@ class NetworkDesk:
         judged = judge(self._rules, asked.host, asked.port)
         if judged.mode != "interrupt":
             raise ValueError(f"no interrupt network rule asks about {asked.host}:{asked.port}")
+
+    def withdraw(self, tool_call_id: str) -> None:
+        """The ``execute`` call ``tool_call_id`` ended: its questions still open have
+        nobody waiting (a worker that died mid-wait reports the command as
+        interrupted and does not run it again), so they close as refused instead
+        of staying on every reviewer's list."""
+        for approval in self._book.waiting():
+            if approval.tool == wire.CONNECT_TOOL and approval.tool_call_id == tool_call_id:
+                ended = Decision(
+                    id=approval.id,
+                    decision="reject",
+                    reason="the command ended before a decision",
+                    reviewer="nobody (the command ended)",
+                    via="timeout",
+                )
+                self._book.record(ended, workflow.now().isoformat())
+                self._approvals.publish()
 
     async def ask(self, asked: NetworkAsk) -> NetworkAnswer:
         judged = judge(self._rules, asked.host, asked.port)
