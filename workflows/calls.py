@@ -387,9 +387,12 @@ class ToolCalls:
             checked = decided
         # Only a call a human approved (as asked, edited, or by a grant) carries the approval.
         approved = trigger is not None and (granted is None or granted.approves)
+        network = self._network if checked.tool == "execute" else None
+        if network is not None:
+            network.started(call_id, call.id)
         outcome = await self._execute(checked, call_id, approved=approved, approved_by=approved_by)
-        if checked.tool == "execute" and self._network is not None:
-            self._network.withdraw(call_id)
+        if network is not None:
+            network.withdraw(call_id)
         if note:
             outcome = _with_note(outcome, note)
         return outcome

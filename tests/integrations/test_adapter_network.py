@@ -14,6 +14,7 @@ import threading
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -108,18 +109,18 @@ async def test_pydantic_ai_commands_reach_what_the_rules_allow(
 
 def test_adapters_refuse_network_rules_they_cannot_enforce() -> None:
     rules = [NetworkPermission(hosts=["pypi.org"])]
-    where = {"backend": BOX, "task_queue": "unused"}
+    where: dict[str, Any] = {"backend": BOX, "task_queue": "unused"}
     with pytest.raises(ExecuteGateError, match="need the bubblewrap sandbox"):
-        FilegateBackend(**where, network=rules)  # type: ignore[arg-type]
+        FilegateBackend(**where, network=rules)
     with pytest.raises(ExecuteGateError, match="need the bubblewrap sandbox"):
         FilegateWorkspace(**where, network=rules)
     with pytest.raises(ExecuteGateError, match="no command runs here"):
-        FilegateBackend(**where, can_execute=False, network=rules)  # type: ignore[arg-type]
+        FilegateBackend(**where, can_execute=False, network=rules)
     with pytest.raises(ExecuteGateError, match="no command runs here"):
         FilegateFileWorkspace(**where, network=rules)
-    FilegateBackend(**where, sandboxed=True, network=rules).close()  # type: ignore[arg-type]
+    FilegateBackend(**where, sandboxed=True, network=rules).close()
     asking = [NetworkPermission(hosts=["pypi.org"], mode="interrupt")]
     with pytest.raises(ExecuteGateError, match="network rule 1 is in interrupt mode"):
-        FilegateBackend(**where, sandboxed=True, network=asking)  # type: ignore[arg-type]
+        FilegateBackend(**where, sandboxed=True, network=asking)
     with pytest.raises(ExecuteGateError, match="network rule 1 is in interrupt mode"):
         FilegateWorkspace(**where, sandboxed=True, network=asking)

@@ -30,6 +30,7 @@ from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from filegate.backends.bwrap import BwrapSandboxBackend
 from filegate.devstack.servers import TemporalDevServer
 from filegate.kernel.network_rules import NetworkAsk, NetworkPermission
+from filegate.kernel.tool_types import activity_call_id
 from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec, Decision
 from filegate.workflows.approvals.grant_models import GrantRequest
 from filegate.workflows.approvals.grants import GrantRevocation
@@ -189,15 +190,22 @@ async def test_a_remembered_grant_answers_the_next_command_and_revoke_ends_it(
 async def test_a_question_no_interrupt_rule_asks_opens_no_card(
     temporal_client: Client, tmp_path: Path, _bwrap_ok: None, web: tuple[int, list[str]]
 ) -> None:
-    """Anyone who can send updates could send the question: the run's own rules decide."""
+    """Anyone who can send updates could send the question: only a command of the
+    run that is running may ask, and only about what the run's own rules ask."""
     port, _ = web
 
     async def decide(handle: WorkflowHandle[Any, Any]) -> None:
         await _waiting(handle)
-        forged = NetworkAsk(host="evil.example", port=443, tool_call_id="x", command="curl")
-        with pytest.raises(WorkflowUpdateFailedError) as refused:
-            await handle.execute_update("ask_network", forged)
-        assert "no interrupt network rule asks about evil.example" in str(refused.value.cause)
+        running = activity_call_id(1, 0, "c")
+        for forged, why in [
+            (NetworkAsk(host="127.0.0.1", port=port, tool_call_id="1:0:other"),
+             "no command of this run is running as '1:0:other'"),
+            (NetworkAsk(host="evil.example", port=443, tool_call_id=running),
+             "no interrupt network rule asks about evil.example:443"),
+        ]:  # fmt: skip
+            with pytest.raises(WorkflowUpdateFailedError) as refused:
+                await handle.execute_update("ask_network", forged)
+            assert why in str(refused.value.cause)
         [card] = await _waiting(handle)  # still the one real question
         await handle.execute_update(
             AgentWorkflow.decide_update,

@@ -28,6 +28,7 @@ from filegate.workflows import telemetry
 from filegate.workflows.approvals.grants import GrantBook
 from filegate.workflows.approvals.handlers import ApprovalHandlers
 from filegate.workflows.approvals.pending import clip
+from filegate.workflows.approvals.turn_decisions import turn_of
 from filegate.workflows.inputs import Decision
 
 
@@ -45,6 +46,8 @@ class NetworkDesk:
         """``cwd``: where the run's commands run (its default backend's shell), for cards."""
         self._cwd = cwd
         self._rules = list(rules)
+        self._running: dict[str, str] = {}
+        """Activity id of each ``execute`` running now -> the model's id of that call."""
         self._approvals = handlers
         self._book = handlers.book
         self._grants = grants
@@ -57,17 +60,27 @@ class NetworkDesk:
 
     def validate(self, asked: NetworkAsk) -> None:
         """Only a question the run's own rules put to a human opens a card."""
+        if asked.tool_call_id not in self._running:
+            raise ValueError(f"no command of this run is running as {asked.tool_call_id!r}")
         judged = judge(self._rules, asked.host, asked.port)
         if judged.mode != "interrupt":
             raise ValueError(f"no interrupt network rule asks about {asked.host}:{asked.port}")
+
+    def started(self, tool_call_id: str, model_call_id: str) -> None:
+        """The ``execute`` call ``tool_call_id`` (its activity id) is about to run: its
+        command may ask, and its cards name the model's call (as every card does)."""
+        self._running[tool_call_id] = model_call_id
 
     def withdraw(self, tool_call_id: str) -> None:
         """The ``execute`` call ``tool_call_id`` ended: its questions still open have
         nobody waiting (a worker that died mid-wait reports the command as
         interrupted and does not run it again), so they close as refused instead
         of staying on every reviewer's list."""
+        model_call_id = self._running.pop(tool_call_id, None)
         for approval in self._book.waiting():
-            if approval.tool == wire.CONNECT_TOOL and approval.tool_call_id == tool_call_id:
+            if approval.tool != wire.CONNECT_TOOL or approval.turn != turn_of(tool_call_id):
+                continue
+            if approval.tool_call_id == model_call_id:
                 ended = Decision(
                     id=approval.id,
                     decision="reject",
@@ -94,7 +107,8 @@ class NetworkDesk:
             tool=wire.CONNECT_TOOL,
             args=args,
             rule=rule,
-            tool_call_id=asked.tool_call_id,
+            tool_call_id=self._running.get(asked.tool_call_id, asked.tool_call_id),
+            turn=turn_of(asked.tool_call_id),
             now=self._now(),
             cwd=self._cwd,
             description=f"{judged.reason}: a command connects to {asked.host}:{asked.port}",
