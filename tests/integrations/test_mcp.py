@@ -11,9 +11,13 @@ protocol eras: the 2026-07-28 stateless flow, where a question rides an
 from __future__ import annotations
 
 import asyncio
+import functools
+import http.server
 import json
 import os
 import sys
+import threading
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -26,6 +30,7 @@ from mcp.client.session import ElicitationFnT
 from mcp.client.stdio import StdioServerParameters
 from temporalio.client import Client as TemporalClient
 
+from filegate.backends.bwrap import BwrapSandboxBackend
 from filegate.kernel import wire
 from filegate.kernel.registry import TOOLS
 from tests.cli.test_cli import CLI, cli, cli_env, write_json
@@ -548,3 +553,43 @@ async def test_the_sessions_shell_keeps_the_command_bounds_from_the_environment(
     async with mcp_client(env, args, None) as client:
         await client.call_tool("execute", {"command": "head -c 200000 /dev/zero > big"})
     assert (root / "big").stat().st_size <= 16384
+
+
+async def test_a_commands_held_connection_is_asked_by_elicitation(
+    cli_env: dict[str, str], tmp_path: Path, temporal_client: TemporalClient
+) -> None:
+    """``filegate mcp --root --sandbox`` with an ``interrupt`` network rule: the
+    command's connection waits, the client is asked (the question names the host and
+    port), and the accepted decision lets the same request through."""
+    BwrapSandboxBackend(tmp_path / "probe", check=True)  # the sandbox works here
+    token = f"mcp-net-{uuid.uuid4().hex}"
+    served = tmp_path / "served"
+    served.mkdir()
+    (served / "x").write_text(token)
+    handler = functools.partial(QuietFiles, directory=str(served))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    root = tmp_path / "ws"
+    root.mkdir()
+    rules = write_json(
+        tmp_path / "net.json", [{"hosts": ["127.0.0.1"], "ports": [port], "mode": "interrupt"}]
+    )
+    asked: list[str] = []
+    args = ["mcp", "--root", str(root), "--sandbox", "--permissions", str(rules),
+            "--workflow-id", f"mcp-net-{tmp_path.name}", "--reviewer", "mcp-net"]  # fmt: skip
+    try:
+        async with mcp_client(cli_env, args, answering("approve", asked)) as client:
+            ran = await client.call_tool(
+                "execute", {"command": f"curl -sS --max-time 60 http://127.0.0.1:{port}/x"}
+            )
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert not ran.is_error and token in text_of(ran), text_of(ran)
+    assert len(asked) == 1 and "connect" in asked[0] and f"{port}" in asked[0], asked
+
+
+class QuietFiles(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args: Any) -> None:
+        pass
