@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -444,3 +445,101 @@ def _udp_server() -> Iterator[tuple[int, list[bytes]]]:
         stop.set()
         thread.join(5)
         sock.close()
+
+
+# -- git, over HTTPS ---------------------------------------------------------------------------
+
+
+def _self_signed(directory: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 (IP SAN) and its key, made here for the test."""
+    crypto = pytest.importorskip("cryptography")
+    del crypto
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "filegate test")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = directory / "cert.pem", directory / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return cert_path, key_path
+
+
+def test_git_clones_over_https_from_an_allowed_host(
+    sb: BwrapSandboxBackend, root: Path, tmp_path: Path
+) -> None:
+    """A repository served over HTTPS (git's "dumb" protocol) on the host's loopback:
+    ``git clone`` in the sandbox goes through the proxy's tunnel, unmodified but for
+    the test's own CA; without the rule it is refused."""
+    import ssl
+    import subprocess
+
+    if shutil.which("git") is None:
+        pytest.skip("no git")
+    served = tmp_path / "served"
+    work = tmp_path / "work"
+    work.mkdir()
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"]
+    subprocess.run([*git, "init", "-q", str(work)], check=True)
+    (work / "README").write_text(TOKEN)
+    subprocess.run([*git, "-C", str(work), "add", "README"], check=True)
+    subprocess.run([*git, "-C", str(work), "commit", "-qm", "one"], check=True)
+    subprocess.run([*git, "clone", "-q", "--bare", str(work), str(served / "repo.git")], check=True)
+    subprocess.run(["git", "-C", str(served / "repo.git"), "update-server-info"], check=True)
+    cert, key = _self_signed(tmp_path)
+    shutil.copy(cert, root / "ca.pem")
+
+    class Files(http.server.SimpleHTTPRequestHandler):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, directory=str(served), **kwargs)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Files)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    command = (
+        f"GIT_SSL_CAINFO=/workspace/ca.pem git clone -q https://127.0.0.1:{port}/repo.git out "
+        "&& cat out/README"
+    )
+    try:
+        cloned = _run(sb, command, _view(_allow("127.0.0.1", ports=[port])))
+        assert TOKEN in cloned.output, _shown(cloned)
+        assert [(u.host, u.port, u.allowed) for u in cloned.network] == [("127.0.0.1", port, True)]
+        shutil.rmtree(root / "out")
+        refused = _run(sb, command, _view(_allow("127.0.0.1", ports=[port + 1])))
+        assert refused.exit_code != 0 and TOKEN not in refused.output
+    finally:
+        server.shutdown()
+        server.server_close()
