@@ -47,12 +47,19 @@ def run_asker(request: ToolRequest) -> Asker | None:
         update_id = (
             f"{wire.NETWORK_ASK_UPDATE}:{request.tool_call_id}:{question.host}:{question.port}"
         )
-        future = asyncio.run_coroutine_threadsafe(
-            handle.execute_update(
-                wire.NETWORK_ASK_UPDATE, asked, id=update_id, result_type=NetworkAnswer
-            ),
-            loop,
-        )
+
+        async def asking() -> NetworkAnswer | BaseException:
+            # Every ending is returned, none raised: a question given up when the
+            # command ends is cancelled, and that is no error to log.
+            try:
+                answer: NetworkAnswer = await handle.execute_update(
+                    wire.NETWORK_ASK_UPDATE, asked, id=update_id, result_type=NetworkAnswer
+                )
+            except BaseException as exc:
+                return exc
+            return answer
+
+        future = asyncio.run_coroutine_threadsafe(asking(), loop)
         while True:
             try:
                 answer = future.result(timeout=POLL_SECONDS)
@@ -60,11 +67,12 @@ def run_asker(request: ToolRequest) -> Asker | None:
             except concurrent.futures.TimeoutError:
                 if ended.is_set():
                     future.cancel()
-                    return HostAnswer(
-                        False, f"{question.reason}: no decision before the command ended"
-                    )
-            except Exception as exc:  # the run could not be asked: no connection
-                return HostAnswer(False, f"{question.reason}: the run could not be asked ({exc})")
+                    late = f"{question.reason}: no decision before the command ended"
+                    return HostAnswer(False, late)
+            except concurrent.futures.CancelledError:  # the activity itself is ending
+                return HostAnswer(False, f"{question.reason}: the command was stopped")
+        if isinstance(answer, BaseException):  # the run could not be asked: no connection
+            return HostAnswer(False, f"{question.reason}: the run could not be asked ({answer})")
         return HostAnswer(answer.allowed, answer.reason)
 
     return ask
