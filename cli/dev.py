@@ -17,7 +17,7 @@ import contextlib
 from typing import Any
 
 from filegate.cli.connection import target_from
-from filegate.cli.errors import CliError
+from filegate.cli.errors import CliError, port_in_use
 from filegate.cli.progress import say
 from filegate.cli.services import local_services, s3_exports, services_client
 from filegate.devstack.servers import LOOPBACK, is_listening, reserve_ports
@@ -37,7 +37,7 @@ async def _dev_command(args: argparse.Namespace) -> int:
             say(line)
     for port, what in ((args.ui_port, "--ui-port"), (args.web_ui_port, "--web-ui-port")):
         if port and is_listening(LOOPBACK, port):
-            raise CliError(f"{LOOPBACK}:{port} is already in use; pick another {what}", 2)
+            raise port_in_use(LOOPBACK, port, what)
     reserve_ports(args.ui_port, args.web_ui_port)  # the servers must not take them meanwhile
     web_ui_port = args.web_ui_port or None
     async with local_services(

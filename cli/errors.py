@@ -20,6 +20,11 @@ class CliError(ConfigError):
     """
 
 
+def port_in_use(host: str, port: int, flag: str) -> CliError:
+    """The one line every serving command gives for a port another process holds."""
+    return CliError(f"{host}:{port} is already in use; pick another {flag}", 2)
+
+
 def failure_text(exc: BaseException) -> str:
     """The innermost cause's message: what actually went wrong."""
     while exc.__cause__ is not None:

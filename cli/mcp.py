@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import getpass
+import socket
 import sys
 import uuid
 from collections.abc import AsyncIterator
@@ -33,7 +35,7 @@ from typing import Any
 
 from temporalio.client import Client
 
-from filegate.cli.errors import CliError
+from filegate.cli.errors import CliError, port_in_use
 from filegate.cli.run import ROOT_MEMO
 from filegate.cli.run_inputs import (
     load_interrupt_on,
@@ -220,7 +222,24 @@ async def _serve_stdio(server: Any) -> None:
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
-async def _serve_http(server: Any, host: str, port: int) -> None:
+def _listening(host: str, port: int) -> socket.socket:
+    """The HTTP transport's socket, bound before the session starts: a port another
+    process holds is one line and exit 2, with nothing started (no session left Running)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise port_in_use(host, port, "--port") from None
+        raise CliError(f"cannot listen on {host}:{port}: {exc.strerror or exc}", 2) from None
+    sock.listen(128)
+    return sock
+
+
+async def _serve_http(server: Any, host: str, port: int, sock: socket.socket) -> None:
     """Streamable HTTP at ``/mcp``; off loopback, behind the approval UI's guard."""
     import uvicorn
 
@@ -234,7 +253,7 @@ async def _serve_http(server: Any, host: str, port: int) -> None:
     note(f"filegate mcp: send `Authorization: Bearer {access.token}`")
     note(f"filegate mcp: serving http://{host}:{port}/mcp")
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
-    await uvicorn.Server(config).serve()
+    await uvicorn.Server(config).serve(sockets=[sock])
 
 
 async def _mcp_command(args: argparse.Namespace) -> int:
@@ -251,12 +270,17 @@ async def _mcp_command(args: argparse.Namespace) -> int:
         raise CliError(f"--port {args.port}: must be 1 to 65535", 2)
     if args.ask == "url" and not args.approval_url:
         raise CliError("--ask url needs --approval-url (the approval UI's address)", 2)
-    async with _served_session(args) as (client, workflow_id):
-        server = _mcp_server(client, workflow_id, args)
-        if args.transport == "http":
-            await _serve_http(server, args.host, args.port)
-        else:
-            await _serve_stdio(server)
+    sock = _listening(args.host, args.port) if args.transport == "http" else None
+    try:
+        async with _served_session(args) as (client, workflow_id):
+            server = _mcp_server(client, workflow_id, args)
+            if sock is not None:
+                await _serve_http(server, args.host, args.port, sock)
+            else:
+                await _serve_stdio(server)
+    finally:
+        if sock is not None:
+            sock.close()
     return 0
 
 

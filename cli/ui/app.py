@@ -50,7 +50,7 @@ from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
 from filegate.cli.connection import target_from
-from filegate.cli.errors import CliError, failure_text, undecodable
+from filegate.cli.errors import CliError, failure_text, port_in_use, undecodable
 from filegate.cli.grant_options import grant_line
 from filegate.cli.ui.cards import (
     PREVIEW_LIMIT,
@@ -438,7 +438,7 @@ async def ui_command(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise CliError(str(exc), 2) from None
         if is_listening(args.host, args.port):
-            raise CliError(f"{args.host}:{args.port} is already in use; pick another --port", 2)
+            raise port_in_use(args.host, args.port, "--port")
         client = await target_from(args).connect()  # fail now, not on the first page
     except ConfigError as exc:  # CliError, or a connection / S3 failure
         print(f"filegate: {exc}", file=sys.stderr, flush=True)

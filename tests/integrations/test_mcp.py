@@ -593,3 +593,27 @@ async def test_a_commands_held_connection_is_asked_by_elicitation(
 class QuietFiles(http.server.SimpleHTTPRequestHandler):
     def log_message(self, *args: Any) -> None:
         pass
+
+
+async def test_http_on_a_busy_port_is_one_line_and_starts_no_session(
+    cli_env: dict[str, str], tmp_path: Path, temporal_client: TemporalClient
+) -> None:
+    """As ``ui`` and ``dev`` do: exit 2 with one line naming the address, and no session
+    left Running (the old code printed "serving", a traceback, exited 3 and left one)."""
+    import socket
+
+    from temporalio.service import RPCError
+
+    root = workspace(tmp_path)
+    workflow_id = f"mcp-busy-{tmp_path.name}"
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        done = await asyncio.to_thread(
+            cli, cli_env, *flags(tmp_path, root, workflow_id), "--transport", "http",
+            "--port", str(port),
+        )  # fmt: skip
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert lines == [f"filegate: 127.0.0.1:{port} is already in use; pick another --port"], lines
+    with pytest.raises(RPCError, match="not found"):
+        await temporal_client.get_workflow_handle(workflow_id).describe()
