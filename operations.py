@@ -77,6 +77,23 @@ DEFAULT_OPERATION_TIMEOUT = timedelta(minutes=70)
 """Longest one operation may take end to end (the workflow's execution timeout, the
 standalone activity's schedule-to-close): above the longest ``execute`` with its
 retries, so only a call no worker ever picks up reaches it."""
+
+
+def checked_timeout(value: timedelta | float) -> timedelta:
+    """``operation_timeout`` as given to an adapter: a ``timedelta`` or seconds, positive.
+
+    Checked where the adapter is built, so a wrong value is one line there
+    instead of an ``AttributeError`` on the first call."""
+    if isinstance(value, bool) or not isinstance(value, timedelta | int | float):
+        raise TypeError(
+            f"operation_timeout must be a timedelta or seconds, not {type(value).__name__}"
+        )
+    timeout = value if isinstance(value, timedelta) else timedelta(seconds=value)
+    if timeout <= timedelta(0):
+        raise ValueError(f"operation_timeout must be positive, not {value!r}")
+    return timeout
+
+
 MIN_FALLBACK_TIMEOUT = timedelta(seconds=1)
 """The least a fallback workflow is given of what remains of the deadline."""
 

@@ -62,6 +62,7 @@ from filegate.operations import (
     DEFAULT_OPERATION_TIMEOUT,
     OperationPath,
     checked_path,
+    checked_timeout,
     operation_path_from,
     run_outside,
 )
@@ -126,7 +127,7 @@ class FilegateFileBackend(BackendProtocol):
         permissions: Sequence[FilesystemPermission] = (),
         policies: Sequence[str] | None = None,
         network: Sequence[NetworkPermission] = (),
-        operation_timeout: timedelta = DEFAULT_OPERATION_TIMEOUT,
+        operation_timeout: timedelta | float = DEFAULT_OPERATION_TIMEOUT,
         search_timeout: float | None = None,
         sandbox_id: str | None = None,
         operation_path: OperationPath | None = None,
@@ -140,7 +141,7 @@ class FilegateFileBackend(BackendProtocol):
         self.network = list(network)
         check_adapter_network(self.network, backend=backend, can_execute=self.can_execute)
         self.policies = None if policies is None else list(policies)
-        self.operation_timeout = operation_timeout
+        self.operation_timeout = checked_timeout(operation_timeout)
         self.search_timeout = search_timeout
         # None: FILEGATE_OPERATION_PATH, read when a call is made outside a workflow.
         self.operation_path = None if operation_path is None else checked_path(operation_path)
@@ -406,7 +407,7 @@ class BackendOptions(_Where, total=False):
     permissions: Sequence[FilesystemPermission]
     policies: Sequence[str] | None
     network: Sequence[NetworkPermission]
-    operation_timeout: timedelta
+    operation_timeout: timedelta | float
     search_timeout: float | None
     sandbox_id: str | None
     operation_path: OperationPath | None

@@ -74,6 +74,7 @@ from filegate.operations import (
     DEFAULT_OPERATION_TIMEOUT,
     OperationPath,
     checked_path,
+    checked_timeout,
     run_outside,
 )
 from filegate.workflows.adapter_gate import check_adapter_gate, check_adapter_network
@@ -142,7 +143,7 @@ class FilegateFileWorkspace:
         permissions: Sequence[FilesystemPermission] = (),
         policies: Sequence[str] | None = None,
         network: Sequence[NetworkPermission] = (),
-        operation_timeout: timedelta = DEFAULT_OPERATION_TIMEOUT,
+        operation_timeout: timedelta | float = DEFAULT_OPERATION_TIMEOUT,
         operation_path: OperationPath = DEFAULT_OPERATION_PATH,
     ) -> None:
         if not backend or not task_queue:
@@ -158,7 +159,7 @@ class FilegateFileWorkspace:
         self.network = list(network)
         check_adapter_network(self.network, backend=backend, can_execute=self.can_execute)
         self.policies = None if policies is None else list(policies)
-        self.operation_timeout = operation_timeout
+        self.operation_timeout = checked_timeout(operation_timeout)
         self.operation_path = checked_path(operation_path)
         self._ref = WorkspaceRef(provider=PROVIDER, id=f"{backend}@{task_queue}:{self.mount.at}")
         self._context: RunContext[Any] | None = None
