@@ -41,6 +41,7 @@ from filegate.cli.run_inputs import (
     load_interrupt_on,
     load_network_rules,
     load_permissions,
+    load_reviewer,
     workspace_root,
 )
 from filegate.kernel import wire
@@ -62,6 +63,7 @@ def _session_config(args: argparse.Namespace, ref: Any) -> Any:
         backend=BackendSpec(default=ref),
         permissions=load_permissions(args.permissions),
         network=load_network_rules(args.permissions),
+        reviewer=load_reviewer(args.permissions),
         interrupt_on=load_interrupt_on(args.interrupt_on),
     )
     try:

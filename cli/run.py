@@ -44,6 +44,7 @@ from filegate.cli.run_inputs import (
     load_network_rules,
     load_permissions,
     load_prompt,
+    load_reviewer,
     parse_model,
     workspace_root,
 )
@@ -150,7 +151,8 @@ def agent_input(args: argparse.Namespace, ref: Any, profiles: Any = None) -> Any
     limits = Limits() if args.max_steps is None else Limits(max_steps=args.max_steps)
     input = AgentInput(
         task=args.task, model=model, backend=BackendSpec(default=ref), permissions=rules,
-        network=load_network_rules(args.permissions), interrupt_on=interrupt_on, limits=limits,
+        network=load_network_rules(args.permissions), reviewer=load_reviewer(args.permissions),
+        interrupt_on=interrupt_on, limits=limits,
         system_prompt=extension if extension is not None else prompt,
         system_prompt_mode="extend" if extension is not None else "replace",
     )  # fmt: skip

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from filegate.kernel.messages import ModelSpec
     from filegate.kernel.network_rules import NetworkPermission
     from filegate.kernel.permissions import FilesystemPermission
+    from filegate.kernel.review_scope import ReviewerConfig
     from filegate.kernel.tool_types import ToolName
     from filegate.workflows.gate import ToolInterrupt
 
@@ -103,9 +104,7 @@ def _rules_file(path: str) -> list[FilesystemPermission | NetworkPermission]:
     from filegate.kernel.network_rules import NetworkPermission
     from filegate.kernel.permissions import FilesystemPermission
 
-    data = _json_file(path, "permissions file")
-    if not isinstance(data, list):
-        raise CliError(f"permissions file {path} must hold a JSON list of rules", 2)
+    data = _rules_section(path)
     rules: list[FilesystemPermission | NetworkPermission] = []
     for index, rule in enumerate(data):
         kind = NetworkPermission if isinstance(rule, dict) and "hosts" in rule else None
@@ -116,6 +115,41 @@ def _rules_file(path: str) -> list[FilesystemPermission | NetworkPermission]:
         except ValueError as exc:
             raise CliError(f"invalid rule {index} in {path}: {exc}", 2) from None
     return rules
+
+
+def _rules_section(path: str) -> list[Any]:
+    """The rules of a permissions file: the file's list, or its object's ``rules``."""
+    data = _json_file(path, "permissions file")
+    if isinstance(data, dict):
+        unknown = sorted(set(data) - {"rules", "reviewer"})
+        if unknown:
+            raise CliError(f"permissions file {path}: unknown section {unknown[0]!r}", 2)
+        data = data.get("rules", [])
+    if not isinstance(data, list):
+        raise CliError(
+            f"permissions file {path} must hold a JSON list of rules, or an object "
+            "with 'rules' (and 'reviewer')",
+            2,
+        )
+    return data
+
+
+def load_reviewer(path: str | None) -> ReviewerConfig | None:
+    """``--permissions FILE``'s ``reviewer`` section (an object file), or None."""
+    from filegate.kernel.command_rules import CommandPrefixError
+    from filegate.kernel.review_scope import ReviewerConfig
+
+    if not path:
+        return None
+    data = _json_file(path, "permissions file")
+    if not isinstance(data, dict) or data.get("reviewer") is None:
+        return None
+    try:
+        return ReviewerConfig.model_validate(data["reviewer"])
+    except ValidationError as exc:
+        raise CliError(f"invalid reviewer in {path}: {first_error(exc)}", 2) from None
+    except (ValueError, CommandPrefixError) as exc:
+        raise CliError(f"invalid reviewer in {path}: {exc}", 2) from None
 
 
 def load_permissions(path: str | None) -> list[FilesystemPermission]:

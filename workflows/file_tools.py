@@ -138,7 +138,12 @@ class FileTools:
         messages = messages if messages is not None else []
         desk = ReviewDesk(config, self._routes, self._approvals, self._grants, messages, previews)
         self._network = NetworkDesk(
-            config.network, self._approvals, self._grants, self._routes.now, execute_cwd(config)
+            config.network,
+            self._approvals,
+            self._grants,
+            self._routes.now,
+            execute_cwd(config),
+            config.reviewer,
         )
         self._calls = ToolCalls(config, self._routes, desk, state, self._network)
         # Raised from the first call, not here: the host's __init__ may still be

@@ -24,6 +24,7 @@ from filegate.kernel.limits import (
 from filegate.kernel.messages import Message, ModelSpec, ToolCallLimits, Usage
 from filegate.kernel.network_rules import NetworkPermission, enforcement_problem
 from filegate.kernel.permissions import FilesystemPermission
+from filegate.kernel.review_scope import ReviewerConfig
 from filegate.kernel.scripts import ScriptRef
 from filegate.kernel.tool_types import ToolName
 from filegate.kernel.transcripts import TranscriptPage, TranscriptRef
@@ -248,6 +249,9 @@ class FileToolsConfig(BaseModel):
     network: list[NetworkPermission] = Field(default_factory=list)
     """Which hosts sandboxed commands may connect to (kernel.network_rules); empty:
     commands have no network."""
+    reviewer: ReviewerConfig | None = None
+    """A first-pass reviewer that may approve interrupted calls inside its scope
+    before a human is asked (kernel.review_scope); None: every one waits for a human."""
     tools: list[ToolName] | None = None
     """Whitelist of tool names (read_file is always kept); None = all."""
     tool_descriptions: dict[str, str] = Field(default_factory=dict)

@@ -155,6 +155,16 @@ class ApprovalHandlers:
         if ack.changed_since_preview:
             workflow.logger.info("decision %s not applied: target changed", decision.id)
 
+    async def accept_own(self, decision: Decision) -> DecisionAck | None:
+        """A decision the workflow itself makes (its first-pass reviewer), taken like a
+        person's (the fingerprint check included) unless someone decided first: then
+        None, and the first decision stands."""
+        if self.book.is_decided(decision.id) or decision.id not in self.book.pending:
+            return None
+        if decision.id in self._checking:
+            return None
+        return await self._accept(decision, decision.via)
+
     async def update(self, decision: Decision) -> DecisionAck:
         """The decision, recorded; ``changed_since_preview`` when it was not applied."""
         return await self._accept(decision, "api")

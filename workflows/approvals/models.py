@@ -24,7 +24,7 @@ from filegate.workflows.approvals.grant_models import (
 
 DecisionKind = Literal["approve", "edit", "reject", "respond"]
 
-Via = Literal["ui", "cli", "api", "proxy", "signal", "timeout", "mcp"]
+Via = Literal["ui", "cli", "api", "proxy", "signal", "timeout", "mcp", "reviewer"]
 """How a decision arrived: the web UI (a session from the token URL), the
 command line, an API client of the UI (bearer token) or of the workflow (the
 update without a channel), a user named by an authenticating proxy, the bare

@@ -24,10 +24,12 @@ from temporalio import workflow
 
 from filegate.kernel import wire
 from filegate.kernel.network_rules import NetworkAnswer, NetworkAsk, NetworkRules, judge
+from filegate.kernel.review_scope import ReviewerConfig
 from filegate.workflows import telemetry
 from filegate.workflows.approvals.grants import GrantBook
 from filegate.workflows.approvals.handlers import ApprovalHandlers
 from filegate.workflows.approvals.pending import clip
+from filegate.workflows.approvals.reviews import first_pass
 from filegate.workflows.approvals.turn_decisions import turn_of
 from filegate.workflows.inputs import Decision
 
@@ -42,9 +44,11 @@ class NetworkDesk:
         grants: GrantBook,
         now: Callable[[], str],
         cwd: str,
+        reviewer: ReviewerConfig | None = None,
     ) -> None:
         """``cwd``: where the run's commands run (its default backend's shell), for cards."""
         self._cwd = cwd
+        self._reviewer = reviewer
         self._rules = list(rules)
         self._running: dict[str, str] = {}
         """Activity id of each ``execute`` running now -> the model's id of that call."""
@@ -114,6 +118,7 @@ class NetworkDesk:
             description=f"{judged.reason}: a command connects to {asked.host}:{asked.port}",
         )
         self._approvals.publish()
+        await first_pass(self._approvals, self._reviewer, approval.id)
         opened = workflow.now()
         await workflow.wait_condition(lambda: self._book.is_decided(approval.id))
         decision = self._book.close(approval.id)

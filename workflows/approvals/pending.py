@@ -245,6 +245,11 @@ class ApprovalBook:
             raise ValueError(f"approval {decision.id!r} was already decided by {earlier.by()}")
         if decision.via == "timeout":
             raise ValueError("via 'timeout' is reserved for the workflow's own approval timeout")
+        if decision.via == "reviewer" or (decision.reviewer or "").startswith("auto:"):
+            raise ValueError(
+                "via 'reviewer' and reviewers named auto:... are the workflow's own "
+                "first-pass reviewer; a person decides under their own name"
+            )
         if decision.decision == "edit":
             if decision.args is None:
                 raise ValueError("an edit decision needs args")

@@ -21,6 +21,7 @@ from filegate.kernel.formatting import Rendered
 from filegate.kernel.messages import Message, ToolCall
 from filegate.kernel.previews import ChangePreview
 from filegate.kernel.registry import TOOLS
+from filegate.kernel.review_scope import ReviewerConfig, review
 from filegate.kernel.textops import MISSING_FINGERPRINT
 from filegate.kernel.tool_types import ToolOutcome
 from filegate.workflows import telemetry
@@ -63,6 +64,33 @@ class CallChecks(Protocol):
     def gate(self, call: CheckedCall) -> Rendered | None: ...
     def now(self) -> str: ...
     async def preview(self, checked: CheckedCall, call_id: str) -> ChangePreview: ...
+
+
+async def first_pass(
+    handlers: ApprovalHandlers, reviewer: ReviewerConfig | None, approval_id: str
+) -> None:
+    """Let the run's first-pass reviewer approve an open approval inside its scope
+    (kernel.review_scope); outside it, or when someone decided first, the approval
+    stays with the humans. Judged on the card as shown: its preview, its fingerprint."""
+    approval = handlers.book.pending.get(approval_id)
+    if reviewer is None or approval is None:
+        return
+    verdict = review(reviewer.scope, approval.tool, approval.args, approval.preview)
+    if not verdict.approve:
+        workflow.logger.info("approval %s left to a human: %s", approval_id, verdict.reason)
+        return
+    preview = approval.preview
+    decision = Decision(
+        id=approval_id,
+        decision="approve",
+        reviewer=reviewer.reviewer,
+        via="reviewer",
+        reason=verdict.reason,
+        preview_fingerprint=None if preview is None else (preview.fingerprint or ""),
+    )
+    ack = await handlers.accept_own(decision)
+    if ack is not None and ack.changed_since_preview:
+        workflow.logger.info("approval %s: target changed, left to a human", approval_id)
 
 
 def execute_cwd(config: FileToolsConfig) -> str:
@@ -142,6 +170,7 @@ class ReviewDesk:
             self._book.attach_preview(approval.id, await self._checks.preview(checked, call_id))
         else:
             self._approvals.publish()
+        await first_pass(self._approvals, self._input.reviewer, approval.id)
         decided = lambda: self._book.is_decided(approval.id)  # noqa: E731
         try:
             remaining = (
