@@ -1,0 +1,150 @@
+# ruff: noqa: F811  (cli_env: a fixture imported from tests.cli.test_cli)
+"""The first-pass reviewer through a real run (issue 52): it approves inside its scope,
+leaves the rest to a human, and cannot be impersonated.
+
+A run on a real tools worker with ``interrupt write /src/**`` and a rule reviewer
+whose scope is small edits under ``/src`` that touch no ``*.sh``: the small write
+runs without anyone being asked and is recorded as ``auto:small-src`` ``via
+reviewer`` with its reason; the big write and the ``.sh`` write wait for a person
+(who decides them); a person's decision signed ``auto:...`` or ``via reviewer`` is
+refused. The same through ``filegate run`` with the permissions file's ``reviewer``
+section, whose mistakes are one line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
+
+from filegate.backends.filesystem import FilesystemBackend
+from filegate.kernel.permissions import FilesystemPermission
+from filegate.kernel.review_scope import ReviewerConfig, ReviewScope
+from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec, Decision
+from tests.cli.test_cli import CLI, cli_env, write_json  # noqa: F401  (cli_env: a fixture)
+from tests.scripting import calls, scripted
+from tests.workflows.test_workflow_e2e import results, running_agent, running_tools
+
+pytestmark = pytest.mark.services
+
+RULES = [FilesystemPermission(operations=["write"], paths=["/src/**"], mode="interrupt")]
+REVIEWER = ReviewerConfig(
+    name="small-src",
+    scope=ReviewScope(paths=["/src/**"], forbid_paths=["/**/*.sh"], max_changed_lines=5),
+)
+BIG = "".join(f"line {n}\n" for n in range(20))
+TURN = calls(
+    ("small", "write_file", {"file_path": "/src/a.py", "content": "x = 1\n"}),
+    ("big", "write_file", {"file_path": "/src/big.py", "content": BIG}),
+    ("sh", "write_file", {"file_path": "/src/run.sh", "content": "id\n"}),
+)
+
+
+async def _pending(handle: WorkflowHandle[Any, Any], count: int) -> list[Any]:
+    deadline = asyncio.get_running_loop().time() + 60
+    while True:
+        found = await handle.query(AgentWorkflow.pending_approvals)
+        if len(found) == count and not any(a.preview_pending for a in found):
+            return list(found)
+        assert asyncio.get_running_loop().time() < deadline, found
+        await asyncio.sleep(0.1)
+
+
+async def test_the_reviewer_approves_inside_its_scope_and_leaves_the_rest(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    root = tmp_path / "ws"
+    (root / "src").mkdir(parents=True)
+    async with (
+        running_tools(temporal_client, {"fs": FilesystemBackend(root)}, tmp_path / "j") as tq,
+        running_agent(temporal_client) as agent_q,
+    ):
+        backend = BackendSpec(default=BackendRef(kind="remote", name="fs", task_queue=tq))
+        handle = await temporal_client.start_workflow(
+            AgentWorkflow.run,
+            AgentInput(task="t", model=scripted(TURN, {"content": "done"}), backend=backend,
+                       permissions=RULES, reviewer=REVIEWER),
+            id=f"rev-{uuid.uuid4().hex[:8]}",
+            task_queue=agent_q,
+        )  # fmt: skip
+        waiting = await _pending(handle, 2)
+        assert {a.args["file_path"] for a in waiting} == {"/src/big.py", "/src/run.sh"}
+        assert (root / "src" / "a.py").read_text() == "x = 1\n"  # ran, nobody asked
+        for forged in (
+            Decision(id=waiting[0].id, decision="approve", reviewer="auto:small-src", via="ui"),
+            Decision(id=waiting[0].id, decision="approve", reviewer="mallory", via="reviewer"),
+        ):
+            with pytest.raises(WorkflowUpdateFailedError) as refused:
+                await handle.execute_update(AgentWorkflow.decide_update, forged)
+            assert "first-pass reviewer" in str(refused.value.cause)
+        for approval in waiting:
+            await handle.execute_update(
+                AgentWorkflow.decide_update,
+                Decision(id=approval.id, decision="reject", reviewer="ana", via="cli"),
+            )
+        result = await handle.result()
+        decided = {d.path: d for d in await handle.query(AgentWorkflow.decided_approvals)}
+    out = results(result)
+    assert out["small"]["status"] == "success" and "auto:small-src" in str(out["small"]["content"])
+    assert out["big"]["status"] == "error" and out["sh"]["status"] == "error"
+    assert not (root / "src" / "big.py").exists() and not (root / "src" / "run.sh").exists()
+    auto = decided["/src/a.py"]
+    assert (auto.reviewer, auto.via, auto.decision) == ("auto:small-src", "reviewer", "approve")
+    assert auto.reason and "1 changed lines" in auto.reason
+    assert decided["/src/big.py"].reviewer == "ana"
+
+
+async def test_filegate_run_takes_the_reviewer_from_the_permissions_file(
+    cli_env: dict[str, str], temporal_client: Client, tmp_path: Path
+) -> None:
+    root = tmp_path / "ws"
+    (root / "src").mkdir(parents=True)
+    script = write_json(tmp_path / "s.json", {"turns": [
+        calls(("small", "write_file", {"file_path": "/src/a.py", "content": "x = 1\n"})),
+        {"content": "done"},
+    ]})  # fmt: skip
+    perms = write_json(tmp_path / "p.json", {
+        "rules": [rule.model_dump() for rule in RULES],
+        "reviewer": REVIEWER.model_dump(),
+    })  # fmt: skip
+    transcript = tmp_path / "t.json"
+    run = await asyncio.to_thread(
+        subprocess.run,
+        [*CLI, "run", "t", "--model", f"scripted:{script}", "--root", str(root),
+         "--permissions", perms, "--transcript", str(transcript)],
+        env=cli_env, capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert (root / "src" / "a.py").read_text() == "x = 1\n"
+    [tool] = [m for m in json.loads(transcript.read_text()) if m.get("role") == "tool"]
+    assert "auto:small-src" in str(tool["content"])
+
+
+@pytest.mark.parametrize(
+    ("reviewer", "message"),
+    [
+        ({"name": "Bad Name", "scope": {}}, "reviewer name 'Bad Name'"),
+        ({"name": "r", "scope": {"commands": ["ls; id"]}}, "not a plain command"),
+        ({"name": "r", "scope": {"hosts": ["pypi.org"]}}, "must be host:port"),
+    ],
+)
+def test_a_bad_reviewer_section_is_one_line(
+    cli_env: dict[str, str], tmp_path: Path, reviewer: dict[str, Any], message: str
+) -> None:
+    root = tmp_path / "ws"
+    root.mkdir()
+    perms = write_json(tmp_path / "p.json", {"rules": [], "reviewer": reviewer})
+    script = write_json(tmp_path / "s.json", {"turns": []})
+    run = subprocess.run(
+        [*CLI, "run", "t", "--model", f"scripted:{script}", "--root", str(root),
+         "--permissions", perms],
+        env=cli_env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    lines = [line for line in run.stderr.splitlines() if line.strip()]
+    assert run.returncode == 2 and len(lines) == 1 and message in lines[0], run.stderr
