@@ -30,6 +30,7 @@ from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from filegate.backends.bwrap import BwrapSandboxBackend
 from filegate.devstack.servers import TemporalDevServer
 from filegate.kernel.network_rules import NetworkAsk, NetworkPermission
+from filegate.kernel.review_scope import ReviewerConfig, ReviewScope
 from filegate.kernel.tool_types import activity_call_id
 from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec, Decision
 from filegate.workflows.approvals.grant_models import GrantRequest
@@ -325,3 +326,41 @@ async def _waiting_for_another(handle: WorkflowHandle[Any, Any], old: str) -> li
             return list(found)
         assert asyncio.get_running_loop().time() < deadline, found
         await asyncio.sleep(0.2)
+
+
+async def test_a_first_pass_reviewer_lets_a_listed_host_through_and_no_other(
+    temporal_client: Client, tmp_path: Path, _bwrap_ok: None, web: tuple[int, list[str]]
+) -> None:
+    """The reviewer's ``hosts`` scope answers a held connection; a port it does not
+    list is left to a person (issue 52's envelope, for connections)."""
+    port, seen = web
+    reviewer = ReviewerConfig(
+        name="net", scope=ReviewScope(tools=["connect"], hosts=[f"127.0.0.1:{port}"])
+    )
+    box = BwrapSandboxBackend(tmp_path / "ws", check=False)
+    rules = [NetworkPermission(hosts=["127.0.0.1"], mode="interrupt")]
+    other = f"curl -sS --max-time 60 http://127.0.0.1:{port + 1}/y"
+    async with (
+        running_tools(temporal_client, {"box": box}, tmp_path / "j") as tools_queue,
+        running_agent(temporal_client) as agent_queue,
+    ):
+        handle = await temporal_client.start_workflow(
+            AgentWorkflow.run,
+            AgentInput(
+                task="go", backend=_sandbox(tools_queue), network=rules, reviewer=reviewer,
+                model=scripted(_curl("ok", port), calls(("no", "execute", {"command": other})),
+                               {"content": "done"}),
+            ),
+            id=f"net-rev-{uuid.uuid4().hex[:8]}",
+            task_queue=agent_queue,
+        )  # fmt: skip
+        [left] = await _waiting(handle)  # the first went through; the second waits
+        assert left.args["port"] == port + 1 and seen == ["/x"]
+        await handle.execute_update(
+            AgentWorkflow.decide_update,
+            Decision(id=left.id, decision="reject", reviewer="ana", via="cli"),
+        )
+        out = results(await handle.result())
+        decided = await handle.query(AgentWorkflow.decided_approvals)
+    assert TOKEN in str(out["ok"]["content"])
+    assert [(d.reviewer, d.via) for d in decided] == [("auto:net", "reviewer"), ("ana", "cli")]
