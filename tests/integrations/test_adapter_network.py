@@ -9,8 +9,6 @@ built (one line), never dropped.
 
 from __future__ import annotations
 
-import http.server
-import threading
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -23,6 +21,7 @@ from temporalio.client import Client
 from filegate.backends.bwrap import BwrapSandboxBackend
 from filegate.kernel.execute_gate import ExecuteGateError
 from filegate.kernel.network_rules import NetworkPermission
+from tests.net_servers import token_server
 
 pytest.importorskip("deepagents")
 pytest.importorskip("pydantic_ai")
@@ -37,25 +36,8 @@ TOKEN = "adapter-net-" + uuid.uuid4().hex
 
 @pytest.fixture
 def web() -> Iterator[int]:
-    body = TOKEN.encode()
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield server.server_address[1]
-    finally:
-        server.shutdown()
-        server.server_close()
+    with token_server(TOKEN) as (port, _):
+        yield port
 
 
 @pytest_asyncio.fixture

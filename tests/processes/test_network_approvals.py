@@ -13,12 +13,10 @@ and port that answers the next command unasked (and ``revoke`` ends it).
 from __future__ import annotations
 
 import asyncio
-import http.server
 import os
 import signal
 import subprocess
 import sys
-import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,6 +34,7 @@ from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpe
 from filegate.workflows.approvals.grant_models import GrantRequest
 from filegate.workflows.approvals.grants import GrantRevocation
 from tests.cli.test_cli import CLI, cli_env  # noqa: F401  (cli_env: a fixture)
+from tests.net_servers import token_server
 from tests.sandbox_fixtures import _bwrap_ok  # noqa: F401  (fixture)
 from tests.scripting import calls, scripted
 from tests.workflows.test_workflow_e2e import results, running_agent, running_tools
@@ -47,27 +46,8 @@ TOKEN = "asked-" + uuid.uuid4().hex
 
 @pytest.fixture
 def web() -> Iterator[tuple[int, list[str]]]:
-    body = TOKEN.encode()
-    seen: list[str] = []
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            seen.append(self.path)
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield server.server_address[1], seen
-    finally:
-        server.shutdown()
-        server.server_close()
+    with token_server(TOKEN) as served:
+        yield served
 
 
 def _sandbox(queue: str) -> BackendSpec:

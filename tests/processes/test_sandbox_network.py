@@ -29,46 +29,18 @@ from filegate.kernel.execute_gate import SandboxView
 from filegate.kernel.formatting import format_execute
 from filegate.kernel.network_rules import NetworkPermission
 from filegate.kernel.protocol import ExecuteResult
+from tests.net_servers import token_server
 
 pytestmark = pytest.mark.slow
 
 TOKEN = "served-by-the-host-4711"
 
 
-class _Handler(http.server.BaseHTTPRequestHandler):
-    seen: list[str]
-
-    def do_GET(self) -> None:
-        type(self).seen.append(self.path)
-        if self.path.startswith("/redirect"):
-            self.send_response(302)
-            self.send_header("Location", "http://elsewhere.test:80/x")
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-            return
-        body = TOKEN.encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 @pytest.fixture
 def web() -> Iterator[tuple[int, list[str]]]:
     """A web server on the host's loopback: its port, and the paths it was asked for."""
-    seen: list[str] = []
-    handler = type("Handler", (_Handler,), {"seen": seen})
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server.server_address[1], seen
-    finally:
-        server.shutdown()
-        server.server_close()
+    with token_server(TOKEN) as served:
+        yield served
 
 
 def _view(*rules: NetworkPermission) -> SandboxView:

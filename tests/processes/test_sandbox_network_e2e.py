@@ -13,10 +13,8 @@ refused in one line before anything runs.
 from __future__ import annotations
 
 import asyncio
-import http.server
 import json
 import subprocess
-import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,6 +36,7 @@ from filegate.kernel.execute_gate import ExecuteGateError
 from filegate.kernel.network_rules import NetworkPermission
 from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec, FileToolsConfig
 from tests.cli.test_cli import CLI, cli_env, write_json  # noqa: F401  (cli_env: a fixture)
+from tests.net_servers import token_server
 from tests.processes.test_one_filesystem_e2e import decoded, sandbox
 from tests.sandbox_fixtures import _bwrap_ok  # noqa: F401  (fixture)
 from tests.scripting import calls, scripted, uid
@@ -54,25 +53,8 @@ SECRET_PATH = "/private-" + uuid.uuid4().hex[:8]
 
 @pytest.fixture
 def web() -> Iterator[int]:
-    body = TOKEN.encode()
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield server.server_address[1]
-    finally:
-        server.shutdown()
-        server.server_close()
+    with token_server(TOKEN) as (port, _):
+        yield port
 
 
 def rules(port: int) -> list[NetworkPermission]:
