@@ -146,17 +146,23 @@ async def test_each_card_kind(ui_url: str, temporal_client: Client, tmp_path: Pa
 
         for key in ("w-old", "w-new", "e1"):
             await cards[key].locator("button[data-decision=approve]").click()
-            await expect(cards[key].locator(".decision")).to_contain_text(f"approved by {REVIEWER}")
+            await expect(cards[key].locator(".decision")).to_contain_text(
+                f"approved by {REVIEWER}", timeout=20_000
+            )
         await gone.locator("header .tool").click()  # select it, then the shortcut r
         await expect(gone).to_have_class(re.compile(r"\bselected\b"))
         await page.keyboard.press("r")
         await expect(gone.locator("input[name=reason]")).to_be_focused()
         await page.keyboard.type("keep the build")
         await page.keyboard.press("Enter")  # Enter in the reason box rejects
-        await expect(gone.locator(".decision")).to_contain_text(f"rejected by {REVIEWER}")
+        await expect(gone.locator(".decision")).to_contain_text(
+            f"rejected by {REVIEWER}", timeout=20_000
+        )
         await run.locator("input[name=message]").fill("no need, the docs are listed above")
         await run.locator("button[data-decision=respond]").click()
-        await expect(run.locator(".decision")).to_contain_text(f"answered by {REVIEWER}")
+        await expect(run.locator(".decision")).to_contain_text(
+            f"answered by {REVIEWER}", timeout=20_000
+        )
         result = await asyncio.wait_for(handle.result(), 30)
         assert not problems, problems
     out = tool_results(result)
@@ -267,7 +273,9 @@ async def test_a_file_changed_since_its_preview(
         await one.screenshot(path=str(SHOTS / "changed-since-preview.png"))
         assert (root / "docs" / "c.md").read_text() == "v1 and a later change\n"  # nothing ran
         await one.locator("button[data-decision=approve]").click()
-        await expect(one.locator(".decision")).to_contain_text(f"approved by {REVIEWER}")
+        await expect(one.locator(".decision")).to_contain_text(
+            f"approved by {REVIEWER}", timeout=20_000
+        )
         await asyncio.wait_for(handle.result(), 30)
         assert not problems, problems
     assert (root / "docs" / "c.md").read_text() == "v2\n"
