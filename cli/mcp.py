@@ -26,6 +26,8 @@ import argparse
 import contextlib
 import errno
 import getpass
+import hashlib
+import json
 import socket
 import sys
 import uuid
@@ -157,6 +159,20 @@ async def _deployed(
         yield client
 
 
+RULES_MEMO = "filegate_session_rules"
+"""Memo of a session workflow: the digest of its rules, so a process serving it again
+with other flags is refused instead of silently serving the old rules."""
+
+
+def _rules_digest(config: Any) -> str:
+    """What decides a session's calls (rules, network, approvals, reviewer, tools), hashed."""
+    decisive = config.model_dump(
+        mode="json", include={"permissions", "network", "interrupt_on", "reviewer", "tools"}
+    )
+    text = json.dumps(decisive, sort_keys=True, separators=(",", ":"))
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+
+
 @contextlib.asynccontextmanager
 async def _session(
     client: Client, config: Any, workflow_id: str, task_queue: str, root: Path | None = None
@@ -167,7 +183,8 @@ async def _session(
 
     from filegate.workflows.session import SessionInput, SessionWorkflow
 
-    memo = {ROOT_MEMO: str(root)} if root is not None else None
+    rules = _rules_digest(config)
+    memo = {RULES_MEMO: rules, **({ROOT_MEMO: str(root)} if root is not None else {})}
     handle = client.get_workflow_handle(workflow_id)
     try:
         await client.start_workflow(
@@ -177,12 +194,18 @@ async def _session(
     except WorkflowAlreadyStartedError:
         found = await handle.describe()
         served = await found.memo_value(ROOT_MEMO, None)
-        if found.workflow_type != wire.SESSION_WORKFLOW_TYPE or served != (memo or {}).get(
-            ROOT_MEMO
-        ):
+        if found.workflow_type != wire.SESSION_WORKFLOW_TYPE or served != memo.get(ROOT_MEMO):
             raise CliError(
                 f"workflow {workflow_id} is running and is not a session on this root: "
                 "choose another --workflow-id",
+                2,
+            ) from None
+        kept = await found.memo_value(RULES_MEMO, None)
+        if kept is not None and kept != rules:
+            raise CliError(
+                f"session {workflow_id} is running with other rules than these flags give "
+                "(its own stay in force): give it the same --permissions and --interrupt-on, "
+                "or choose another --workflow-id",
                 2,
             ) from None
         await handle.signal(SessionWorkflow.reopen)

@@ -617,3 +617,22 @@ async def test_http_on_a_busy_port_is_one_line_and_starts_no_session(
     assert lines == [f"filegate: 127.0.0.1:{port} is already in use; pick another --port"], lines
     with pytest.raises(RPCError, match="not found"):
         await temporal_client.get_workflow_handle(workflow_id).describe()
+
+
+async def test_serving_a_running_session_with_other_rules_is_refused(
+    cli_env: dict[str, str], tmp_path: Path, temporal_client: TemporalClient
+) -> None:
+    """``--workflow-id`` of a running session with other ``--permissions``: one line,
+    exit 2, instead of serving the session's old rules under the new flags' name."""
+    root = workspace(tmp_path)
+    workflow_id = f"mcp-rules-{tmp_path.name}"
+    looser = write_json(tmp_path / "looser.json", [])
+    async with mcp_client(cli_env, flags(tmp_path, root, workflow_id), None) as client:
+        assert (await client.call_tool("read_file", {"file_path": "/notes.txt"})).content
+        other = await asyncio.to_thread(
+            cli, cli_env, "mcp", "--root", str(root), "--permissions", str(looser),
+            "--workflow-id", workflow_id,
+        )  # fmt: skip
+    errors = [line for line in other.stderr.splitlines() if line.startswith("filegate:")]
+    assert other.returncode == 2, other.stdout + other.stderr
+    assert len(errors) == 1 and "running with other rules" in errors[0], other.stderr
