@@ -38,7 +38,7 @@ from typing import Any
 from temporalio.client import Client
 
 from filegate.cli.errors import CliError, port_in_use
-from filegate.cli.run import ROOT_MEMO
+from filegate.cli.run import ROOT_MEMO, terminal_exports
 from filegate.cli.run_inputs import (
     load_interrupt_on,
     load_network_rules,
@@ -90,8 +90,9 @@ def reviewer_name(args: argparse.Namespace) -> str:
 
 
 @contextlib.asynccontextmanager
-async def _served_session(args: argparse.Namespace) -> AsyncIterator[tuple[Client, str]]:
-    """Temporal, the workers this process hosts (``--root``), and the running session."""
+async def _served_session(args: argparse.Namespace) -> AsyncIterator[tuple[Client, str, str]]:
+    """Temporal, the workers this process hosts (``--root``), and the running session; with
+    them, how a person decides an approval the client could not (:func:`_decide_hint`)."""
     from filegate.cli.connection import target_from
 
     target = target_from(args)
@@ -104,14 +105,35 @@ async def _served_session(args: argparse.Namespace) -> AsyncIterator[tuple[Clien
                 2,
             )
         async with _deployed(args, target, workflow_id) as client:
-            yield client, workflow_id
+            yield client, workflow_id, _decide_hint(workflow_id, None, None)
         return
-    async with _hosted(args, target, workflow_id) as client:
-        yield client, workflow_id
+    async with _hosted(args, target, workflow_id) as (client, address):
+        yield client, workflow_id, _decide_hint(workflow_id, address, workspace_root(args.root))
+
+
+def _decide_hint(workflow_id: str, embedded: str | None, root: Path | None) -> str:
+    """The command a person runs to decide approval ``{id}`` of this session.
+
+    A deployment's Temporal outlives this process: the plain command works. The
+    embedded stack lives only while this process does, so the hint names its
+    address and, for after, serving the session again. No S3 key goes into it:
+    the MCP client (a model) reads this text; stderr has the full settings.
+    """
+    decide = f"filegate approve --workflow {workflow_id} {{id}}"
+    if embedded is None:
+        return f"decide it with `{decide}` (or reject) or in the approval UI"
+    return (
+        f"while this server runs, decide it from another terminal with "
+        f"`TEMPORAL_ADDRESS={embedded} {decide}` (this server's stderr lists the S3 "
+        f"settings a large card needs); once it has exited, serve the session again "
+        f"with `filegate mcp --root {root} --workflow-id {workflow_id}` and decide then"
+    )
 
 
 @contextlib.asynccontextmanager
-async def _hosted(args: argparse.Namespace, target: Any, workflow_id: str) -> AsyncIterator[Client]:
+async def _hosted(
+    args: argparse.Namespace, target: Any, workflow_id: str
+) -> AsyncIterator[tuple[Client, str | None]]:
     from filegate.cli.run import served_kind, served_ref, tools_queue_for
     from filegate.cli.services import local_services, services_client, state_dir_outside
     from filegate.cli.workers import env_policies
@@ -139,7 +161,10 @@ async def _hosted(args: argparse.Namespace, target: Any, workflow_id: str) -> As
             ),  # fmt: skip
             _session(client, config, workflow_id, tools_queue, root),
         ):
-            yield client
+            exports = terminal_exports(target, services)
+            if exports:
+                note(f"filegate mcp: to decide from another terminal, first: {exports}")
+            yield client, None if target.configured else services.temporal_address
 
 
 @contextlib.asynccontextmanager
@@ -219,7 +244,7 @@ async def _session(
             await handle.signal(SessionWorkflow.close)
 
 
-def _mcp_server(client: Client, workflow_id: str, args: argparse.Namespace) -> Any:
+def _mcp_server(client: Client, workflow_id: str, args: argparse.Namespace, hint: str) -> Any:
     """The SDK's low-level server with Filegate's two handlers."""
     from mcp.server import Server
 
@@ -227,7 +252,7 @@ def _mcp_server(client: Client, workflow_id: str, args: argparse.Namespace) -> A
 
     gate = McpGate(
         client, workflow_id, reviewer=reviewer_name(args), ask=args.ask,
-        approval_url=args.approval_url,
+        approval_url=args.approval_url, decide_hint=hint,
     )  # fmt: skip
     return Server(
         "filegate",
@@ -297,8 +322,8 @@ async def _mcp_command(args: argparse.Namespace) -> int:
         raise CliError("--ask url needs --approval-url (the approval UI's address)", 2)
     sock = _listening(args.host, args.port) if args.transport == "http" else None
     try:
-        async with _served_session(args) as (client, workflow_id):
-            server = _mcp_server(client, workflow_id, args)
+        async with _served_session(args) as (client, workflow_id, hint):
+            server = _mcp_server(client, workflow_id, args, hint)
             if sock is not None:
                 await _serve_http(server, args.host, args.port, sock)
             else:

@@ -213,6 +213,7 @@ class McpGate:
         reviewer: str,
         ask: AskMode = "form",
         approval_url: str | None = None,
+        decide_hint: str | None = None,
     ) -> None:
         """``ask``: the mode tried first; ``approval_url``: the approval UI, where a
         ``url`` question sends the human (without it only forms are asked)."""
@@ -222,6 +223,11 @@ class McpGate:
         self.workflow_id = workflow_id
         self.reviewer = reviewer
         self.approval_url = approval_url
+        self.decide_hint = decide_hint or (
+            f"decide it with `filegate approve --workflow {workflow_id} {{id}}` (or reject) "
+            "or in the approval UI"
+        )
+        """How a person decides an approval the client could not: ``{id}`` is its id."""
         self.preferred: tuple[AskMode, ...] = ("url", "form") if ask == "url" else ("form", "url")
         self.signer = StateSigner()
         self._tools: list[types.Tool] | None = None
@@ -385,9 +391,8 @@ class McpGate:
         tool = approval.get("tool", "the call")
         return _error_result(
             f"Error: {tool} was not run: it needs a human's approval and {why}. "
-            f"Approval {approval['id']} of session {self.workflow_id} stays open: decide it "
-            f"with `filegate approve --workflow {self.workflow_id} {approval['id']}` (or "
-            "reject) or in the approval UI."
+            f"Approval {approval['id']} of session {self.workflow_id} stays open: "
+            f"{self.decide_hint.replace('{id}', str(approval['id']))}."
         )
 
     async def _result_or_approval(

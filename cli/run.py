@@ -82,7 +82,7 @@ def _approval_hint(
     return show
 
 
-def _terminal_exports(target: Any, services: Any) -> str | None:
+def terminal_exports(target: Any, services: Any) -> str | None:
     """``export ...`` of the servers this command leased rather than found configured:
     another terminal needs them to list and decide (a large pending card, a stored
     result) and to read the run's S3. None when everything came from the environment."""
@@ -261,7 +261,7 @@ async def run_command(args: argparse.Namespace) -> int:
                 # Co-hosted: the run's own queue is the tools queue (contract §8).
                 result = await start_and_follow(
                     client, input, workflow_id, tools_queue, fresh=fresh,
-                    memo={ROOT_MEMO: str(root)}, exports=_terminal_exports(target, services),
+                    memo={ROOT_MEMO: str(root)}, exports=terminal_exports(target, services),
                 )  # fmt: skip
     return report_result(args, result, artifacts)
 
@@ -301,7 +301,7 @@ async def start_and_follow(
 ) -> Any:  # fmt: skip
     """Start the workflow on ``agent_queue`` (or take the running one, ``--resume``)
     and follow it to its end, printing progress and approval hints (``exports``:
-    what another terminal sets to decide, :func:`_terminal_exports`). A short
+    what another terminal sets to decide, :func:`terminal_exports`). A short
     Temporal outage is waited out (cli/outage.py). ``remote``: the workers are
     elsewhere (``submit``), so their failed attempts are read from the server."""
     address = client.service_client.config.target_host
