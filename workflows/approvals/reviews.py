@@ -12,21 +12,32 @@ and the call keeps waiting.
 
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import FailureError
 
+from filegate.kernel import wire
 from filegate.kernel.formatting import Rendered
-from filegate.kernel.messages import Message, ToolCall
+from filegate.kernel.messages import Message, ModelResponse, ToolCall, content_text
 from filegate.kernel.previews import ChangePreview
 from filegate.kernel.registry import TOOLS
-from filegate.kernel.review_scope import ReviewerConfig, review
+from filegate.kernel.review_scope import (
+    ReviewerConfig,
+    Verdict,
+    review,
+    reviewer_approves,
+    reviewer_request,
+)
 from filegate.kernel.textops import MISSING_FINGERPRINT
 from filegate.kernel.tool_types import ToolOutcome
 from filegate.workflows import telemetry
 from filegate.workflows.approvals.grants import GrantBook, GrantUse
 from filegate.workflows.approvals.handlers import ApprovalHandlers
+from filegate.workflows.approvals.models import PendingApproval
 from filegate.workflows.approvals.pending import (
     approval_deadline,
     call_signature,
@@ -76,6 +87,8 @@ async def first_pass(
     if reviewer is None or approval is None:
         return
     verdict = review(reviewer.scope, approval.tool, approval.args, approval.preview)
+    if verdict.approve and reviewer.kind == "model":
+        verdict = await _ask_model(handlers, reviewer, approval)
     if not verdict.approve:
         workflow.logger.info("approval %s left to a human: %s", approval_id, verdict.reason)
         return
@@ -91,6 +104,43 @@ async def first_pass(
     ack = await handlers.accept_own(decision)
     if ack is not None and ack.changed_since_preview:
         workflow.logger.info("approval %s: target changed, left to a human", approval_id)
+
+
+async def _ask_model(
+    handlers: ApprovalHandlers, reviewer: ReviewerConfig, approval: PendingApproval
+) -> Verdict:
+    """A model reviewer's answer about a call inside its envelope, racing the humans:
+    whoever decides first wins, and a model that fails, times out or answers anything
+    but APPROVE leaves the call to them. One attempt, within its own budget."""
+    request = reviewer_request(
+        reviewer, approval.tool, approval.args, approval.preview, approval.assistant_text
+    )
+    budget = timedelta(seconds=reviewer.timeout_seconds)
+    asking = asyncio.ensure_future(
+        workflow.execute_activity(
+            wire.MODEL_ACTIVITY,
+            request,
+            result_type=ModelResponse,
+            start_to_close_timeout=budget,
+            schedule_to_close_timeout=budget,
+            retry_policy=RetryPolicy(maximum_attempts=1),
+        )
+    )
+    decided = asyncio.ensure_future(
+        workflow.wait_condition(lambda: handlers.book.is_decided(approval.id))
+    )
+    await workflow.wait([asking, decided], return_when=asyncio.FIRST_COMPLETED)
+    if not asking.done():
+        asking.cancel()
+        return Verdict(False, "a person decided first")
+    decided.cancel()
+    try:
+        answer = content_text(asking.result().message.content)
+    except FailureError as failure:
+        return Verdict(False, f"the model reviewer failed ({failure.message})")
+    if not reviewer_approves(answer):
+        return Verdict(False, f"the model reviewer did not approve: {clip(answer, 200)}")
+    return Verdict(True, f"model reviewer: {clip(answer, 300)}")
 
 
 def execute_cwd(config: FileToolsConfig) -> str:
