@@ -120,7 +120,7 @@ def _rules_file(path: str) -> list[FilesystemPermission | NetworkPermission]:
 def _rules_section(path: str) -> list[Any]:
     """The rules of a permissions file: the file's list, or its object's ``rules``."""
     data = _json_file(path, "permissions file")
-    if isinstance(data, dict):
+    if isinstance(data, dict) and set(data) & {"rules", "reviewer"}:
         unknown = sorted(set(data) - {"rules", "reviewer"})
         if unknown:
             raise CliError(f"permissions file {path}: unknown section {unknown[0]!r}", 2)

@@ -52,6 +52,9 @@ ReviewedTool = Literal["write_file", "edit_file", "delete", "execute", "connect"
 """What a reviewer may approve (reads never wait for one: their rules are deny or allow
 in practice, and a read a human is asked about stays with the human)."""
 
+DEFAULT_TOOLS: tuple[ReviewedTool, ...] = ("write_file", "edit_file")
+"""What a scope covers when it names no tools: small file changes, nothing that runs."""
+
 _NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,39}$")
 
 
@@ -60,7 +63,7 @@ class ReviewScope(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    tools: list[ReviewedTool] = Field(default_factory=lambda: ["write_file", "edit_file"])
+    tools: list[ReviewedTool] = Field(default_factory=lambda: list(DEFAULT_TOOLS))
     paths: list[str] = Field(default_factory=list)
     forbid_paths: list[str] = Field(default_factory=list)
     max_changed_lines: int = Field(default=50, ge=0, le=100_000)

@@ -163,7 +163,7 @@ class ApprovalHandlers:
             return None
         if decision.id in self._checking:
             return None
-        return await self._accept(decision, decision.via)
+        return await self._accept(decision, decision.via or "reviewer")
 
     async def update(self, decision: Decision) -> DecisionAck:
         """The decision, recorded; ``changed_since_preview`` when it was not applied."""
