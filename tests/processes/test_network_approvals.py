@@ -30,13 +30,21 @@ from filegate.devstack.servers import TemporalDevServer
 from filegate.kernel.network_rules import NetworkAsk, NetworkPermission
 from filegate.kernel.review_scope import ReviewerConfig, ReviewScope
 from filegate.kernel.tool_types import activity_call_id
-from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec, Decision
+from filegate.workflows import (
+    AgentInput,
+    AgentWorkflow,
+    BackendRef,
+    BackendSpec,
+    Decision,
+    FileToolsConfig,
+)
 from filegate.workflows.approvals.grant_models import GrantRequest
 from filegate.workflows.approvals.grants import GrantRevocation
 from tests.cli.test_cli import CLI, cli_env  # noqa: F401  (cli_env: a fixture)
 from tests.net_servers import token_server
 from tests.sandbox_fixtures import _bwrap_ok  # noqa: F401  (fixture)
 from tests.scripting import calls, scripted
+from tests.workflows.test_execute_gate import ToolListWorkflow, running_host
 from tests.workflows.test_workflow_e2e import results, running_agent, running_tools
 
 pytestmark = pytest.mark.services
@@ -344,3 +352,33 @@ async def test_a_first_pass_reviewer_lets_a_listed_host_through_and_no_other(
         decided = await handle.query(AgentWorkflow.decided_approvals)
     assert TOKEN in str(out["ok"]["content"])
     assert [(d.reviewer, d.via) for d in decided] == [("auto:net", "reviewer"), ("ana", "cli")]
+
+
+async def test_file_tools_in_an_own_workflow_asks_about_a_held_connection(
+    temporal_client: Client, tmp_path: Path, _bwrap_ok: None, web: tuple[int, list[str]]
+) -> None:
+    """``FileTools`` registers the question's update itself: a workflow of one's own
+    gets the card on its ``pending_approvals`` query and decides it with ``decide``."""
+    port, seen = web
+    box = BwrapSandboxBackend(tmp_path / "ws", check=False)
+    command = f"curl -sS --max-time 60 http://127.0.0.1:{port}/own"
+    async with running_tools(temporal_client, {"box": box}, tmp_path / "j") as queue:
+        config = FileToolsConfig(backend=_sandbox(queue), network=_ask(port))
+        async with running_host(temporal_client) as host_queue:
+            handle = await temporal_client.start_workflow(
+                ToolListWorkflow.run,
+                args=[config, [{"id": "c", "name": "execute", "args": {"command": command}}]],
+                id=f"net-own-{uuid.uuid4().hex[:8]}",
+                task_queue=host_queue,
+            )
+            deadline = asyncio.get_running_loop().time() + 60
+            while not (found := await handle.query("pending_approvals")):
+                assert asyncio.get_running_loop().time() < deadline
+                await asyncio.sleep(0.1)
+            [card] = found
+            assert card["tool"] == "connect" and card["args"]["port"] == port
+            await handle.execute_update(
+                "decide", Decision(id=card["id"], decision="approve", reviewer="ana", via="cli")
+            )
+            result = await handle.result()
+    assert TOKEN in result["answers"]["c"]["text"] and seen == ["/own"]
