@@ -209,3 +209,103 @@ async def test_a_model_reviewer_approves_only_inside_its_envelope(
         decided = {d.path: d for d in await handle.query(AgentWorkflow.decided_approvals)}
     assert decided["/src/a.py"].reviewer == small_by
     assert decided["/src/big.py"].reviewer == "ana" and decided["/src/run.sh"].reviewer == "ana"
+
+
+class _SlowModel:
+    """An OpenAI-compatible chat endpoint on 127.0.0.1 that answers APPROVE after
+    ``delay`` seconds (a model that thinks), counting what it was asked."""
+
+    def __init__(self, delay: float) -> None:
+        import http.server
+        import threading
+        import time
+
+        self.asked = 0
+        model = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                model.asked += 1
+                time.sleep(delay)
+                body = json.dumps({
+                    "id": "c", "object": "chat.completion", "created": 1, "model": "m",
+                    "choices": [{"index": 0, "finish_reason": "stop",
+                                 "message": {"role": "assistant", "content": "APPROVE"}}],
+                }).encode()  # fmt: skip
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.parametrize("endpoint", ["slow", "down"])
+async def test_a_person_deciding_while_the_model_thinks_wins_and_a_dead_model_asks_people(
+    temporal_client: Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, endpoint: str
+) -> None:
+    """``slow``: the model reviewer would approve after 8 s; a person rejects at once:
+    the write never runs and the person's is the one decision. ``down``: nothing
+    listens at the model's address: the call waits for a person, who approves."""
+    from filegate.activities.providers.profiles import ModelProfile, ModelProfiles
+    from filegate.worker import agent_worker
+
+    monkeypatch.setenv("FILEGATE_TEST_REVIEWER_KEY", "sk-test")
+    model = _SlowModel(8.0)
+    if endpoint == "down":
+        model.close()
+    profiles = ModelProfiles({
+        "scripted": ModelProfile(kind="scripted"),
+        "thinker": ModelProfile(kind="openai", base_url=model.url,
+                                api_key_env="FILEGATE_TEST_REVIEWER_KEY", models=["m"]),
+    })  # fmt: skip
+    reviewer = ReviewerConfig(
+        name="thinker", kind="model", scope=REVIEWER.scope,
+        model=ModelSpec(provider="thinker", name="m"), timeout_seconds=30,
+    )  # fmt: skip
+    root = tmp_path / "ws"
+    (root / "src").mkdir(parents=True)
+    turn = calls(("small", "write_file", {"file_path": "/src/a.py", "content": "x = 1\n"}))
+    agent_q = f"rev-race-{uuid.uuid4().hex[:8]}"
+    try:
+        async with (
+            running_tools(temporal_client, {"fs": FilesystemBackend(root)}, tmp_path / "j") as tq,
+            agent_worker(temporal_client, agent_q, model_profiles=profiles),
+        ):
+            backend = BackendSpec(default=BackendRef(kind="remote", name="fs", task_queue=tq))
+            handle = await temporal_client.start_workflow(
+                AgentWorkflow.run,
+                AgentInput(task="t", model=scripted(turn, {"content": "done"}), backend=backend,
+                           permissions=RULES, reviewer=reviewer),
+                id=f"rev-race-{uuid.uuid4().hex[:8]}",
+                task_queue=agent_q,
+            )  # fmt: skip
+            [card] = await _pending(handle, 1)
+            while endpoint == "slow" and model.asked == 0:  # the model is thinking now
+                await asyncio.sleep(0.05)
+            decision = "reject" if endpoint == "slow" else "approve"
+            await handle.execute_update(
+                AgentWorkflow.decide_update,
+                Decision(id=card.id, decision=decision, reviewer="ana", via="cli"),
+            )
+            await handle.result()
+            decided = await handle.query(AgentWorkflow.decided_approvals)
+            await asyncio.sleep(0.5)
+    finally:
+        if endpoint == "slow":
+            model.close()
+    assert [(d.reviewer, d.decision) for d in decided] == [("ana", decision)]
+    assert (root / "src" / "a.py").exists() == (endpoint == "down")
+    if endpoint == "slow":
+        assert model.asked == 1  # it was asked, and its late APPROVE counted for nothing
