@@ -283,7 +283,9 @@ class BwrapSandboxBackend(BaseSandbox):
                 finally:
                     if seccomp is not None:
                         os.close(seccomp)
-                return result if egress is None else egress.with_uses(result)
+            # Read once the proxy has stopped: a connection the command dropped as it
+            # exited (a refused one, answered and closed) is recorded by its own thread.
+            return result if egress is None else egress.with_uses(result)
         except ViewRefusedError as exc:  # a rule the view cannot hold: nothing ran
             return ExecuteResult(error=str(exc), code="permission_denied")
         except NetworkUnavailableError as exc:

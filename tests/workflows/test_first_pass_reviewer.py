@@ -18,7 +18,7 @@ import json
 import subprocess
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
@@ -294,7 +294,7 @@ async def test_a_person_deciding_while_the_model_thinks_wins_and_a_dead_model_as
             [card] = await _pending(handle, 1)
             while endpoint == "slow" and model.asked == 0:  # the model is thinking now
                 await asyncio.sleep(0.05)
-            decision = "reject" if endpoint == "slow" else "approve"
+            decision: Literal["approve", "reject"] = "reject" if endpoint == "slow" else "approve"
             await handle.execute_update(
                 AgentWorkflow.decide_update,
                 Decision(id=card.id, decision=decision, reviewer="ana", via="cli"),
