@@ -12,7 +12,9 @@ that ignores the proxy, UDP, and a loopback service reached by name.
 from __future__ import annotations
 
 import contextlib
+import glob
 import http.server
+import os
 import shutil
 import socket
 import sys
@@ -515,3 +517,88 @@ def test_git_clones_over_https_from_an_allowed_host(
     finally:
         server.shutdown()
         server.server_close()
+
+
+# -- who else can reach the proxy; several at once ----------------------------------------------
+
+NOBODY = 65534
+KNOCK = """
+import glob, socket, sys
+reached = []
+for path in glob.glob("/tmp/filegate-net-*/egress.sock"):
+    s = socket.socket(socket.AF_UNIX)
+    try:
+        s.connect(path)
+        s.sendall(b"CONNECT 127.0.0.1:" + sys.argv[1].encode() + b" HTTP/1.1\\r\\n\\r\\n")
+        reached.append(path)
+    except OSError:
+        pass
+print("reached", len(reached))
+"""
+
+
+def test_another_local_user_cannot_reach_a_commands_proxy(
+    sb: BwrapSandboxBackend, web: tuple[int, list[str]]
+) -> None:
+    """While a command with network rules runs, its proxy's socket is there on the host:
+    a process of another user (uid 65534) finds it and cannot connect (0700 directory,
+    0600 socket), so it cannot borrow the command's rules to reach what they allow."""
+    import subprocess
+
+    from tests.readable_copy import python_for
+
+    if os.geteuid() != 0:
+        pytest.skip("needs root to run a process as uid 65534")
+    python = python_for(NOBODY)
+    if python is None:
+        pytest.skip("no interpreter uid 65534 may run")
+    port, seen = web
+    view = _view(_allow("127.0.0.1", ports=[port]))
+    waiting = threading.Thread(target=_run, args=(sb, "sleep 3", view))
+    waiting.start()
+    try:
+        deadline = time.monotonic() + 10
+        while not glob.glob("/tmp/filegate-net-*/egress.sock"):
+            assert time.monotonic() < deadline, "the proxy's socket never appeared"
+            time.sleep(0.05)
+        drop = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+        knock = subprocess.run(
+            [*drop, python, "-I", "-c", KNOCK, str(port)],
+            capture_output=True, text=True, timeout=30, cwd="/", check=False,
+        )  # fmt: skip
+    finally:
+        waiting.join(30)
+    assert knock.returncode == 0, knock.stderr
+    assert knock.stdout.split() == ["reached", "0"], knock.stdout
+    assert seen == []
+
+
+def test_commands_with_other_rules_at_once_each_keep_their_own(
+    sb: BwrapSandboxBackend, root: Path, web: tuple[int, list[str]]
+) -> None:
+    """Two commands at once, one allowed to the server and one not, beside a file tool
+    writing: each proxy judges by its own command's rules and reports only its own
+    connections, and the write lands."""
+    port, seen = web
+    loop = "for i in 1 2 3 4 5; do " + CURL + " http://127.0.0.1:{port}/{path}; sleep 0.1; done"
+    results: dict[str, ExecuteResult] = {}
+
+    def run(name: str, view: SandboxView) -> None:
+        results[name] = _run(sb, loop.format(port=port, path=name), view)
+
+    allowed = threading.Thread(target=run, args=("yes", _view(_allow("127.0.0.1", ports=[port]))))
+    refused = threading.Thread(
+        target=run, args=("no", _view(_allow("127.0.0.1", ports=[port + 1])))
+    )
+    allowed.start()
+    refused.start()
+    wrote = sb.write("/notes.md", "written beside them\n")
+    allowed.join(60)
+    refused.join(60)
+    assert wrote.error is None and (root / "notes.md").read_text() == "written beside them\n"
+    assert results["yes"].output.count(TOKEN) == 5
+    assert [(u.host, u.port, u.allowed, u.connections) for u in results["yes"].network] == [
+        ("127.0.0.1", port, True, 5)
+    ]
+    assert [(u.port, u.allowed, u.connections) for u in results["no"].network] == [(port, False, 5)]
+    assert sorted(seen) == ["/yes"] * 5
