@@ -20,7 +20,7 @@ from temporalio import activity
 
 from filegate.backends.sandbox_network import Asker, HostAnswer, HostQuestion
 from filegate.kernel import wire
-from filegate.kernel.network_rules import NetworkAnswer, NetworkAsk
+from filegate.kernel.network_rules import NetworkAnswer, NetworkAsk, host_port
 from filegate.kernel.tool_types import ToolRequest
 
 POLL_SECONDS = 0.5
@@ -44,9 +44,8 @@ def run_asker(request: ToolRequest) -> Asker | None:
             host=question.host, port=question.port, tool_call_id=request.tool_call_id,
             command=command,
         )  # fmt: skip
-        update_id = (
-            f"{wire.NETWORK_ASK_UPDATE}:{request.tool_call_id}:{question.host}:{question.port}"
-        )
+        where = host_port(question.host, question.port)
+        update_id = f"{wire.NETWORK_ASK_UPDATE}:{request.tool_call_id}:{where}"
 
         async def asking() -> NetworkAnswer | BaseException:
             # Every ending is returned, none raised: a question given up when the

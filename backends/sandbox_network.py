@@ -24,6 +24,7 @@ returned with the command's result (:class:`~filegate.kernel.protocol.NetworkUse
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import tempfile
@@ -50,6 +51,12 @@ NO_PYTHON = (
     "network rules need python3 at /usr/bin/python3 or /usr/local/bin/python3 (the "
     "sandbox's forwarder to the egress proxy runs on it)"
 )
+
+
+@functools.cache
+def _forwarder_source() -> str:
+    """The forwarder's text, read once per worker (it goes with every networked command)."""
+    return FORWARDER.read_text()
 
 
 class NetworkUnavailableError(RuntimeError):
@@ -159,7 +166,7 @@ class Egress:
         """``argv`` started by the forwarder (its source handed over with ``-c``:
         the package is not mounted in the sandbox)."""
         socket_path = f"{SOCKET_DIR}/{SOCKET_NAME}"
-        source = FORWARDER.read_text()
+        source = _forwarder_source()
         return [self.python, "-I", "-S", "-c", source, socket_path, str(PROXY_PORT), "--", *argv]
 
     def with_uses(self, result: ExecuteResult) -> ExecuteResult:

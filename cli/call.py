@@ -39,9 +39,8 @@ from pydantic import ValidationError
 from filegate.cli.errors import CliError, failure_text
 from filegate.cli.run_inputs import (
     first_error,
-    load_network_rules,
-    load_permissions,
     load_prompt,
+    load_rule_set,
     workspace_root,
 )
 from filegate.kernel.limits import DEFAULT_EXECUTE_TIMEOUT
@@ -80,12 +79,11 @@ def parse_request(args: argparse.Namespace, backend: str) -> ToolRequest:
         raise CliError(f"--args is not valid JSON: {exc}", 2) from None
     if not isinstance(values, dict):
         raise CliError("--args must be a JSON object of the tool's arguments", 2)
-    rules = load_permissions(args.permissions)
-    network = load_network_rules(args.permissions)
+    rules = load_rule_set(args.permissions)
     try:
         request = tool_request(
-            args.tool, values, backend=backend, tool_call_id="", permissions=rules,
-            network=network,
+            args.tool, values, backend=backend, tool_call_id="",
+            permissions=rules.permissions, network=rules.network,
         )  # fmt: skip
         parse_args(request)
     except ValidationError as exc:

@@ -41,9 +41,7 @@ from filegate.cli.errors import CliError, port_in_use
 from filegate.cli.run import ROOT_MEMO, terminal_exports
 from filegate.cli.run_inputs import (
     load_interrupt_on,
-    load_network_rules,
-    load_permissions,
-    load_reviewer,
+    load_rule_set,
     workspace_root,
 )
 from filegate.kernel import wire
@@ -61,11 +59,12 @@ def _session_config(args: argparse.Namespace, ref: Any) -> Any:
     from filegate.kernel.execute_gate import ExecuteGateError
     from filegate.workflows import BackendSpec, FileToolsConfig
 
+    rules = load_rule_set(args.permissions)
     config = FileToolsConfig(
         backend=BackendSpec(default=ref),
-        permissions=load_permissions(args.permissions),
-        network=load_network_rules(args.permissions),
-        reviewer=load_reviewer(args.permissions),
+        permissions=rules.permissions,
+        network=rules.network,
+        reviewer=rules.reviewer,
         interrupt_on=load_interrupt_on(args.interrupt_on),
     )
     try:

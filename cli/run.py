@@ -41,10 +41,9 @@ from filegate.cli.progress import (
 )
 from filegate.cli.run_inputs import (
     load_interrupt_on,
-    load_network_rules,
     load_permissions,
     load_prompt,
-    load_reviewer,
+    load_rule_set,
     parse_model,
     workspace_root,
 )
@@ -140,7 +139,7 @@ def agent_input(args: argparse.Namespace, ref: Any, profiles: Any = None) -> Any
     from filegate.workflows import AgentInput, BackendSpec, Limits
 
     model = parse_model(args.model, profiles)
-    rules = load_permissions(args.permissions)
+    rules = load_rule_set(args.permissions)
     interrupt_on = load_interrupt_on(args.interrupt_on)
     if args.system_prompt is not None and args.extend_system_prompt is not None:
         raise CliError("give --system-prompt or --extend-system-prompt, not both", 2)
@@ -150,8 +149,8 @@ def agent_input(args: argparse.Namespace, ref: Any, profiles: Any = None) -> Any
         raise CliError(f"--max-steps {args.max_steps}: must be at least 1", 2)
     limits = Limits() if args.max_steps is None else Limits(max_steps=args.max_steps)
     input = AgentInput(
-        task=args.task, model=model, backend=BackendSpec(default=ref), permissions=rules,
-        network=load_network_rules(args.permissions), reviewer=load_reviewer(args.permissions),
+        task=args.task, model=model, backend=BackendSpec(default=ref),
+        permissions=rules.permissions, network=rules.network, reviewer=rules.reviewer,
         interrupt_on=interrupt_on, limits=limits,
         system_prompt=extension if extension is not None else prompt,
         system_prompt_mode="extend" if extension is not None else "replace",

@@ -11,6 +11,7 @@ import difflib
 import json
 import re
 from collections.abc import Collection
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -98,32 +99,31 @@ def _json_file(path: str, what: str) -> Any:
         raise CliError(f"{what} {path} is not valid JSON: {exc}", 2) from None
 
 
-def _rules_file(path: str) -> list[FilesystemPermission | NetworkPermission]:
-    """The rules of ``--permissions FILE``, in order: an entry with ``hosts`` is a
-    network rule, any other a file rule."""
+@dataclass(frozen=True)
+class RuleSet:
+    """What ``--permissions FILE`` holds, read once: the file rules, the network rules
+    (entries with ``hosts``, kernel.network_rules) and the first-pass reviewer."""
+
+    permissions: list[FilesystemPermission] = field(default_factory=list)
+    network: list[NetworkPermission] = field(default_factory=list)
+    reviewer: ReviewerConfig | None = None
+
+
+def load_rule_set(path: str | None) -> RuleSet:
+    """``--permissions FILE``: a JSON list of rules, or an object with ``rules`` and
+    ``reviewer``. Any mistake is one line naming the entry, exit 2."""
     from filegate.kernel.network_rules import NetworkPermission
     from filegate.kernel.permissions import FilesystemPermission
 
-    data = _rules_section(path)
-    rules: list[FilesystemPermission | NetworkPermission] = []
-    for index, rule in enumerate(data):
-        kind = NetworkPermission if isinstance(rule, dict) and "hosts" in rule else None
-        try:
-            rules.append((kind or FilesystemPermission).model_validate(rule))
-        except ValidationError as exc:
-            raise CliError(f"invalid rule {index} in {path}: {first_error(exc)}", 2) from None
-        except ValueError as exc:
-            raise CliError(f"invalid rule {index} in {path}: {exc}", 2) from None
-    return rules
-
-
-def _rules_section(path: str) -> list[Any]:
-    """The rules of a permissions file: the file's list, or its object's ``rules``."""
+    if not path:
+        return RuleSet()
     data = _json_file(path, "permissions file")
+    reviewer = None
     if isinstance(data, dict) and set(data) & {"rules", "reviewer"}:
         unknown = sorted(set(data) - {"rules", "reviewer"})
         if unknown:
             raise CliError(f"permissions file {path}: unknown section {unknown[0]!r}", 2)
+        reviewer = _reviewer(path, data.get("reviewer"))
         data = data.get("rules", [])
     if not isinstance(data, list):
         raise CliError(
@@ -131,42 +131,37 @@ def _rules_section(path: str) -> list[Any]:
             "with 'rules' (and 'reviewer')",
             2,
         )
-    return data
+    rules = RuleSet(reviewer=reviewer)
+    for index, rule in enumerate(data):
+        network = isinstance(rule, dict) and "hosts" in rule
+        try:
+            if network:
+                rules.network.append(NetworkPermission.model_validate(rule))
+            else:
+                rules.permissions.append(FilesystemPermission.model_validate(rule))
+        except ValidationError as exc:
+            raise CliError(f"invalid rule {index} in {path}: {first_error(exc)}", 2) from None
+        except ValueError as exc:
+            raise CliError(f"invalid rule {index} in {path}: {exc}", 2) from None
+    return rules
 
 
-def load_reviewer(path: str | None) -> ReviewerConfig | None:
-    """``--permissions FILE``'s ``reviewer`` section (an object file), or None."""
-    from filegate.kernel.command_rules import CommandPrefixError
+def _reviewer(path: str, section: Any) -> ReviewerConfig | None:
     from filegate.kernel.review_scope import ReviewerConfig
 
-    if not path:
-        return None
-    data = _json_file(path, "permissions file")
-    if not isinstance(data, dict) or data.get("reviewer") is None:
+    if section is None:
         return None
     try:
-        return ReviewerConfig.model_validate(data["reviewer"])
+        return ReviewerConfig.model_validate(section)
     except ValidationError as exc:
         raise CliError(f"invalid reviewer in {path}: {first_error(exc)}", 2) from None
-    except (ValueError, CommandPrefixError) as exc:
+    except ValueError as exc:
         raise CliError(f"invalid reviewer in {path}: {exc}", 2) from None
 
 
 def load_permissions(path: str | None) -> list[FilesystemPermission]:
-    """``--permissions FILE``'s file rules: ``{operations, paths, mode}`` entries."""
-    from filegate.kernel.permissions import FilesystemPermission
-
-    found = _rules_file(path) if path else []
-    return [rule for rule in found if isinstance(rule, FilesystemPermission)]
-
-
-def load_network_rules(path: str | None) -> list[NetworkPermission]:
-    """``--permissions FILE``'s network rules: ``{hosts, ports?, methods?,
-    path_prefixes?, mode}`` entries (kernel.network_rules)."""
-    from filegate.kernel.network_rules import NetworkPermission
-
-    found = _rules_file(path) if path else []
-    return [rule for rule in found if isinstance(rule, NetworkPermission)]
+    """``--permissions FILE``'s file rules (:func:`load_rule_set`)."""
+    return load_rule_set(path).permissions
 
 
 def load_interrupt_on(path: str | None) -> dict[ToolName, ToolInterrupt]:

@@ -28,6 +28,7 @@ from filegate.kernel.limits import (
     PREVIEW_LINE_CHARS,
     TOOL_TOKEN_LIMIT,
 )
+from filegate.kernel.network_rules import host_port
 from filegate.kernel.protocol import (
     BackendResult,
     DeleteResult,
@@ -365,7 +366,7 @@ def _network_lines(uses: list[NetworkUse]) -> list[str]:
     with their reason: the model learns why ``pip`` failed, not only that it did."""
     lines = []
     for use in uses:
-        where = f"[{use.host}]:{use.port}" if ":" in use.host else f"{use.host}:{use.port}"
+        where = host_port(use.host, use.port)
         times = "" if use.connections == 1 else f" ({use.connections} connections)"
         if use.allowed:
             lines.append(f"[network: reached {where}{times}]")

@@ -59,6 +59,11 @@ def ip_literal(host: str) -> str | None:
         return None
 
 
+def host_port(host: str, port: object) -> str:
+    """``host:port`` as every record and message writes it (``[v6]:port`` for IPv6)."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
 def name_problem(host: str) -> str | None:
     """Why ``host`` is not a plain DNS host name (lowercase expected), or None."""
     if not host:
@@ -217,7 +222,7 @@ def judge(
     name, problem = normalise_host(host)
     if problem is not None:
         return Judgement("deny", problem)
-    where = f"[{name}]:{port}" if ":" in name else f"{name}:{port}"
+    where = host_port(name, port)
     for index, rule in enumerate(rules):
         pattern = rule.host_pattern_for(name, port)
         if pattern is None:
@@ -309,6 +314,7 @@ __all__ = [
     "NetworkPermission",
     "NetworkRules",
     "enforcement_problem",
+    "host_port",
     "ip_literal",
     "judge",
     "name_problem",

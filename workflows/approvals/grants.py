@@ -54,6 +54,7 @@ from wcmatch import glob as wc_glob
 from filegate.kernel import wire
 from filegate.kernel.command_rules import simple_argv
 from filegate.kernel.globbing import resolve_glob
+from filegate.kernel.network_rules import host_port
 from filegate.kernel.paths import is_within
 from filegate.kernel.rule_patterns import (
     expand_braces,
@@ -315,8 +316,7 @@ def grant_scope(
 
 def _connect_scope(args: Mapping[str, Any]) -> str:
     """``host:port`` of a connection's question (``[v6]:port`` for an IPv6 address)."""
-    host, port = str(args.get("host", "")), args.get("port")
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    return host_port(str(args.get("host", "")), args.get("port"))
 
 
 def grant_search(tool: str, args: Mapping[str, Any]) -> str | None:

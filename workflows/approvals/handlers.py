@@ -155,6 +155,20 @@ class ApprovalHandlers:
         if ack.changed_since_preview:
             workflow.logger.info("decision %s not applied: target changed", decision.id)
 
+    def close(self, approval_id: str, *, tool: str, call_id: str, opened: datetime) -> Decision:
+        """Take a decided approval off the book and record its wait (metric and span)."""
+        decision = self.book.close(approval_id)
+        telemetry.approval_decided(
+            approval_id=approval_id,
+            tool=tool,
+            call_id=call_id,
+            decision=decision.decision,
+            reviewer=decision.reviewer,
+            via=decision.via,
+            opened=opened,
+        )
+        return decision
+
     async def accept_own(self, decision: Decision) -> DecisionAck | None:
         """A decision the workflow itself makes (its first-pass reviewer), taken like a
         person's (the fingerprint check included) unless someone decided first: then

@@ -121,17 +121,10 @@ class NetworkDesk:
         await first_pass(self._approvals, self._reviewer, approval.id)
         opened = workflow.now()
         await workflow.wait_condition(lambda: self._book.is_decided(approval.id))
-        decision = self._book.close(approval.id)
-        self._approvals.publish()
-        telemetry.approval_decided(
-            approval_id=approval.id,
-            tool=wire.CONNECT_TOOL,
-            call_id=asked.tool_call_id,
-            decision=decision.decision,
-            reviewer=decision.reviewer,
-            via=decision.via,
-            opened=opened,
+        decision = self._approvals.close(
+            approval.id, tool=wire.CONNECT_TOOL, call_id=asked.tool_call_id, opened=opened
         )
+        self._approvals.publish()
         by = decision.by()
         if decision.decision == "approve":
             return NetworkAnswer(allowed=True, reason=f"approved by {by}", decided_by=by)

@@ -246,15 +246,8 @@ class ReviewDesk:
                 await workflow.wait_condition(decided)
         shown = self._book.pending.get(approval.id)
         seen = _shown_fingerprint(shown.preview if shown is not None else None)
-        decision = self._book.close(approval.id)
-        telemetry.approval_decided(
-            approval_id=approval.id,
-            tool=checked.tool,
-            call_id=call.id,
-            decision=decision.decision,
-            reviewer=decision.reviewer,
-            via=decision.via,
-            opened=opened,
+        decision = self._approvals.close(
+            approval.id, tool=checked.tool, call_id=call.id, opened=opened
         )
         by = decision.by()
         if decision.decision == "approve":
