@@ -24,12 +24,14 @@ import pytest
 from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 
 from filegate.backends.filesystem import FilesystemBackend
+from filegate.devstack.servers import TemporalDevServer
 from filegate.kernel.messages import ModelSpec
 from filegate.kernel.permissions import FilesystemPermission
 from filegate.kernel.review_scope import ReviewerConfig, ReviewScope
 from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec, Decision
 from tests.cli.test_cli import CLI, cli_env, write_json  # noqa: F401  (cli_env: a fixture)
 from tests.scripting import calls, scripted
+from tests.workflows.test_faults import WorkerProcess
 from tests.workflows.test_workflow_e2e import results, running_agent, running_tools
 
 pytestmark = pytest.mark.services
@@ -309,3 +311,69 @@ async def test_a_person_deciding_while_the_model_thinks_wins_and_a_dead_model_as
     assert (root / "src" / "a.py").exists() == (endpoint == "down")
     if endpoint == "slow":
         assert model.asked == 1  # it was asked, and its late APPROVE counted for nothing
+
+
+@pytest.mark.slow
+async def test_an_agent_worker_killed_while_the_model_reviewer_thinks_leaves_the_call_to_a_person(
+    temporal_server: TemporalDevServer, temporal_client: Client, tmp_path: Path
+) -> None:
+    """The agent worker (a ``filegate worker --role agent`` process) is SIGKILLed while
+    its model reviewer is being asked. The card survives in the run's history; the
+    lost answer is never taken for an approval: once the reviewer's budget has passed
+    on the new worker, the call still waits, a person approves it, and the write runs
+    once, with the person's the one decision."""
+    model = _SlowModel(30.0)  # would answer APPROVE long after the kill
+    profiles = {
+        "scripted": {"kind": "scripted"},
+        "thinker": {"kind": "openai", "base_url": model.url,
+                    "api_key_env": "FILEGATE_TEST_REVIEWER_KEY", "models": ["m"]},
+    }  # fmt: skip
+    reviewer = ReviewerConfig(
+        name="thinker", kind="model", scope=REVIEWER.scope,
+        model=ModelSpec(provider="thinker", name="m"), timeout_seconds=4,
+    )  # fmt: skip
+    root = tmp_path / "ws"
+    (root / "src").mkdir(parents=True)
+    turn = calls(("small", "write_file", {"file_path": "/src/a.py", "content": "x = 1\n"}))
+    agent_q = f"rev-kill-{uuid.uuid4().hex[:8]}"
+    worker = WorkerProcess(temporal_server, ["--role", "agent", "--task-queue", agent_q],
+                           tmp_path / "state")  # fmt: skip
+    worker.env.update(
+        FILEGATE_MODEL_PROFILES=json.dumps(profiles), FILEGATE_TEST_REVIEWER_KEY="sk-test"
+    )
+    try:
+        async with running_tools(
+            temporal_client, {"fs": FilesystemBackend(root)}, tmp_path / "j"
+        ) as tq:
+            await worker.start()
+            backend = BackendSpec(default=BackendRef(kind="remote", name="fs", task_queue=tq))
+            handle = await temporal_client.start_workflow(
+                AgentWorkflow.run,
+                AgentInput(task="t", model=scripted(turn, {"content": "done"}), backend=backend,
+                           permissions=RULES, reviewer=reviewer),
+                id=f"rev-kill-{uuid.uuid4().hex[:8]}",
+                task_queue=agent_q,
+            )  # fmt: skip
+            [card] = await _pending(handle, 1)
+            deadline = asyncio.get_running_loop().time() + 30
+            while model.asked == 0:  # the reviewer is being asked now
+                assert asyncio.get_running_loop().time() < deadline
+                await asyncio.sleep(0.05)
+            await worker.kill()
+            await worker.start()
+            await asyncio.sleep(reviewer.timeout_seconds + 2)  # the budget has passed
+            [still] = await _pending(handle, 1)
+            assert still.id == card.id and not (root / "src" / "a.py").exists()
+            assert not await handle.query(AgentWorkflow.decided_approvals)
+            await handle.execute_update(
+                AgentWorkflow.decide_update,
+                Decision(id=card.id, decision="approve", reviewer="ana", via="cli"),
+            )
+            await asyncio.wait_for(handle.result(), 60)
+            decided = await handle.query(AgentWorkflow.decided_approvals)
+    finally:
+        await worker.stop()
+        model.close()
+    assert [(d.reviewer, d.decision) for d in decided] == [("ana", "approve")]
+    assert (root / "src" / "a.py").read_text() == "x = 1\n"
+    assert model.asked == 1  # the new worker did not ask again: one attempt, then people
