@@ -23,6 +23,7 @@ another user's process read a 0700 workspace and approved a gated write).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import errno
 import getpass
@@ -47,6 +48,7 @@ from filegate.cli.run_inputs import (
 from filegate.kernel import wire
 
 DEFAULT_HTTP_PORT = 8765
+DEFAULT_LEASE_SECONDS = 300.0
 
 
 def note(text: str) -> None:
@@ -158,7 +160,7 @@ async def _hosted(
                 settings=target.settings,
                 policies=env_policies(),
             ),  # fmt: skip
-            _session(client, config, workflow_id, tools_queue, root),
+            _session(client, config, workflow_id, tools_queue, args.lease, root),
         ):
             exports = terminal_exports(target, services)
             if exports:
@@ -170,6 +172,7 @@ async def _hosted(
 async def _deployed(
     args: argparse.Namespace, target: Any, workflow_id: str
 ) -> AsyncIterator[Client]:
+    from filegate.cli.services import signals_as_interrupt
     from filegate.cli.submit import backend_ref, warn_unserved
 
     if args.shell or args.sandbox:
@@ -179,8 +182,11 @@ async def _deployed(
     agent_queue = args.agent_queue or target.settings.temporal.task_queue
     client = await target.connect()
     await warn_unserved(client, agent_queue, ref.task_queue)
-    async with _session(client, config, workflow_id, agent_queue):
-        yield client
+    # SIGTERM (how an MCP client stops its server) closes the session like the end of
+    # stdin: the hosted path gets this from local_services.
+    with signals_as_interrupt():
+        async with _session(client, config, workflow_id, agent_queue, args.lease):
+            yield client
 
 
 RULES_MEMO = "filegate_session_rules"
@@ -199,10 +205,16 @@ def _rules_digest(config: Any) -> str:
 
 @contextlib.asynccontextmanager
 async def _session(
-    client: Client, config: Any, workflow_id: str, task_queue: str, root: Path | None = None
+    client: Client,
+    config: Any,
+    workflow_id: str,
+    task_queue: str,
+    lease: float,
+    root: Path | None = None,
 ) -> AsyncIterator[None]:
-    """Start the session workflow, or serve a running one again (``--workflow-id``); on the
-    way out, close it (its running calls finish first, and a later start may reopen it)."""
+    """Start the session workflow, or serve a running one again (``--workflow-id``), and
+    renew its lease while serving; on the way out, close it and see it end (its running
+    calls finish first, and a later start may reopen it)."""
     from temporalio.exceptions import WorkflowAlreadyStartedError
 
     from filegate.workflows.session import SessionInput, SessionWorkflow
@@ -212,7 +224,7 @@ async def _session(
     handle = client.get_workflow_handle(workflow_id)
     try:
         await client.start_workflow(
-            SessionWorkflow.run, SessionInput(config=config), id=workflow_id,
+            SessionWorkflow.run, SessionInput(config=config, lease_seconds=lease), id=workflow_id,
             task_queue=task_queue, memo=memo,
         )  # fmt: skip
     except WorkflowAlreadyStartedError:
@@ -236,11 +248,50 @@ async def _session(
         note(f"filegate mcp: serving the running session {workflow_id} again (its own rules)")
     listing = f"filegate approvals --workflow {workflow_id}"
     note(f"filegate mcp: session {workflow_id} (its approvals: {listing})")
+    renewing = asyncio.ensure_future(_renew(handle, lease))
     try:
         yield
     finally:
+        renewing.cancel()
+        await _close(handle)
+
+
+async def _renew(handle: Any, lease: float) -> None:
+    """Tell the session this process still serves it, four times per lease."""
+    from filegate.workflows.session import SessionWorkflow
+
+    while True:
+        await asyncio.sleep(lease / 4)
         with contextlib.suppress(Exception):
-            await handle.signal(SessionWorkflow.close)
+            await handle.signal(SessionWorkflow.renew)
+
+
+CLOSE_WAIT_SECONDS = 15.0
+"""How long the way out waits to see the session end (its running calls finish first)."""
+
+
+async def _close(handle: Any) -> None:
+    """Close the session and wait, bounded, until it has ended, while the workers this
+    process hosts still run: a process that exits first leaves it Running with nobody to
+    end it (issue 54). A SIGTERM meanwhile (a client stopping its server) does not cut the
+    wait short. A call waiting for a person keeps the session open by design (serve it
+    again with ``--workflow-id``); the lease ends what this wait cannot."""
+    closing = asyncio.ensure_future(_close_and_wait(handle))
+    while not closing.done():
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.shield(closing)
+
+
+async def _close_and_wait(handle: Any) -> None:
+    from filegate.workflows.session import SessionWorkflow
+
+    with contextlib.suppress(Exception):
+        await handle.signal(SessionWorkflow.close)
+        waiting = await handle.query(wire.PENDING_QUERY, result_type=list[dict[str, Any]])
+        if waiting:
+            note(f"filegate mcp: session {handle.id} stays open for {len(waiting)} waiting call(s)")
+            return
+        await asyncio.wait_for(handle.result(), CLOSE_WAIT_SECONDS)
 
 
 def _mcp_server(client: Client, workflow_id: str, args: argparse.Namespace, hint: str) -> Any:
@@ -315,6 +366,8 @@ async def _mcp_command(args: argparse.Namespace) -> int:
     if not getattr(args, "verbose", False):
         quiet_core_warnings()
     reviewer_name(args)  # a bad --reviewer exits 2 before anything starts
+    if not 1 <= args.lease <= 86_400:
+        raise CliError(f"--lease {args.lease:g}: must be 1 to 86400 seconds", 2)
     if args.transport == "http" and not 0 < args.port < 65536:
         raise CliError(f"--port {args.port}: must be 1 to 65535", 2)
     if args.ask == "url" and not args.approval_url:
@@ -362,6 +415,14 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="HTTP address (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=DEFAULT_HTTP_PORT, help="HTTP port")
     parser.add_argument("--workflow-id", help="the session's workflow id (default: generated)")
+    parser.add_argument(
+        "--lease",
+        type=float,
+        default=DEFAULT_LEASE_SECONDS,
+        metavar="SECONDS",
+        help="a session this process stops renewing (killed) closes itself after this long "
+        f"idle, where workers serve it (default {DEFAULT_LEASE_SECONDS:.0f})",
+    )
     parser.add_argument("--reviewer", help="who decisions sent from the client are recorded as")
     parser.add_argument(
         "--approval-url",

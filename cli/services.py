@@ -73,7 +73,7 @@ STOPPED_BY: list[int] = []
 
 
 @contextmanager
-def _signals_as_interrupt() -> Iterator[None]:
+def signals_as_interrupt() -> Iterator[None]:
     """SIGTERM and SIGHUP (a closed terminal) end the command like Ctrl-C: the
     run is interrupted and the stack released (stopped unless others use it).
 
@@ -206,7 +206,7 @@ async def local_services(
     started here serves its Web UI there (on the same loopback address).
     """
     notes: list[str] = []
-    with _signals_as_interrupt():
+    with signals_as_interrupt():
         leasing = asyncio.ensure_future(
             asyncio.to_thread(_lease_all, target, state_dir, reuse_default, notes, web_ui_port)
         )

@@ -24,6 +24,8 @@ SESSION_CLOSE_SIGNAL = "close"
 """End a session once its running calls finish."""
 SESSION_REOPEN_SIGNAL = "reopen"
 """Take back a ``close`` (a caller serving the session again, ``filegate mcp --workflow-id``)."""
+SESSION_RENEW_SIGNAL = "renew"
+"""The serving process is alive: a session with a lease stays open while it renews."""
 
 # Queries of AgentWorkflow (and, for the approval ones, of any FileTools host).
 PENDING_QUERY = "pending_approvals"
@@ -120,6 +122,7 @@ __all__ = [
     "SESSION_CLOSED_ERROR",
     "SESSION_CLOSE_SIGNAL",
     "SESSION_HANDOVER_ERROR",
+    "SESSION_RENEW_SIGNAL",
     "SESSION_REOPEN_SIGNAL",
     "SESSION_SPECS_QUERY",
     "SESSION_WORKFLOW_TYPE",

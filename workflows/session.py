@@ -18,9 +18,18 @@ turn of its own. The session continues as new when the server suggests it
 once the running calls finish, and ``reopen`` takes a ``close`` back while
 they run (a caller that exited with a call still waiting for a human, served
 again: the call goes on in the same session).
+
+A caller can die without sending ``close`` (SIGKILL, a client that kills its
+server): with ``lease_seconds`` the session closes itself once that long has
+passed with nothing running and no word from its caller (a call, or the
+``renew`` signal ``filegate mcp`` sends while it serves), so no session stays
+Running after its process is gone where workers serve it (issue 54). A call
+still running or waiting for a human keeps it open, as ``close`` does.
 """
 
 from __future__ import annotations
+
+from datetime import timedelta
 
 from pydantic import BaseModel, Field
 from temporalio import workflow
@@ -40,6 +49,9 @@ class SessionInput(BaseModel):
     continue_after_calls: int = Field(default=1000, ge=1)
     """Calls in one run before it continues as new (between calls), besides the
     server's own suggestion: keeps each run's history small."""
+    lease_seconds: float | None = Field(default=None, gt=0)
+    """Close once this long passes idle with no call or ``renew`` (module docstring);
+    None: only ``close`` ends the session."""
 
 
 @workflow.defn(name=wire.SESSION_WORKFLOW_TYPE)
@@ -52,11 +64,13 @@ class SessionWorkflow:
         self._closing = False
         self._handing_over = False
         self._calls = 0
+        self._renewals = 0
+        self._heard = workflow.now()
 
     @workflow.run
     async def run(self, input: SessionInput) -> FileToolsState:
         self._tools.check_config()
-        await workflow.wait_condition(lambda: self._closing or self._due(input))
+        await self._until_closed_or_due(input)
         # No new call is accepted from here on; the running ones finish first.
         self._handing_over = True
         await workflow.wait_condition(workflow.all_handlers_finished)
@@ -66,17 +80,45 @@ class SessionWorkflow:
         next_input = input.model_copy(update={"state": self._tools.state()})
         workflow.continue_as_new(next_input)
 
+    async def _until_closed_or_due(self, input: SessionInput) -> None:
+        """Wait for ``close`` or a continue-as-new; with a lease, also for its caller's
+        silence (one timer per lease period, not one per renewal)."""
+        if input.lease_seconds is None:
+            await workflow.wait_condition(lambda: self._closing or self._due(input))
+            return
+        lease = timedelta(seconds=input.lease_seconds)
+        while True:
+            left = self._heard + lease - workflow.now()
+            if left <= timedelta(0):
+                if workflow.all_handlers_finished():
+                    workflow.logger.info("session lease ran out: its caller is gone")
+                    self._closing = True
+                    return
+                left = lease  # a call is running or waiting: its caller may come back
+                self._heard = workflow.now()
+            try:
+                await workflow.wait_condition(
+                    lambda: self._closing or self._due(input), timeout=left
+                )
+                return
+            except TimeoutError:
+                continue
+
     def _due(self, input: SessionInput) -> bool:
         """Time to continue as new: enough calls, or the server asks (history size)."""
         return self._calls >= input.continue_after_calls or (
-            self._calls > 0 and workflow.info().is_continue_as_new_suggested()
+            self._calls + self._renewals > 0 and workflow.info().is_continue_as_new_suggested()
         )
 
     @workflow.update(name=wire.SESSION_CALL_UPDATE)
     async def call(self, call: ToolCall) -> ToolResult:
         """One tool call, a turn of its own; a model mistake is an error result, never a failure."""
         self._calls += 1
-        return await self._tools.run(call)
+        self._heard = workflow.now()
+        try:
+            return await self._tools.run(call)
+        finally:
+            self._heard = workflow.now()
 
     @call.validator
     def _accepting(self, call: ToolCall) -> None:
@@ -101,6 +143,12 @@ class SessionWorkflow:
     @workflow.signal(name=wire.SESSION_REOPEN_SIGNAL)
     def reopen(self) -> None:
         self._closing = False
+        self._heard = workflow.now()
+
+    @workflow.signal(name=wire.SESSION_RENEW_SIGNAL)
+    def renew(self) -> None:
+        self._renewals += 1
+        self._heard = workflow.now()
 
 
 __all__ = ["SessionInput", "SessionWorkflow"]

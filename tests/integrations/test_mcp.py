@@ -235,6 +235,10 @@ def test_bad_flags_are_one_line(cli_env: dict[str, str], tmp_path: Path) -> None
     shell = cli(cli_env, "mcp", "--root", str(tmp_path), "--shell", "--permissions", str(rules))
     assert shell.returncode == 2 and len(shell.stderr.strip().splitlines()) == 1, shell.stderr
     assert "execute" in shell.stderr and shell.stdout == ""
+    lease = cli(cli_env, "mcp", "--root", str(tmp_path), "--lease", "0")
+    assert lease.returncode == 2 and lease.stderr.strip() == (
+        "filegate: --lease 0: must be 1 to 86400 seconds"
+    ), lease.stderr
 
 
 MARK = "OUTSIDE-MARK-7f3a"

@@ -35,7 +35,12 @@ pytestmark = pytest.mark.services
 
 @asynccontextmanager
 async def session(
-    client: Client, tmp_path: Path, *, continue_after_calls: int = 1000
+    client: Client,
+    tmp_path: Path,
+    *,
+    continue_after_calls: int = 1000,
+    lease_seconds: float | None = None,
+    interrupt_on: dict[str, Any] | None = None,
 ) -> AsyncIterator[WorkflowHandle[Any, Any]]:
     root = tmp_path / "ws"
     root.mkdir(exist_ok=True)
@@ -50,11 +55,15 @@ async def session(
         tracer_provider=None,
     )
     ref = BackendRef(kind="remote", name="ws", task_queue=queue)
-    config = FileToolsConfig(backend=BackendSpec(default=ref))
+    config = FileToolsConfig(backend=BackendSpec(default=ref), interrupt_on=interrupt_on or {})
     async with Worker(client, task_queue=queue, plugins=[plugin]):
         await client.start_workflow(
             SessionWorkflow.run,
-            SessionInput(config=config, continue_after_calls=continue_after_calls),
+            SessionInput(
+                config=config,
+                continue_after_calls=continue_after_calls,
+                lease_seconds=lease_seconds,
+            ),  # fmt: skip
             id=queue,
             task_queue=queue,
         )
@@ -151,3 +160,36 @@ async def test_close_ends_the_session_after_its_calls(
         )
         with pytest.raises(Exception):  # noqa: B017 - a closed run refuses any update
             await late
+
+
+async def test_a_lease_ends_a_silent_session_but_not_a_waiting_call(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    """Its caller killed, a session with a lease closes itself once idle that long:
+    renewals keep it open, a call waiting for a person keeps it open past the lease (its
+    caller may come back for it), and once that call is decided and the lease passes in
+    silence, the session ends."""
+    async with session(
+        temporal_client, tmp_path, lease_seconds=1.5, interrupt_on={"write_file": True}
+    ) as handle:
+        for _ in range(6):  # 3 s of renewals: twice the lease
+            await handle.signal(SessionWorkflow.renew)
+            await asyncio.sleep(0.5)
+        waiting = await handle.start_update(
+            wire.SESSION_CALL_UPDATE,
+            ToolCall(id="w", name="write_file", args={"file_path": "/w.txt", "content": "w"}),
+            wait_for_stage=WorkflowUpdateStage.ACCEPTED,
+            result_type=ToolResult,
+        )
+        await asyncio.sleep(4)  # no renewal, but a call waits for a person
+        [card] = await handle.query(wire.PENDING_QUERY, result_type=list[dict[str, Any]])
+        await handle.execute_update(
+            wire.DECIDE_UPDATE,
+            {"id": card["id"], "decision": "approve", "reviewer": "ana", "via": "cli"},
+            result_type=dict[str, Any],
+        )
+        assert not (await waiting.result()).is_error
+        began = asyncio.get_running_loop().time()
+        state = await asyncio.wait_for(handle.result(), 20)
+        assert asyncio.get_running_loop().time() - began >= 1.0
+        assert "/w.txt" in state["seen_paths"]
