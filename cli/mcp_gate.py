@@ -45,6 +45,7 @@ from temporalio.client import (
     WorkflowHandle,
     WorkflowUpdateFailedError,
     WorkflowUpdateHandle,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
     WorkflowUpdateStage,
 )
 
@@ -257,7 +258,14 @@ class McpGate:
         return await self._until_answered(ctx, update, call.id)
 
     async def _send(self, call: ToolCall) -> WorkflowUpdateHandle[ToolResult]:
-        """Start the call as the session's update (its id is the call's: a retry attaches)."""
+        """Start the call as the session's update (its id is the call's: a retry attaches).
+
+        Waiting for the session to admit it can outlast one RPC: a long call the
+        session runs beside it (``--root``) holds the workflow task that admits the
+        next. The update is on its way then, so the wait is asked again under the same
+        id, which attaches to it: answered once, applied once (issue 54; the old code
+        gave the client a protocol error and applied the call anyway).
+        """
         while True:
             try:
                 return await self.handle.start_update(
@@ -268,6 +276,8 @@ class McpGate:
                     result_type=ToolResult,
                     rpc_timeout=RPC_TIMEOUT,
                 )
+            except WorkflowUpdateRPCTimeoutOrCancelledError:
+                continue
             except WorkflowUpdateFailedError as exc:
                 if _failure_type(exc) != wire.SESSION_HANDOVER_ERROR:
                     refused = f"the session refused the call: {exc.cause}"
