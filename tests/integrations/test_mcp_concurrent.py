@@ -4,8 +4,8 @@ The official SDK client, connected in-process to the server ``filegate mcp``
 builds (``cli.mcp._mcp_server``), on a session served as ``filegate mcp --root``
 serves it: the tools run beside the session (local activities in its workflow
 task), so a long call holds the task that admits the next call. The disk is
-made slow (its grep takes 13.5 s, within the 15 s search limit: the fault of a slow or huge tree). The old
-code gave the second call a protocol error after 10 s ("Timeout or
+made slow (its grep takes 13.5 s, within the 15 s search limit: the fault of a
+slow or huge tree). The old code gave the second call a protocol error after 10 s ("Timeout or
 cancellation waiting for update") and applied it anyway when the grep ended.
 """
 
