@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import hashlib
 import hmac
 import json
@@ -232,6 +233,9 @@ class McpGate:
         self.preferred: tuple[AskMode, ...] = ("url", "form") if ask == "url" else ("form", "url")
         self.signer = StateSigner()
         self._tools: list[types.Tool] | None = None
+        self._undelivered: dict[str, str] = {}
+        """Call ids by call content, for calls whose answer never reached the client."""
+        self._cancelling: set[asyncio.Future[None]] = set()
 
     @property
     def handle(self) -> WorkflowHandle[Any, Any]:
@@ -253,9 +257,41 @@ class McpGate:
     ) -> types.CallToolResult | types.InputRequiredResult:
         if params.request_state is not None:
             return await self._resume(ctx, params)
-        call = ToolCall(id=uuid.uuid4().hex, name=params.name, args=params.arguments or {})
-        update = await self._send(call)
-        return await self._until_answered(ctx, update, call.id)
+        args = params.arguments or {}
+        key = _call_key(params.name, args)
+        # A client retrying after an error (its timeout, a dropped connection) sends a
+        # new request for the same call: it attaches to the call that may have applied
+        # instead of applying it again, and gets that call's answer (also "cancelled":
+        # the call may have run in part, and sending it once more runs it anew).
+        lost = self._undelivered.pop(key, None)
+        call = ToolCall(id=lost or uuid.uuid4().hex, name=params.name, args=args)
+        return await self._answer(ctx, call, key)
+
+    async def _answer(
+        self, ctx: ServerRequestContext[Any], call: ToolCall, key: str
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """Send ``call`` (or attach to it) and answer it. An answer that never reaches
+        the client is remembered for its retry; a client that cancels stops the call."""
+        try:
+            update = await self._send(call)
+            return await self._until_answered(ctx, update, call.id)
+        except BaseException as exc:
+            self._undelivered[key] = call.id
+            while len(self._undelivered) > MAX_UNDELIVERED:
+                self._undelivered.pop(next(iter(self._undelivered)))
+            if isinstance(exc, asyncio.CancelledError):
+                stopping = asyncio.ensure_future(self._cancel(call.id))
+                self._cancelling.add(stopping)
+                stopping.add_done_callback(self._cancelling.discard)
+            raise
+
+    async def _cancel(self, call_id: str) -> None:
+        """Stop a call its client cancelled (its search or command stops; a call that
+        waits for a person keeps its approval open)."""
+        with contextlib.suppress(Exception):
+            await self.handle.signal(
+                wire.SESSION_CANCEL_CALL_SIGNAL, call_id, rpc_timeout=RPC_TIMEOUT
+            )
 
     async def _send(self, call: ToolCall) -> WorkflowUpdateHandle[ToolResult]:
         """Start the call as the session's update (its id is the call's: a retry attaches).
@@ -432,6 +468,15 @@ class McpGate:
 
     async def _pending(self, approval_id: str) -> dict[str, Any] | None:
         return next((a for a in await self._listed() if a.get("id") == approval_id), None)
+
+
+MAX_UNDELIVERED = 256
+"""Calls whose answer was lost, remembered for a client's retry (oldest dropped first)."""
+
+
+def _call_key(name: str, args: dict[str, Any]) -> str:
+    text = json.dumps([name, args], sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def update_id(call_id: str) -> str:

@@ -24,6 +24,13 @@ SESSION_CLOSE_SIGNAL = "close"
 """End a session once its running calls finish."""
 SESSION_REOPEN_SIGNAL = "reopen"
 """Take back a ``close`` (a caller serving the session again, ``filegate mcp --workflow-id``)."""
+SESSION_CANCEL_CALL_SIGNAL = "cancel_call"
+"""Stop one running call of a session (its caller cancelled it); the call id is the argument."""
+SESSION_CALL_CANCELLED = (
+    "Error: the call was cancelled by its caller before it finished; it may have run in "
+    "part. Send it again to run it anew."
+)
+"""The answer of a session call its caller cancelled (also to the caller's retry of it)."""
 SESSION_RENEW_SIGNAL = "renew"
 """The serving process is alive: a session with a lease stays open while it renews."""
 
@@ -118,7 +125,9 @@ __all__ = [
     "PREVIEW_ACTIVITY",
     "REVOKE_UPDATE",
     "SCRIPT_UNAVAILABLE_ERROR",
+    "SESSION_CALL_CANCELLED",
     "SESSION_CALL_UPDATE",
+    "SESSION_CANCEL_CALL_SIGNAL",
     "SESSION_CLOSED_ERROR",
     "SESSION_CLOSE_SIGNAL",
     "SESSION_HANDOVER_ERROR",

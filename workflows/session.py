@@ -29,6 +29,7 @@ still running or waiting for a human keeps it open, as ``close`` does.
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 
 from pydantic import BaseModel, Field
@@ -37,6 +38,7 @@ from temporalio.exceptions import ApplicationError
 
 from filegate.kernel import wire
 from filegate.kernel.messages import ToolCall, ToolSpec
+from filegate.kernel.tool_types import ToolOutcome
 from filegate.workflows.file_tools import FileTools, ToolResult
 from filegate.workflows.inputs import FileToolsConfig, FileToolsState
 
@@ -66,6 +68,7 @@ class SessionWorkflow:
         self._calls = 0
         self._renewals = 0
         self._heard = workflow.now()
+        self._running: dict[str, asyncio.Task[ToolResult]] = {}
 
     @workflow.run
     async def run(self, input: SessionInput) -> FileToolsState:
@@ -115,9 +118,17 @@ class SessionWorkflow:
         """One tool call, a turn of its own; a model mistake is an error result, never a failure."""
         self._calls += 1
         self._heard = workflow.now()
+        running = asyncio.ensure_future(self._tools.run(call))
+        self._running[call.id] = running
         try:
-            return await self._tools.run(call)
+            return await asyncio.shield(running)
+        except asyncio.CancelledError:
+            if not running.cancelled():
+                raise  # the handler itself was cancelled, not the call
+            outcome = ToolOutcome(content=wire.SESSION_CALL_CANCELLED, status="error")
+            return ToolResult(tool_call_id=call.id, name=call.name, outcome=outcome)
         finally:
+            self._running.pop(call.id, None)
             self._heard = workflow.now()
 
     @call.validator
@@ -144,6 +155,13 @@ class SessionWorkflow:
     def reopen(self) -> None:
         self._closing = False
         self._heard = workflow.now()
+
+    @workflow.signal(name=wire.SESSION_CANCEL_CALL_SIGNAL)
+    def cancel_call(self, call_id: str) -> None:
+        running = self._running.get(call_id)
+        waiting = any(a.tool_call_id == call_id for a in self._tools.pending_approvals())
+        if running is not None and not waiting:
+            running.cancel()
 
     @workflow.signal(name=wire.SESSION_RENEW_SIGNAL)
     def renew(self) -> None:
