@@ -17,8 +17,8 @@ import asyncio
 import json
 import subprocess
 import uuid
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Literal
 
 import pytest

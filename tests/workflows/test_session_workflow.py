@@ -55,7 +55,9 @@ async def session(
         tracer_provider=None,
     )
     ref = BackendRef(kind="remote", name="ws", task_queue=queue)
-    config = FileToolsConfig(backend=BackendSpec(default=ref), interrupt_on=interrupt_on or {})
+    config = FileToolsConfig.model_validate(
+        {"backend": BackendSpec(default=ref), "interrupt_on": interrupt_on or {}}
+    )
     async with Worker(client, task_queue=queue, plugins=[plugin]):
         await client.start_workflow(
             SessionWorkflow.run,
@@ -63,7 +65,7 @@ async def session(
                 config=config,
                 continue_after_calls=continue_after_calls,
                 lease_seconds=lease_seconds,
-            ),  # fmt: skip
+            ),
             id=queue,
             task_queue=queue,
         )
