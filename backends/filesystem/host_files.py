@@ -239,6 +239,16 @@ def _below_root(root: str, host: str) -> str | None:
     return "/" + host[len(prefix) :]
 
 
+_DELETED = " (deleted)"
+
+
+def _unlinked(fd: int) -> bool:
+    try:
+        return os.fstat(fd).st_nlink == 0
+    except OSError:
+        return False
+
+
 def reached_path(root: str, fd: int, parts: list[str]) -> str:
     """The virtual path of the object open at ``fd``: where an operation really is.
 
@@ -253,6 +263,10 @@ def reached_path(root: str, fd: int, parts: list[str]) -> str:
         real = os.readlink(f"{_PROC_FD}/{fd}")
     except OSError:
         return "/" + "/".join(parts)
+    if real.endswith(_DELETED) and _unlinked(fd):
+        # Removed or replaced since the open: the kernel names it "<path> (deleted)",
+        # which no rule would match (``**/*.pem``); it is judged by the name it had.
+        real = real[: -len(_DELETED)]
     vpath = _below_root(root, real)
     if vpath is None:
         raise PathEscapeError(real)
