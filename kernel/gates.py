@@ -37,15 +37,22 @@ from filegate.kernel.visibility import (
 
 def _judged_paths(
     backend: BackendProtocol, request: ToolRequest, local_path: str, *, link_itself: bool = False
-) -> list[str]:
-    """Virtual paths a rule must pass for ``local_path``: as written, and its target."""
+) -> tuple[list[str], list[str]]:
+    """The backend-local paths a rule must pass for ``local_path`` (as written, and its
+    target) and their virtual paths. Noted as judged (:func:`_passed`) only once they
+    pass: a refused path must never count as judged for another item of the same call
+    (a transfer batch goes on after a refusal; issue 50)."""
     if link_itself:
         resolved = resolve_link_itself(backend, local_path)
     else:
         resolved = resolve_in_backend(backend, local_path)
     local = targets(local_path, resolved)
-    note_judged(local)  # the backend's last check (kernel.reach) keeps these answers
-    return [to_virtual(request.route_prefix, p) for p in local]
+    return local, [to_virtual(request.route_prefix, p) for p in local]
+
+
+def _passed(local: list[str]) -> None:
+    """The gate let these through: the backend's last check (kernel.reach) keeps its answer."""
+    note_judged(local)
 
 
 def approval_missing(operation: str, path: str) -> Rendered:
@@ -88,7 +95,8 @@ def entry_refused(
         if root_is_result and local_path != "/"
         else None,
     )
-    for virtual in _judged_paths(backend, request, local_path):
+    local, judged = _judged_paths(backend, request, local_path)
+    for virtual in judged:
         if search:
             denied = search_root_denied(rules, operation, virtual)
             needs_approval = not unasked and (
@@ -101,6 +109,7 @@ def entry_refused(
             return permission_denied(operation, shown)
         if needs_approval and not request.approved:
             return approval_missing(operation, shown)
+    _passed(local)
     return None
 
 
@@ -117,18 +126,18 @@ def delete_refused(
     if not rules:
         return None
     shown = to_virtual(request.route_prefix, local_path)
-    judged = _judged_paths(backend, request, local_path, link_itself=True)
+    local, judged = _judged_paths(backend, request, local_path, link_itself=True)
     if not request.approved:
         for virtual in judged:
             if check_permission(rules, "write", virtual) == "interrupt":
                 return approval_missing("write", shown)
-    if not any(rule.mode == "deny" and rule.governs("write") for rule in rules):
-        return None
-    leaf = _is_leaf(backend, local_path)
-    for virtual in judged:
-        blockers = delete_blockers(rules, virtual, has_descendants=not leaf)
-        if blockers:
-            return delete_blocked(shown, blockers)
+    if any(rule.mode == "deny" and rule.governs("write") for rule in rules):
+        leaf = _is_leaf(backend, local_path)
+        for virtual in judged:
+            blockers = delete_blockers(rules, virtual, has_descendants=not leaf)
+            if blockers:
+                return delete_blocked(shown, blockers)
+    _passed(local)
     return None
 
 

@@ -45,3 +45,31 @@ def test_a_name_that_ends_like_the_decoration_is_its_own(tmp_path: Path) -> None
         assert reached_path(str(tmp_path), fd, ["notes (deleted)"]) == "/notes (deleted)"
     finally:
         os.close(fd)
+
+
+def test_a_refused_path_never_counts_as_judged_for_the_next_item(tmp_path: Path) -> None:
+    """A transfer batch goes on after a refused item, under one guard: the old gate noted
+    the refused path as judged before refusing it, so another item that reached it (a
+    link re-pointed after its own check) passed the backend's last check."""
+    from filegate.backends.filesystem import FilesystemBackend
+    from filegate.kernel.gates import entry_refused
+    from filegate.kernel.reach import ReachRefused
+    from filegate.kernel.tool_types import ToolRequest
+
+    (tmp_path / "secret.txt").write_text("TOP-SECRET")
+    (tmp_path / "decoy.txt").write_text("decoy")
+    backend = FilesystemBackend(tmp_path, virtual_mode=True)
+    rules = [FilesystemPermission(operations=["read"], paths=["/secret.txt"], mode="deny")]
+
+    def probe(path: str) -> ToolRequest:
+        return ToolRequest(
+            tool="read_file", backend="fs", args={"file_path": path}, tool_call_id="t",
+            permissions=rules,
+        )  # fmt: skip
+
+    with judged_at_reach(reach_for(rules)):
+        assert entry_refused(backend, probe("/secret.txt"), "read", "/secret.txt") is not None
+        assert entry_refused(backend, probe("/decoy.txt"), "read", "/decoy.txt") is None
+        check_reach("read", "/decoy.txt")  # judged and allowed: passes
+        with pytest.raises(ReachRefused):
+            check_reach("read", "/secret.txt")  # where a re-pointed link would lead
