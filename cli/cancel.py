@@ -52,13 +52,13 @@ async def _cancel_command(args: argparse.Namespace) -> int:
     who = args.reviewer or os_user()
     reason = f"filegate cancel by {who}" + (f": {args.reason}" if args.reason else "")
     handle = client.get_workflow_handle(args.workflow_id, run_id=found.run_id)
-    await handle.cancel()
+    await handle.cancel(reason=reason)  # in the run's history: who and why
     deadline = time.monotonic() + args.grace
     while time.monotonic() < deadline:
         status = (await handle.describe()).status
         if status != WorkflowExecutionStatus.RUNNING:
             ended = status.name.lower() if status else "closed"
-            say(f"workflow {args.workflow_id} ended ({ended})")
+            say(f"workflow {args.workflow_id} ended ({ended}; {reason})")
             return 0
         await asyncio.sleep(0.2)
     try:

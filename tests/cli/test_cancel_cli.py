@@ -80,10 +80,23 @@ async def test_a_live_run_waiting_for_a_human_is_canceled_by_its_worker(
             task_queue=queues[0],
         )
         await pending_one(handle)
-        done = await asyncio.to_thread(cli, cli_env, "cancel", handle.id, "--grace", "20")
+        done = await asyncio.to_thread(
+            cli, cli_env, "cancel", handle.id, "--grace", "20", "--reason", "wrong task",
+            "--reviewer", "ana",
+        )  # fmt: skip
         assert done.returncode == 0, done.stderr
-        assert f"workflow {handle.id} ended (canceled)" in done.stdout, done.stdout
+        assert f"workflow {handle.id} ended (canceled; " in done.stdout, done.stdout
+        assert "filegate cancel by ana: wrong task" in done.stdout, done.stdout
         assert (await handle.describe()).status == WorkflowExecutionStatus.CANCELED
+        # Who and why are in the run's history, as for a terminated run (the old code
+        # sent the cancel with neither: issue 54).
+        history = await handle.fetch_history()
+        [asked] = [
+            e.workflow_execution_cancel_requested_event_attributes
+            for e in history.events
+            if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED
+        ]
+        assert asked.cause == "filegate cancel by ana: wrong task", asked
     assert not (root / "docs" / "a.md").exists()
 
 
