@@ -357,6 +357,30 @@ def traces_configured(environ: Mapping[str, str]) -> bool:
     return any(environ.get(name, "").strip() for name in TRACES_ENDPOINT_VARIABLES)
 
 
+def traces_endpoint_problem(environ: Mapping[str, str]) -> str | None:
+    """One line naming a malformed OTLP endpoint variable, or None: an endpoint the
+    exporter cannot use would drop every span without a word (issue 54)."""
+    from urllib.parse import urlsplit
+
+    for name in TRACES_ENDPOINT_VARIABLES:
+        value = environ.get(name, "").strip()
+        if not value:
+            continue
+        try:
+            parts = urlsplit(value)
+            parts.port  # noqa: B018 - raises ValueError for a port that is no number
+        except ValueError as exc:
+            return f"{name}={value!r}: not a URL ({exc})"
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            return f"{name}={value!r}: expected http(s)://host:port (the OTLP/HTTP endpoint)"
+    return None
+
+
+def traces_endpoint(environ: Mapping[str, str]) -> str:
+    """Where spans go: the traces variable, else the general one (for a start line)."""
+    return next((environ[n].strip() for n in TRACES_ENDPOINT_VARIABLES if environ.get(n)), "")
+
+
 _OTLP: dict[str, Any] = {}
 """The process's OTLP tracer provider, once built (None: the extra is missing)."""
 
@@ -391,9 +415,15 @@ def otlp_tracer_provider(service_name: str) -> TracerProvider | None:
         return provider
 
 
-def flush_traces(timeout_millis: int = 5_000) -> None:
-    """Send the spans :func:`otlp_tracer_provider`'s provider still holds (a command line
-    that ends with ``os._exit`` skips the SDK's own exit hook)."""
+def flush_traces(timeout_millis: int = 1_000) -> None:
+    """Send the spans :func:`otlp_tracer_provider`'s provider still holds, waiting at most
+    ``timeout_millis`` (a command line that ends with ``os._exit`` skips the SDK's own
+    exit hook). The SDK's flush ignores its timeout and waits out the exporter's (10 s
+    a try): a collector that hangs would add that to every command, so the flush runs
+    on a thread of its own and is given up on (issue 54)."""
     provider = _OTLP.get("provider")
-    if provider is not None:
-        provider.force_flush(timeout_millis)
+    if provider is None:
+        return
+    flushing = threading.Thread(target=provider.force_flush, name="filegate-flush", daemon=True)
+    flushing.start()
+    flushing.join(timeout_millis / 1000)

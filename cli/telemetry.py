@@ -17,18 +17,50 @@ from filegate.activities.telemetry import (
     metrics_bind_address,
     otlp_tracer_provider,
     traces_configured,
+    traces_endpoint,
+    traces_endpoint_problem,
 )
+from filegate.cli.errors import CliError
 
 SERVICE_NAME = "filegate"
-"""The traces' ``service.name`` unless ``OTEL_SERVICE_NAME`` names another."""
+"""The traces' ``service.name`` unless ``OTEL_SERVICE_NAME`` names another (a worker
+adds its role: :func:`worker_service_name`)."""
+
+FLUSH_MILLIS = 1_000
+"""How long a command's end waits for its last spans: a collector that hangs costs a
+command at most this (the exporter's own timeout is 10 s; issue 54)."""
 
 
-def cli_telemetry(metrics_port: int | None = None, metrics_host: str = "127.0.0.1") -> Telemetry:
-    """What this command exports: traces as the environment says, metrics on the port."""
-    provider = otlp_tracer_provider(SERVICE_NAME) if traces_configured(os.environ) else None
+def worker_service_name(role: str) -> str:
+    """``filegate-agent-worker`` / ``filegate-tools-worker``: traces tell workers apart."""
+    return f"{SERVICE_NAME}-{role}-worker"
+
+
+def cli_telemetry(
+    metrics_port: int | None = None,
+    metrics_host: str = "127.0.0.1",
+    service: str = SERVICE_NAME,
+) -> Telemetry:
+    """What this command exports: traces as the environment says, metrics on the port.
+
+    A malformed OTLP endpoint is one line and exit 2 (it would drop every span
+    silently). The first call in a process names its service (one provider each).
+    """
+    problem = traces_endpoint_problem(os.environ)
+    if problem is not None:
+        raise CliError(problem, 2)
+    provider = otlp_tracer_provider(service) if traces_configured(os.environ) else None
     return Telemetry(provider, metrics_bind_address(metrics_port, metrics_host))
 
 
+def tracing_line(telemetry: Telemetry) -> str | None:
+    """The start line a long-running command prints when it traces (None: it does not)."""
+    if telemetry.tracer_provider is None:
+        return None
+    service = telemetry.tracer_provider.resource.attributes.get("service.name", SERVICE_NAME)
+    return f"traces to {traces_endpoint(os.environ)} as service {service}"
+
+
 def finish() -> None:
-    """Send the spans still buffered: the command ends with ``os._exit``."""
-    flush_traces()
+    """Send the spans still buffered, briefly: the command ends with ``os._exit``."""
+    flush_traces(FLUSH_MILLIS)

@@ -35,7 +35,7 @@ from filegate.cli.artifacts import install_artifact_expiry
 from filegate.cli.connection import target_from
 from filegate.cli.errors import CliError
 from filegate.cli.services import state_dir_outside
-from filegate.cli.telemetry import cli_telemetry
+from filegate.cli.telemetry import cli_telemetry, tracing_line, worker_service_name
 from filegate.processes.cgroups import aggregate_bounds_in_place, aggregate_bounds_status
 from filegate.processes.reaper import CommandBounds, parse_size, size_text
 from filegate.worker import (
@@ -209,7 +209,9 @@ async def _worker_command(args: argparse.Namespace) -> int:
     policies = env_policies()
     profiles = profiles_from(settings.models) if args.role == "agent" or args.serve_agents else None
     queue = args.task_queue or settings.temporal.task_queue
-    telemetry = cli_telemetry(args.metrics_port, args.metrics_host)
+    telemetry = cli_telemetry(
+        args.metrics_port, args.metrics_host, service=worker_service_name(args.role)
+    )
     client = await target.connect(artifacts=None, telemetry=telemetry)
     # One store for the codec and the activities: transcripts / large results.
     artifacts = await configured_store(settings.s3)
@@ -246,6 +248,9 @@ async def _worker_command(args: argparse.Namespace) -> int:
             file=sys.stderr,
             flush=True,
         )
+    tracing = tracing_line(telemetry)
+    if tracing is not None:
+        print(f"filegate worker: {tracing}", file=sys.stderr, flush=True)
     await run_until_stopped(worker)
     return 0
 

@@ -470,7 +470,6 @@ async def test_filegate_worker_exports_spans_and_serves_metrics(
     env.update(
         OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint,
         OTEL_BSP_SCHEDULE_DELAY="100",
-        OTEL_SERVICE_NAME="fs-worker",
     )
     queue, port = uid("otel-cli"), free_port()
     worker = subprocess.Popen(
@@ -520,9 +519,10 @@ async def test_filegate_worker_exports_spans_and_serves_metrics(
         assert read.attributes["gen_ai.tool.call.id"] == "1:0:r"
         assert read.attributes["filegate.backend"] == "fs"
         assert read.attributes["filegate.rule.decision"] == "allow"
-        assert read.service == "fs-worker"
+        assert read.service == "filegate-tools-worker"  # each worker names its role
     except BaseException:
         print(stop_worker(worker))  # what the worker said, for the failure's report
         raise
     out = stop_worker(worker)
     assert f"metrics at http://127.0.0.1:{port}/metrics" in out, out
+    assert f"traces to {receiver.endpoint} as service filegate-tools-worker" in out, out
