@@ -259,16 +259,15 @@ class ToolSpans(client_interceptors.Interceptor, Interceptor):
     def workflow_interceptor_class(
         self, input: WorkflowInterceptorClassInput
     ) -> type[WorkflowInboundInterceptor] | None:
-        input.unsafe_extern_functions[names.APPROVAL_SPAN_EXTERN] = self.approval_span
+        input.unsafe_extern_functions[names.APPROVAL_SPAN_EXTERN] = self.workflow_span
         return None
 
-    def approval_span(
-        self, tool: str, attributes: Mapping[str, Any], start_ns: int, end_ns: int
+    def workflow_span(
+        self, name: str, attributes: Mapping[str, Any], start_ns: int, end_ns: int
     ) -> None:
-        """A finished approval wait; its parent is the workflow's current trace context."""
-        span = self.tracer.start_span(
-            f"{names.APPROVAL_WAIT_SPAN} {tool}", attributes=dict(attributes), start_time=start_ns
-        )
+        """A finished span of workflow code (an approval's wait, a refused call); its
+        parent is the workflow's current trace context."""
+        span = self.tracer.start_span(name, attributes=dict(attributes), start_time=start_ns)
         span.end(end_time=end_ns)
 
 

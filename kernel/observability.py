@@ -127,4 +127,5 @@ NETWORK_BYTES_IN = "filegate.network.bytes_in"
 
 APPROVAL_SPAN_EXTERN = "__filegate_approval_span"
 """The workflow extern function (``workflow.extern_functions()``) a worker with
-tracing registers: workflow code hands it a finished approval wait, outside replay."""
+tracing registers: workflow code hands it a finished span (an approval's wait, a
+call its gate refused) by name, outside replay."""

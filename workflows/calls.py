@@ -357,7 +357,7 @@ class ToolCalls:
             return _rendered(checked)
         refused = self._routes.gate(checked)
         if refused is not None:
-            telemetry.denied(checked.tool)
+            telemetry.denied(checked.tool, call_id)
             return _rendered(refused)
         unread = self._unread_edit(checked)
         if unread is not None:  # checked before asking: a reviewer never decides a no-op

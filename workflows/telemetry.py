@@ -27,11 +27,28 @@ GroupKey = tuple[str, str, str]
 """(namespace, task queue, workflow type): the labels the workflow meter adds."""
 
 
-def denied(tool: str) -> None:
-    """A ``deny`` rule refused a call of ``tool`` in the workflow's gate."""
+def denied(tool: str, call_id: str) -> None:
+    """A ``deny`` rule refused a call of ``tool`` in the workflow's gate: counted, and an
+    ``execute_tool {tool}`` span with the decision (no backend saw the call, so no
+    tools worker records one; issue 54)."""
     workflow.metric_meter().create_counter(names.DENIALS, "Calls a permission rule refused").add(
         1, {"tool": tool}
     )
+    now = _ns(workflow.now())
+    _span(f"{names.EXECUTE_TOOL} {tool}", {
+        names.OPERATION_NAME: names.EXECUTE_TOOL, names.TOOL_NAME: tool,
+        names.TOOL_CALL_ID: call_id, names.TOOL_TYPE: "function",
+        names.STATUS: "error", names.RULE_DECISION: "deny", names.ERROR_TYPE: "permission_denied",
+    }, now, now)  # fmt: skip
+
+
+def _span(name: str, attributes: dict[str, object], start_ns: int, end_ns: int) -> None:
+    """Hand a finished span to the worker's tracer (outside replay; none without tracing)."""
+    if workflow.unsafe.is_replaying():
+        return
+    record = workflow.extern_functions().get(names.APPROVAL_SPAN_EXTERN)
+    if record is not None:
+        record(name, attributes, start_ns, end_ns)
 
 
 def grant_used(tool: str) -> None:
@@ -57,12 +74,7 @@ def approval_decided(
     workflow.metric_meter().create_histogram_float(
         names.APPROVAL_WAIT, "Seconds from a pending approval to its decision", "s"
     ).record(seconds, {"tool": tool, "decision": decision})
-    if workflow.unsafe.is_replaying():
-        return
-    span = workflow.extern_functions().get(names.APPROVAL_SPAN_EXTERN)
-    if span is None:
-        return
-    attributes = {
+    attributes: dict[str, object] = {
         names.TOOL_NAME: tool,
         names.TOOL_CALL_ID: call_id,
         names.APPROVAL_ID: approval_id,
@@ -71,7 +83,7 @@ def approval_decided(
         names.APPROVAL_VIA: via or "signal",
         names.APPROVAL_WAIT_SECONDS: seconds,
     }
-    span(tool, attributes, _ns(opened), _ns(now))
+    _span(f"{names.APPROVAL_WAIT_SPAN} {tool}", attributes, _ns(opened), _ns(now))
 
 
 def _ns(moment: datetime) -> int:

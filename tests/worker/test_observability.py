@@ -520,6 +520,16 @@ async def test_filegate_worker_exports_spans_and_serves_metrics(
         assert read.attributes["filegate.backend"] == "fs"
         assert read.attributes["filegate.rule.decision"] == "allow"
         assert read.service == "filegate-tools-worker"  # each worker names its role
+        # The write a deny rule refused in the workflow's gate is a span too, with the
+        # decision (no backend saw it; the old code recorded only the counter).
+        for _ in range(100):
+            if receiver.named("execute_tool write_file"):
+                break
+            await asyncio.sleep(0.1)
+        [refused] = receiver.named("execute_tool write_file")
+        assert refused.attributes["filegate.rule.decision"] == "deny"
+        assert refused.attributes["filegate.tool.status"] == "error"
+        assert refused.attributes["gen_ai.tool.call.id"] == "1:1:s"
     except BaseException:
         print(stop_worker(worker))  # what the worker said, for the failure's report
         raise

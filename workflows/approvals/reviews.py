@@ -265,7 +265,7 @@ class ReviewDesk:
             return rendered_outcome(edited), by, None
         refused = self._checks.gate(edited)
         if refused is not None:
-            telemetry.denied(edited.tool)
+            telemetry.denied(edited.tool, call_id)
             return rendered_outcome(refused), by, None
         return edited, by, None  # edited: the preview showed another call
 
