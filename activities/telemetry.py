@@ -414,6 +414,20 @@ def otlp_tracer_provider(service_name: str) -> TracerProvider | None:
         return provider
 
 
+@contextlib.contextmanager
+def process_span(name: str, attributes: Mapping[str, Any]) -> Iterator[None]:
+    """A span of this process's own provider (:func:`otlp_tracer_provider`), current for
+    the block, so the client calls in it (a follow's polling queries) are its children:
+    one trace, not a root span per poll (issue 54). Nothing without a provider."""
+    provider = _OTLP.get("provider")
+    if provider is None:
+        yield
+        return
+    tracer = provider.get_tracer(names.TRACER_NAME)
+    with tracer.start_as_current_span(name, attributes=dict(attributes)):
+        yield
+
+
 def flush_traces(timeout_millis: int = 1_000) -> None:
     """Send the spans :func:`otlp_tracer_provider`'s provider still holds, waiting at most
     ``timeout_millis`` (a command line that ends with ``os._exit`` skips the SDK's own

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from temporalio.client import WorkflowHandle, WorkflowQueryFailedError
 from temporalio.service import RPCError
 
+from filegate.activities.telemetry import process_span
 from filegate.cli.contract import QUERY_TIMEOUT
 from filegate.cli.errors import unknown_query
 from filegate.cli.outage import UNANSWERED, Outage, transient
@@ -122,6 +123,22 @@ async def follow(
     its own, not an outage of Temporal (:func:`_temporal_failure`).
     With ``attempts``, failed activity attempts of workers elsewhere are lines too.
     """
+    with process_span(FOLLOW_SPAN, {"filegate.workflow_id": handle.id}):
+        return await _follow(handle, progress, on_approval, interval, outage, attempts)
+
+
+FOLLOW_SPAN = "filegate follow"
+"""The span a command's wait for a run is: its polling queries are its children."""
+
+
+async def _follow(
+    handle: WorkflowHandle[Any, AgentResult],
+    progress: Progress,
+    on_approval: Callable[[Approval], Awaitable[None]],
+    interval: float,
+    outage: Outage | None,
+    attempts: FailedAttempts | None,
+) -> AgentResult:
     result_task: asyncio.Task[AgentResult] = asyncio.create_task(handle.result())
     rounds = 0
     try:

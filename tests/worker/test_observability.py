@@ -17,6 +17,7 @@ Off (no provider, no metrics address) installs nothing: no interceptor, no runti
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gzip
 import http.server
 import logging
@@ -536,3 +537,68 @@ async def test_filegate_worker_exports_spans_and_serves_metrics(
     out = stop_worker(worker)
     assert f"metrics at http://127.0.0.1:{port}/metrics" in out, out
     assert f"traces to {receiver.endpoint} as service filegate-tools-worker" in out, out
+
+
+async def test_a_followed_run_is_one_trace_of_polls_not_one_per_poll(
+    temporal_server: TemporalDevServer,
+    s3_server: S3DevServer,
+    receiver: OtlpReceiver,
+    tmp_path: Path,
+) -> None:
+    """``filegate submit`` follows a run whose write waits 2 s for a person: its polling
+    queries are the children of one ``filegate follow`` span, one trace, where the old
+    code made a root span per poll (86 of 89 traces of a 10 s submit; issue 54)."""
+    import json
+
+    from filegate.cli.progress import FOLLOW_SPAN
+    from filegate.worker import agent_worker, tools_worker
+
+    root = tmp_path / "ws"
+    root.mkdir()
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"turns": [
+        {"tool_calls": [{"id": "w", "name": "write_file",
+                         "args": {"file_path": "/a.txt", "content": "a"}}]},
+        {"content": "done"},
+    ]}))  # fmt: skip
+    gate = tmp_path / "interrupt.json"
+    gate.write_text(json.dumps({"write_file": True}))
+    client = await Client.connect(
+        temporal_server.address,
+        namespace=temporal_server.namespace,
+        plugins=[FilegatePlugin(settings=QUIET, tracer_provider=None)],
+    )
+    queue, workflow_id = uid("follow"), uid("followed")
+    env = {
+        **env_for(temporal_server, s3_server, tmp_path),
+        "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint, "OTEL_BSP_SCHEDULE_DELAY": "100",
+    }  # fmt: skip
+    async with (
+        agent_worker(client, f"{queue}.agent"),
+        tools_worker(client, f"{queue}.tools", {"fs": FilesystemBackend(root)}, tmp_path / "j"),
+    ):
+        submit = await asyncio.create_subprocess_exec(
+            *CLI, "submit", "write", "--model", f"scripted:{script}", "--interrupt-on", str(gate),
+            "--agent-queue", f"{queue}.agent", "--tools-queue", f"{queue}.tools", "--name", "fs",
+            "--workflow-id", workflow_id, env=env, stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        handle = client.get_workflow_handle(workflow_id)
+        for _ in range(300):
+            with contextlib.suppress(Exception):
+                if await handle.query(AgentWorkflow.pending_approvals):
+                    break
+            await asyncio.sleep(0.1)
+        await asyncio.sleep(2)  # the command polls meanwhile
+        [card] = await handle.query(AgentWorkflow.pending_approvals)
+        await handle.execute_update(
+            AgentWorkflow.decide_update,
+            Decision(id=card.id, decision="approve", reviewer="ana", via="cli"),
+        )
+        out, err = await asyncio.wait_for(submit.communicate(), 60)
+    assert submit.returncode == 0, (out + err).decode()
+    await asyncio.sleep(0.5)
+    queries = [s for s in receiver.spans if s.name.startswith("QueryWorkflow")]
+    [follow] = receiver.named(FOLLOW_SPAN)
+    assert len(queries) >= 10, json.dumps([s.name for s in receiver.spans])
+    assert {s.trace_id for s in queries} == {follow.trace_id}
