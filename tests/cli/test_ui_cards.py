@@ -388,3 +388,15 @@ def test_a_held_connection_shows_host_port_command_and_cwd() -> None:
     assert '<pre class="command">pip install &lt;x&gt;</pre>' in page  # escaped
     assert '<code class="cwd">/workspace</code>' in page
     assert "a running command connects to" in text_of(page)
+
+
+def test_no_pending_is_never_said_above_a_run_that_did_not_answer() -> None:
+    """A run that does not answer may be waiting for a decision (the CLI exits 3 there):
+    the page does not say "No pending approvals." above its card (issue 54)."""
+    page = _TEMPLATES.get_template("approvals.html")
+    silent = [{"workflow_id": "wf-stuck", "reason": "did not answer in 1.5 s", "waiting": False}]
+    context: dict[str, Any] = {"timeout": 1.5, "refresh_ms": 3000, "csrf_token": "t" * 32}
+    quiet = page.render(approvals=[], unreachable=silent, **context)
+    assert '<p id="empty" hidden>' in quiet and 'data-key="unreachable/wf-stuck"' in quiet
+    nothing = page.render(approvals=[], unreachable=[], **context)
+    assert '<p id="empty">No pending approvals.</p>' in nothing

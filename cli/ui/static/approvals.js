@@ -59,8 +59,9 @@ function merge(html) {
   }
   localTimes(list);
   tick();
-  // "unreachable" cards name workflows that did not answer; they are not approvals.
-  empty.hidden = list.querySelector(".card:not(.unreachable):not(.decided)") !== null;
+  // A workflow that did not answer ("unreachable" card) may be waiting for a decision:
+  // "No pending approvals" would be untrue above it (the CLI exits 3 there).
+  empty.hidden = list.querySelector(".card:not(.decided)") !== null;
 }
 
 let refreshing = false;
