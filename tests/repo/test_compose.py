@@ -471,7 +471,10 @@ TOOLS = ("fs-worker", "sandbox-worker")
 READERS: dict[str, tuple[str, ...]] = {
     "FILEGATE_UI_": ("approval-ui",),
     "FILEGATE_MODEL_PROFILES": ("agent-worker",),
+    "FILEGATE_MODEL_KEY_": ("agent-worker",),
     "FILEGATE_POLICY_": TOOLS,
+    "FILEGATE_FS_POLICY_": ("fs-worker",),
+    "FILEGATE_SANDBOX_POLICY_": ("sandbox-worker",),
     "FILEGATE_EXEC_": TOOLS,
     "FILEGATE_SANDBOX_": TOOLS,
     "FILEGATE_JOURNAL_FSYNC": TOOLS,
@@ -500,13 +503,32 @@ def readers_of(name: str) -> tuple[str, ...]:
     return READERS[prefixes[0]] if prefixes else tuple(FILEGATE_SERVICES)
 
 
+def passes(service: dict[str, Any], name: str) -> bool:
+    """``name`` reaches ``service``: as a variable of its own, or interpolated into one
+    (``FILEGATE_POLICY_FILE: ${FILEGATE_FS_POLICY_FILE:-}``)."""
+    env = environment(service)
+    return name in env or any(re.search(rf"\$\{{{name}\b", str(v)) for v in env.values())
+
+
 def unreached(services: dict[str, dict[str, Any]]) -> list[str]:
     missing = []
     for name in sorted(documented_names() - NOT_DEPLOYED.keys()):
         for service in readers_of(name):
-            if name not in environment(services[service]):
+            if not passes(services[service], name):
                 missing.append(f"{name} -> {service}")
     return missing
+
+
+def test_each_tools_worker_has_its_own_path_policies() -> None:
+    """A path policy meant for the fs worker never reaches the sandbox worker, where it
+    would stop the worker at start (a restart loop; issue 54), and the other way round."""
+    fs, sandbox = SERVICES["fs-worker"], SERVICES["sandbox-worker"]
+    assert passes(fs, "FILEGATE_FS_POLICY_FILE") and not passes(sandbox, "FILEGATE_FS_POLICY_FILE")
+    assert passes(sandbox, "FILEGATE_SANDBOX_POLICY_JSON")
+    assert not passes(fs, "FILEGATE_SANDBOX_POLICY_JSON")
+    for name in ("FILEGATE_MODEL_KEY_1", "FILEGATE_MODEL_KEY_2", "FILEGATE_MODEL_KEY_3"):
+        assert passes(SERVICES["agent-worker"], name)
+        assert not any(passes(SERVICES[other], name) for other in TOOLS)
 
 
 def test_every_documented_variable_reaches_the_services_that_read_it() -> None:
