@@ -313,8 +313,21 @@ def _delete(backend: BackendProtocol, request: ToolRequest, args: DeleteArgs) ->
     return render_mutation(request, backend.delete(args.file_path))
 
 
+def _search_home(backend: BackendProtocol) -> str:
+    """Where a glob or grep without a path searches: the backend's ``glob_home`` (a
+    host-path backend's ``root_dir``, as the reference's cwd), through wrappers; ``/``
+    when it names none. Never the whole host from ``/`` (issue 54)."""
+    current: object | None = backend
+    while current is not None:
+        home = getattr(current, "glob_home", None)
+        if isinstance(home, str):
+            return home
+        current = getattr(current, "inner", None)
+    return "/"
+
+
 def _glob(backend: BackendProtocol, request: ToolRequest, args: GlobArgs) -> ToolOutcome:
-    root = args.path or "/"
+    root = args.path or _search_home(backend)
     try:
         search_root = resolve_glob(args.pattern, root)[0]
     except ValueError:
@@ -345,7 +358,7 @@ def _cut(result: GlobResult | GrepResult) -> dict[str, Any]:
 
 
 def _grep(backend: BackendProtocol, request: ToolRequest, args: GrepArgs) -> ToolOutcome:
-    root = args.path or "/"
+    root = args.path or _search_home(backend)
     denied = _gated(
         entry_refused(
             backend, request, "read", root, search=True, pattern=args.glob, root_is_result=True

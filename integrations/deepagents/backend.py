@@ -290,12 +290,9 @@ class FilegateFileBackend(BackendProtocol):
             local = self.mount.inward(shown)
         except ValueError as exc:
             return GrepResult(error=f"Error: Invalid path '{shown}': {exc}")
-        args: dict[str, Any] = {
-            "pattern": pattern,
-            "path": local,
-            "glob": glob,
-            "output_mode": "content",
-        }
+        args: dict[str, Any] = {"pattern": pattern, "glob": glob, "output_mode": "content"}
+        if path is not None:  # none: where the backend searches by default (its root_dir)
+            args["path"] = local
         if max_count is not None:
             args["max_count"] = max_count
         outcome = _need((await self._run(self._tool("grep", args))).outcome)
@@ -307,9 +304,10 @@ class FilegateFileBackend(BackendProtocol):
             local = self.mount.inward(shown)
         except ValueError as exc:
             return GlobResult(error=f"Error: Invalid path '{shown}': {exc}")
-        outcome = _need(
-            (await self._run(self._tool("glob", {"pattern": pattern, "path": local}))).outcome
-        )
+        args: dict[str, Any] = {"pattern": pattern}
+        if path is not None:  # none: where the backend searches by default (its root_dir)
+            args["path"] = local
+        outcome = _need((await self._run(self._tool("glob", args))).outcome)
         return convert.glob_result(self.mount, shown, _raw(outcome, "glob"), outcome)
 
     async def aupload_files(self, files: list[tuple[str, bytes]]) -> list[FileUploadResponse]:

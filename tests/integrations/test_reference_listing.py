@@ -369,3 +369,26 @@ async def test_a_bad_path_is_an_error_value_where_the_reference_raises(
         assert listing.entries is None and listing.error is not None, name
         found = await adapter.aglob("*", f"{mount.rstrip('/')}/../etc")
         assert found.matches is None and found.error is not None, name
+
+
+def test_the_tool_call_without_a_path_searches_root_dir_not_the_host(tmp_path: Path) -> None:
+    """Through the tool path every caller takes (``kernel.dispatch.run_tool``: the tools
+    worker, the adapters), a glob or grep call without ``path`` on a host-path backend
+    searches its ``root_dir``, behind policies too. The old dispatch sent ``/``: the
+    whole host (the Deep Agents adapter's glob failed with 7.9 MB; issue 54)."""
+    from filegate.kernel.dispatch import run_tool
+    from filegate.kernel.tool_types import ToolRequest
+
+    top = tmp_path / "home"
+    (top / "dir").mkdir(parents=True)
+    (top / "dir" / "inside.txt").write_text("needle-9c2e\n")
+    (tmp_path / "outside.txt").write_text("needle-9c2e\n")
+    for backend in (
+        FilesystemBackend(top, virtual_mode=False),
+        PolicyBackend(FilesystemBackend(top, virtual_mode=False)),
+    ):
+        for tool, args in (("glob", {"pattern": "**/*.txt"}), ("grep", {"pattern": "needle-9c2e"})):
+            request = ToolRequest(tool=tool, backend="home", args=args, tool_call_id="c")
+            text = str(run_tool(backend, request).content)
+            assert str(top / "dir" / "inside.txt") in text, (tool, text)
+            assert str(tmp_path / "outside.txt") not in text, (tool, text)
