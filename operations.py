@@ -38,6 +38,7 @@ layer, beside :mod:`filegate.worker` (``.importlinter``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import uuid
@@ -176,6 +177,12 @@ class _TimedOut(Exception):
     """The server timed the operation out (nothing runs after this)."""
 
 
+UNSERVED_CHECK_AFTER = timedelta(seconds=10)
+"""When an operation still waiting asks once whether any worker polls its tools queue:
+a mistyped queue fails in one line then, not at the 70-minute operation timeout
+(issue 54). A queue a worker polled lately passes; the operation then waits on."""
+
+
 async def run_outside(
     client: Client,
     op: Operation,
@@ -183,6 +190,65 @@ async def run_outside(
     operation_task_queue: str,
     operation_timeout: timedelta = DEFAULT_OPERATION_TIMEOUT,
     path: OperationPath = DEFAULT_OPERATION_PATH,
+) -> Ran:
+    """Run ``op`` from outside any workflow, on the path ``path`` asks for (see
+    :func:`_run_outside`); an operation on a queue no worker polls fails after
+    :data:`UNSERVED_CHECK_AFTER` with :class:`OperationTimedOut` naming it."""
+    running = _run_outside(
+        client, op, operation_task_queue=operation_task_queue,
+        operation_timeout=operation_timeout, path=path,
+    )  # fmt: skip
+    if operation_timeout <= UNSERVED_CHECK_AFTER:
+        return await running  # its own timeout comes first and names the queue
+    work = asyncio.ensure_future(running)
+    check = UNSERVED_CHECK_AFTER.total_seconds()
+    watch = asyncio.ensure_future(_unpolled_after(client, op.task_queue, check))
+    try:
+        try:
+            await asyncio.wait({work, watch}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            await _cancelled(work)  # the caller's Ctrl-C stops the operation on the server
+            raise
+        if work.done() or watch.result() is None:
+            return await work
+        await _cancelled(work)
+        standalone = path != "workflow" and _SUPPORT.get(client) is not False
+        via: Via = "standalone" if standalone else "workflow"
+        message = (
+            f"no worker polls task queue '{op.task_queue}': the {operation_kind(op)} call got "
+            f"no answer within {check:g} s and nothing serves that queue; start a Filegate "
+            "tools worker on it, or name the queue of a running one"
+        )
+        raise OperationTimedOut(message, via=via, task_queue=op.task_queue, unpolled=op.task_queue)
+    finally:
+        watch.cancel()
+        work.cancel()
+
+
+async def _cancelled(work: asyncio.Future[Ran]) -> None:
+    """Cancel ``work`` and wait until its cancellation has gone to the server."""
+    work.cancel()
+    with contextlib.suppress(BaseException):
+        await work
+
+
+async def _unpolled_after(client: Client, queue: str, seconds: float) -> str | None:
+    """``queue`` when no worker polls it ``seconds`` from now; None when one does or the
+    server cannot say."""
+    await asyncio.sleep(seconds)
+    try:
+        return None if await has_pollers(client, queue, workflow=False) else queue
+    except RPCError:
+        return None
+
+
+async def _run_outside(
+    client: Client,
+    op: Operation,
+    *,
+    operation_task_queue: str,
+    operation_timeout: timedelta,
+    path: OperationPath,
 ) -> Ran:
     """Run ``op`` from outside any workflow, on the path ``path`` asks for.
 
