@@ -57,7 +57,9 @@ def tracing_line(telemetry: Telemetry) -> str | None:
     """The start line a long-running command prints when it traces (None: it does not)."""
     if telemetry.tracer_provider is None:
         return None
-    service = telemetry.tracer_provider.resource.attributes.get("service.name", SERVICE_NAME)
+    resource = getattr(telemetry.tracer_provider, "resource", None)  # the SDK's provider
+    attributes = getattr(resource, "attributes", {}) or {}
+    service = attributes.get("service.name", SERVICE_NAME)
     return f"traces to {traces_endpoint(os.environ)} as service {service}"
 
 

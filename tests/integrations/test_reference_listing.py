@@ -387,8 +387,13 @@ def test_the_tool_call_without_a_path_searches_root_dir_not_the_host(tmp_path: P
         FilesystemBackend(top, virtual_mode=False),
         PolicyBackend(FilesystemBackend(top, virtual_mode=False)),
     ):
-        for tool, args in (("glob", {"pattern": "**/*.txt"}), ("grep", {"pattern": "needle-9c2e"})):
-            request = ToolRequest(tool=tool, backend="home", args=args, tool_call_id="c")
+        for request in (
+            ToolRequest(tool="glob", backend="h", args={"pattern": "**/*.txt"}, tool_call_id="c"),
+            ToolRequest(
+                tool="grep", backend="h", args={"pattern": "needle-9c2e"}, tool_call_id="c"
+            ),
+        ):
+            tool = request.tool
             text = str(run_tool(backend, request).content)
             assert str(top / "dir" / "inside.txt") in text, (tool, text)
             assert str(tmp_path / "outside.txt") not in text, (tool, text)
