@@ -241,11 +241,34 @@ class FilegateFileWorkspace:
         return sorted(entries, key=lambda entry: entry.path)
 
     async def make_dir(self, path: str) -> None:
-        raise NotImplementedError(
-            "FilegateFileWorkspace cannot create directories: Filegate has no directory "
-            "operation; writing a file creates its parents (FilegateWorkspace makes them "
-            "with a command)"
-        )
+        """``mkdir -p``: Filegate has no directory operation, but a write creates the
+        parents of its file, so a marker file is written below ``path`` and removed
+        again (two file operations, each through the gate and the worker's policies).
+        A directory already there is fine; a file in the way is ``FileExistsError`` (the
+        path) or ``NotADirectoryError`` (an ancestor). Where writes need a person's
+        approval, use a write of a real file instead: that one approval makes the
+        parents (``PermissionError`` here, nothing written)."""
+        local = self._inward(path)
+        try:
+            found = await self.stat(path)
+        except FileNotFoundError:
+            found = None
+        if found is not None:
+            if found.is_dir:
+                return
+            raise FileExistsError(errno.EEXIST, "a file is in the way", path)
+        marker = posixpath.join(local, f".filegate-mkdir-{uuid.uuid4().hex}")
+        if self._interrupted("write", marker):
+            raise PermissionError(
+                f"{path}: writes there need a person's approval; write a file there instead "
+                "(its approval creates the directory)"
+            )
+        request = UploadRequest(files=[UploadFile(path=marker, content=b"")], **self._scope())
+        answer = (await self._files(Operation(task_queue=self.task_queue, upload=request)))[0]
+        _raise_answer(answer, path)
+        outcome = await self._tool("delete", {"file_path": marker})
+        if outcome.status == "error":
+            raise_for("permission_denied" if _denied(outcome.text) else None, outcome.text, path)
 
     async def remove(self, path: str) -> None:
         if isinstance(path, str) and _contains(posixpath.normpath(path), self.mount.at):
