@@ -46,6 +46,7 @@ from pathlib import Path
 
 from filegate.backends.filesystem import FilesystemBackend
 from filegate.backends.filesystem.host_files import DEFAULT_MAX_FILE_BYTES
+from filegate.backends.held_names import HELD
 from filegate.backends.local_shell import MINIMAL_PATH, run_command
 from filegate.backends.sandbox import (
     DEFAULT_OP_TIMEOUT,
@@ -66,6 +67,7 @@ from filegate.kernel.limits import (
     DEFAULT_MAX_OUTPUT_BYTES,
     DEFAULT_READ_LIMIT,
 )
+from filegate.kernel.paths import validate_path
 from filegate.kernel.protocol import (
     DeleteResult,
     DeleteTree,
@@ -256,6 +258,7 @@ class BwrapSandboxBackend(BaseSandbox):
         view = view or SandboxView()
         try:
             with (
+                HELD.holding(self.root, view),  # the file tools' changes of these names wait
                 view_mounts(self.root, WORKSPACE, view) as mounts,
                 self._network(view) as egress,
             ):
@@ -328,13 +331,32 @@ class BwrapSandboxBackend(BaseSandbox):
     def read(self, path: str, offset: int = 0, limit: int = DEFAULT_READ_LIMIT) -> ReadResult:
         return self.files.read(path, offset, limit)
 
+    # A change that replaces or removes a name a running command's view holds waits for
+    # that command (backends/held_names.py): otherwise its mount there detaches.
+
+    def _held(self, path: str, what: str) -> str | None:
+        try:
+            target = validate_path(path)
+        except ValueError:
+            return None  # the file operation refuses it itself
+        return HELD.wait_until_free(self.root, target, what)
+
     def write(self, path: str, content: str) -> WriteResult:
+        held = self._held(path, "write_file")
+        if held is not None:
+            return WriteResult(error=held, code="permission_denied")
         return self.files.write(path, content)
 
     def edit(self, path: str, old: str, new: str, replace_all: bool = False) -> EditResult:
+        held = self._held(path, "edit_file")
+        if held is not None:
+            return EditResult(error=held, code="permission_denied")
         return self.files.edit(path, old, new, replace_all)
 
     def delete(self, path: str) -> DeleteResult:
+        held = self._held(path, "delete")
+        if held is not None:
+            return DeleteResult(error=held, code="permission_denied")
         return self.files.delete(path)
 
     def glob(self, pattern: str, path: str = "/", visible: Visible | None = None) -> GlobResult:
@@ -351,7 +373,14 @@ class BwrapSandboxBackend(BaseSandbox):
         return self.files.grep(literal, path, glob, max_count=max_count, visible=visible)
 
     def upload(self, files: list[tuple[str, bytes]]) -> list[FileUploadResult]:
-        return self.files.upload(files)
+        held = {path: self._held(path, "upload") for path, _ in files}
+        free = [(path, data) for path, data in files if held[path] is None]
+        done = iter(self.files.upload(free))
+        return [
+            next(done) if held[path] is None
+            else FileUploadResult(path=path, error=held[path], code="permission_denied")
+            for path, _ in files
+        ]  # fmt: skip
 
     def download(self, paths: list[str]) -> list[FileDownloadResult]:
         return self.files.download(paths)

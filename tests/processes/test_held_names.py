@@ -1,0 +1,91 @@
+# ruff: noqa: F811  (pytest fixtures imported from tests.sandbox_fixtures)
+"""A protected name stays protected while a command runs (issue 50, item 2).
+
+Real bubblewrap, both calls through the tool path (``run_tool``) as one turn runs
+them side by side. A command's view holds ``interrupt``/``deny`` names by mounts on
+them; a file tool that replaced or removed such a name on the host detached the
+mount, and the running command then changed what the rules froze: an approved
+``write_file /config.json`` ended with the command's appends after it, an approved
+``delete /docs`` let the command create ``docs/x.md``. Now the change waits for the
+command (or is refused in one line when the command outlasts the wait).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from filegate.backends import held_names
+from filegate.backends.bwrap import BwrapSandboxBackend
+from filegate.kernel.dispatch import run_tool
+from filegate.kernel.tool_types import ToolRequest
+from tests.processes.test_view_strength import execute, rule
+from tests.sandbox_fixtures import _bwrap_ok, root, sb  # noqa: F401  (fixtures)
+
+APPEND = "for i in $(seq 1 25); do echo cmd >> config.json 2>/dev/null; sleep 0.1; done; echo ok"
+
+
+def _beside(command: str, box: BwrapSandboxBackend, rules: list) -> threading.Thread:  # type: ignore[type-arg]
+    thread = threading.Thread(target=execute, args=(box, command, rules), daemon=True)
+    thread.start()
+    time.sleep(0.6)  # the command is running, its view mounted
+    return thread
+
+
+def _tool(box: BwrapSandboxBackend, tool: str, args: dict[str, str], rules: list) -> str:  # type: ignore[type-arg]
+    request = ToolRequest(
+        tool=tool, backend="box", args=args, tool_call_id="1:1:w", permissions=rules,
+        approved=True, approved_by="ana via cli",
+    )  # fmt: skip
+    return run_tool(box, request).text
+
+
+def test_an_approved_write_of_a_frozen_file_waits_for_the_command(
+    sb: BwrapSandboxBackend, root: Path
+) -> None:
+    (root / "config.json").write_text("{}\n")
+    rules = [rule("interrupt", ["write"], "/config.json")]
+    command = _beside(APPEND, sb, rules)
+    began = time.monotonic()
+    text = _tool(sb, "write_file", {"file_path": "/config.json", "content": "approved\n"}, rules)
+    assert "Error" not in text, text
+    assert time.monotonic() - began > 1.0  # it waited for the command
+    command.join(30)
+    assert (root / "config.json").read_text() == "approved\n"  # no append slipped in
+
+
+def test_an_approved_delete_of_a_frozen_tree_waits_for_the_command(
+    sb: BwrapSandboxBackend, root: Path
+) -> None:
+    (root / "docs").mkdir()
+    (root / "docs" / "a.md").write_text("a\n")
+    rules = [rule("interrupt", ["write"], "/docs/**")]
+    create = (
+        "for i in $(seq 1 25); do mkdir -p docs && echo x > docs/x.md 2>/dev/null; sleep 0.1; done"
+    )
+    command = _beside(create, sb, rules)
+    text = _tool(sb, "delete", {"file_path": "/docs"}, rules)
+    assert "Error" not in text, text
+    command.join(30)
+    assert not (root / "docs").exists()  # deleted after the command, nothing created
+
+
+def test_a_command_that_outlasts_the_wait_gets_the_change_refused(
+    sb: BwrapSandboxBackend, root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(held_names, "WAIT_SECONDS", 1.0)
+    (root / "config.json").write_text("{}\n")
+    rules = [rule("interrupt", ["write"], "/config.json")]
+    command = _beside(APPEND, sb, rules)
+    text = _tool(sb, "write_file", {"file_path": "/config.json", "content": "approved\n"}, rules)
+    assert text.startswith("Error: write_file /config.json was not applied: a command running")
+    assert "\n" not in text.strip(), text
+    command.join(30)
+    assert (root / "config.json").read_text() == "{}\n"
+    # Unheld names and changes below a held directory do not wait.
+    began = time.monotonic()
+    assert "Error" not in _tool(sb, "write_file", {"file_path": "/free.txt", "content": "f"}, [])
+    assert time.monotonic() - began < 1.0
