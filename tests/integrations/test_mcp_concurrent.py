@@ -15,6 +15,8 @@ import argparse
 import asyncio
 import time
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -45,21 +47,22 @@ class SlowDisk(FilesystemBackend):
         return super().grep(*args, **kwargs)
 
 
-@pytest.mark.slow
-async def test_a_second_call_during_a_long_one_is_answered_and_applied_once(
-    temporal_client: TemporalClient, tmp_path: Path
-) -> None:
-    root = tmp_path / "ws"
-    root.mkdir()
-    (root / "a.txt").write_text("needle\n")
-    queue = f"mcp-side-{uuid.uuid4().hex[:8]}"
+@asynccontextmanager
+async def mcp_session(
+    temporal_client: TemporalClient, tmp_path: Path, backend: Any, *, shell: bool
+) -> AsyncIterator[Client]:
+    """A session on ``backend`` served as ``filegate mcp --root`` serves it (the tools
+    beside the session, on its queue), and the SDK client on the server ``filegate mcp``
+    builds, in-process."""
+    queue = f"mcp-{uuid.uuid4().hex[:8]}"
     plugin = FilegatePlugin(
-        agent=True, backends={"ws": SlowDisk(root)}, journal_dir=tmp_path / "journal",
+        agent=True, backends={"ws": backend}, journal_dir=tmp_path / "journal",
         artifacts=None, settings=Settings(), policies=None, tracer_provider=None,
     )  # fmt: skip
-    config = FileToolsConfig(
-        backend=BackendSpec(default=BackendRef(kind="remote", name="ws", task_queue=queue))
-    )
+    shell_path = str(tmp_path / "ws") if shell else None
+    ref = BackendRef(kind="remote", name="ws", task_queue=queue, can_execute=shell,
+                     shell_path=shell_path)  # fmt: skip
+    config = FileToolsConfig(backend=BackendSpec(default=ref))
     flags = argparse.Namespace(reviewer=None, ask="form", approval_url=None)
     async with Worker(temporal_client, task_queue=queue, plugins=[plugin]):
         handle = await temporal_client.start_workflow(
@@ -67,22 +70,28 @@ async def test_a_second_call_during_a_long_one_is_answered_and_applied_once(
         )
         server = _mcp_server(temporal_client, queue, flags, "decide it elsewhere")
         async with Client(server) as client:
-            began = time.monotonic()
-            grep = asyncio.ensure_future(client.call_tool("grep", {"pattern": "needle"}))
-            await asyncio.sleep(3)
-            wrote = await client.call_tool("write_file", {"file_path": "/b.txt", "content": "b"})
-            assert not wrote.is_error, text_of(wrote)
-            found = await grep
-            assert "a.txt" in text_of(found), repr(text_of(found))
-            assert time.monotonic() - began >= SLOW_GREP_SECONDS
+            yield client
         await handle.signal(SessionWorkflow.close)
         await handle.result()
-        writes = [
-            e for e in (await handle.fetch_history()).events
-            if e.HasField("workflow_execution_update_accepted_event_attributes")
-        ]  # fmt: skip
+
+
+@pytest.mark.slow
+async def test_a_second_call_during_a_long_one_is_answered_and_applied_once(
+    temporal_client: TemporalClient, tmp_path: Path
+) -> None:
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "a.txt").write_text("needle\n")
+    async with mcp_session(temporal_client, tmp_path, SlowDisk(root), shell=False) as client:
+        began = time.monotonic()
+        grep = asyncio.ensure_future(client.call_tool("grep", {"pattern": "needle"}))
+        await asyncio.sleep(3)
+        wrote = await client.call_tool("write_file", {"file_path": "/b.txt", "content": "b"})
+        assert not wrote.is_error, text_of(wrote)
+        found = await grep
+        assert "a.txt" in text_of(found), repr(text_of(found))
+        assert time.monotonic() - began >= SLOW_GREP_SECONDS
     assert (root / "b.txt").read_text() == "b"
-    assert len(writes) == 2  # the grep and the write, each admitted once
 
 
 @pytest.mark.slow
@@ -102,48 +111,36 @@ async def test_a_retry_after_the_client_gave_up_never_applies_twice(
 
     root = tmp_path / "ws"
     root.mkdir()
-    queue = f"mcp-retry-{uuid.uuid4().hex[:8]}"
-    plugin = FilegatePlugin(
-        agent=True, backends={"ws": LocalShellBackend(root)}, journal_dir=tmp_path / "journal",
-        artifacts=None, settings=Settings(), policies=None, tracer_provider=None,
-    )  # fmt: skip
-    ref = BackendRef(kind="remote", name="ws", task_queue=queue, can_execute=True,
-                     shell_path=str(root))  # fmt: skip
-    config = FileToolsConfig(backend=BackendSpec(default=ref))
-    flags = argparse.Namespace(reviewer=None, ask="form", approval_url=None)
     rng = random.Random(54)
     cases = [
         (rng.uniform(0.2, 2.0), rng.uniform(0.2, 1.8), rng.uniform(0.0, 2.0)) for _ in range(10)
     ]
     outcomes = {"cancelled": 0, "finished": 0}
-    async with Worker(temporal_client, task_queue=queue, plugins=[plugin]):
-        await temporal_client.start_workflow(
-            SessionWorkflow.run, SessionInput(config=config), id=queue, task_queue=queue
-        )
-        server = _mcp_server(temporal_client, queue, flags, "decide it elsewhere")
-        async with Client(server) as client:
-            for n, (run, patience, pause) in enumerate(cases):
-                command = f"sleep {run:.2f}; echo once >> log{n}.txt; echo done-{n}"
-                try:
-                    first = await client.call_tool(
-                        "execute", {"command": command}, read_timeout_seconds=patience
-                    )
-                    assert f"done-{n}" in text_of(first)
-                except Exception:  # the client gave up: the forced error
-                    first = None
-                await asyncio.sleep(pause)
-                again = await client.call_tool("execute", {"command": command})
-                log = root / f"log{n}.txt"
-                lines = log.read_text().split() if log.exists() else []
-                case = (run, patience, pause, lines, text_of(again))
-                if first is not None:  # delivered: the second is a new call
-                    assert f"done-{n}" in text_of(again) and lines == ["once"] * 2, case
-                elif text_of(again).startswith(wire.SESSION_CALL_CANCELLED):
-                    assert lines in ([], ["once"]), case  # stopped, perhaps after its echo
-                    outcomes["cancelled"] += 1
-                else:  # it finished before the cancel reached it: its own answer, once
-                    assert f"done-{n}" in text_of(again) and lines == ["once"], case
-                    outcomes["finished"] += 1
+    async with mcp_session(temporal_client, tmp_path, LocalShellBackend(root), shell=True) as (
+        client
+    ):
+        for n, (run, patience, pause) in enumerate(cases):
+            command = f"sleep {run:.2f}; echo once >> log{n}.txt; echo done-{n}"
+            try:
+                first = await client.call_tool(
+                    "execute", {"command": command}, read_timeout_seconds=patience
+                )
+                assert f"done-{n}" in text_of(first)
+            except Exception:  # the client gave up: the forced error
+                first = None
+            await asyncio.sleep(pause)
+            again = await client.call_tool("execute", {"command": command})
+            log = root / f"log{n}.txt"
+            lines = log.read_text().split() if log.exists() else []
+            case = (run, patience, pause, lines, text_of(again))
+            if first is not None:  # delivered: the second is a new call
+                assert f"done-{n}" in text_of(again) and lines == ["once"] * 2, case
+            elif text_of(again).startswith(wire.SESSION_CALL_CANCELLED):
+                assert lines in ([], ["once"]), case  # stopped, perhaps after its echo
+                outcomes["cancelled"] += 1
+            else:  # it finished before the cancel reached it: its own answer, once
+                assert f"done-{n}" in text_of(again) and lines == ["once"], case
+                outcomes["finished"] += 1
     assert outcomes["cancelled"] >= 1, outcomes  # the drawn timings cover a stopped call
 
 
@@ -173,32 +170,20 @@ async def test_a_call_the_client_cancels_stops_within_a_second(
 
     root = tmp_path / "ws"
     root.mkdir()
-    queue = f"mcp-cancel-{uuid.uuid4().hex[:8]}"
-    plugin = FilegatePlugin(
-        agent=True, backends={"ws": LocalShellBackend(root)}, journal_dir=tmp_path / "journal",
-        artifacts=None, settings=Settings(), policies=None, tracer_provider=None,
-    )  # fmt: skip
-    ref = BackendRef(kind="remote", name="ws", task_queue=queue, can_execute=True,
-                     shell_path=str(root))  # fmt: skip
-    config = FileToolsConfig(backend=BackendSpec(default=ref))
-    flags = argparse.Namespace(reviewer=None, ask="form", approval_url=None)
     marker = f"busy-{uuid.uuid4().hex[:8]}"
     command = f"python3 -c 'while True: pass' {marker}"
-    async with Worker(temporal_client, task_queue=queue, plugins=[plugin]):
-        await temporal_client.start_workflow(
-            SessionWorkflow.run, SessionInput(config=config), id=queue, task_queue=queue
-        )
-        server = _mcp_server(temporal_client, queue, flags, "decide it elsewhere")
-        async with Client(server) as client:
-            with pytest.raises(Exception):  # noqa: B017 - the client's own timeout
-                await client.call_tool("execute", {"command": command}, read_timeout_seconds=2)
-            cancelled = time.monotonic()
-            while _busy(marker):
-                assert time.monotonic() - cancelled < 1.0, "the command still runs"
-                await asyncio.sleep(0.05)
-            # Sent again, it is answered by the cancelled call, not run a second time.
-            again = await client.call_tool("execute", {"command": command})
-            assert wire.SESSION_CALL_CANCELLED in text_of(again), text_of(again)
-            assert not _busy(marker)
-            later = await client.call_tool("execute", {"command": "echo next"})
-            assert "next" in text_of(later)
+    async with mcp_session(temporal_client, tmp_path, LocalShellBackend(root), shell=True) as (
+        client
+    ):
+        with pytest.raises(Exception):  # noqa: B017 - the client's own timeout
+            await client.call_tool("execute", {"command": command}, read_timeout_seconds=2)
+        cancelled = time.monotonic()
+        while _busy(marker):
+            assert time.monotonic() - cancelled < 1.0, "the command still runs"
+            await asyncio.sleep(0.05)
+        # Sent again, it is answered by the cancelled call, not run a second time.
+        again = await client.call_tool("execute", {"command": command})
+        assert wire.SESSION_CALL_CANCELLED in text_of(again), text_of(again)
+        assert not _busy(marker)
+        later = await client.call_tool("execute", {"command": "echo next"})
+        assert "next" in text_of(later)
