@@ -21,21 +21,25 @@ import pytest
 from filegate.backends import held_names
 from filegate.backends.bwrap import BwrapSandboxBackend
 from filegate.kernel.dispatch import run_tool
+from filegate.kernel.permissions import FilesystemPermission
+from filegate.kernel.tool_args import ToolName
 from filegate.kernel.tool_types import ToolRequest
 from tests.processes.test_view_strength import execute, rule
 from tests.sandbox_fixtures import _bwrap_ok, root, sb  # noqa: F401  (fixtures)
 
+Rules = list[FilesystemPermission]
+
 APPEND = "for i in $(seq 1 25); do echo cmd >> config.json 2>/dev/null; sleep 0.1; done; echo ok"
 
 
-def _beside(command: str, box: BwrapSandboxBackend, rules: list) -> threading.Thread:  # type: ignore[type-arg]
+def _beside(command: str, box: BwrapSandboxBackend, rules: Rules) -> threading.Thread:
     thread = threading.Thread(target=execute, args=(box, command, rules), daemon=True)
     thread.start()
     time.sleep(0.6)  # the command is running, its view mounted
     return thread
 
 
-def _tool(box: BwrapSandboxBackend, tool: str, args: dict[str, str], rules: list) -> str:  # type: ignore[type-arg]
+def _tool(box: BwrapSandboxBackend, tool: ToolName, args: dict[str, str], rules: Rules) -> str:
     request = ToolRequest(
         tool=tool, backend="box", args=args, tool_call_id="1:1:w", permissions=rules,
         approved=True, approved_by="ana via cli",
