@@ -165,7 +165,17 @@ def _lease_all(
         raise service_failure(failure) from failure
     (address, t_how), (access, s_how) = t_future.result(), s_future.result()
     notes += [f"Temporal at {address} ({t_how})", f"S3 at {access.endpoint} ({s_how})"]
+    if "embedded" in t_how or "embedded" in s_how:
+        notes.append(EMBEDDED_TRUST)
     return address, access, leases
+
+
+EMBEDDED_TRUST = (
+    "the embedded servers listen on loopback without a login: every local user of this "
+    "machine can reach them (docs/threat-model.md); use a deployment on a shared host"
+)
+"""Said at start whenever an embedded server is used (issue 50: they authenticate no
+caller, so another local user could read what the agent read and decide approvals)."""
 
 
 def _unmanaged(port: int, state_dir: Path) -> str:

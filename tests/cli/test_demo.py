@@ -52,6 +52,7 @@ def test_demo_runs_clean_on_a_fresh_machine(tmp_path: Path) -> None:
     assert proc.returncode == 0, out + proc.stderr
     assert re.search(r"Temporal at 127\.0\.0\.1:\d+ \(embedded dev server, started\)", out)
     assert re.search(r"S3 at 127\.0\.0\.1:\d+ \(embedded SeaweedFS, started\)", out)
+    assert "every local user of this machine can reach them" in out  # said, every time
     for tool in TOOL_ORDER:
         assert f"  -> {tool} " in out, tool
     assert "<- write_file [ERROR]" in out and "permission denied" in out
