@@ -12,7 +12,7 @@ marked ``xfail(strict=True)``.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -20,8 +20,6 @@ import pytest
 pytest.importorskip("pydantic_ai")
 
 from minio import Minio
-from pydantic_ai.workspaces import WorkspaceBackend, WorkspaceRef
-from pydantic_ai.workspaces.conformance import WorkspaceBackendSuite
 from temporalio.client import Client
 
 from filegate.backends.artifacts import ArtifactStore
@@ -29,8 +27,8 @@ from filegate.backends.filesystem import FilesystemBackend
 from filegate.devstack.servers import TemporalDevServer
 from filegate.integrations.pydantic_ai import FilegateFileWorkspace
 from filegate.worker import tools_worker
-from tests.integrations.test_pydantic_ai_workspace import _shorter_hang_guards
-from tests.threaded_worker import ThreadedWorker, xfail_deviations
+from tests.integrations.test_pydantic_ai_workspace import _shorter_hang_guards, conformance_suite
+from tests.threaded_worker import ThreadedWorker
 
 pytestmark = [pytest.mark.slow, pytest.mark.services]
 
@@ -69,25 +67,4 @@ def _workspace(services: ThreadedWorker) -> FilegateFileWorkspace:
     return FilegateFileWorkspace(backend=BACKEND, task_queue=services.queue, client=services.client)
 
 
-@xfail_deviations(DEVIATIONS)
-class TestFilegateFileWorkspaceConformance(WorkspaceBackendSuite):
-    """The published suite, unchanged but for the deviations."""
-
-    @pytest.fixture
-    def anyio_backend(self) -> str:
-        return "asyncio"
-
-    @pytest.fixture
-    def backend(self, services: ThreadedWorker) -> WorkspaceBackend:
-        return _workspace(services)
-
-    @pytest.fixture
-    def attach_backend(
-        self, services: ThreadedWorker
-    ) -> Callable[[WorkspaceRef], WorkspaceBackend]:
-        def attach(ref: WorkspaceRef) -> WorkspaceBackend:
-            built = _workspace(services)
-            assert built.ref == ref, "a ref names one backend, queue and mount"
-            return built
-
-        return attach
+TestFilegateFileWorkspaceConformance = conformance_suite(_workspace, DEVIATIONS)

@@ -126,25 +126,34 @@ def _workspace(services: ThreadedWorker) -> FilegateWorkspace:
     )
 
 
-@xfail_deviations(DEVIATIONS)
-class TestFilegateWorkspaceConformance(WorkspaceBackendSuite):
-    """The published suite, unchanged but for the deviations."""
+def conformance_suite(
+    make: Callable[[ThreadedWorker], WorkspaceBackend], deviations: dict[str, str]
+) -> type[WorkspaceBackendSuite]:
+    """The published suite, unchanged but for ``deviations``, on the workspaces ``make``
+    builds from a module's ``services`` (each adapter's test module names its own)."""
 
-    @pytest.fixture
-    def anyio_backend(self) -> str:
-        return "asyncio"
+    @xfail_deviations(deviations)
+    class Suite(WorkspaceBackendSuite):
+        @pytest.fixture
+        def anyio_backend(self) -> str:
+            return "asyncio"
 
-    @pytest.fixture
-    def backend(self, services: ThreadedWorker) -> WorkspaceBackend:
-        return _workspace(services)
+        @pytest.fixture
+        def backend(self, services: ThreadedWorker) -> WorkspaceBackend:
+            return make(services)
 
-    @pytest.fixture
-    def attach_backend(
-        self, services: ThreadedWorker
-    ) -> Callable[[WorkspaceRef], WorkspaceBackend]:
-        def attach(ref: WorkspaceRef) -> WorkspaceBackend:
-            built = _workspace(services)
-            assert built.ref == ref, "a ref names one backend, queue and mount"
-            return built
+        @pytest.fixture
+        def attach_backend(
+            self, services: ThreadedWorker
+        ) -> Callable[[WorkspaceRef], WorkspaceBackend]:
+            def attach(ref: WorkspaceRef) -> WorkspaceBackend:
+                built = make(services)
+                assert built.ref == ref, "a ref names one backend, queue and mount"
+                return built
 
-        return attach
+            return attach
+
+    return Suite
+
+
+TestFilegateWorkspaceConformance = conformance_suite(_workspace, DEVIATIONS)
