@@ -245,7 +245,10 @@ def resolve_under(root: str, host: str, prefix: str | None) -> str:
     real = resolve_host(host)
     if prefix is None or _below_root(root, real) is not None:
         return real
-    return _walk_mapped(root, host, prefix)
+    try:
+        return _walk_mapped(root, host, prefix)
+    except OSError:  # a loop, or a link changed under the walk: the kernel's answer stands
+        return real
 
 
 def _walk_mapped(root: str, host: str, prefix: str) -> str:

@@ -66,3 +66,19 @@ def test_a_link_to_the_sandbox_path_of_a_protected_file_stays_refused(
     assert "/k" not in listed.split(), listed  # a listing does not describe it either
     climbed = _call(sb, {"tool": "read_file", "args": {"file_path": "/out"}}, [])
     assert climbed.startswith("Error"), climbed  # above the root: outside, as before
+
+
+def test_a_loop_of_sandbox_path_links_is_refused_not_raised(
+    sb: BwrapSandboxBackend, root: Path
+) -> None:
+    """A loop (the link race property test drew one, re-pointing links mid-turn) is a
+    refusal like any unresolvable path, never an exception out of the gate."""
+    execute(sb, "ln -s /workspace/b a; ln -s /workspace/a b", [])
+    for tool, args in (
+        ("read_file", {"file_path": "/a/key.txt"}),
+        ("grep", {"pattern": "x", "path": "/a"}),
+        ("ls", {"path": "/b"}),
+    ):
+        text = _call(sb, {"tool": tool, "args": args}, [rule("deny", ["read"], "/secret/**")])
+        assert text.startswith("Error"), (tool, text)
+    assert sb.resolve_path("/a/key.txt") is None or sb.resolve_path("/a/key.txt") == "/a/key.txt"
