@@ -169,6 +169,15 @@ class ApprovalHandlers:
         )
         return decision
 
+    def reject_unanswered(self, approval_id: str, *, reason: str, reviewer: str) -> None:
+        """Record that nobody answered an approval in time (a timeout, a command that
+        ended first) as a rejection, and publish the book's new counts."""
+        unanswered = Decision(
+            id=approval_id, decision="reject", reason=reason, reviewer=reviewer, via="timeout"
+        )
+        self.book.record(unanswered, workflow.now().isoformat())
+        self.publish()
+
     async def accept_own(self, decision: Decision) -> DecisionAck | None:
         """A decision the workflow itself makes (its first-pass reviewer), taken like a
         person's (the fingerprint check included) unless someone decided first: then

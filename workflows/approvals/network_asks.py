@@ -31,7 +31,6 @@ from filegate.workflows.approvals.handlers import ApprovalHandlers
 from filegate.workflows.approvals.pending import clip
 from filegate.workflows.approvals.reviews import first_pass
 from filegate.workflows.approvals.turn_decisions import turn_of
-from filegate.workflows.inputs import Decision
 
 
 class NetworkDesk:
@@ -85,15 +84,11 @@ class NetworkDesk:
             if approval.tool != wire.CONNECT_TOOL or approval.turn != turn_of(tool_call_id):
                 continue
             if approval.tool_call_id == model_call_id:
-                ended = Decision(
-                    id=approval.id,
-                    decision="reject",
+                self._approvals.reject_unanswered(
+                    approval.id,
                     reason="the command ended before a decision",
                     reviewer="nobody (the command ended)",
-                    via="timeout",
                 )
-                self._book.record(ended, workflow.now().isoformat())
-                self._approvals.publish()
 
     async def ask(self, asked: NetworkAsk) -> NetworkAnswer:
         judged = judge(self._rules, asked.host, asked.port)

@@ -232,15 +232,9 @@ class ReviewDesk:
             )
         except TimeoutError:
             if on_timeout == "reject":
-                timed_out = Decision(
-                    id=approval.id,
-                    decision="reject",
-                    reason="approval timed out",
-                    reviewer="nobody (timeout)",
-                    via="timeout",
+                self._approvals.reject_unanswered(
+                    approval.id, reason="approval timed out", reviewer="nobody (timeout)"
                 )
-                self._book.record(timed_out, workflow.now().isoformat())
-                self._approvals.publish()
             else:
                 self._book.escalate(approval.id)
                 await workflow.wait_condition(decided)
