@@ -11,23 +11,22 @@ marked ``xfail(strict=True)``.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
 pytest.importorskip("pydantic_ai")
 
 from minio import Minio
-from temporalio.client import Client
 
-from filegate.backends.artifacts import ArtifactStore
 from filegate.backends.filesystem import FilesystemBackend
 from filegate.devstack.servers import TemporalDevServer
 from filegate.integrations.pydantic_ai import FilegateFileWorkspace
-from filegate.worker import tools_worker
-from tests.integrations.test_pydantic_ai_workspace import _shorter_hang_guards, conformance_suite
+from tests.integrations.test_pydantic_ai_workspace import (
+    _shorter_hang_guards,
+    conformance_suite,
+    serving,
+)
 from tests.threaded_worker import ThreadedWorker
 
 pytestmark = [pytest.mark.slow, pytest.mark.services]
@@ -46,20 +45,10 @@ def services(
     minio_client: Minio,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[ThreadedWorker]:
-    store = ArtifactStore(minio_client, "pai-files", namespace=f"ns-{uuid.uuid4().hex[:8]}")
-    root = tmp_path_factory.mktemp("pai-files-root")
-    journal = tmp_path_factory.mktemp("journal")
-
-    def build(client: Client, queue: str) -> Any:
-        return tools_worker(
-            client, queue, {BACKEND: FilesystemBackend(root)}, journal, artifacts=store
-        )
-
-    running = ThreadedWorker(temporal_server, store, "pai-files", build)
-    try:
+    with serving(
+        temporal_server, minio_client, tmp_path_factory, "pai-files", FilesystemBackend, BACKEND
+    ) as running:
         yield running
-    finally:
-        running.close()
 
 
 def _workspace(services: ThreadedWorker) -> FilegateFileWorkspace:

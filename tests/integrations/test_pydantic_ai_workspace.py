@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -33,6 +35,7 @@ from filegate.backends.artifacts import ArtifactStore
 from filegate.backends.bwrap import BwrapSandboxBackend
 from filegate.devstack.servers import TemporalDevServer
 from filegate.integrations.pydantic_ai import FilegateWorkspace
+from filegate.kernel.protocol import BackendProtocol
 from filegate.worker import tools_worker
 from tests.threaded_worker import ThreadedWorker, xfail_deviations
 
@@ -93,6 +96,32 @@ class _CappedAnyio:
         return anyio.move_on_after(_capped(delay), shield)
 
 
+@contextmanager
+def serving(
+    temporal_server: TemporalDevServer,
+    minio_client: Minio,
+    tmp_path_factory: pytest.TempPathFactory,
+    name: str,
+    backend: Callable[[Path], BackendProtocol],
+    backend_name: str = BACKEND,
+) -> Iterator[ThreadedWorker]:
+    """A tools worker on its own thread serving ``backend(root)`` as ``backend_name`` on a
+    fresh root, with the embedded S3 server for the suite's large payloads."""
+    store = ArtifactStore(minio_client, name, namespace=f"ns-{uuid.uuid4().hex[:8]}")
+    root = tmp_path_factory.mktemp(f"{name}-root")
+    journal = tmp_path_factory.mktemp("journal")
+
+    def build(client: Client, queue: str) -> Any:
+        served = {backend_name: backend(root)}
+        return tools_worker(client, queue, served, journal, artifacts=store)
+
+    running = ThreadedWorker(temporal_server, store, name, build)
+    try:
+        yield running
+    finally:
+        running.close()
+
+
 @pytest.fixture(scope="module")
 def services(
     temporal_server: TemporalDevServer,
@@ -100,19 +129,10 @@ def services(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[ThreadedWorker]:
     BwrapSandboxBackend(tmp_path_factory.mktemp("probe"), check=True)  # skip-free probe
-    store = ArtifactStore(minio_client, "pai-suite", namespace=f"ns-{uuid.uuid4().hex[:8]}")
-    root = tmp_path_factory.mktemp("pai-root")
-    journal = tmp_path_factory.mktemp("journal")
-
-    def build(client: Client, queue: str) -> Any:
-        backend = BwrapSandboxBackend(root)
-        return tools_worker(client, queue, {BACKEND: backend}, journal, artifacts=store)
-
-    running = ThreadedWorker(temporal_server, store, "pai", build)
-    try:
+    with serving(
+        temporal_server, minio_client, tmp_path_factory, "pai-suite", BwrapSandboxBackend
+    ) as running:
         yield running
-    finally:
-        running.close()
 
 
 def _workspace(services: ThreadedWorker) -> FilegateWorkspace:
