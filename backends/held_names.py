@@ -23,7 +23,6 @@ root (a second worker) is not ordered by this; see docs/threat-model.md.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Iterator
@@ -45,7 +44,8 @@ class HeldNames:
 
     @contextmanager
     def holding(self, root: str, view: SandboxView) -> Iterator[None]:
-        """Hold ``view``'s protected names on ``root`` while the block (a command) runs."""
+        """Hold ``view``'s protected names on ``root`` (a backend's resolved root, as every
+        call here takes it) while the block (a command) runs."""
         names = tuple(entry.path for entry in view.protected)
         if not names:
             yield
@@ -53,7 +53,7 @@ class HeldNames:
         with self._changed:
             self._next += 1
             key = self._next
-            self._held[key] = (os.path.realpath(root), names)
+            self._held[key] = (root, names)
         try:
             yield
         finally:
@@ -74,11 +74,10 @@ class HeldNames:
     def wait_until_free(self, root: str, target: str, what: str) -> str | None:
         """Wait until no running command holds ``target`` (or a name below it); the
         one-line refusal when that takes longer than :data:`WAIT_SECONDS`, else None."""
-        real = os.path.realpath(root)
         deadline = time.monotonic() + WAIT_SECONDS
         with self._changed:
             while True:
-                holders = self._holders(real, target)
+                holders = self._holders(root, target)
                 if not holders:
                     return None
                 left = deadline - time.monotonic()
