@@ -17,78 +17,73 @@ ancestor of one, waits until those commands have ended, at most
 directory replaces no held name and does not wait: the command sees it through
 its read-only or empty mount as the rules say.
 
-Scope: the commands of this process on this root. Another process on the same
-root (a second worker) is not ordered by this; see docs/threat-model.md.
+Scope: every command on this root, in any worker process that serves it: the
+holds are shared locks on the root directory (:mod:`filegate.backends.root_locks`),
+so a second sandbox worker's file tools wait for this one's commands too. A
+command can hold such a lock itself (it sees the root as its workspace); that
+only makes a change of that name wait while the command runs.
 """
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from filegate.backends.root_locks import RootHolds, in_use
 from filegate.kernel.execute_gate import SandboxView
 
 WAIT_SECONDS = 20.0
 """How long a change of a held name waits for the commands holding it."""
 
+POLL_SECONDS = 0.05
+"""How often a waiting change looks again (the holders may be in other processes)."""
+
+
+def _key(name: str) -> str:
+    return "held:" + name
+
+
+def _with_ancestors(name: str) -> list[str]:
+    """``/a/b`` -> ``/``, ``/a``, ``/a/b``: a change of any of them replaces or removes it."""
+    parts = [part for part in name.split("/") if part]
+    return ["/" + "/".join(parts[:depth]) for depth in range(len(parts) + 1)]
+
 
 class HeldNames:
-    """The protected names of the commands running now, by root, in this process."""
-
-    def __init__(self) -> None:
-        self._changed = threading.Condition()
-        self._held: dict[int, tuple[str, tuple[str, ...]]] = {}
-        self._next = 0
+    """The protected names of the commands running now on a root, as shared locks."""
 
     @contextmanager
     def holding(self, root: str, view: SandboxView) -> Iterator[None]:
         """Hold ``view``'s protected names on ``root`` (a backend's resolved root, as every
-        call here takes it) while the block (a command) runs."""
-        names = tuple(entry.path for entry in view.protected)
-        if not names:
-            yield
-            return
-        with self._changed:
-            self._next += 1
-            key = self._next
-            self._held[key] = (root, names)
+        call here takes it) while the block (a command) runs.
+
+        Each name is held with its ancestors, so a change of ``target`` asks one
+        question: is ``target`` held, itself or as an ancestor of a held name?"""
+        keys = {_key(path) for entry in view.protected for path in _with_ancestors(entry.path)}
+        holds = RootHolds(root)
         try:
+            for key in sorted(keys):
+                holds.hold(key)
             yield
         finally:
-            with self._changed:
-                del self._held[key]
-                self._changed.notify_all()
-
-    def _holders(self, root: str, target: str) -> list[str]:
-        prefix = target.rstrip("/") + "/"
-        return [
-            name
-            for held_root, names in self._held.values()
-            if held_root == root
-            for name in names
-            if name == target or name.startswith(prefix) or target == "/"
-        ]
+            holds.close()
 
     def wait_until_free(self, root: str, target: str, what: str) -> str | None:
         """Wait until no running command holds ``target`` (or a name below it); the
         one-line refusal when that takes longer than :data:`WAIT_SECONDS`, else None."""
         deadline = time.monotonic() + WAIT_SECONDS
-        with self._changed:
-            while True:
-                holders = self._holders(root, target)
-                if not holders:
-                    return None
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return (
-                        f"{what} {target} was not applied: a command running beside it holds "
-                        f"{holders[0]} (protected in its view) and has not ended within "
-                        f"{WAIT_SECONDS:g} s; send it again once the command has finished"
-                    )
-                self._changed.wait(left)
+        while in_use(root, _key(target)):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return (
+                    f"{what} {target} was not applied: a command running beside it holds "
+                    f"{target} or a name below it (protected in its view) and has not ended "
+                    f"within {WAIT_SECONDS:g} s; send it again once the command has finished"
+                )
+            time.sleep(min(POLL_SECONDS, left))
+        return None
 
 
 HELD = HeldNames()
-"""The process's registry: every sandbox backend of this process shares it."""
+"""The process's instance: every sandbox backend of this process uses it."""

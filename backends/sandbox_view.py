@@ -31,24 +31,23 @@ Placeholders are shared state on the host, and removing a directory that is
 a mount point in another namespace silently detaches that mount there. So a
 placeholder is removed only by its last user: this process counts the
 commands using each placeholder it made (under a lock), and every command
-holds a shared record lock standing for each protected directory while it
-runs (:class:`_Locks`); removal takes the exclusive lock without waiting, so
-a placeholder another worker process on this host still uses is left in
-place, empty, rather than pulled from under it.
+holds a shared lock on the root standing for each protected directory while
+it runs (:mod:`filegate.backends.root_locks`, which every worker on the root
+sees, whatever its temporary directory); removal leaves a placeholder another
+worker's command still holds in place, empty, rather than pulling it from
+under it.
 """
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
 import os
 import stat
-import tempfile
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 
+from filegate.backends.root_locks import RootHolds, in_use
 from filegate.kernel.execute_gate import ProtectedPath, SandboxView
 
 HIDDEN_TMPFS_BYTES = 16 * 1024
@@ -77,9 +76,9 @@ _PLACEHOLDERS = _Registry()
 class _Build:
     """One command's share of the host: what it made, counts and locks."""
 
+    holds: RootHolds
     made: list[str] = field(default_factory=list)
     counted: set[str] = field(default_factory=set)
-    held: list[str] = field(default_factory=list)
 
 
 def _inside(path: str, root: str) -> bool:
@@ -210,83 +209,18 @@ class _Replaced(Exception):
     """A directory changed between the check and the lock: build the view again."""
 
 
-class _Locks:
-    """Cross-process locks standing for host directories: byte ranges of one file.
-
-    The file is private to the worker's uid and outside every root and every
-    sandbox (a command's ``/tmp`` is its own tmpfs), so no command can take
-    these locks: a lock on the protected directory itself could be held
-    exclusively by a command (``flock -x docs sleep 3600``) and stall every
-    later command of the worker. Byte ``hash(path)`` stands for ``path``: no
-    file per directory, one ``fcntl`` per lock. POSIX record locks belong to
-    the process, not to a command, so this process's holds are counted and a
-    range is unlocked only when its last holder here lets go; the registry's
-    lock serialises every call.
-    """
-
-    def __init__(self) -> None:
-        self.fd: int | None = None
-        self.holds: dict[str, int] = {}
-
-    def _file(self) -> int:
-        if self.fd is None:
-            folder = os.path.join(tempfile.gettempdir(), f"filegate-view-locks-{os.geteuid()}")
-            with suppress(FileExistsError):
-                os.mkdir(folder, 0o700)
-            info = os.lstat(folder)
-            if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o77:
-                raise ViewRefusedError(
-                    f"execute refused: {folder} is not a private directory of this user, so "
-                    "placeholders cannot be shared safely; nothing ran."
-                )
-            flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
-            self.fd = os.open(os.path.join(folder, "locks"), flags, 0o600)
-        return self.fd
-
-    @staticmethod
-    def _offset(path: str) -> int:
-        return int.from_bytes(hashlib.sha256(os.fsencode(path)).digest()[:7], "big")
-
-    def hold(self, path: str) -> None:
-        """A shared lock for ``path``; waits only while a remover in another
-        process takes the directory away (then :func:`_hold` sees it gone)."""
-        if path not in self.holds:
-            fcntl.lockf(self._file(), fcntl.LOCK_SH, 1, self._offset(path))
-        self.holds[path] = self.holds.get(path, 0) + 1
-
-    def let_go(self, path: str) -> None:
-        users = self.holds.pop(path) - 1
-        if users:
-            self.holds[path] = users
-        elif self.fd is not None:
-            fcntl.lockf(self.fd, fcntl.LOCK_UN, 1, self._offset(path))
-
-    def removable(self, path: str) -> bool:
-        """Whether no command anywhere holds ``path``; locks it until :meth:`done`."""
-        if path in self.holds:
-            return False
-        try:
-            fcntl.lockf(self._file(), fcntl.LOCK_EX | fcntl.LOCK_NB, 1, self._offset(path))
-        except (OSError, ViewRefusedError):
-            return False  # another worker process's command still has a mount on it
-        return True
-
-    def done(self, path: str) -> None:
-        if self.fd is not None:
-            fcntl.lockf(self.fd, fcntl.LOCK_UN, 1, self._offset(path))
-
-
-_LOCKS = _Locks()
+def _key(root: str, path: str) -> str:
+    """The shared lock key of host directory ``path``: its name below ``root``."""
+    return "view:" + os.path.relpath(path, root)
 
 
 def _hold(path: str, build: _Build) -> None:
-    """A shared lock for directory ``path`` for the command's lifetime.
+    """A shared hold on directory ``path`` for the command's lifetime.
 
-    Checked after locking: a remover in another process may have taken the
-    directory away between our look and our lock (:class:`_Replaced`).
+    Checked after holding: a remover in another process may have taken the
+    directory away between our look and our hold (:class:`_Replaced`).
     """
-    _LOCKS.hold(path)
-    build.held.append(path)
+    build.holds.hold(_key(build.holds.root, path))
     try:
         now = os.lstat(path)
     except OSError:
@@ -295,24 +229,29 @@ def _hold(path: str, build: _Build) -> None:
         raise _Replaced(path)
 
 
-def _remove(path: str) -> None:
-    """Remove placeholder ``path`` if empty and no command anywhere holds it."""
-    if not _LOCKS.removable(path):
+def _remove(root: str, path: str) -> None:
+    """Remove placeholder ``path`` if empty and no command of any worker holds it.
+
+    A command of another worker may take its hold between the look and the
+    removal; the look after the removal sees it, and the directory is made
+    again (empty, as it was) before that command's mounts are made from it.
+    """
+    key = _key(root, path)
+    if in_use(root, key):
         return
     try:
         os.rmdir(path)  # fails when not empty: what is in it stays
     except OSError:
-        pass
-    finally:
-        _LOCKS.done(path)
+        return
+    if in_use(root, key):
+        with suppress(OSError):
+            os.mkdir(path, 0o755)
 
 
 def _release(build: _Build) -> None:
     """Drop this command's locks and counts; remove placeholders nobody uses."""
     with _PLACEHOLDERS.lock:
-        for path in build.held:
-            _LOCKS.let_go(path)
-        build.held.clear()
+        build.holds.close()
         for path in sorted(build.counted | set(build.made), key=len, reverse=True):
             users = _PLACEHOLDERS.users.get(path)
             if users is None:
@@ -322,7 +261,7 @@ def _release(build: _Build) -> None:
                 _PLACEHOLDERS.users[path] = users
                 continue
             del _PLACEHOLDERS.users[path]
-            _remove(path)
+            _remove(build.holds.root, path)
         build.counted.clear()
         build.made.clear()
 
@@ -336,7 +275,7 @@ def view_mounts(root: str, workspace: str, view: SandboxView) -> Iterator[list[s
     left behind) when the view cannot hold a protected path.
     """
     for _ in range(BUILD_ATTEMPTS):
-        build = _Build()
+        build = _Build(RootHolds(root))
         try:
             with _PLACEHOLDERS.lock:
                 arguments = _arguments(root, workspace, view, build)

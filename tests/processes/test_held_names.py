@@ -12,6 +12,9 @@ command (or is refused in one line when the command outlasts the wait).
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -93,3 +96,44 @@ def test_a_command_that_outlasts_the_wait_gets_the_change_refused(
     began = time.monotonic()
     assert "Error" not in _tool(sb, "write_file", {"file_path": "/free.txt", "content": "f"}, [])
     assert time.monotonic() - began < 1.0
+
+
+OTHER_WORKER = """
+import sys
+from filegate.backends.bwrap import BwrapSandboxBackend
+from filegate.kernel.execute_gate import compile_view
+from filegate.kernel.permissions import FilesystemPermission
+rules = [FilesystemPermission(operations=["write"], paths=["/config.json"], mode="interrupt")]
+box = BwrapSandboxBackend(sys.argv[1], check=False)
+print(box.execute_in_view(sys.argv[2], 30, compile_view(rules)).output, flush=True)
+"""
+
+
+def test_a_change_waits_for_a_command_of_another_worker_process(
+    sb: BwrapSandboxBackend, root: Path, tmp_path: Path
+) -> None:
+    """Two sandbox workers on one root, each with its own temporary directory: this
+    one's approved write waits for the other one's command (the holds were kept per
+    process, so the write went through and the command appended after it)."""
+    (root / "config.json").write_text("{}\n")
+    rules = [rule("interrupt", ["write"], "/config.json")]
+    (tmp_path / "tmp-b").mkdir(mode=0o700)
+    other = subprocess.Popen(
+        [sys.executable, "-c", OTHER_WORKER, str(root), "touch started; " + APPEND],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "TMPDIR": str(tmp_path / "tmp-b")},
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while not (root / "started").exists():
+            assert time.monotonic() < deadline, "the other worker's command never started"
+            time.sleep(0.05)
+        text = _tool(sb, "write_file", {"file_path": "/config.json", "content": "approved\n"}, rules)
+        assert "Error" not in text, text
+        out, _ = other.communicate(timeout=30)
+    finally:
+        other.kill()
+        other.wait()
+    assert "ok" in out, out
+    assert (root / "config.json").read_text() == "approved\n"  # no append after it

@@ -153,11 +153,19 @@ print(box.execute_in_view(command, 30, compile_view(rules)).output)
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("own_tmp", [False, True], ids=["same-tmpdir", "own-tmpdir"])
 def test_a_placeholder_in_use_by_another_worker_process_stays(
-    sb: BwrapSandboxBackend, root: Path
+    sb: BwrapSandboxBackend, root: Path, tmp_path: Path, own_tmp: bool
 ) -> None:
-    """Two worker processes on one root: the second one's command keeps its mount."""
+    """Two worker processes on one root: the second one's command keeps its mount,
+    also when each has its own temporary directory (two replicas of the compose
+    file's sandbox worker, systemd's PrivateTmp; issue 50, item 3: locks kept in a
+    temporary directory let the first one's clean-up pull the placeholder)."""
     rules = [rule("deny", ["write"], "/docs/**")]
+    env = dict(os.environ)
+    if own_tmp:
+        (tmp_path / "tmp-b").mkdir(mode=0o700)
+        env["TMPDIR"] = str(tmp_path / "tmp-b")
     first, _ = _in_thread(execute, sb, "sleep 3", rules)
     time.sleep(0.5)
     other = subprocess.run(
@@ -166,6 +174,7 @@ def test_a_placeholder_in_use_by_another_worker_process_stays(
         text=True,
         timeout=60,
         check=False,
+        env=env,
     )
     first.join(30)
     assert other.returncode == 0, other.stderr
