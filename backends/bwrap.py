@@ -42,10 +42,9 @@ import os
 import subprocess
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from pathlib import Path
 
 from filegate.backends.filesystem import FilesystemBackend
-from filegate.backends.filesystem.host_files import DEFAULT_MAX_FILE_BYTES
+from filegate.backends.filesystem.host_files import DEFAULT_MAX_FILE_BYTES, existing_root
 from filegate.backends.held_names import HELD
 from filegate.backends.local_shell import MINIMAL_PATH, run_command
 from filegate.backends.sandbox import (
@@ -178,8 +177,7 @@ class BwrapSandboxBackend(BaseSandbox):
             max_file_bytes=max_file_bytes,
             op_timeout=op_timeout,
         )
-        Path(root_dir).mkdir(parents=True, exist_ok=True)
-        self.root = os.path.realpath(root_dir)
+        self.root = existing_root(root_dir)
         self.bwrap_path = bwrap_path
         self.python_shim = _python_shim()
         path = f"{MINIMAL_PATH}:{SHIM_BIN}" if self.python_shim else MINIMAL_PATH

@@ -161,6 +161,9 @@ class JournalSettings(SettingsGroup):
     state_dir: Annotated[Path, Env("FILEGATE_STATE_DIR")] = Path(".filegate")
     fsync: Annotated[bool, Env("FILEGATE_JOURNAL_FSYNC")] = False
     """Flush each idempotency-journal entry to disk (power-cut durability)."""
+    embedded_shared_host: Annotated[bool, Env("FILEGATE_EMBEDDED_SHARED_HOST")] = False
+    """Start the embedded stack (kept in the state directory) even while other people
+    are logged in on this host; its servers take no login (``cli.shared_host``)."""
 
 
 class CommandSettings(SettingsGroup):

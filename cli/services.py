@@ -24,6 +24,7 @@ from filegate.backends.settings import ENV_PREFIX, JournalSettings, S3Settings, 
 from filegate.backends.startup import inside
 from filegate.cli.connection import Target, with_address
 from filegate.cli.errors import CliError, service_failure
+from filegate.cli.shared_host import other_people, shared_host_refusal
 from filegate.devstack.s3 import S3DevServer
 from filegate.devstack.servers import LOOPBACK, TemporalDevServer, is_listening, listener_uid
 from filegate.devstack.stack import Lease, acquire, release, s3_entry, temporal_entry
@@ -112,6 +113,12 @@ def _lease_all(
     """Temporal then S3, leased from the stack (in parallel threads: one lock each)."""
     settings = target.settings
     leases: list[Lease] = []
+    if (not target.configured or not settings.s3.endpoint) and not (
+        settings.journal.embedded_shared_host
+    ):
+        people = other_people()
+        if people:
+            raise CliError(shared_host_refusal(people), 2)
 
     def temporal() -> tuple[str, str]:
         if target.configured:

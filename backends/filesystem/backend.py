@@ -27,7 +27,6 @@ import shutil
 import stat
 from contextlib import suppress
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import BinaryIO
 
 from filegate.backends.filesystem.host_files import (
@@ -40,6 +39,7 @@ from filegate.backends.filesystem.host_files import (
     PathEscapeError,
     call_token,
     error_value,
+    existing_root,
     keep_owner_and_mode,
     link_target_stat,
     reached_path,
@@ -116,8 +116,7 @@ class FilesystemBackend(ReferenceNames):
         self.max_file_bytes = max_file_bytes
         self.search_timeout = search_timeout
         if virtual_mode:
-            Path(root_dir).mkdir(parents=True, exist_ok=True)
-            self.root = os.path.realpath(root_dir)
+            self.root = existing_root(root_dir)
         else:
             self.root = "/"
         # Where a glob or grep without a path searches: the root in virtual mode; with

@@ -177,6 +177,20 @@ def keep_owner_and_mode(fd: int, old: os.stat_result) -> None:
 _PROC_FD = "/proc/self/fd"
 
 
+def existing_root(root_dir: str | os.PathLike[str]) -> str:
+    """``root_dir`` resolved, or a one-line refusal when it is not a directory.
+
+    Why refuse rather than make it: a typo in a root must not become a new,
+    empty workspace the agent then fills; ``--root`` refuses it on the command
+    line, and the Python API refuses the same (issue 54).
+    """
+    if not os.path.isdir(root_dir):
+        raise FileNotFoundError(
+            f"root_dir {os.fspath(root_dir)}: no such directory (create it first)"
+        )
+    return os.path.realpath(root_dir)
+
+
 def resolve_host(host: str) -> str:
     """``os.path.realpath(host)``, answered by the kernel when ``host`` exists.
 

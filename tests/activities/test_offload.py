@@ -25,6 +25,7 @@ from filegate.backends.local_shell import LocalShellBackend
 from filegate.kernel.artifacts import ArtifactRef, chain_scope
 from filegate.worker import agent_worker
 from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec
+from tests.roots import made
 from tests.scripting import scripted
 
 pytestmark = pytest.mark.services
@@ -41,7 +42,7 @@ async def test_large_execute_output_is_offloaded(
     temporal_client: Client, minio_client: Minio, tmp_path: Path
 ) -> None:
     store = ArtifactStore(minio_client, "offload-test", namespace=f"ns-{uuid.uuid4().hex[:8]}")
-    shell = LocalShellBackend(str(tmp_path / "root"))
+    shell = LocalShellBackend(made(tmp_path / "root"))
     command = f"for i in $(seq 1 {LINES}); do printf 'L%05d%0{WIDTH - 6}d\\n' $i 0; done"
     tools = FileToolActivities({"shell": shell}, tmp_path / "journal", artifacts=store)
     agent_queue, tools_queue = f"agent-{uuid.uuid4().hex[:8]}", f"tools-{uuid.uuid4().hex[:8]}"

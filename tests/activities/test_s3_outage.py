@@ -63,6 +63,7 @@ from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpe
 from filegate.workflows.gate import ToolInterrupt
 from filegate.workflows.inputs import Limits
 from tests.cli.test_cli import cli
+from tests.roots import made
 from tests.run_chain import scope_of
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
@@ -105,7 +106,7 @@ async def test_a_50s_outage_at_a_model_call_and_at_an_offload_loses_no_run(
     caplog.set_level(logging.WARNING, logger="filegate.s3")
     store = store_on(s3)
     shell_root = tmp_path / "shell"
-    shell = LocalShellBackend(str(shell_root))
+    shell = LocalShellBackend(made(shell_root))
     tools = FileToolActivities({"shell": shell}, tmp_path / "journal", artifacts=store)
     agent_q, tools_q = f"so-a-{uuid.uuid4().hex[:6]}", f"so-t-{uuid.uuid4().hex[:6]}"
     ref = BackendRef(kind="remote", name="shell", task_queue=tools_q, can_execute=True)

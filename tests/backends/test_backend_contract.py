@@ -69,6 +69,7 @@ FACTORIES: dict[str, Callable[[Path], Subject]] = {
 
 @pytest.fixture(params=sorted(FACTORIES))
 def subject(request: pytest.FixtureRequest, tmp_path: Path) -> Subject:
+    (tmp_path / "root").mkdir()
     return FACTORIES[request.param](tmp_path)
 
 

@@ -382,3 +382,26 @@ def test_disk_glob_equals_in_memory_glob(tmp_path: Path, pattern: str) -> None:
             continue
         assert result.matches == glob_paths(pattern, root, files), root
     assert len(files) > 40 and fs.glob("**").matches  # a real tree was compared
+
+
+@pytest.mark.parametrize("kind", ["filesystem", "local_shell", "sandbox"])
+def test_a_missing_root_is_refused_in_one_line_and_not_made(tmp_path: Path, kind: str) -> None:
+    """The Python API refuses what ``--root`` refuses (issue 54): a typo in a root
+    used to become a new, empty workspace at construction."""
+    from filegate.backends.bwrap import BwrapSandboxBackend
+    from filegate.backends.local_shell import LocalShellBackend
+
+    makers: dict[str, Callable[[Path], object]] = {
+        "filesystem": FilesystemBackend,
+        "local_shell": LocalShellBackend,
+        "sandbox": lambda root: BwrapSandboxBackend(root, check=False),
+    }
+    make = makers[kind]
+    missing = tmp_path / "notes-typo"
+    with pytest.raises(FileNotFoundError) as refused:
+        make(missing)
+    assert str(refused.value) == f"root_dir {missing}: no such directory (create it first)"
+    assert not missing.exists()
+    (tmp_path / "a-file").write_text("x")
+    with pytest.raises(FileNotFoundError):
+        make(tmp_path / "a-file")

@@ -427,6 +427,7 @@ def _audit_lines(path: Path) -> list[dict[str, object]]:
 
 def test_audit_lines_for_ok_denied_and_error(tmp_path: Path) -> None:
     root, log = tmp_path / "ws", tmp_path / "logs" / "audit.jsonl"
+    root.mkdir()
     marker = f"MARKER-{uuid.uuid4().hex}"
     policies: list[Policy] = [
         DenyWritePolicy("protect", prefixes=["/etc"]),
@@ -489,6 +490,7 @@ def test_audit_lines_for_ok_denied_and_error(tmp_path: Path) -> None:
 
 def test_audit_context_is_per_thread(tmp_path: Path) -> None:
     log = tmp_path / "audit.jsonl"
+    (tmp_path / "ws").mkdir()
     backend = PolicyBackend(FilesystemBackend(tmp_path / "ws"), audit=FileAuditSink(log))
 
     def work(n: int) -> None:
@@ -586,6 +588,7 @@ def test_config_from_env_file_builds_the_chain(tmp_path: Path) -> None:
         )
     )
     config = PolicyConfig.from_env({"FILEGATE_POLICY_FILE": str(config_file)})
+    (tmp_path / "ws").mkdir()
     shell = LocalShellBackend(tmp_path / "ws")
 
     default = build_policy_chain(shell, config)

@@ -29,6 +29,7 @@ pytest.importorskip("pydantic_ai")
 from filegate.integrations.deepagents import FilegateBackend, tools_worker
 from filegate.integrations.pydantic_ai import FilegateWorkspace
 from filegate.integrations.pydantic_ai.workspace import FilegateFileWorkspace
+from tests.roots import made
 
 BOX = "box"
 TOKEN = "adapter-net-" + uuid.uuid4().hex
@@ -43,7 +44,7 @@ def web() -> Iterator[int]:
 @pytest_asyncio.fixture
 async def box_queue(temporal_client: Client, tmp_path: Path, _bwrap_ok: None) -> AsyncIterator[str]:
     queue = f"net-adapter-{uuid.uuid4().hex[:8]}"
-    backends = {BOX: BwrapSandboxBackend(tmp_path / "root", check=False)}
+    backends = {BOX: BwrapSandboxBackend(made(tmp_path / "root"), check=False)}
     async with tools_worker(temporal_client, queue, backends, tmp_path / "journal"):
         yield queue
 

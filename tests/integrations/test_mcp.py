@@ -34,6 +34,7 @@ from filegate.backends.bwrap import BwrapSandboxBackend
 from filegate.kernel import wire
 from filegate.kernel.registry import TOOLS
 from tests.cli.test_cli import CLI, cli, cli_env, write_json
+from tests.roots import made
 
 __all__ = ["cli_env"]  # the fixture, shared with test_cli
 
@@ -565,7 +566,7 @@ async def test_a_commands_held_connection_is_asked_by_elicitation(
     """``filegate mcp --root --sandbox`` with an ``interrupt`` network rule: the
     command's connection waits, the client is asked (the question names the host and
     port), and the accepted decision lets the same request through."""
-    BwrapSandboxBackend(tmp_path / "probe", check=True)  # the sandbox works here
+    BwrapSandboxBackend(made(tmp_path / "probe"), check=True)  # the sandbox works here
     token = f"mcp-net-{uuid.uuid4().hex}"
     served = tmp_path / "served"
     served.mkdir()

@@ -67,6 +67,7 @@ from filegate.integrations.deepagents import FilegateBackend, tools_worker
 from filegate.integrations.deepagents.backend import FilegateFileBackend
 from filegate.kernel.protocol import BackendProtocol
 from filegate.kernel.state import StateBackend
+from tests.roots import made
 
 SERVED = {"fs": "/", "sb": "/workspace"}
 """Backends the tools worker serves over one tree, and the adapter's mount for each."""
@@ -111,7 +112,7 @@ async def queue(
     backends: dict[str, BackendProtocol] = {
         "fs": FilesystemBackend(tree),
         "sb": BwrapSandboxBackend(tree, check=True),
-        "home": FilesystemBackend(tree / "home"),  # rooted at one directory of the tree
+        "home": FilesystemBackend(made(tree / "home")),  # rooted at one directory of the tree
     }
     async with tools_worker(temporal_client, name, backends, tmp_path_factory.mktemp("j")):
         yield name

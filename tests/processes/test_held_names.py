@@ -129,7 +129,9 @@ def test_a_change_waits_for_a_command_of_another_worker_process(
         while not (root / "started").exists():
             assert time.monotonic() < deadline, "the other worker's command never started"
             time.sleep(0.05)
-        text = _tool(sb, "write_file", {"file_path": "/config.json", "content": "approved\n"}, rules)
+        text = _tool(
+            sb, "write_file", {"file_path": "/config.json", "content": "approved\n"}, rules
+        )
         assert "Error" not in text, text
         out, _ = other.communicate(timeout=30)
     finally:

@@ -50,6 +50,7 @@ from filegate.kernel.execute_gate import compile_view
 from filegate.kernel.permissions import FilesystemPermission, first_match
 from filegate.kernel.tool_types import ToolOutcome, ToolRequest
 from tests.processes.test_sandbox_view_properties import snapshot
+from tests.roots import made
 
 pytestmark = pytest.mark.slow
 
@@ -307,7 +308,7 @@ def shown(outcome: ToolOutcome) -> str:
 def box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BwrapSandboxBackend]:
     """One sandbox root for the module; each example plants it afresh."""
     BwrapSandboxBackend(tmp_path_factory.mktemp("probe"), check=True)
-    yield BwrapSandboxBackend(tmp_path_factory.mktemp("races") / "root", check=False)
+    yield BwrapSandboxBackend(made(tmp_path_factory.mktemp("races") / "root"), check=False)
 
 
 FLIP_SECONDS = 0.12

@@ -32,6 +32,7 @@ from typing import Any
 import pytest
 
 from filegate.backends.local_shell import MINIMAL_PATH, LocalShellBackend
+from tests.roots import made
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="/proc, prctl and capabilities are Linux only"
@@ -184,7 +185,7 @@ def test_a_command_cannot_read_the_workers_secrets(tmp_path: Path, uid: int | No
     secret = f"s3cr3t-{secrets.token_hex(12)}"
     api_key = f"sk-test-{secrets.token_hex(12)}"
     decoy = f"decoy-{secrets.token_hex(12)}"
-    workspace = tmp_path / "ws"
+    workspace = made(tmp_path / "ws")
     report = _run_worker(
         workspace, uid, {SECRET_NAME: secret, API_KEY_NAME: api_key}, _probes(secret, decoy)
     )

@@ -42,6 +42,7 @@ from filegate.workflows.approvals.grant_models import GrantRequest
 from filegate.workflows.approvals.grants import GrantRevocation
 from tests.cli.test_cli import CLI, cli_env  # noqa: F401  (cli_env: a fixture)
 from tests.net_servers import token_server
+from tests.roots import made
 from tests.sandbox_fixtures import _bwrap_ok  # noqa: F401  (fixture)
 from tests.scripting import calls, scripted
 from tests.workflows.test_execute_gate import ToolListWorkflow, running_host
@@ -82,7 +83,7 @@ async def _waiting(handle: WorkflowHandle[Any, Any], count: int = 1) -> list[Any
 async def _run(
     client: Client, tmp_path: Path, port: int, turns: list[dict[str, Any]], decide: Any
 ) -> dict[str, Any]:
-    box = BwrapSandboxBackend(tmp_path / "ws", check=False)
+    box = BwrapSandboxBackend(made(tmp_path / "ws"), check=False)
     async with (
         running_tools(client, {"box": box}, tmp_path / "j") as tools_queue,
         running_agent(client) as agent_queue,
@@ -325,7 +326,7 @@ async def test_a_first_pass_reviewer_lets_a_listed_host_through_and_no_other(
     reviewer = ReviewerConfig(
         name="net", scope=ReviewScope(tools=["connect"], hosts=[f"127.0.0.1:{port}"])
     )
-    box = BwrapSandboxBackend(tmp_path / "ws", check=False)
+    box = BwrapSandboxBackend(made(tmp_path / "ws"), check=False)
     rules = [NetworkPermission(hosts=["127.0.0.1"], mode="interrupt")]
     other = f"curl -sS --max-time 60 http://127.0.0.1:{port + 1}/y"
     async with (
@@ -360,7 +361,7 @@ async def test_file_tools_in_an_own_workflow_asks_about_a_held_connection(
     """``FileTools`` registers the question's update itself: a workflow of one's own
     gets the card on its ``pending_approvals`` query and decides it with ``decide``."""
     port, seen = web
-    box = BwrapSandboxBackend(tmp_path / "ws", check=False)
+    box = BwrapSandboxBackend(made(tmp_path / "ws"), check=False)
     command = f"curl -sS --max-time 60 http://127.0.0.1:{port}/own"
     async with running_tools(temporal_client, {"box": box}, tmp_path / "j") as queue:
         config = FileToolsConfig(backend=_sandbox(queue), network=_ask(port))

@@ -38,6 +38,7 @@ from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpe
 from tests.cli.test_cli import CLI, cli_env, write_json  # noqa: F401  (cli_env: a fixture)
 from tests.net_servers import token_server
 from tests.processes.test_one_filesystem_e2e import decoded, sandbox
+from tests.roots import made
 from tests.sandbox_fixtures import _bwrap_ok  # noqa: F401  (fixture)
 from tests.scripting import calls, scripted, uid
 from tests.worker.test_observability import OtlpReceiver, receiver  # noqa: F401 (fixture)
@@ -79,7 +80,7 @@ def check(ok: str, no: str, history: str) -> None:
 async def test_agent_workflow_commands_reach_what_the_rules_allow(
     temporal_client: Client, tmp_path: Path, _bwrap_ok: None, web: int
 ) -> None:
-    box = BwrapSandboxBackend(tmp_path / "ws", check=False)
+    box = BwrapSandboxBackend(made(tmp_path / "ws"), check=False)
     async with (
         running_tools(temporal_client, {"box": box}, tmp_path / "j") as tools_queue,
         running_agent(temporal_client) as agent_queue,
@@ -100,7 +101,7 @@ async def test_agent_workflow_commands_reach_what_the_rules_allow(
 async def test_file_tools_in_an_own_workflow_commands_reach_what_the_rules_allow(
     temporal_client: Client, tmp_path: Path, _bwrap_ok: None, web: int
 ) -> None:
-    box = BwrapSandboxBackend(tmp_path / "ws", check=False)
+    box = BwrapSandboxBackend(made(tmp_path / "ws"), check=False)
     tool_calls = [{"id": i, "name": n, "args": a} for i, n, a in commands(web)]
     async with running_tools(temporal_client, {"box": box}, tmp_path / "j") as queue:
         config = FileToolsConfig(backend=sandbox(queue), network=rules(web))
@@ -233,7 +234,7 @@ async def test_each_host_is_a_connect_span_under_its_call_and_an_audit_line(
     provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=100))
     audit = tmp_path / "audit.jsonl"
     box = PolicyBackend(
-        BwrapSandboxBackend(tmp_path / "ws", check=False), audit=FileAuditSink(audit)
+        BwrapSandboxBackend(made(tmp_path / "ws"), check=False), audit=FileAuditSink(audit)
     )
     plugin = FilegatePlugin(
         agent=True, backends={"box": box}, journal_dir=tmp_path / "j", tracer_provider=provider

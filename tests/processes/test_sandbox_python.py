@@ -22,7 +22,7 @@ def test_python_runs_python3_when_the_host_has_no_python(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setattr(bwrap, "_PYTHON", (str(tmp_path / "no-python"),))
-    sandbox = BwrapSandboxBackend(tmp_path / "ws", check=False)
+    sandbox = BwrapSandboxBackend(tmp_path, check=False)
     assert sandbox.python_shim is not None
     assert sandbox.env["PATH"].endswith(f":{SHIM_BIN}")  # last: a real python wins
     target, link = sandbox.python_shim
@@ -42,7 +42,7 @@ def test_nothing_is_added_when_the_host_has_a_python(
     fake = tmp_path / "python"
     fake.write_text("")
     monkeypatch.setattr(bwrap, "_PYTHON", (str(fake),))
-    sandbox = BwrapSandboxBackend(tmp_path / "ws", check=False)
+    sandbox = BwrapSandboxBackend(tmp_path, check=False)
     assert sandbox.python_shim is None
     assert SHIM_BIN not in sandbox.env["PATH"]
     assert SHIM_BIN not in sandbox.bwrap_argv()
@@ -59,5 +59,5 @@ def test_nothing_is_added_without_a_python3(
 
 def test_a_path_of_ones_own_is_kept(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(bwrap, "_PYTHON", (str(tmp_path / "no-python"),))
-    sandbox = BwrapSandboxBackend(tmp_path / "ws", env={"PATH": "/usr/bin:/bin"}, check=False)
+    sandbox = BwrapSandboxBackend(tmp_path, env={"PATH": "/usr/bin:/bin"}, check=False)
     assert sandbox.env["PATH"] == "/usr/bin:/bin"

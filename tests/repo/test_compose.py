@@ -486,6 +486,7 @@ other documented ``FILEGATE_*`` is shared by every Filegate service."""
 
 NOT_DEPLOYED = {
     "FILEGATE_DEV_TEMPORAL_PORT": "the embedded dev stack's port, not a deployment's",
+    "FILEGATE_EMBEDDED_SHARED_HOST": "consent to the embedded dev stack, not a deployment's",
     "FILEGATE_FOO_BAR": "the docs' example of how a field maps to a variable",
     "FILEGATE_FUZZ_CALLS": "a test's knob",
     "FILEGATE_TEST_ARTIFACTS": "a test's knob",

@@ -41,6 +41,7 @@ from filegate.workflows import (
     UserMessage,
 )
 from filegate.workflows.runner import sandboxed_runner
+from tests.roots import made
 from tests.scripting import calls, local_tool_calls, uid, workflow_task_failure
 
 pytestmark = pytest.mark.services
@@ -337,7 +338,7 @@ async def test_run_survives_an_agent_worker_that_lost_the_transcript(
 async def test_local_tool_failure_is_a_tool_error(temporal_client: Client, tmp_path: Path) -> None:
     """A local activity that fails for good (here: a backend name this worker does
     not host) answers the model with an error result; the run goes on."""
-    fs = FilesystemBackend(str(tmp_path / "ws"), virtual_mode=True)  # journal beside, not inside
+    fs = FilesystemBackend(made(tmp_path / "ws"), virtual_mode=True)  # journal beside, not inside
     script = {
         "turns": [
             {"tool_calls": [{"id": "l", "name": "ls", "args": {"path": "/"}}]},

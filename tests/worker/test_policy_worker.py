@@ -38,6 +38,7 @@ from filegate.kernel.protocol import BackendProtocol
 from filegate.kernel.state import StateBackend
 from filegate.worker import ConfigError, file_tools, make_backend
 from filegate.workflows import AgentInput, AgentResult, AgentWorkflow, BackendSpec, Decision
+from tests.roots import made
 from tests.scripting import calls, scripted
 from tests.workflows.test_workflow_e2e import final, remote, results, run_agent, running_agent
 
@@ -241,7 +242,7 @@ def test_path_policies_refuse_an_executing_backend(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv(ALLOW_EXECUTE_ENV, raising=False)
-    root, journal = tmp_path / "root", tmp_path / "journal"
+    root, journal = made(tmp_path / "root"), tmp_path / "journal"
     shells: list[BackendProtocol] = [
         LocalShellBackend(root),
         BwrapSandboxBackend(root, check=False),

@@ -57,6 +57,7 @@ from filegate.workflows import (
     Decision,
 )
 from filegate.workflows.inputs import Limits
+from tests.roots import made
 from tests.run_chain import scope_of
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
@@ -406,7 +407,7 @@ async def test_s3_outage_during_offload(temporal_client: Client, tmp_path: Path)
     s3 = S3DevServer(tmp_path / "s3").start()
     try:
         store = ArtifactStore(s3.client(), "fault-artifacts", namespace="faults")
-        shell = LocalShellBackend(str(tmp_path / "shell"))
+        shell = LocalShellBackend(made(tmp_path / "shell"))
         tools = FileToolActivities({"shell": shell}, tmp_path / "journal", artifacts=store)
         agent_q, tools_q = f"s3-a-{uuid.uuid4().hex[:6]}", f"s3-t-{uuid.uuid4().hex[:6]}"
         # 90 000 chars: over the 80 000-char offload threshold, under the shell's 100 000 cap.

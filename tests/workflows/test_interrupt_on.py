@@ -24,6 +24,7 @@ from filegate.workflows import AgentInput, AgentWorkflow, ApprovalConfig, Backen
 from filegate.workflows.approvals.pending import approval_deadline
 from filegate.workflows.gate import ArgPredicate, CheckedCall, ToolInterrupt, approval_trigger
 from filegate.workflows.inputs import RuleTimeout
+from tests.roots import made
 from tests.scripting import calls, scripted, uid
 from tests.workflows.test_workflow_e2e import (
     final,
@@ -248,7 +249,7 @@ async def test_execute_cwd_defaults_to_root(temporal_client: Client, tmp_path: P
     async with (
         running_agent(temporal_client) as agent_queue,
         running_tools(
-            temporal_client, {"shell": LocalShellBackend(str(tmp_path / "ws"))}, tmp_path / "j"
+            temporal_client, {"shell": LocalShellBackend(made(tmp_path / "ws"))}, tmp_path / "j"
         ) as tools_queue,
     ):
         input = agent_input(

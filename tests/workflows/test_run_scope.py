@@ -25,6 +25,7 @@ from filegate.kernel.artifacts import chain_scope
 from filegate.kernel.tool_types import ToolOutcome, ToolRequest
 from filegate.worker import agent_worker
 from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec
+from tests.roots import made
 from tests.scripting import scripted
 
 pytestmark = pytest.mark.services
@@ -42,7 +43,7 @@ async def test_reused_workflow_id_applies_its_own_writes(
     temporal_client: Client, tmp_path: Path
 ) -> None:
     root = tmp_path / "ws"
-    tools = FileToolActivities({"ws": FilesystemBackend(str(root))}, tmp_path / "journal")
+    tools = FileToolActivities({"ws": FilesystemBackend(made(root))}, tmp_path / "journal")
     agent_queue, tools_queue = f"agent-{uuid.uuid4().hex[:8]}", f"tools-{uuid.uuid4().hex[:8]}"
     body = "first line\nsecond line\n"
     input = AgentInput(
@@ -85,7 +86,7 @@ async def test_reused_workflow_id_cannot_read_old_large_results(
     temporal_client: Client, minio_client: Minio, tmp_path: Path
 ) -> None:
     store = ArtifactStore(minio_client, "scope-test", namespace=f"ns-{uuid.uuid4().hex[:8]}")
-    shell = LocalShellBackend(str(tmp_path / "root"))
+    shell = LocalShellBackend(made(tmp_path / "root"))
     tools = FileToolActivities({"shell": shell}, tmp_path / "journal", artifacts=store)
     agent_queue, tools_queue = f"agent-{uuid.uuid4().hex[:8]}", f"tools-{uuid.uuid4().hex[:8]}"
     ref = BackendRef(kind="remote", name="shell", task_queue=tools_queue, can_execute=True)
@@ -126,7 +127,7 @@ async def test_reused_workflow_id_cannot_read_old_large_results(
 async def test_tools_take_the_workflow_id_from_the_activity(tmp_path: Path) -> None:
     """A request naming another workflow (an old field) is keyed by the caller's own."""
     root = tmp_path / "ws"
-    tools = FileToolActivities({"ws": FilesystemBackend(str(root))}, tmp_path / "journal")
+    tools = FileToolActivities({"ws": FilesystemBackend(made(root))}, tmp_path / "journal")
     raw = {
         "tool": "write_file", "backend": "ws", "tool_call_id": "1:0:c1",
         "args": {"file_path": "/a.txt", "content": "x"}, "workflow_id": "victim",
