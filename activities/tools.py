@@ -207,6 +207,26 @@ def _within_budget(
     return kept
 
 
+def answer_here(
+    backend: BackendProtocol, policies: PolicyConfig, request: ToolRequest, scope: str
+) -> ToolOutcome | None:
+    """A read answered in the calling process, outside any activity, as the read
+    activity answers it: ``policies`` around ``backend`` (with their audit line under
+    ``scope``, the run chain), then the kernel's tool path. None for a read of an
+    offloaded result (kept in the artifact store: the long way answers it).
+
+    For ``filegate mcp --root``'s reads the rules alone allow (``cli.mcp_fast``): a
+    read changes nothing and waits for nobody, so it needs no journal, heartbeat
+    or retry. Blocking; the caller runs it off its event loop.
+    """
+    args = parse_args(request)
+    if isinstance(args, ReadFileArgs) and is_offloaded(request, args):
+        return None
+    guarded = build_policy_chain(backend, policies, names=request.policies)
+    with audit_context(scope, request.tool_call_id, None):
+        return run_tool(guarded, request, media=media_blocks, args=args)
+
+
 class FileToolActivities:
     """The file tool activities for the backends this worker holds.
 

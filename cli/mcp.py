@@ -34,7 +34,7 @@ import sys
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from temporalio.client import Client
 
@@ -46,6 +46,9 @@ from filegate.cli.run_inputs import (
     workspace_root,
 )
 from filegate.kernel import wire
+
+if TYPE_CHECKING:
+    from filegate.cli.mcp_fast import FastReads
 
 DEFAULT_HTTP_PORT = 8765
 DEFAULT_LEASE_SECONDS = 300.0
@@ -91,9 +94,12 @@ def reviewer_name(args: argparse.Namespace) -> str:
 
 
 @contextlib.asynccontextmanager
-async def _served_session(args: argparse.Namespace) -> AsyncIterator[tuple[Client, str, str]]:
+async def _served_session(
+    args: argparse.Namespace,
+) -> AsyncIterator[tuple[Client, str, str, FastReads | None]]:
     """Temporal, the workers this process hosts (``--root``), and the running session; with
-    them, how a person decides an approval the client could not (:func:`_decide_hint`)."""
+    them, how a person decides an approval the client could not (:func:`_decide_hint`), and
+    with ``--root`` the reads this process answers itself (``cli.mcp_fast``)."""
     from filegate.cli.connection import target_from
 
     target = target_from(args)
@@ -106,10 +112,11 @@ async def _served_session(args: argparse.Namespace) -> AsyncIterator[tuple[Clien
                 2,
             )
         async with _deployed(args, target, workflow_id) as client:
-            yield client, workflow_id, _decide_hint(workflow_id, None, None)
+            yield client, workflow_id, _decide_hint(workflow_id, None, None), None
         return
-    async with _hosted(args, target, workflow_id) as (client, address):
-        yield client, workflow_id, _decide_hint(workflow_id, address, workspace_root(args.root))
+    async with _hosted(args, target, workflow_id) as (client, address, fast):
+        hint = _decide_hint(workflow_id, address, workspace_root(args.root))
+        yield client, workflow_id, hint, fast
 
 
 def _decide_hint(workflow_id: str, embedded: str | None, root: Path | None) -> str:
@@ -134,7 +141,8 @@ def _decide_hint(workflow_id: str, embedded: str | None, root: Path | None) -> s
 @contextlib.asynccontextmanager
 async def _hosted(
     args: argparse.Namespace, target: Any, workflow_id: str
-) -> AsyncIterator[tuple[Client, str | None]]:
+) -> AsyncIterator[tuple[Client, str | None, FastReads]]:
+    from filegate.cli.mcp_fast import FastReads
     from filegate.cli.run import served_kind, served_ref, tools_queue_for
     from filegate.cli.services import local_services, services_client, state_dir_outside
     from filegate.cli.workers import env_policies
@@ -144,6 +152,8 @@ async def _hosted(
     tools_queue = tools_queue_for(workflow_id, root)
     config = _session_config(args, served_ref(args, root, tools_queue, "workspace"))
     backend = make_backend(served_kind(args), root, commands=target.settings.commands)
+    backends = {"workspace": backend}
+    policies = env_policies()
     state_dir = state_dir_outside(target.settings.journal, [str(root)])
     async with local_services(target, state_dir, reuse_default=True) as services:
         for line in services.notes:
@@ -154,18 +164,19 @@ async def _hosted(
                 client,
                 f"{workflow_id}.agent",
                 tools_queue,
-                {"workspace": backend},
+                backends,
                 state_dir / "journal" / "workspace",
                 artifacts=artifacts,
                 settings=target.settings,
-                policies=env_policies(),
+                policies=policies,
             ),  # fmt: skip
             _session(client, config, workflow_id, tools_queue, args.lease, root),
         ):
             exports = terminal_exports(target, services)
             if exports:
                 note(f"filegate mcp: to decide from another terminal, first: {exports}")
-            yield client, None if target.configured else services.temporal_address
+            address = None if target.configured else services.temporal_address
+            yield client, address, FastReads(config, backends, policies)
 
 
 @contextlib.asynccontextmanager
@@ -294,7 +305,13 @@ async def _close_and_wait(handle: Any) -> None:
         await asyncio.wait_for(handle.result(), CLOSE_WAIT_SECONDS)
 
 
-def _mcp_server(client: Client, workflow_id: str, args: argparse.Namespace, hint: str) -> Any:
+def _mcp_server(
+    client: Client,
+    workflow_id: str,
+    args: argparse.Namespace,
+    hint: str,
+    fast: FastReads | None = None,
+) -> Any:
     """The SDK's low-level server with Filegate's two handlers."""
     from mcp.server import Server
 
@@ -302,7 +319,7 @@ def _mcp_server(client: Client, workflow_id: str, args: argparse.Namespace, hint
 
     gate = McpGate(
         client, workflow_id, reviewer=reviewer_name(args), ask=args.ask,
-        approval_url=args.approval_url, decide_hint=hint,
+        approval_url=args.approval_url, decide_hint=hint, fast=fast,
     )  # fmt: skip
     return Server(
         "filegate",
@@ -374,8 +391,8 @@ async def _mcp_command(args: argparse.Namespace) -> int:
         raise CliError("--ask url needs --approval-url (the approval UI's address)", 2)
     sock = _listening(args.host, args.port) if args.transport == "http" else None
     try:
-        async with _served_session(args) as (client, workflow_id, hint):
-            server = _mcp_server(client, workflow_id, args, hint)
+        async with _served_session(args) as (client, workflow_id, hint, fast):
+            server = _mcp_server(client, workflow_id, args, hint, fast)
             if sock is not None:
                 await _serve_http(server, args.host, args.port, sock)
             else:

@@ -51,11 +51,13 @@ from temporalio.client import (
 )
 
 from filegate.cli.approvals import fingerprint_shown
+from filegate.cli.mcp_fast import FastReads
 from filegate.cli.progress import args_text, rule_text
 from filegate.kernel import wire
 from filegate.kernel.messages import MediaBlock, ToolCall, ToolSpec
 from filegate.kernel.registry import TOOLS
 from filegate.workflows.file_tools import ToolResult
+from filegate.workflows.session import NotedRead
 
 AskMode = Literal["form", "url"]
 """How a call asks: a form with the preview, or a link to the approval UI."""
@@ -216,9 +218,12 @@ class McpGate:
         ask: AskMode = "form",
         approval_url: str | None = None,
         decide_hint: str | None = None,
+        fast: FastReads | None = None,
     ) -> None:
         """``ask``: the mode tried first; ``approval_url``: the approval UI, where a
-        ``url`` question sends the human (without it only forms are asked)."""
+        ``url`` question sends the human (without it only forms are asked);
+        ``fast``: reads the rules alone allow, answered in this process
+        (:mod:`filegate.cli.mcp_fast`; only where it serves the backend itself)."""
         if ask == "url" and approval_url is None:
             raise ValueError("asking by URL needs the approval UI's URL")
         self.client = client
@@ -236,6 +241,11 @@ class McpGate:
         self._undelivered: dict[str, str] = {}
         """Call ids by call content, for calls whose answer never reached the client."""
         self._cancelling: set[asyncio.Future[None]] = set()
+        self.fast = fast
+        self._first_run_id: str | None = None
+        self._notes: set[asyncio.Future[None]] = set()
+        """``noted`` signals on their way: every later update waits for them, so the
+        session has booked a fast read before it runs a call that may depend on it."""
 
     @property
     def handle(self) -> WorkflowHandle[Any, Any]:
@@ -265,7 +275,39 @@ class McpGate:
         # the call may have run in part, and sending it once more runs it anew).
         lost = self._undelivered.pop(key, None)
         call = ToolCall(id=lost or uuid.uuid4().hex, name=params.name, args=args)
+        if self.fast is not None and lost is None:
+            answered = await self._answer_here(call)
+            if answered is not None:
+                return answered
         return await self._answer(ctx, call, key)
+
+    async def _answer_here(self, call: ToolCall) -> types.CallToolResult | None:
+        """A read the rules alone allow, answered in this process and then noted in the
+        session (:mod:`filegate.cli.mcp_fast`); None: it goes the long way."""
+        assert self.fast is not None
+        checked = self.fast.eligible(call)
+        if checked is None:
+            return None
+        if self._first_run_id is None:
+            described = await self.handle.describe(rpc_timeout=RPC_TIMEOUT)
+            self._first_run_id = described.raw_description.workflow_execution_info.first_run_id
+        outcome = await asyncio.to_thread(
+            self.fast.answer, checked, call, self.workflow_id, self._first_run_id
+        )
+        if outcome is None or outcome.media:
+            return None  # an offloaded result, or media frames: the long way keeps them
+        noted = NotedRead(call=call, status=outcome.status, fingerprint=outcome.fingerprint)
+        note = asyncio.ensure_future(self._note(noted))
+        self._notes.add(note)
+        note.add_done_callback(self._notes.discard)
+        return _call_result(ToolResult(tool_call_id=call.id, name=call.name, outcome=outcome))
+
+    async def _note(self, noted: NotedRead) -> None:
+        """Tell the session about a read answered here. Lost (the server unreachable), the
+        read is merely not booked: a later edit asks for a read first, a write carries no
+        stale-write fingerprint; neither lets anything through that the rules refuse."""
+        with contextlib.suppress(Exception):
+            await self.handle.signal(wire.SESSION_NOTED_SIGNAL, noted, rpc_timeout=RPC_TIMEOUT)
 
     async def _answer(
         self, ctx: ServerRequestContext[Any], call: ToolCall, key: str
@@ -302,6 +344,8 @@ class McpGate:
         id, which attaches to it: answered once, applied once (issue 54; the old code
         gave the client a protocol error and applied the call anyway).
         """
+        if self._notes:  # booked before this call runs (an edit after a fast read)
+            await asyncio.gather(*self._notes, return_exceptions=True)
         while True:
             try:
                 return await self.handle.start_update(

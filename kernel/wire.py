@@ -31,6 +31,8 @@ SESSION_CALL_CANCELLED = (
     "part. Send it again to run it anew."
 )
 """The answer of a session call its caller cancelled (also to the caller's retry of it)."""
+SESSION_NOTED_SIGNAL = "noted"
+"""A read the session's caller answered itself (``filegate mcp --root``), booked by the session."""
 SESSION_RENEW_SIGNAL = "renew"
 """The serving process is alive: a session with a lease stays open while it renews."""
 
@@ -131,6 +133,7 @@ __all__ = [
     "SESSION_CLOSED_ERROR",
     "SESSION_CLOSE_SIGNAL",
     "SESSION_HANDOVER_ERROR",
+    "SESSION_NOTED_SIGNAL",
     "SESSION_RENEW_SIGNAL",
     "SESSION_REOPEN_SIGNAL",
     "SESSION_SPECS_QUERY",

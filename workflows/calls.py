@@ -173,15 +173,19 @@ class Routes:
         approved: bool = False,
         approved_by: str | None = None,
         virtual_path: str | None = None,
+        first_run_id: str | None = None,
     ) -> ToolRequest:
-        """The request for one call on route ``prefix`` (also what a preview reads with)."""
+        """The request for one call on route ``prefix`` (also what a preview reads with).
+
+        ``first_run_id``: the run chain's, for a request built outside the workflow
+        (:meth:`answered_unasked`); None: this run's."""
         ref = self._input.backend.backend_for(prefix)
         return ToolRequest(
             tool=tool,
             backend=ref.name,
             args=local_args,
             tool_call_id=tool_call_id,
-            first_run_id=workflow.info().first_execution_run_id,
+            first_run_id=first_run_id or workflow.info().first_execution_run_id,
             route_prefix=prefix or "/",
             virtual_path=virtual_path,
             # An explicit interrupt_on entry replaces the rule-generated approvals of its tool.
@@ -207,6 +211,52 @@ class Routes:
         if tool == "execute":
             return protecting_rules(rules, self._input.shell_unreachable_prefixes())
         return interrupts_as("allow", rules) if tool in self._input.interrupt_on else rules
+
+    def exact_request(
+        self,
+        call: CheckedCall,
+        tool_call_id: str,
+        *,
+        approved: bool = False,
+        approved_by: str | None = None,
+        first_run_id: str | None = None,
+    ) -> ToolRequest:
+        """The request of a call on one route: its path made local to the route's
+        backend, the checked path kept as ``virtual_path`` so the activity checks
+        one path, not two."""
+        local_args = dict(call.args)
+        if call.path is not None and call.local_path is not None:
+            local_args[PATH_FIELDS[call.tool]] = call.local_path
+        return self.request(
+            call.tool,
+            call.prefix,
+            local_args,
+            tool_call_id,
+            approved=approved,
+            approved_by=approved_by,
+            virtual_path=call.path,
+            first_run_id=first_run_id,
+        )
+
+    def answered_unasked(self, tool: str, args: Any) -> CheckedCall | None:
+        """``tool(args)`` checked, when it is a read of one path that the rules alone
+        allow: valid, not refused, and needing no approval (so no person, reviewer or
+        grant has a say in it); else None.
+
+        Why one question: such a read may be answered outside the workflow
+        (``filegate mcp``'s fast path, ``cli.mcp_fast``) and booked here afterwards
+        (:meth:`FileTools.noted`); both sides ask it, so the workflow never books a
+        read it would not have answered the same way.
+        """
+        if tool not in TOOLS.exact or tool in TOOLS.mutating:
+            return None
+        checked = self.check(tool, args)
+        if isinstance(checked, Rendered) or checked.path is None or self.gate(checked):
+            return None
+        rules, asked = self._input.permissions, self._input.interrupt_on
+        if approval_trigger(rules, asked, checked) is not None:
+            return None
+        return checked
 
     def _in_this_worker(self, ref: BackendRef, tool: str) -> bool:
         """Whether a call on ``ref`` runs as a local activity of the worker running this run.
@@ -431,19 +481,8 @@ class ToolCalls:
             return _rendered(
                 await fanout.fan_out(self._routes.router, call.tool, call.args, run_target)
             )
-        local_args = dict(call.args)
-        if call.path is not None and call.local_path is not None:
-            local_args[PATH_FIELDS[call.tool]] = call.local_path
-        # virtual_path: the call's path as the gate checked it, so the activity
-        # checks one path, not two.
-        request = self._routes.request(
-            call.tool,
-            call.prefix,
-            local_args,
-            tool_call_id,
-            approved=approved,
-            approved_by=approved_by,
-            virtual_path=call.path,
+        request = self._routes.exact_request(
+            call, tool_call_id, approved=approved, approved_by=approved_by
         )
         if call.tool == "write_file" and call.path in self.fingerprints:
             expected = self.fingerprints[call.path]
@@ -451,13 +490,19 @@ class ToolCalls:
         if call.tool == "execute":
             self.fingerprints.clear()  # the run's own command may change any file
         outcome = await self._routes.dispatch(ref, request)
+        self.remember(call, outcome)
+        return outcome
+
+    def remember(self, call: CheckedCall, outcome: ToolOutcome) -> None:
+        """Book ``call``'s outcome: the paths read or written (read-before-edit) and
+        each file's content as last seen (:meth:`_remember_content`). Also for a read
+        answered outside the workflow (:meth:`FileTools.noted`)."""
         self._remember_content(call, outcome)
         if outcome.status == "success" and call.path is not None:
             if call.tool in TOOLS.exact:
                 self.seen.add(call.path)
             elif call.tool == "delete":
                 self.seen = {p for p in self.seen if not is_within(p, call.path)}
-        return outcome
 
     def _remember_content(self, call: CheckedCall, outcome: ToolOutcome) -> None:
         """Keep each file's content as this run last read or wrote it (its fingerprint).

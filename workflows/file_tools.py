@@ -44,7 +44,7 @@ from temporalio.exceptions import ApplicationError
 from filegate.kernel import wire
 from filegate.kernel.execute_gate import ExecuteGateError
 from filegate.kernel.messages import ContentBlock, Message, ToolCall, ToolSpec
-from filegate.kernel.tool_types import ToolName, ToolResult
+from filegate.kernel.tool_types import ToolName, ToolOutcome, ToolResult
 from filegate.workflows import tool_descriptions as descriptions
 from filegate.workflows.approvals.grants import GrantBook, GrantHandlers
 from filegate.workflows.approvals.handlers import ApprovalHandlers
@@ -227,6 +227,25 @@ class FileTools:
     def check_edit(self, tool: str, args: dict[str, Any]) -> str | None:
         """A reviewer's edited arguments: the refusal text, or None when they may run."""
         return self._routes.check_edit(tool, args)
+
+    def noted(self, call: ToolCall, outcome: ToolOutcome) -> bool:
+        """Book a read answered outside the workflow as if it had run here.
+
+        For a caller that answers reads the rules alone allow itself (``filegate
+        mcp --root``, ``cli.mcp_fast``): the path counts as read, its fingerprint as
+        the content last seen, the call and its error in the counts. The read is
+        checked the way the caller checked it
+        (:meth:`~filegate.workflows.calls.Routes.answered_unasked`); one this run
+        would not have answered so is not booked (False).
+        """
+        checked = self._routes.answered_unasked(call.name, call.args)
+        if checked is None:
+            return False
+        self._calls.remember(checked, outcome)
+        self._tool_calls += 1
+        if outcome.status == "error":
+            self._tool_errors += 1
+        return True
 
     def stamp(self, now: str | None) -> None:
         """Stamp the next calls with ``now``, the host's latest model answer time

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
+from typing import Literal
 
 from pydantic import BaseModel, Field
 from temporalio import workflow
@@ -41,6 +42,15 @@ from filegate.kernel.messages import ToolCall, ToolSpec
 from filegate.kernel.tool_types import ToolOutcome
 from filegate.workflows.file_tools import FileTools, ToolResult
 from filegate.workflows.inputs import FileToolsConfig, FileToolsState
+
+
+class NotedRead(BaseModel):
+    """A read its caller answered itself (``filegate mcp --root``'s fast path): the
+    call, and what the session books of its outcome. No content: history stays small."""
+
+    call: ToolCall
+    status: Literal["success", "error"] = "success"
+    fingerprint: str | None = None
 
 
 class SessionInput(BaseModel):
@@ -162,6 +172,16 @@ class SessionWorkflow:
         waiting = any(a.tool_call_id == call_id for a in self._tools.pending_approvals())
         if running is not None and not waiting:
             running.cancel()
+
+    @workflow.signal(name=wire.SESSION_NOTED_SIGNAL)
+    def noted(self, read: NotedRead) -> None:
+        """Book a read its caller answered itself, as if it had run here
+        (:meth:`FileTools.noted` checks it first): read-before-edit and stale-write
+        checks see it, and the history keeps the call."""
+        self._heard = workflow.now()
+        outcome = ToolOutcome(content="", status=read.status, fingerprint=read.fingerprint)
+        if self._tools.noted(read.call, outcome):
+            self._calls += 1
 
     @workflow.signal(name=wire.SESSION_RENEW_SIGNAL)
     def renew(self) -> None:
