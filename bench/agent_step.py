@@ -1,6 +1,8 @@
 """Agent step cost: a 50-step scripted loop, each step one read_file of a 20 KB file.
 
-Run: ``python bench/agent_step.py``. Starts a private Temporal dev server and
+Run: ``python bench/agent_step.py``. Each Filegate variant's process CPU per step is
+printed, and ``local`` and ``remote`` are divided by the bare SDK's step of the same
+shape, run on the same server in the same run (:mod:`bare_step`: issue 55). Starts a private Temporal dev server and
 in-process workers (Filesystem backend) and runs the loop once per variant:
 
 - ``local`` (the floor): the Filesystem backend hosted by the agent worker
@@ -41,6 +43,7 @@ about 83 ms, see ``bench/hop_probe.py``).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import os
 import subprocess
 import sys
@@ -54,6 +57,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from bare_step import BareInput, BareStep, bare_model, bare_read
 from common import (
     Bench,
     breakdown,
@@ -70,6 +74,7 @@ from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Worker
 
 from filegate.activities.providers.scripted import ScriptedProvider
 from filegate.backends.filesystem import FilesystemBackend
@@ -200,7 +205,7 @@ async def one_variant(
         await bench.client.execute_workflow(
             AgentWorkflow.run, agent_input(2), id=f"warm-{uuid.uuid4().hex[:8]}", task_queue=agent_q
         )
-        began = time.perf_counter()
+        began, cpu = time.perf_counter(), process_cpu()
         handle = await bench.client.start_workflow(
             AgentWorkflow.run,
             agent_input(STEPS),
@@ -208,17 +213,61 @@ async def one_variant(
             task_queue=agent_q,
         )
         result = await asyncio.wait_for(handle.result(), 300)
-        wall = time.perf_counter() - began
+        wall, cpu = time.perf_counter() - began, process_cpu() - cpu
     assert result.tool_calls == STEPS and result.tool_errors == 0, result.transcript[-2:]
     split = await breakdown(bench.client, handle)
     steps = result.steps  # model calls, the final answer included
     return {
         "client_wall_ms_per_step": ms(wall / STEPS),
+        "process_cpu_ms_per_step": ms(cpu / STEPS),
         **split.per(steps),
         "workflow_tasks": split.workflow_tasks,
         "runs": split.runs,
         "history_kb": round(split.history_bytes / 1024),
     }
+
+
+def process_cpu() -> float:
+    """CPU seconds of this process (its workers, the client, the bench), all threads."""
+    times = os.times()
+    return times.user + times.system
+
+
+BARE = {"bare-local": False, "bare-remote": True}
+"""The bare SDK's step in Filegate's two shapes (:mod:`bare_step`): read as a local
+activity, or on another worker's queue."""
+RATIOS = {"local": "bare-local", "remote": "bare-remote"}
+"""Filegate's variant -> the bare step of the same shape it is divided by."""
+
+
+async def bare_variant(bench: Bench, root: Path, remote: bool) -> dict[str, Any]:
+    """The bare step (:mod:`bare_step`) on this server, workers in this process."""
+    agent_q, tools_q = bench.queues()
+    args = BareInput(
+        steps=STEPS, path=str(root / "data.txt"), tool_queue=tools_q if remote else None
+    )
+    reads = [bare_read] if not remote else []
+    async with AsyncExitStack() as stack:
+        pool = stack.enter_context(concurrent.futures.ThreadPoolExecutor(8))
+        for queue, activities, flows in (
+            (agent_q, [bare_model, *reads], [BareStep]),
+            *([(tools_q, [bare_read], [])] if remote else []),
+        ):
+            worker = Worker(
+                bench.client, task_queue=queue, workflows=flows, activities=activities,
+                activity_executor=pool,
+            )  # fmt: skip
+            await stack.enter_async_context(worker)
+        warm = args.model_copy(update={"steps": 2})
+        await bench.client.execute_workflow(
+            BareStep.run, warm, id=f"bare-warm-{uuid.uuid4().hex[:8]}", task_queue=agent_q
+        )
+        began, cpu = time.perf_counter(), process_cpu()
+        await bench.client.execute_workflow(
+            BareStep.run, args, id=f"bare-{uuid.uuid4().hex[:8]}", task_queue=agent_q
+        )
+        wall, cpu = time.perf_counter() - began, process_cpu() - cpu
+    return {"client_wall_ms_per_step": ms(wall / STEPS), "process_cpu_ms_per_step": ms(cpu / STEPS)}
 
 
 async def provider_seconds(provider: ScriptedProvider, request: ModelRequest) -> float:
@@ -279,6 +328,8 @@ async def measure() -> dict[str, Any]:
         fs = FilesystemBackend(str(root), virtual_mode=True)
         for name, variant in VARIANTS.items():
             results[name] = await one_variant(bench, fs, root, variant)
+        for name, remote in BARE.items():
+            results[name] = await bare_variant(bench, root, remote)
     return results
 
 
@@ -286,11 +337,21 @@ def main() -> int:
     results = asyncio.run(measure())
     print(f"{STEPS} steps, each one read_file of a {FILE_BYTES // 1024} KB file (ms per step)")
     cols = ["wall_ms", "wft_queue_ms", "wft_run_ms", "model_activity_ms", "tool_activity_ms"]
+    filegate = {name: r for name, r in results.items() if name not in BARE}
     print_table(
         ["variant", "wall", "wf-task wait", "wf-task run", "model act", "tool act", "wf tasks",
-         "runs", "history KB"],
-        [(name, *(r[c] for c in cols), r["workflow_tasks"], r["runs"], r["history_kb"])
-         for name, r in results.items()],
+         "runs", "history KB", "CPU/step"],
+        [(name, *(r[c] for c in cols), r["workflow_tasks"], r["runs"], r["history_kb"],
+          r["process_cpu_ms_per_step"]) for name, r in filegate.items()],
+    )  # fmt: skip
+    print("against the bare SDK's step of the same shape (bench/bare_step.py), client wall")
+    print_table(
+        ["variant", "ms/step", "bare ms/step", "ratio", "CPU ms/step", "bare CPU ms/step"],
+        [(name, results[name]["client_wall_ms_per_step"], results[bare]["client_wall_ms_per_step"],
+          round(results[name]["client_wall_ms_per_step"]
+                / results[bare]["client_wall_ms_per_step"], 2),
+          results[name]["process_cpu_ms_per_step"], results[bare]["process_cpu_ms_per_step"])
+         for name, bare in RATIOS.items()],
     )  # fmt: skip
     conv = conversion_costs()
     print("model request by value (a regular model activity without S3; local calls send deltas)")
