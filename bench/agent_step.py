@@ -3,7 +3,8 @@
 Run: ``python bench/agent_step.py``. Each Filegate variant's process CPU per step is
 printed, and ``local`` and ``remote`` are divided by the bare SDK's step of the same
 shape, run on the same server in the same run (:mod:`bare_step`: issue 55).
-Starts a private Temporal dev server and in-process workers (Filesystem backend) and runs the loop once per variant:
+Starts a private Temporal dev server and in-process workers (Filesystem
+backend) and runs the loop once per variant:
 
 - ``local`` (the floor): the Filesystem backend hosted by the agent worker
   (``BackendRef(kind="local")``, ``filegate worker --role agent --local-backend``):
