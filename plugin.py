@@ -57,6 +57,7 @@ from temporalio.worker import (
 from filegate.activities.history import (
     ArtifactPayloadCodec,
     InlineMarkingPayloadConverter,
+    SharedPayloadConverter,
     filegate_data_converter,
 )
 from filegate.activities.telemetry import (
@@ -99,7 +100,12 @@ FROM_ENV: Literal["env"] = "env"
 
 log = logging.getLogger("filegate.plugin")
 
-_OURS = (DefaultPayloadConverter, PydanticPayloadConverter, InlineMarkingPayloadConverter)
+_OURS = (
+    DefaultPayloadConverter,
+    PydanticPayloadConverter,
+    SharedPayloadConverter,
+    InlineMarkingPayloadConverter,
+)
 """Payload converters the plugin replaces by Filegate's; any other one (another
 plugin's, such as ``OpenAIAgentsPlugin``'s) is kept and only gets the codec."""
 

@@ -38,7 +38,7 @@ import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, cast
 
 from temporalio.api.common.v1 import Payload
 from temporalio.contrib.pydantic import PydanticPayloadConverter, pydantic_data_converter
@@ -413,7 +413,31 @@ class ArtifactPayloadCodec(PayloadCodec):
         return restored
 
 
-class InlineMarkingPayloadConverter(PydanticPayloadConverter):
+class SharedPayloadConverter(PydanticPayloadConverter):
+    """The pydantic payload converter, built once per class; its instances share that state.
+
+    Why: the SDK makes a new payload converter for every workflow activation, twice
+    (its command-aware data converter, to decode the activation and to encode the
+    completion), and a new :class:`PydanticPayloadConverter` builds its serializer
+    and its encoding converters anew and starts with an empty ``TypeAdapter`` cache:
+    a converter built and used once for a 20 KB ``ToolOutcome`` round trip took
+    34.7 us, 19.3 us shared (issue 55; a few per agent step). What it holds is
+    stateless converters and thread-safe caches, so every instance of a class may
+    share the first one's.
+    """
+
+    _built: ClassVar[dict[type, dict[str, Any]]] = {}
+
+    def __init__(self) -> None:
+        state = SharedPayloadConverter._built.get(type(self))
+        if state is None:
+            super().__init__()
+            SharedPayloadConverter._built[type(self)] = dict(self.__dict__)
+        else:
+            self.__dict__.update(state)
+
+
+class InlineMarkingPayloadConverter(SharedPayloadConverter):
     """The pydantic payload converter; marks :class:`InlineOnly` values for the codec."""
 
     def to_payloads(self, values: Sequence[Any]) -> list[Payload]:
@@ -422,6 +446,12 @@ class InlineMarkingPayloadConverter(PydanticPayloadConverter):
             if isinstance(value, InlineOnly):
                 payload.metadata[INLINE_METADATA] = b"1"
         return payloads
+
+
+SHARED_DATA_CONVERTER = dataclasses.replace(
+    pydantic_data_converter, payload_converter_class=SharedPayloadConverter
+)
+"""The pydantic data converter with :class:`SharedPayloadConverter`: Filegate's without S3."""
 
 
 def filegate_data_converter(
@@ -434,7 +464,7 @@ def filegate_data_converter(
     encoding marker).
     """
     if store is None:
-        return pydantic_data_converter
+        return SHARED_DATA_CONVERTER
     codec = ArtifactPayloadCodec(store, threshold)
     return dataclasses.replace(
         pydantic_data_converter,

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import dataclasses
 import os
 import subprocess
 import sys
@@ -74,9 +75,11 @@ from common import (
 from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
+from filegate.activities.history import filegate_data_converter
 from filegate.activities.providers.scripted import ScriptedProvider
 from filegate.backends.filesystem import FilesystemBackend
 from filegate.kernel.messages import Message, ModelRequest, ModelSpec, ToolCall
@@ -327,8 +330,16 @@ async def measure() -> dict[str, Any]:
         (root / "data.txt").write_text(text_file(FILE_BYTES))
         (root / "small.txt").write_text(text_file(200))
         fs = FilesystemBackend(str(root), virtual_mode=True)
+        # Filegate's variants on a client with Filegate's converter (as connect() builds
+        # it); the bare SDK's on the SDK's pydantic converter.
+        ours = await Client.connect(
+            bench.server.address,
+            namespace=bench.server.namespace,
+            data_converter=filegate_data_converter(None),
+        )
+        filegate = dataclasses.replace(bench, client=ours)
         for name, variant in VARIANTS.items():
-            results[name] = await one_variant(bench, fs, root, variant)
+            results[name] = await one_variant(filegate, fs, root, variant)
         for name, remote in BARE.items():
             results[name] = await bare_variant(bench, root, remote)
     return results

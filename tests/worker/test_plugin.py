@@ -105,8 +105,10 @@ STORE = cast(ArtifactStore, object())
 
 
 def test_the_converter_is_filegates_and_another_plugins_is_kept() -> None:
+    from filegate.activities.history import SharedPayloadConverter
+
     plain = with_filegate_codec(None, None)
-    assert plain.payload_converter_class is PydanticPayloadConverter
+    assert plain.payload_converter_class is SharedPayloadConverter
     assert plain.payload_codec is None
     coded = with_filegate_codec(pydantic_data_converter, STORE)
     assert coded.payload_converter_class is InlineMarkingPayloadConverter
@@ -547,3 +549,18 @@ async def test_roles_stay_on_the_worker_they_are_given_to(
     history = await client.get_workflow_handle(workflow_id).fetch_history()
     replayer = Replayer(workflows=[], plugins=[agent_role()])
     await replayer.replay_workflow(history)
+
+
+def test_payload_converters_built_per_activation_share_one_state() -> None:
+    """The SDK builds a payload converter per workflow activation; Filegate's share the
+    first one's serializer, converters and TypeAdapter cache (issue 55), and convert as
+    the pydantic converter does."""
+    from filegate.activities.history import SharedPayloadConverter
+    from filegate.kernel.tool_types import ToolOutcome
+
+    first, second = SharedPayloadConverter(), SharedPayloadConverter()
+    assert first.converters is second.converters
+    value = ToolOutcome(content="x", fingerprint="f")
+    payloads = second.to_payloads([value])
+    assert payloads == PydanticPayloadConverter().to_payloads([value])
+    assert first.from_payloads(payloads, [ToolOutcome]) == [value]
