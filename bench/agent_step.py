@@ -51,7 +51,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -250,13 +250,14 @@ async def bare_variant(bench: Bench, root: Path, remote: bool) -> dict[str, Any]
     args = BareInput(
         steps=STEPS, path=str(root / "data.txt"), tool_queue=tools_q if remote else None
     )
-    reads = [bare_read] if not remote else []
+    served: list[tuple[str, list[Callable[..., Any]], list[type]]] = [
+        (agent_q, [bare_model] if remote else [bare_model, bare_read], [BareStep])
+    ]
+    if remote:
+        served.append((tools_q, [bare_read], []))
     async with AsyncExitStack() as stack:
         pool = stack.enter_context(concurrent.futures.ThreadPoolExecutor(8))
-        for queue, activities, flows in (
-            (agent_q, [bare_model, *reads], [BareStep]),
-            *([(tools_q, [bare_read], [])] if remote else []),
-        ):
+        for queue, activities, flows in served:
             worker = Worker(
                 bench.client, task_queue=queue, workflows=flows, activities=activities,
                 activity_executor=pool,

@@ -22,6 +22,8 @@ import pwd
 import struct
 from pathlib import Path
 
+from filegate.processes.guard import pid_alive
+
 UTMP = Path("/run/utmp")
 LOGIND_USERS = Path("/run/systemd/users")
 
@@ -32,16 +34,6 @@ _RECORD = struct.Struct("<hxxi32s4s32s256s")
 """The head of glibc's 384-byte ``struct utmp``: type, pid, line, id, user, host."""
 _RECORD_SIZE = 384
 _USER_PROCESS = 7
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _uid_of(name: str) -> int | None:
@@ -60,7 +52,7 @@ def _utmp_users(path: Path) -> dict[str, int | None]:
     for start in range(0, len(data) - _RECORD_SIZE + 1, _RECORD_SIZE):
         kind, pid, _, _, raw, _ = _RECORD.unpack_from(data, start)
         name = raw.split(b"\0", 1)[0].decode("utf-8", "replace")
-        if kind == _USER_PROCESS and name and _alive(pid):
+        if kind == _USER_PROCESS and name and pid_alive(pid):
             users[name] = _uid_of(name)
     return users
 

@@ -282,7 +282,10 @@ def _walk_mapped(root: str, host: str, prefix: str) -> str:
         try:
             info = os.lstat(candidate)
         except OSError:
-            return os.path.join(candidate, *pending)
+            tail = [p for p in pending if p != "."]
+            if ".." in tail:  # the kernel stops at the missing component: ENOENT
+                raise OSError(errno.ENOENT, "no such file or directory", host) from None
+            return os.path.join(candidate, *tail)
         if not stat.S_ISLNK(info.st_mode):
             current = candidate
             continue

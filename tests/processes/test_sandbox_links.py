@@ -82,3 +82,25 @@ def test_a_loop_of_sandbox_path_links_is_refused_not_raised(
         text = _call(sb, {"tool": tool, "args": args}, [rule("deny", ["read"], "/secret/**")])
         assert text.startswith("Error"), (tool, text)
     assert sb.resolve_path("/a/key.txt") is None or sb.resolve_path("/a/key.txt") == "/a/key.txt"
+
+
+def test_a_link_through_a_missing_directory_and_up_is_answered_not_raised(
+    sb: BwrapSandboxBackend, root: Path
+) -> None:
+    """``L1 -> ./keep/inner/..`` while ``inner`` is gone (the link race property test drew
+    it, a delete racing two reads): the walk used to hand the gate
+    ``/pub/keep/inner/../key.txt``, whose ``..`` raised out of the rules instead of an
+    answer. Now the walk gives way to the resolution's own answer, judged by the rules:
+    a protected file stays refused, and nothing raises."""
+    (root / "pub" / "keep").mkdir(parents=True)
+    (root / "pub" / "keep" / "key.txt").write_text("PROTECTED\n")
+    execute(sb, "cd pub && ln -s /workspace/pub/L1 L0 && ln -s ./keep/inner/.. L1", [])
+    rules = [rule("deny", ["read"], "/pub/keep/**")]
+    for tool, args in (
+        ("read_file", {"file_path": "/pub/L0/key.txt"}),
+        ("read_file", {"file_path": "/pub/L1/key.txt"}),
+        ("grep", {"pattern": "PROTECTED", "path": "/pub/L0"}),
+    ):
+        text = _call(sb, {"tool": tool, "args": args}, rules)
+        assert "PROTECTED" not in text, (tool, text)
+        assert text.startswith("Error") or "No matches" in text, (tool, text)
