@@ -280,22 +280,48 @@ class BackendProtocol(Protocol):
     """
 
     @property
-    def can_execute(self) -> bool: ...
+    def can_execute(self) -> bool:
+        """Whether :meth:`execute` runs commands here: without it the workflow never
+        offers ``execute`` (contract §3), and a call that comes anyway is ``unsupported``."""
+        ...
 
     @property
-    def can_delete(self) -> bool: ...
+    def can_delete(self) -> bool:
+        """Whether :meth:`delete` removes anything here: without it ``delete`` is not offered."""
+        ...
 
-    def ls(self, path: str) -> LsResult: ...
+    def ls(self, path: str) -> LsResult:
+        """The entries directly in directory ``path`` (one level, not recursive);
+        a directory's path ends in ``/``. A missing path or a file is an error value."""
+        ...
 
-    def read(self, path: str, offset: int = 0, limit: int = DEFAULT_READ_LIMIT) -> ReadResult: ...
+    def read(self, path: str, offset: int = 0, limit: int = DEFAULT_READ_LIMIT) -> ReadResult:
+        """A window of ``limit`` source lines of text from line ``offset`` (0-based),
+        or a binary file's bytes whole (``data``, whatever the window); an empty file
+        comes back empty. ``limit < 1`` on other text is ``invalid_argument``."""
+        ...
 
-    def write(self, path: str, content: str) -> WriteResult: ...
+    def write(self, path: str, content: str) -> WriteResult:
+        """Create or overwrite the file ``path`` with ``content``, making its parents."""
+        ...
 
-    def edit(self, path: str, old: str, new: str, replace_all: bool = False) -> EditResult: ...
+    def edit(self, path: str, old: str, new: str, replace_all: bool = False) -> EditResult:
+        """Replace the exact text ``old`` by ``new`` in file ``path``: one occurrence, or
+        every one with ``replace_all``; none is ``no_match`` and several without
+        ``replace_all`` are ``multiple_matches``, and the file is left as it was.
+        ``occurrences``: how many were replaced."""
+        ...
 
-    def delete(self, path: str) -> DeleteResult: ...
+    def delete(self, path: str) -> DeleteResult:
+        """Remove ``path``: a file, or a directory with everything below it; a link is
+        removed itself, never followed. Only where :attr:`can_delete`."""
+        ...
 
-    def glob(self, pattern: str, path: str = "/", visible: Visible | None = None) -> GlobResult: ...
+    def glob(self, pattern: str, path: str = "/", visible: Visible | None = None) -> GlobResult:
+        """The files below ``path`` whose paths match ``pattern`` (contract §2's glob
+        rules); ``visible`` removes files during the walk as if absent. Out of time:
+        the matches so far, with ``stopped_after`` (a partial answer, not an error)."""
+        ...
 
     def grep(
         self,
@@ -304,13 +330,28 @@ class BackendProtocol(Protocol):
         glob: str | None = None,
         max_count: int | None = None,
         visible: Visible | None = None,
-    ) -> GrepResult: ...
+    ) -> GrepResult:
+        """The lines containing ``literal`` (a substring, not a regex) in the files below
+        ``path`` (or the file ``path``), only files whose names match ``glob`` when
+        given, at most ``max_count`` matches (then ``truncated``); ``visible`` and time
+        as for :meth:`glob`."""
+        ...
 
-    def upload(self, files: list[tuple[str, bytes]]) -> list[FileUploadResult]: ...
+    def upload(self, files: list[tuple[str, bytes]]) -> list[FileUploadResult]:
+        """Write each ``(path, bytes)`` pair exactly; one result per item, in order, a bad
+        item never stopping the others."""
+        ...
 
-    def download(self, paths: list[str]) -> list[FileDownloadResult]: ...
+    def download(self, paths: list[str]) -> list[FileDownloadResult]:
+        """The bytes of each file in ``paths``; one result per item, in order, each with
+        ``content`` or an error value."""
+        ...
 
-    def execute(self, command: str, timeout: float | None = None) -> ExecuteResult: ...
+    def execute(self, command: str, timeout: float | None = None) -> ExecuteResult:
+        """Run ``command`` in a shell: its output, exit code and whether the output was
+        cut; ``timeout`` in seconds (None: the backend's default). An empty command is
+        ``invalid_argument`` (:func:`refuse_empty_command`). Only where :attr:`can_execute`."""
+        ...
 
 
 class _Batches(Protocol):
