@@ -43,9 +43,9 @@ import subprocess
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
+from filegate.backends import held_names
 from filegate.backends.filesystem import FilesystemBackend
 from filegate.backends.filesystem.host_files import DEFAULT_MAX_FILE_BYTES, existing_root
-from filegate.backends.held_names import HELD
 from filegate.backends.local_shell import MINIMAL_PATH, run_command
 from filegate.backends.sandbox import (
     DEFAULT_OP_TIMEOUT,
@@ -259,7 +259,7 @@ class BwrapSandboxBackend(BaseSandbox):
         view = view or SandboxView()
         try:
             with (
-                HELD.holding(self.root, view),  # the file tools' changes of these names wait
+                held_names.holding(self.root, view),  # the file tools' changes of these names wait
                 view_mounts(self.root, WORKSPACE, view) as mounts,
                 self._network(view) as egress,
             ):
@@ -340,7 +340,7 @@ class BwrapSandboxBackend(BaseSandbox):
             target = validate_path(path)
         except ValueError:
             return None  # the file operation refuses it itself
-        return HELD.wait_until_free(self.root, target, what)
+        return held_names.wait_until_free(self.root, target, what)
 
     def write(self, path: str, content: str) -> WriteResult:
         held = self._held(path, "write_file")

@@ -50,40 +50,34 @@ def _with_ancestors(name: str) -> list[str]:
     return ["/" + "/".join(parts[:depth]) for depth in range(len(parts) + 1)]
 
 
-class HeldNames:
-    """The protected names of the commands running now on a root, as shared locks."""
+@contextmanager
+def holding(root: str, view: SandboxView) -> Iterator[None]:
+    """Hold ``view``'s protected names on ``root`` (a backend's resolved root, as every
+    call here takes it) while the block (a command) runs.
 
-    @contextmanager
-    def holding(self, root: str, view: SandboxView) -> Iterator[None]:
-        """Hold ``view``'s protected names on ``root`` (a backend's resolved root, as every
-        call here takes it) while the block (a command) runs.
-
-        Each name is held with its ancestors, so a change of ``target`` asks one
-        question: is ``target`` held, itself or as an ancestor of a held name?"""
-        keys = {_key(path) for entry in view.protected for path in _with_ancestors(entry.path)}
-        holds = RootHolds(root)
-        try:
-            for key in sorted(keys):
-                holds.hold(key)
-            yield
-        finally:
-            holds.close()
-
-    def wait_until_free(self, root: str, target: str, what: str) -> str | None:
-        """Wait until no running command holds ``target`` (or a name below it); the
-        one-line refusal when that takes longer than :data:`WAIT_SECONDS`, else None."""
-        deadline = time.monotonic() + WAIT_SECONDS
-        while in_use(root, _key(target)):
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return (
-                    f"{what} {target} was not applied: a command running beside it holds "
-                    f"{target} or a name below it (protected in its view) and has not ended "
-                    f"within {WAIT_SECONDS:g} s; send it again once the command has finished"
-                )
-            time.sleep(min(POLL_SECONDS, left))
-        return None
+    Each name is held with its ancestors, so a change of ``target`` asks one
+    question: is ``target`` held, itself or as an ancestor of a held name?"""
+    keys = {_key(path) for entry in view.protected for path in _with_ancestors(entry.path)}
+    holds = RootHolds(root)
+    try:
+        for key in sorted(keys):
+            holds.hold(key)
+        yield
+    finally:
+        holds.close()
 
 
-HELD = HeldNames()
-"""The process's instance: every sandbox backend of this process uses it."""
+def wait_until_free(root: str, target: str, what: str) -> str | None:
+    """Wait until no running command holds ``target`` (or a name below it); the
+    one-line refusal when that takes longer than :data:`WAIT_SECONDS`, else None."""
+    deadline = time.monotonic() + WAIT_SECONDS
+    while in_use(root, _key(target)):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return (
+                f"{what} {target} was not applied: a command running beside it holds "
+                f"{target} or a name below it (protected in its view) and has not ended "
+                f"within {WAIT_SECONDS:g} s; send it again once the command has finished"
+            )
+        time.sleep(min(POLL_SECONDS, left))
+    return None
