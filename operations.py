@@ -382,8 +382,8 @@ def _failed(op: Operation, exc: ActivityFailureError) -> ToolOutcome:
     if isinstance(cause, FailureError):
         budget = op.search_timeout if op.search_timeout is not None else DEFAULT_SEARCH_TIMEOUT
         return outcome_for_activity_error(tool, cause, search_timeout=budget)
-    text = format_error(f"the {tool} tool failed: {cause}").text
-    return ToolOutcome(content=text, status="error")
+    text = format_error(f"the {tool} tool failed: {cause}", "failed").text
+    return ToolOutcome(content=text, status="error", code="failed")
 
 
 async def _timed_out(

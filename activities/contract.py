@@ -70,7 +70,8 @@ def search_timeout_message(tool: str, seconds: float) -> str:
     """What the model reads when a glob/grep ran out of time (from the activity or server)."""
     return format_error(
         f"{tool} did not finish within {seconds:g} seconds and was stopped. The pattern or "
-        "path is too broad: narrow the pattern or search a smaller directory, then try again."
+        "path is too broad: narrow the pattern or search a smaller directory, then try again.",
+        "timeout",
     ).text
 
 
@@ -134,10 +135,14 @@ def outcome_for_activity_error(
         and isinstance(cause, TimeoutError)
         and cause.type in (TimeoutType.START_TO_CLOSE, TimeoutType.SCHEDULE_TO_CLOSE)
     ):
-        return ToolOutcome(content=search_timeout_message(tool, search_timeout), status="error")
+        return ToolOutcome(
+            content=search_timeout_message(tool, search_timeout), status="error", code="timeout"
+        )
     reason = str(cause) if cause is not None else error.message
     return ToolOutcome(
-        content=format_error(f"the {tool} tool failed: {reason}").text, status="error"
+        content=format_error(f"the {tool} tool failed: {reason}", "failed").text,
+        status="error",
+        code="failed",
     )
 
 

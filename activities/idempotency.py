@@ -179,9 +179,11 @@ def _stale_write(request: ToolRequest, args: BaseModel, intent: Intent) -> ToolO
     return ToolOutcome(
         content=format_error(
             f"{shown} {now} since you last read it (outside this run), so it was not "
-            "overwritten. Read it again and redo the write if it is still needed."
+            "overwritten. Read it again and redo the write if it is still needed.",
+            "conflict",
         ).text,
         status="error",
+        code="conflict",
     )
 
 
@@ -190,9 +192,11 @@ def _interrupted_execute_outcome() -> ToolOutcome:
         content=format_error(
             "the worker running this command stopped before reporting its result, so the "
             "command may or may not have run. It was not run again. Check the workspace "
-            "(e.g. with ls or read_file) before deciding whether to run it again."
+            "(e.g. with ls or read_file) before deciding whether to run it again.",
+            "failed",
         ).text,
         status="error",
+        code="failed",
     )
 
 
@@ -200,9 +204,11 @@ def _concurrent_change_outcome(path: str) -> ToolOutcome:
     return ToolOutcome(
         content=format_error(
             f"{path} changed while this edit was being retried, so it was not applied "
-            "again. Read the file and repeat the edit if it is still needed."
+            "again. Read the file and repeat the edit if it is still needed.",
+            "conflict",
         ).text,
         status="error",
+        code="conflict",
     )
 
 

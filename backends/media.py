@@ -202,7 +202,9 @@ def video_frames(
 
 
 def _error(message: str) -> MediaOutcome:
-    return MediaOutcome(content=format_error(message).text, is_error=True, kind="video")
+    return MediaOutcome(
+        content=format_error(message, "io_error").text, is_error=True, kind="video", code="io_error"
+    )
 
 
 def _summary(path: str, offset: int, limit: int, sampling: _Sampling, limits: VideoLimits) -> str:

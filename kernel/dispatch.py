@@ -195,9 +195,9 @@ def _shown_error(result: _R, request: ToolRequest) -> _R:
 
 
 def outcome(rendered: Rendered) -> ToolOutcome:
-    """A ToolOutcome from rendered text."""
+    """A ToolOutcome from rendered text (and its error code)."""
     if rendered.is_error:
-        return ToolOutcome(content=rendered.text, status="error")
+        return ToolOutcome(content=rendered.text, status="error", code=rendered.code)
     return ToolOutcome(content=rendered.text)
 
 
@@ -211,14 +211,20 @@ def render_mutation(
     """
     if isinstance(result, ExecuteResult):
         ran = outcome(format_execute(result))
-        return ran.model_copy(update={"network": result.network}) if result.network else ran
+        facts: dict[str, Any] = {"exit_code": result.exit_code, "truncated": result.truncated}
+        if result.network:
+            facts["network"] = result.network
+        return ran.model_copy(update=facts)
     local = result.path
     virtual = shown_path(request, local) if local else local
     shown = _shown_error(result, request).model_copy(update={"path": virtual})
     if isinstance(shown, WriteResult):
         return outcome(format_write(shown))
     if isinstance(shown, EditResult):
-        return outcome(format_edit(shown))
+        edited = outcome(format_edit(shown))
+        if shown.error is None or shown.occurrences:
+            return edited.model_copy(update={"occurrences": shown.occurrences})
+        return edited
     return outcome(format_delete(shown))
 
 
@@ -273,7 +279,7 @@ def _read(
     binary = media(virtual, result, offset=args.offset, limit=args.limit)
     if binary is not None:
         if binary.is_error:
-            return ToolOutcome(content=binary.content, status="error")
+            return ToolOutcome(content=binary.content, status="error", code=binary.code)
         return ToolOutcome(content=binary.content, media=binary.frames)
     shown = _shown_error(result, request).model_copy(update={"path": virtual})
     answer = outcome(format_read(shown, plan))
@@ -306,7 +312,7 @@ def _edit(backend: BackendProtocol, request: ToolRequest, args: EditFileArgs) ->
 
 def _delete(backend: BackendProtocol, request: ToolRequest, args: DeleteArgs) -> ToolOutcome:
     if not backend.can_delete:
-        return outcome(format_error("delete is not supported by this backend."))
+        return outcome(format_error("delete is not supported by this backend.", "unsupported"))
     blocked = _gated(delete_refused(backend, request, args.file_path))
     if blocked:
         return blocked
@@ -368,7 +374,9 @@ def _grep(backend: BackendProtocol, request: ToolRequest, args: GrepArgs) -> Too
         return denied
     max_count = DEFAULT_GREP_MAX if args.max_count is None else args.max_count
     if max_count <= 0:
-        return outcome(format_error(f"max_count must be at least 1, got {max_count}."))
+        return outcome(
+            format_error(f"max_count must be at least 1, got {max_count}.", "invalid_argument")
+        )
     visible = search_visible(backend, request, root)
     result = backend.grep(args.pattern, root, args.glob, max_count=max_count, visible=visible)
     if result.error is not None:
@@ -406,13 +414,13 @@ def _execute(backend: BackendProtocol, request: ToolRequest, args: ExecuteArgs) 
     rule reaches it or a human approved this very command.
     """
     if not backend.can_execute:
-        return outcome(format_error("execute is not supported by this backend."))
+        return outcome(format_error("execute is not supported by this backend.", "unsupported"))
     empty = refuse_empty_command(args.command)  # here too: the rule view skips execute()
     if empty is not None:
         return render_mutation(request, empty)
     problem = execute_timeout_problem(args.timeout, request.max_execute_timeout)
     if problem:
-        return outcome(format_error(problem))
+        return outcome(format_error(problem, "invalid_argument"))
     rules = request.permissions
     in_view = view_executor(backend)
     try:
@@ -423,11 +431,11 @@ def _execute(backend: BackendProtocol, request: ToolRequest, args: ExecuteArgs) 
             if view:
                 return render_mutation(request, in_view(args.command, args.timeout, view))
         elif request.network:
-            return outcome(format_error(f"execute refused: {NETWORK_NEEDS_SANDBOX}"))
+            return outcome(format_error(f"execute refused: {NETWORK_NEEDS_SANDBOX}", "denied"))
         elif not request.approved:
             check_execute_gate(rules, backend=request.backend, can_execute=True)
     except ExecuteGateError as refused:
-        return outcome(format_error(f"execute refused: {refused}"))
+        return outcome(format_error(f"execute refused: {refused}", "denied"))
     return render_mutation(request, backend.execute(args.command, args.timeout))
 
 

@@ -39,6 +39,7 @@ from filegate.kernel.protocol import (
     GrepResult,
     LsResult,
     NetworkUse,
+    OutcomeCode,
     WriteResult,
 )
 from filegate.kernel.textops import split_lines
@@ -51,10 +52,12 @@ GrepOutputMode = Literal["files_with_matches", "content", "count"]
 
 @dataclass(frozen=True)
 class Rendered:
-    """Text for the model plus whether the tool result carries an error status."""
+    """Text for the model, whether the tool result carries an error status, and which
+    error it is (for callers that act on it: adapters, metrics; never read from the text)."""
 
     text: str
     is_error: bool = False
+    code: OutcomeCode | None = None
 
 
 # --------------------------------------------------------------------------- shared
@@ -75,22 +78,23 @@ def render_rows(rows: Sequence[NumberedRow]) -> list[str]:
     return [f"{row.marker:>{width}}  {row.chunk}" for row in rows]
 
 
-def format_error(message: str) -> Rendered:
+def format_error(message: str, code: OutcomeCode) -> Rendered:
     """An error result. ``Error: `` is added once so the model cannot miss it."""
     text = message if message.startswith("Error") else f"Error: {message}"
-    return Rendered(text, is_error=True)
+    return Rendered(text, is_error=True, code=code)
 
 
 def result_error(result: BackendResult) -> Rendered:
     """The error of a failed result, naming its ``error_path`` (contract §1)."""
-    return format_error(result.error_text or "unknown error")
+    return format_error(result.error_text or "unknown error", result.code or "io_error")
 
 
 def permission_denied(operation: str, path: str) -> Rendered:
     """Entry-gate refusal: the backend was not touched."""
     return format_error(
         f"permission denied: {operation} access to {path} is not allowed by the "
-        "filesystem permission rules. Do not retry; choose a different path."
+        "filesystem permission rules. Do not retry; choose a different path.",
+        "denied",
     )
 
 
@@ -116,7 +120,8 @@ def delete_blocked(path: str, patterns: Sequence[str]) -> Rendered:
     listed = ", ".join(patterns)
     return format_error(
         f"permission denied: delete of {path} would remove paths protected by "
-        f"write-deny rules ({listed}). Delete individual allowed files instead."
+        f"write-deny rules ({listed}). Delete individual allowed files instead.",
+        "denied",
     )
 
 
@@ -302,7 +307,8 @@ def not_read_before_edit(path: str) -> Rendered:
     """The workflow refuses edits to files the agent has not read in this thread."""
     return format_error(
         f"{path} has not been read in this conversation. Call read_file on it first, "
-        "then edit using the exact text you saw."
+        "then edit using the exact text you saw.",
+        "not_read",
     )
 
 
@@ -314,7 +320,9 @@ def format_edit(result: EditResult) -> Rendered:
     """
     if result.error is not None:
         if result.code == "multiple_matches" and result.occurrences > 1:
-            return format_error(edit_multiple_message(result.path, result.occurrences))
+            return format_error(
+                edit_multiple_message(result.path, result.occurrences), "multiple_matches"
+            )
         return result_error(result)
     count = result.occurrences
     noun = "occurrence" if count == 1 else "occurrences"
@@ -358,7 +366,9 @@ def format_execute(result: ExecuteResult) -> Rendered:
         parts.append(f"[Command failed with exit code {result.exit_code}]")
     if result.truncated:
         parts.append(EXECUTE_TRUNCATED_NOTE)
-    return Rendered("\n".join(parts), is_error=result.error is not None)
+    if result.error is None:
+        return Rendered("\n".join(parts))
+    return Rendered("\n".join(parts), is_error=True, code=result.code or "io_error")
 
 
 def _network_lines(uses: list[NetworkUse]) -> list[str]:

@@ -59,7 +59,8 @@ def approval_missing(operation: str, path: str) -> Rendered:
     """An ``interrupt`` rule reached the activity without a recorded human approval."""
     return format_error(
         f"Permission denied: {operation} on {path} needs human approval (an interrupt "
-        "rule matches) and this call carries none. It was not run."
+        "rule matches) and this call carries none. It was not run.",
+        "approval_required",
     )
 
 

@@ -21,7 +21,7 @@ from typing import Literal, Protocol
 from filegate.kernel.limits import DEFAULT_VIDEO_WINDOW
 from filegate.kernel.media_types import media_kind, mime_type_for
 from filegate.kernel.messages import ContentBlock, MediaBlock, MediaKind
-from filegate.kernel.protocol import ReadResult
+from filegate.kernel.protocol import OutcomeCode, ReadResult
 from filegate.kernel.read_format import empty_file_message, format_read, plan_read
 from filegate.kernel.textops import decode_text, read_window
 
@@ -40,6 +40,8 @@ class MediaOutcome:
     is_error: bool = False
     frames: list[ContentBlock] = field(default_factory=list)
     kind: MediaKind | Literal["text"] = "file"
+    code: OutcomeCode | None = None
+    """An error's code (:data:`~filegate.kernel.protocol.OutcomeCode`)."""
 
 
 class VideoSampler(Protocol):
@@ -98,4 +100,6 @@ def _text_outcome(path: str, text: str, offset: int, limit: int) -> MediaOutcome
         ReadResult(path=path) if plan.early else read_window(path, text, plan.offset, plan.limit)
     )
     rendered = format_read(window, plan)
-    return MediaOutcome(content=rendered.text, is_error=rendered.is_error, kind="text")
+    return MediaOutcome(
+        content=rendered.text, is_error=rendered.is_error, kind="text", code=rendered.code
+    )

@@ -41,6 +41,34 @@ ErrorCode = Literal[
     "io_error",
 ]
 
+OutcomeCode = (
+    ErrorCode
+    | Literal[
+        "denied",
+        "approval_required",
+        "rejected",
+        "not_read",
+        "conflict",
+        "cancelled",
+        "unserved",
+        "failed",
+    ]
+)
+"""What went wrong in a tool call, as :attr:`ToolOutcome.code
+<filegate.kernel.tool_types.ToolOutcome.code>` says it: a backend's
+:data:`ErrorCode`, or one of the gate's and the workflow's own. ``denied``: a
+permission rule or policy refused (the OS's refusal is ``permission_denied``);
+``approval_required``: an interrupt rule matched and the call carries no
+approval; ``rejected``: a reviewer said no; ``not_read``: an edit of a file
+not read in this conversation; ``conflict``: the file changed since it was
+read, or a change raced this one; ``cancelled``: the caller cancelled the
+call; ``unserved``: no worker serves the backend; ``failed``: the tool's
+activity failed past its retries (or a command was interrupted mid-run).
+
+Why a code beside the text: adapters map a result onto their framework's
+errors (``PermissionError``, deepagents' messages) and metrics count refusals;
+reading that back out of the model's text breaks when a sentence changes."""
+
 
 # Error reasons shared by the backends; results name the path in ``error_path``.
 IS_DIRECTORY = "is a directory"

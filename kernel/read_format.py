@@ -131,7 +131,8 @@ def format_read(result: ReadResult, plan: ReadPlan) -> Rendered:
             plan.note,
             format_error(
                 f"offset {plan.offset} is past the end of {path}, which has "
-                f"{result.total_lines} lines. Use an offset from 0 to {result.total_lines - 1}."
+                f"{result.total_lines} lines. Use an offset from 0 to {result.total_lines - 1}.",
+                "invalid_argument",
             ),
         )
     return _with_note(plan.note, _render_window(result, plan))
@@ -140,7 +141,7 @@ def format_read(result: ReadResult, plan: ReadPlan) -> Rendered:
 def _with_note(note: str | None, rendered: Rendered) -> Rendered:
     if note is None:
         return rendered
-    return Rendered(f"{note}\n{rendered.text}", rendered.is_error)
+    return Rendered(f"{note}\n{rendered.text}", rendered.is_error, rendered.code)
 
 
 def _render_window(result: ReadResult, plan: ReadPlan) -> Rendered:

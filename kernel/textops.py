@@ -146,11 +146,18 @@ def eof_newline_hint(old: str, content: str) -> str | None:
     once, dropping the newline alone would fail again ("occurs N times"), so
     the hint says both. Line endings are compared as LF (CRLF files too).
     """
+    count = _eof_newline_count(old, content)
+    return eof_newline_reason(count) if count else None
+
+
+def _eof_newline_count(old: str, content: str) -> int:
+    """How often ``old`` without its trailing newline occurs, when that is how the file
+    ends (the case :func:`eof_newline_hint` explains); 0 otherwise."""
     old, content = _to_lf(old), _to_lf(content)
     stripped = old.removesuffix("\n")
     if stripped == old or not stripped or not content.endswith(stripped):
-        return None
-    return eof_newline_reason(content.count(stripped))
+        return 0
+    return content.count(stripped)
 
 
 def eof_newline_reason(count: int) -> str:
@@ -221,9 +228,11 @@ def apply_edit(
             code="unchanged",
         )
     if found is None:
-        hint = eof_newline_hint(old, content)
-        message = "old_string not found" + (f"; {hint}" if hint else "")
-        return None, EditResult(path=path, error=message, code="no_match", error_path=path)
+        near = _eof_newline_count(old, content)
+        message = "old_string not found" + (f"; {eof_newline_reason(near)}" if near else "")
+        return None, EditResult(
+            path=path, error=message, code="no_match", error_path=path, occurrences=near
+        )
     old, new, count = found
     if count > 1 and not replace_all:
         return None, EditResult(

@@ -21,7 +21,7 @@ from filegate.kernel.limits import DEFAULT_MAX_EXECUTE_TIMEOUT
 from filegate.kernel.messages import ContentBlock, content_text
 from filegate.kernel.network_rules import NetworkPermission
 from filegate.kernel.permissions import FilesystemPermission
-from filegate.kernel.protocol import GlobResult, GrepResult, LsResult, NetworkUse
+from filegate.kernel.protocol import GlobResult, GrepResult, LsResult, NetworkUse, OutcomeCode
 from filegate.kernel.registry import TOOLS
 from filegate.kernel.tool_args import (
     DeleteArgs,
@@ -169,6 +169,18 @@ class ToolOutcome(DefaultsOmitted):
     network: list[NetworkUse] = Field(default_factory=list)
     """execute with network rules: the hosts its command reached or was refused
     (also in ``content``), for the tools worker's spans and the run's record."""
+    code: OutcomeCode | None = None
+    """What went wrong (:data:`~filegate.kernel.protocol.OutcomeCode`), set on every
+    error this library makes; None on success and on an error recorded before
+    the field existed. Callers act on it, never on the wording of ``content``."""
+    occurrences: int | None = None
+    """edit_file: how many occurrences were replaced; with ``multiple_matches``, how
+    many matched; with ``no_match``, how often old_string without its trailing
+    newline ends the file (the trailing-newline hint), when it does."""
+    exit_code: int | None = None
+    """execute: the command's exit code (None: it ended without one, or never ran)."""
+    truncated: bool = False
+    """execute: the output was cut (``content`` ends with the notice saying so)."""
     fingerprint: str | None = None
     """read_file, write_file, edit_file: the whole file's fingerprint
     (:func:`filegate.kernel.textops.fingerprint`) as this call read or left it.

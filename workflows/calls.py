@@ -26,6 +26,7 @@ from filegate.activities.contract import (
     preview_activity_options,
     tool_activity_options,
 )
+from filegate.kernel.dispatch import outcome as _rendered
 from filegate.kernel.dispatch import run_tool
 from filegate.kernel.execute_gate import protecting_rules
 from filegate.kernel.formatting import Rendered, format_error, not_read_before_edit
@@ -48,7 +49,7 @@ from filegate.workflows import fanout, telemetry
 from filegate.workflows import tool_descriptions as descriptions
 from filegate.workflows.approvals.network_asks import NetworkDesk
 from filegate.workflows.approvals.pending import APPROVED_NOTE, edited_note
-from filegate.workflows.approvals.reviews import ReviewDesk, execute_cwd, rendered_outcome
+from filegate.workflows.approvals.reviews import ReviewDesk, execute_cwd
 from filegate.workflows.batching import LocalCalls, RemoteCalls
 from filegate.workflows.gate import (
     PATH_FIELDS,
@@ -460,7 +461,9 @@ class ToolCalls:
             return unread
         ref = self._input.backend.backend_for(call.prefix)
         if call.tool == "delete" and not ref.can_delete:
-            return _rendered(format_error(f"delete is not supported for {call.path}"))
+            return _rendered(
+                format_error(f"delete is not supported for {call.path}", "unsupported")
+            )
         if fanout.needs_fanout(self._routes.router, call.tool, call.args):
 
             async def run_target(
@@ -538,9 +541,6 @@ def _in_workflow(backend: StateBackend, request: ToolRequest) -> ChangePreview:
         return compute_preview(backend, request)
     except Exception as error:  # advice only: never a stuck workflow
         return ChangePreview(kind="unavailable", path=request.virtual_path, error=str(error))
-
-
-_rendered = rendered_outcome
 
 
 def _with_note(outcome: ToolOutcome, note: str) -> ToolOutcome:

@@ -62,8 +62,8 @@ def _structured(outcome: ToolOutcome, kind: _Kind, expected: type[_R]) -> _R:
         return raw
     if outcome.status == "error":
         text = outcome.content if isinstance(outcome.content, str) else f"{kind} failed"
-        raise _Failed(Rendered(text, is_error=True))
-    raise _Failed(format_error(f"{kind} returned no structured result to merge"))
+        raise _Failed(Rendered(text, is_error=True, code=outcome.code or "failed"))
+    raise _Failed(format_error(f"{kind} returned no structured result to merge", "failed"))
 
 
 def _target_path(router: Router, prefix: str | None, local_path: str) -> str:
@@ -100,7 +100,7 @@ async def fan_out(router: Router, tool: str, args: dict[str, Any], run: RunTarge
         plan = router.grep_plan(args.get("path") or "/", args.get("glob"))
         return await _grep(plan, router, args, run)
     except ValueError as error:
-        return format_error(str(error))
+        return format_error(str(error), "invalid_argument")
     except _Failed as failed:
         return failed.rendered
 

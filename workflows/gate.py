@@ -101,7 +101,7 @@ def _validation_error(tool: str, error: ValidationError) -> Rendered:
     for item in error.errors()[:5]:
         where = ".".join(str(p) for p in item["loc"]) or "arguments"
         problems.append(f"{where}: {item['msg']}")
-    return format_error(f"invalid arguments for {tool}: " + "; ".join(problems))
+    return format_error(f"invalid arguments for {tool}: " + "; ".join(problems), "invalid_argument")
 
 
 def check_call(
@@ -124,26 +124,30 @@ def check_call(
     """
     refused = refused_args(raw_args)
     if refused is not None:
-        return format_error(refused.message(tool))
+        return format_error(refused.message(tool), "invalid_argument")
     if tool not in allowed:
         names = ", ".join(allowed)
-        return format_error(f"unknown tool {tool!r}; available tools: {names}")
+        return format_error(f"unknown tool {tool!r}; available tools: {names}", "invalid_argument")
     if not isinstance(raw_args, dict):
-        return format_error(f"arguments for {tool} must be a JSON object")
+        return format_error(f"arguments for {tool} must be a JSON object", "invalid_argument")
     unparsed = raw_args.get(RAW_ARGS_KEY)
     if set(raw_args) == {RAW_ARGS_KEY} and isinstance(unparsed, str):
         # The provider could not parse the model's argument text (truncated or
         # not JSON); say so instead of "extra field __raw__".
         return format_error(
             f"arguments for {tool} were not valid JSON: {_preview(unparsed)}. "
-            "Send the arguments as one JSON object matching the tool's schema."
+            "Send the arguments as one JSON object matching the tool's schema.",
+            "invalid_argument",
         )
     if nesting_exceeds(raw_args, MAX_TOOL_ARGS_DEPTH):
-        return format_error(RefusedArgs(reason="too_deep", limit=MAX_TOOL_ARGS_DEPTH).message(tool))
+        return format_error(
+            RefusedArgs(reason="too_deep", limit=MAX_TOOL_ARGS_DEPTH).message(tool),
+            "invalid_argument",
+        )
     size = args_chars(raw_args)
     if size > max_args_chars:
         refusal = RefusedArgs(reason="too_large", chars=size, limit=max_args_chars)
-        return format_error(refusal.message(tool))
+        return format_error(refusal.message(tool), "invalid_argument")
     name: ToolName = tool  # type: ignore[assignment]
     try:
         parsed = TOOL_ARGS[name].model_validate(raw_args)
@@ -153,21 +157,22 @@ def check_call(
     if name == "execute":
         problem = execute_timeout_problem(args.get("timeout"), max_execute_timeout)
         if problem:
-            return format_error(problem)
+            return format_error(problem, "invalid_argument")
         return CheckedCall(name, args, None, None, None)
     field = PATH_FIELDS[name]
     if name in FILE_TOOLS and str(args.get(field) or "").strip() in ("", "."):
         # No file named: fail here, before any rule could ask a human about "/".
-        return format_error(MISSING_FILE_PATH.format(tool=name, field=field))
+        return format_error(MISSING_FILE_PATH.format(tool=name, field=field), "invalid_argument")
     try:
         path = validate_path(args.get(field))
         match = router.resolve(path)
     except ValueError as error:
-        return format_error(str(error))
+        return format_error(str(error), "invalid_path")
     if name == "edit_file" and args["old_string"] == args["new_string"]:
         return format_error(
             f"new_string is identical to old_string, so {path} would not change. "
-            "Provide a different new_string."
+            "Provide a different new_string.",
+            "unchanged",
         )
     args[field] = path
     return CheckedCall(name, args, path, match.prefix, match.local_path)
@@ -200,7 +205,9 @@ def deny_gate(
     op = TOOL_OPERATIONS[call.tool]
     if call.tool == "delete":
         blockers = delete_blockers(rules, call.path, has_descendants=has_descendants)
-        return format_error(delete_blocked_message(call.path, blockers)) if blockers else None
+        if not blockers:
+            return None
+        return format_error(delete_blocked_message(call.path, blockers), "denied")
     if call.tool in TOOLS.listing:
         denied = _bulk_denied(rules, op, call.path)
     else:

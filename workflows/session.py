@@ -135,7 +135,9 @@ class SessionWorkflow:
         except asyncio.CancelledError:
             if not running.cancelled():
                 raise  # the handler itself was cancelled, not the call
-            outcome = ToolOutcome(content=wire.SESSION_CALL_CANCELLED, status="error")
+            outcome = ToolOutcome(
+                content=wire.SESSION_CALL_CANCELLED, status="error", code="cancelled"
+            )
             return ToolResult(tool_call_id=call.id, name=call.name, outcome=outcome)
         finally:
             self._running.pop(call.id, None)

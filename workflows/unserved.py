@@ -56,7 +56,8 @@ def _unserved_text(tool: ToolName, ref: BackendRef, seconds: float) -> str:
         f"{ref.task_queue!r} (backend {ref.name!r}) within {seconds:g} s, so no worker "
         "polls that queue (or every one is busy). Tell the user the tools worker for "
         f"this backend is not running (`filegate worker --role tools --task-queue "
-        f"{ref.task_queue} --name {ref.name}`); calls on it will wait again."
+        f"{ref.task_queue} --name {ref.name}`); calls on it will wait again.",
+        "unserved",
     ).text
 
 
@@ -70,4 +71,4 @@ def unserved_outcome(tool: ToolName, ref: BackendRef, limits: Limits) -> ToolOut
         ref.task_queue,
         seconds,
     )
-    return ToolOutcome(content=text, status="error")
+    return ToolOutcome(content=text, status="error", code="unserved")

@@ -119,6 +119,7 @@ _BWRAP: list[bool] = []
 
 def _bwrap_available(tmp: Path) -> bool:
     if not _BWRAP:
+        tmp.mkdir(exist_ok=True)  # a missing root is refused before bwrap is tried
         try:
             BwrapSandboxBackend(tmp, check=True)
             _BWRAP.append(True)

@@ -309,7 +309,7 @@ def test_binary_result_gets_a_placeholder_note() -> None:
 def test_backend_error_passes_through_as_error() -> None:
     result = ReadResult(error="file not found: /nope", code="file_not_found")
     assert format_read(result, plan_read(0, 100)) == Rendered(
-        "Error: file not found: /nope", is_error=True
+        "Error: file not found: /nope", is_error=True, code="file_not_found"
     )
 
 
@@ -466,7 +466,7 @@ def test_listing_at_limit_is_not_cut() -> None:
     ],
 )
 def test_list_errors_pass_through(rendered: Rendered) -> None:
-    assert rendered == Rendered("Error: not a directory: /f", is_error=True)
+    assert rendered == Rendered("Error: not a directory: /f", is_error=True, code="not_a_directory")
 
 
 # --------------------------------------------------------------------------- grep
@@ -628,7 +628,7 @@ def test_edit_multiple_matches_says_n_and_how_to_fix() -> None:
 )
 def test_edit_errors_pass_through(error: str, code: ErrorCode) -> None:
     rendered = format_edit(EditResult(path="/a.py", error=error, code=code))
-    assert rendered == Rendered(f"Error: {error}", is_error=True)
+    assert rendered == Rendered(f"Error: {error}", is_error=True, code=code)
 
 
 @pytest.mark.parametrize(
@@ -661,7 +661,7 @@ def test_edit_unchanged_and_not_read_messages() -> None:
     ],
 )
 def test_write_delete_errors(rendered: Rendered) -> None:
-    assert rendered == Rendered("Error: is a directory: /d", is_error=True)
+    assert rendered == Rendered("Error: is a directory: /d", is_error=True, code="is_directory")
 
 
 # --------------------------------------------------------------------------- errors / permissions
@@ -675,7 +675,7 @@ def test_write_delete_errors(rendered: Rendered) -> None:
     ],
 )
 def test_format_error(message: str, expected: str) -> None:
-    assert format_error(message) == Rendered(expected, is_error=True)
+    assert format_error(message, "io_error") == Rendered(expected, is_error=True, code="io_error")
 
 
 def test_permission_denied_names_operation_and_path() -> None:
@@ -724,7 +724,9 @@ def test_execute_error_keeps_partial_output() -> None:
     rendered = format_execute(
         ExecuteResult(output="partial\n", error="command timed out after 5s", code="timeout")
     )
-    assert rendered == Rendered("partial\nError: command timed out after 5s", is_error=True)
+    assert rendered == Rendered(
+        "partial\nError: command timed out after 5s", is_error=True, code="timeout"
+    )
 
 
 def test_execute_timeout_shows_exit_code_124() -> None:
@@ -734,6 +736,7 @@ def test_execute_timeout_shows_exit_code_124() -> None:
     assert format_execute(result) == Rendered(
         "Error: command timed out after 5 s and was killed\n[Command failed with exit code 124]",
         is_error=True,
+        code="timeout",
     )
 
 

@@ -21,6 +21,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import FailureError
 
 from filegate.kernel import wire
+from filegate.kernel.dispatch import outcome
 from filegate.kernel.formatting import Rendered
 from filegate.kernel.messages import Message, ModelResponse, ToolCall, content_text
 from filegate.kernel.previews import ChangePreview
@@ -200,7 +201,8 @@ class ReviewDesk:
         earlier = self._book.previous_rejection(signature)
         if earlier is not None:
             repeated = repeated_rejection_text(earlier or None)
-            return ToolOutcome(content=repeated, status="error"), "an earlier rejection", None
+            refusal = ToolOutcome(content=repeated, status="error", code="rejected")
+            return refusal, "an earlier rejection", None
         timeout, on_timeout = approval_deadline(self._input.approvals, trigger)
         requested_at = self._checks.now()
         approval = self._book.open(
@@ -252,15 +254,15 @@ class ReviewDesk:
         if decision.decision == "reject":
             self._book.remember_rejection(signature, decision.reason)
             named = by if decision.via != "timeout" else None  # no human decided
-            outcome = ToolOutcome(content=rejection_text(decision.reason, named), status="error")
-            return outcome, by, None
+            rejected = rejection_text(decision.reason, named)
+            return ToolOutcome(content=rejected, status="error", code="rejected"), by, None
         edited = self._checks.check(checked.tool, decision.args)
         if isinstance(edited, Rendered):
-            return rendered_outcome(edited), by, None
+            return outcome(edited), by, None
         refused = self._checks.gate(edited)
         if refused is not None:
             telemetry.denied(edited.tool, call_id)
-            return rendered_outcome(refused), by, None
+            return outcome(refused), by, None
         return edited, by, None  # edited: the preview showed another call
 
     def _card(
@@ -292,11 +294,6 @@ class ReviewDesk:
             "timeout_at": timeout_at,
             "on_timeout": on_timeout if timeout is not None else None,
         }
-
-
-def rendered_outcome(result: Rendered) -> ToolOutcome:
-    """A refusal or result text as the tool result the model reads."""
-    return ToolOutcome(content=result.text, status="error" if result.is_error else "success")
 
 
 def _shown_fingerprint(preview: ChangePreview | None) -> str | None:
