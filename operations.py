@@ -44,10 +44,12 @@ import time
 import uuid
 import weakref
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Literal, TypeVar, cast, get_args
 
+from temporalio import activity
+from temporalio import workflow as temporal_workflow
 from temporalio.client import ActivityFailureError, Client, WorkflowFailureError
 from temporalio.exceptions import FailureError, TimeoutError, TimeoutType
 from temporalio.service import RPCError, RPCStatusCode
@@ -58,12 +60,24 @@ from filegate.activities.operation_stubs import (
     tool_options,
     transfer_activity_options,
 )
-from filegate.activities.stubs import STUBS
+from filegate.activities.stubs import STUBS, tool_request
 from filegate.kernel.formatting import format_error
 from filegate.kernel.limits import DEFAULT_SEARCH_TIMEOUT
-from filegate.kernel.operation_types import Operation, OperationResult, operation_kind
-from filegate.kernel.tool_types import ToolOutcome
-from filegate.workflows.operation import OperationWorkflow
+from filegate.kernel.network_rules import NetworkPermission
+from filegate.kernel.operation_types import (
+    DownloadRequest,
+    Operation,
+    OperationResult,
+    ReadWindow,
+    ReadWindowRequest,
+    TransferAnswer,
+    UploadFile,
+    UploadRequest,
+    operation_kind,
+)
+from filegate.kernel.permissions import FilesystemPermission
+from filegate.kernel.tool_types import ToolName, ToolOutcome
+from filegate.workflows.operation import OperationWorkflow, run_operation
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -297,6 +311,124 @@ async def _run_outside(
     return Ran(result, "workflow")
 
 
+@dataclass
+class OperationClient:
+    """One Filegate backend's operations for a framework adapter: the one client both
+    the Deep Agents backend and the Pydantic AI workspace map their interface onto.
+
+    ``backend`` and ``task_queue`` name the backend and its tools worker's queue
+    (as ``BackendRef(kind="remote")`` does); ``permissions``, ``policies`` and
+    ``network`` travel with every call, as from ``AgentWorkflow``, and the tools
+    worker enforces them. Inside a workflow a call schedules the activity from
+    that workflow (:func:`~filegate.workflows.operation.run_operation`). Outside
+    one it is started through ``client``, else the running activity's client
+    (an adapter called from a tool activity), on the path ``operation_path``
+    names; None there means ``default_path()``, asked at call time, because an
+    adapter may be built inside a workflow, where its edge may not read the
+    environment. ``operation_task_queue`` is where the fallback
+    ``OperationWorkflow`` runs (default: ``task_queue``; every tools worker
+    serves it). ``owner`` names the adapter in its one-line errors.
+
+    Why one class: the two adapters had each grown their own copy, and the
+    copies had drifted (one fell back to the activity's client, one read the
+    environment at call time); a fix in one never reached the other.
+    """
+
+    backend: str
+    task_queue: str
+    owner: str
+    client: Client | None = None
+    operation_task_queue: str | None = None
+    permissions: list[FilesystemPermission] = field(default_factory=list)
+    policies: list[str] | None = None
+    network: list[NetworkPermission] = field(default_factory=list)
+    operation_timeout: timedelta = DEFAULT_OPERATION_TIMEOUT
+    search_timeout: float | None = None
+    operation_path: OperationPath | None = None
+    default_path: Callable[[], OperationPath] = lambda: DEFAULT_OPERATION_PATH
+
+    def __post_init__(self) -> None:
+        if not self.backend or not self.task_queue:
+            raise ValueError(f"{self.owner} needs backend= and task_queue= (non-empty)")
+        self.operation_task_queue = self.operation_task_queue or self.task_queue
+        self.permissions = list(self.permissions)
+        self.network = list(self.network)
+        self.policies = None if self.policies is None else list(self.policies)
+        self.operation_timeout = checked_timeout(self.operation_timeout)
+        if self.operation_path is not None:
+            self.operation_path = checked_path(self.operation_path)
+
+    def tool_operation(self, tool: ToolName, args: Mapping[str, Any]) -> Operation:
+        """The operation of one ``filegate.<tool>`` call (arguments checked here)."""
+        request = tool_request(
+            tool,
+            args,
+            backend=self.backend,
+            tool_call_id="",  # filled by the workflow or the standalone activity that runs it
+            permissions=self.permissions,
+            policies=self.policies,
+            network=self.network,
+        )
+        return Operation(
+            task_queue=self.task_queue, tool=request, search_timeout=self.search_timeout
+        )
+
+    async def run(self, op: Operation) -> OperationResult:
+        """Run ``op``: from the workflow this is called in, else through a client."""
+        if temporal_workflow.in_workflow():
+            return await run_operation(op)
+        client = self.client
+        if client is None and activity.in_activity():
+            client = activity.client()
+        if client is None:
+            raise RuntimeError(
+                f"{self.owner} outside a workflow or activity needs client=...: it starts "
+                "each operation's activity (or a short workflow) through it"
+            )
+        ran = await run_outside(
+            client,
+            op,
+            operation_task_queue=self.operation_task_queue or self.task_queue,
+            operation_timeout=self.operation_timeout,
+            path=self.operation_path or self.default_path(),
+        )
+        return ran.result
+
+    async def tool(self, tool: ToolName, args: Mapping[str, Any]) -> ToolOutcome:
+        """One tool call's outcome (its :attr:`~ToolOutcome.code` says what went wrong)."""
+        outcome = (await self.run(self.tool_operation(tool, args))).outcome
+        if outcome is None:
+            raise RuntimeError(f"the Filegate {tool} call returned no outcome")
+        return outcome
+
+    async def upload(self, files: list[UploadFile]) -> list[TransferAnswer]:
+        """Write each file's bytes (one answer per file, in order)."""
+        request = UploadRequest(files=files, **self._scope())
+        return await self._files(Operation(task_queue=self.task_queue, upload=request))
+
+    async def download(self, paths: list[str]) -> list[TransferAnswer]:
+        """Read each file's bytes (one answer per path, in order)."""
+        request = DownloadRequest(paths=paths, **self._scope())
+        return await self._files(Operation(task_queue=self.task_queue, download=request))
+
+    async def read_window(self, path: str, offset: int, limit: int) -> ReadWindow:
+        """Lines ``offset`` to ``offset + limit`` of a text file, as data (or its error)."""
+        request = ReadWindowRequest(file_path=path, offset=offset, limit=limit, **self._scope())
+        window = (await self.run(Operation(task_queue=self.task_queue, read=request))).read
+        if window is None:
+            raise RuntimeError("the Filegate read operation returned no window")
+        return window
+
+    def _scope(self) -> dict[str, Any]:
+        return {"backend": self.backend, "permissions": self.permissions, "policies": self.policies}
+
+    async def _files(self, op: Operation) -> list[TransferAnswer]:
+        files = (await self.run(op)).files
+        if not files:
+            raise RuntimeError("the Filegate transfer returned no answer")
+        return files
+
+
 async def _run_standalone(client: Client, op: Operation, *, timeout: timedelta) -> OperationResult:
     """``op`` as one standalone activity with the options an agent's call gets.
 
@@ -451,6 +583,7 @@ __all__ = [
     "DEFAULT_OPERATION_TIMEOUT",
     "OPERATION_PATHS",
     "OPERATION_PATH_ENV",
+    "OperationClient",
     "OperationPath",
     "OperationTimedOut",
     "Ran",

@@ -32,7 +32,7 @@ from filegate.kernel.operation_types import (
     UploadRequest,
 )
 from filegate.kernel.paths import validate_path
-from filegate.kernel.protocol import BackendProtocol
+from filegate.kernel.protocol import BackendProtocol, OutcomeCode
 from filegate.kernel.reach import judged_at_reach, reach_for
 from filegate.kernel.tool_types import (
     ToolName,
@@ -170,7 +170,7 @@ class TransferActivities:
 
 def _refused(
     backend: BackendProtocol, request: Scoped, path: str, operation: _Operation
-) -> tuple[str, Literal["invalid_path", "permission_denied"]] | None:
+) -> tuple[str, OutcomeCode] | None:
     """Why ``path`` may not be touched (message, code), or None.
 
     The same entry gate the tools apply (:func:`~filegate.kernel.gates.entry_refused`),
@@ -193,7 +193,7 @@ def _refused(
     refusal = entry_refused(backend, probe, operation, valid)
     if refusal is None:
         return None
-    return refusal.text.removeprefix("Error: "), "permission_denied"
+    return refusal.text.removeprefix("Error: "), refusal.code or "denied"
 
 
 __all__ = ["TransferActivities"]

@@ -353,22 +353,42 @@ def format_execute(result: ExecuteResult) -> Rendered:
     parts: list[str] = []
     if result.output:
         parts.append(result.output.rstrip("\n"))
-    parts.extend(_network_lines(result.network))  # before the footer, which readers parse
+    parts.extend(_network_lines(result.network))  # before the footer
     if result.error is not None:
         parts.append(result_error(result).text)
-        if result.exit_code is not None:  # a timeout: 124, as the shell's `timeout` says
-            parts.append(f"[Command failed with exit code {result.exit_code}]")
-    elif result.exit_code == 0:
-        parts.append("[Command succeeded with exit code 0]")
-    elif result.exit_code is None:
-        parts.append("[Command finished without an exit code]")
-    else:
-        parts.append(f"[Command failed with exit code {result.exit_code}]")
+    footer = _execute_footer(result.exit_code, failed=result.error is not None)
+    if footer is not None:
+        parts.append(footer)
     if result.truncated:
         parts.append(EXECUTE_TRUNCATED_NOTE)
     if result.error is None:
         return Rendered("\n".join(parts))
     return Rendered("\n".join(parts), is_error=True, code=result.code or "io_error")
+
+
+def _execute_footer(exit_code: int | None, *, failed: bool) -> str | None:
+    """The exit-code line; a failed command (a timeout: 124, as the shell's ``timeout``
+    says) has one only when it has a code."""
+    if exit_code == 0 and not failed:
+        return "[Command succeeded with exit code 0]"
+    if exit_code is None:
+        return None if failed else "[Command finished without an exit code]"
+    return f"[Command failed with exit code {exit_code}]"
+
+
+def command_output(text: str, *, exit_code: int | None, failed: bool, truncated: bool) -> str:
+    """What :func:`format_execute` wrote before its footer: the output (with the network
+    lines, and a failure's reason), for an adapter that returns the exit code and the
+    cut as fields of its own. Text that does not end as it would (an output offloaded
+    to a stored result: its preview) comes back as it is."""
+    if truncated:
+        text = text.removesuffix(EXECUTE_TRUNCATED_NOTE).removesuffix("\n")
+    footer = _execute_footer(exit_code, failed=failed)
+    if footer is None:
+        return text
+    if text == footer:
+        return ""
+    return text.removesuffix("\n" + footer)
 
 
 def _network_lines(uses: list[NetworkUse]) -> list[str]:

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from filegate.kernel import wire
 from filegate.kernel.limits import DEFAULT_READ_LIMIT
 from filegate.kernel.permissions import FilesystemPermission
-from filegate.kernel.protocol import ErrorCode
+from filegate.kernel.protocol import OutcomeCode
 from filegate.kernel.tool_types import ToolOutcome, ToolRequest
 
 MAX_BINARY_BYTES = 500 * 1024
@@ -71,7 +71,9 @@ class ReadWindow(_Wire):
 
     path: str
     error: str | None = None
-    code: ErrorCode | None = None
+    code: OutcomeCode | None = None
+    """The error's code: a backend's, or the entry gate's ``denied`` /
+    ``approval_required`` (a rule refused the read)."""
     error_path: str | None = None
     lines: list[str] = Field(default_factory=list)
     total_lines: int = 0
@@ -102,7 +104,9 @@ class TransferAnswer(_Wire):
 
     path: str
     error: str | None = None
-    code: ErrorCode | None = None
+    code: OutcomeCode | None = None
+    """The error's code: a backend's, or the entry gate's ``denied`` /
+    ``approval_required`` (a rule refused the file)."""
     content: bytes | None = None
 
 

@@ -18,7 +18,7 @@ is shown as is (it may then name a backend-local path under a route).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Literal, Protocol, Self, runtime_checkable
+from typing import Literal, Protocol, Self, get_args, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -40,6 +40,8 @@ ErrorCode = Literal[
     "timeout",
     "io_error",
 ]
+
+_ERROR_CODES: frozenset[str] = frozenset(get_args(ErrorCode))
 
 OutcomeCode = (
     ErrorCode
@@ -68,6 +70,18 @@ activity failed past its retries (or a command was interrupted mid-run).
 Why a code beside the text: adapters map a result onto their framework's
 errors (``PermissionError``, deepagents' messages) and metrics count refusals;
 reading that back out of the model's text breaks when a sentence changes."""
+
+REFUSALS: frozenset[OutcomeCode] = frozenset({"denied", "approval_required", "rejected"})
+"""The codes of a call refused by a rule, a missing approval or a reviewer: nothing ran."""
+
+
+def as_error_code(code: OutcomeCode | None) -> ErrorCode | None:
+    """The backend :data:`ErrorCode` closest to ``code``, for a caller whose results carry
+    only those: a refusal (:data:`REFUSALS`) is ``permission_denied``, a code only the
+    gate or the workflow gives otherwise (``conflict``, ``cancelled``, ...) None."""
+    if code in REFUSALS:
+        return "permission_denied"
+    return code if code in _ERROR_CODES else None  # type: ignore[return-value]
 
 
 # Error reasons shared by the backends; results name the path in ``error_path``.

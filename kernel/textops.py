@@ -134,7 +134,7 @@ def read_window(path: str, text: str, offset: int, limit: int) -> ReadResult:
 
 
 EOF_NEWLINE_HINT = "old_string ends with a newline but the file does not"
-"""The start of the reason :func:`eof_newline_hint` gives (adapters look for it)."""
+"""The start of the reason :func:`eof_newline_hint` gives."""
 
 
 def eof_newline_hint(old: str, content: str) -> str | None:
@@ -147,7 +147,7 @@ def eof_newline_hint(old: str, content: str) -> str | None:
     the hint says both. Line endings are compared as LF (CRLF files too).
     """
     count = _eof_newline_count(old, content)
-    return eof_newline_reason(count) if count else None
+    return _eof_newline_reason(count) if count else None
 
 
 def _eof_newline_count(old: str, content: str) -> int:
@@ -160,7 +160,7 @@ def _eof_newline_count(old: str, content: str) -> int:
     return content.count(stripped)
 
 
-def eof_newline_reason(count: int) -> str:
+def _eof_newline_reason(count: int) -> str:
     """The hint's text when old_string without its newline occurs ``count`` times."""
     if count == 1:
         return (
@@ -229,7 +229,7 @@ def apply_edit(
         )
     if found is None:
         near = _eof_newline_count(old, content)
-        message = "old_string not found" + (f"; {eof_newline_reason(near)}" if near else "")
+        message = "old_string not found" + (f"; {_eof_newline_reason(near)}" if near else "")
         return None, EditResult(
             path=path, error=message, code="no_match", error_path=path, occurrences=near
         )

@@ -23,9 +23,8 @@ from plain code and from inside another running event loop alike.
 
 from __future__ import annotations
 
-import os
 import threading
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Coroutine, Sequence
 from datetime import timedelta
 from typing import Any, Literal, TypedDict, TypeVar, Unpack, overload
 
@@ -46,28 +45,19 @@ from deepagents.backends.protocol import (
 from temporalio import workflow
 from temporalio.client import Client
 
-from filegate.activities.stubs import tool_request
+from filegate.integrations.environment import operation_path_from_env
 from filegate.kernel.network_rules import NetworkPermission
 from filegate.kernel.operation_types import (
-    DownloadRequest,
-    Operation,
-    OperationResult,
-    ReadWindowRequest,
     UploadFile,
-    UploadRequest,
 )
 from filegate.kernel.permissions import FilesystemPermission
-from filegate.kernel.tool_types import ToolName
 from filegate.operations import (
     DEFAULT_OPERATION_TIMEOUT,
+    OperationClient,
     OperationPath,
-    checked_path,
     checked_timeout,
-    operation_path_from,
-    run_outside,
 )
 from filegate.workflows.adapter_gate import check_adapter_network
-from filegate.workflows.operation import run_operation
 
 from . import convert
 from .convert import Mount
@@ -77,20 +67,13 @@ from .portal import Portal
 T = TypeVar("T")
 
 
-def operation_path_from_env(environ: Mapping[str, str] | None = None) -> OperationPath:
-    """The :data:`OperationPath` of ``FILEGATE_OPERATION_PATH`` (unset: ``auto``).
-
-    Here, not in the core: the adapter is an edge that may read the environment,
-    the core is not (tests/repo/test_config_edges.py)."""
-    return operation_path_from(os.environ if environ is None else environ)
-
-
 class FilegateFileBackend(BackendProtocol):
     """deepagents' ``BackendProtocol`` (files only, no ``execute``) over one Filegate backend.
 
     ``backend`` and ``task_queue`` name the backend and the tools worker's
     queue (as ``BackendRef(kind="remote")`` does). ``client`` is needed only
-    outside a workflow: each call is then a standalone activity on
+    outside a workflow and an activity (in an activity, its client is the
+    default): each call is then a standalone activity on
     ``task_queue`` where the server runs those, else an
     :class:`~filegate.workflows.operation.OperationWorkflow` on
     ``operation_task_queue`` (default: ``task_queue``; every tools worker, a plain
@@ -132,19 +115,23 @@ class FilegateFileBackend(BackendProtocol):
         sandbox_id: str | None = None,
         operation_path: OperationPath | None = None,
     ) -> None:
-        self.backend = backend
-        self.task_queue = task_queue
-        self.client = client
-        self.operation_task_queue = operation_task_queue or task_queue
+        self.calls = OperationClient(
+            backend=backend,
+            task_queue=task_queue,
+            owner="FilegateBackend",
+            client=client,
+            operation_task_queue=operation_task_queue,
+            permissions=list(permissions),
+            policies=None if policies is None else list(policies),
+            network=list(network),
+            operation_timeout=checked_timeout(operation_timeout),
+            search_timeout=search_timeout,
+            # None: FILEGATE_OPERATION_PATH, read when a call is made outside a workflow.
+            operation_path=operation_path,
+            default_path=operation_path_from_env,
+        )
+        check_adapter_network(self.calls.network, backend=backend, can_execute=self.can_execute)
         self.mount = Mount(mount.rstrip("/") or "/")
-        self.permissions = list(permissions)
-        self.network = list(network)
-        check_adapter_network(self.network, backend=backend, can_execute=self.can_execute)
-        self.policies = None if policies is None else list(policies)
-        self.operation_timeout = checked_timeout(operation_timeout)
-        self.search_timeout = search_timeout
-        # None: FILEGATE_OPERATION_PATH, read when a call is made outside a workflow.
-        self.operation_path = None if operation_path is None else checked_path(operation_path)
         self._id = sandbox_id or f"filegate:{backend}@{task_queue}"
         self._portal: Portal | None = None
         self._portal_lock = threading.Lock()
@@ -162,23 +149,6 @@ class FilegateFileBackend(BackendProtocol):
 
     # ----------------------------------------------------------------------- plumbing
 
-    async def _run(self, op: Operation) -> OperationResult:
-        if workflow.in_workflow():
-            return await run_operation(op)
-        if self.client is None:
-            raise RuntimeError(
-                "FilegateBackend outside a workflow needs client=...: it starts each "
-                "operation's activity (or a short workflow) through it"
-            )
-        ran = await run_outside(
-            self.client,
-            op,
-            operation_task_queue=self.operation_task_queue,
-            operation_timeout=self.operation_timeout,
-            path=self.operation_path or operation_path_from_env(),
-        )
-        return ran.result
-
     def _sync(self, coro: Coroutine[Any, Any, T]) -> T:
         if workflow.in_workflow():
             coro.close()
@@ -192,23 +162,6 @@ class FilegateFileBackend(BackendProtocol):
             portal = self._portal
         return portal.run(coro)
 
-    def _tool(self, tool: ToolName, args: dict[str, Any]) -> Operation:
-        request = tool_request(
-            tool,
-            args,
-            backend=self.backend,
-            tool_call_id="",  # filled in the workflow that runs it (replay-stable)
-            permissions=self.permissions,
-            policies=self.policies,
-            network=self.network,
-        )
-        return Operation(
-            task_queue=self.task_queue, tool=request, search_timeout=self.search_timeout
-        )
-
-    def _scope(self) -> dict[str, Any]:
-        return {"backend": self.backend, "permissions": self.permissions, "policies": self.policies}
-
     # ----------------------------------------------------------------------- async operations
 
     async def als(self, path: str) -> LsResult:
@@ -216,8 +169,7 @@ class FilegateFileBackend(BackendProtocol):
             local = self.mount.inward(path)
         except ValueError as exc:
             return LsResult(error=f"Error: Invalid path '{path}': {exc}")
-        result = await self._run(self._tool("ls", {"path": local}))
-        outcome = _need(result.outcome)
+        outcome = await self.calls.tool("ls", {"path": local})
         return convert.ls_result(self.mount, path, _raw(outcome, "ls"), outcome)
 
     async def aread(self, file_path: str, offset: int = 0, limit: int = 2000) -> ReadResult:
@@ -233,19 +185,16 @@ class FilegateFileBackend(BackendProtocol):
             offset, window = 0, 1
         else:
             offset, window = max(offset, 0), limit
-        request = ReadWindowRequest(file_path=local, offset=offset, limit=window, **self._scope())
-        result = await self._run(Operation(task_queue=self.task_queue, read=request))
-        if result.read is None:
-            raise RuntimeError("the read operation returned no window")
-        return convert.read_result(self.mount, file_path, result.read, limit=limit)
+        read = await self.calls.read_window(local, offset, window)
+        return convert.read_result(self.mount, file_path, read, limit=limit)
 
     async def awrite(self, file_path: str, content: str) -> WriteResult:
         try:
             local = self.mount.inward(file_path)
         except ValueError as exc:
             return WriteResult(error=f"Error: Invalid path '{file_path}': {exc}")
-        op = self._tool("write_file", {"file_path": local, "content": content})
-        error = convert.write_error(file_path, local, _need((await self._run(op)).outcome))
+        outcome = await self.calls.tool("write_file", {"file_path": local, "content": content})
+        error = convert.write_error(file_path, local, outcome)
         return WriteResult(error=error) if error else WriteResult(path=file_path)
 
     async def aedit(
@@ -265,7 +214,7 @@ class FilegateFileBackend(BackendProtocol):
             "new_string": new_string,
             "replace_all": replace_all,
         }
-        outcome = _need((await self._run(self._tool("edit_file", args))).outcome)
+        outcome = await self.calls.tool("edit_file", args)
         return convert.edit_result(file_path, local, old_string, outcome)
 
     async def adelete(self, file_path: str) -> DeleteResult:
@@ -273,7 +222,7 @@ class FilegateFileBackend(BackendProtocol):
             local = self.mount.inward(file_path)
         except ValueError as exc:
             return DeleteResult(error=f"Error: Invalid path '{file_path}': {exc}")
-        outcome = _need((await self._run(self._tool("delete", {"file_path": local}))).outcome)
+        outcome = await self.calls.tool("delete", {"file_path": local})
         error = convert.delete_error(file_path, local, outcome)
         return DeleteResult(error=error) if error else DeleteResult(path=file_path)
 
@@ -295,7 +244,7 @@ class FilegateFileBackend(BackendProtocol):
             args["path"] = local
         if max_count is not None:
             args["max_count"] = max_count
-        outcome = _need((await self._run(self._tool("grep", args))).outcome)
+        outcome = await self.calls.tool("grep", args)
         return convert.grep_result(self.mount, shown, _raw(outcome, "grep"), outcome)
 
     async def aglob(self, pattern: str, path: str | None = None) -> GlobResult:
@@ -307,7 +256,7 @@ class FilegateFileBackend(BackendProtocol):
         args: dict[str, Any] = {"pattern": pattern}
         if path is not None:  # none: where the backend searches by default (its root_dir)
             args["path"] = local
-        outcome = _need((await self._run(self._tool("glob", args))).outcome)
+        outcome = await self.calls.tool("glob", args)
         return convert.glob_result(self.mount, shown, _raw(outcome, "glob"), outcome)
 
     async def aupload_files(self, files: list[tuple[str, bytes]]) -> list[FileUploadResponse]:
@@ -319,9 +268,8 @@ class FilegateFileBackend(BackendProtocol):
             except ValueError:
                 answers[index] = FileUploadResponse(path=path, error="invalid_path")
         if wanted:
-            request = UploadRequest(files=[item for _, item in wanted], **self._scope())
-            result = await self._run(Operation(task_queue=self.task_queue, upload=request))
-            done = convert.upload_responses(self.mount, result.files or [])
+            uploaded = await self.calls.upload([item for _, item in wanted])
+            done = convert.upload_responses(self.mount, uploaded)
             for (index, _), response in zip(wanted, done, strict=True):
                 answers[index] = FileUploadResponse(path=files[index][0], error=response.error)
         return [answers[i] for i in range(len(files))]
@@ -335,9 +283,8 @@ class FilegateFileBackend(BackendProtocol):
             except ValueError:
                 answers[index] = FileDownloadResponse(path=path, error="invalid_path")
         if wanted:
-            request = DownloadRequest(paths=[local for _, local in wanted], **self._scope())
-            result = await self._run(Operation(task_queue=self.task_queue, download=request))
-            done = convert.download_responses(self.mount, result.files or [])
+            downloaded = await self.calls.download([local for _, local in wanted])
+            done = convert.download_responses(self.mount, downloaded)
             for (index, _), response in zip(wanted, done, strict=True):
                 answers[index] = FileDownloadResponse(
                     path=paths[index], content=response.content, error=response.error
@@ -475,8 +422,9 @@ class FilegateBackend(FilegateFileBackend, SandboxBackendProtocol):
         # can_execute is True here: __new__ returned a FilegateFileBackend otherwise.
         super().__init__(**options)
         self.sandboxed = sandboxed
+        calls = self.calls
         check_gate(
-            self.permissions, backend=self.backend, sandboxed=sandboxed, network=self.network
+            calls.permissions, backend=calls.backend, sandboxed=sandboxed, network=calls.network
         )
 
     async def aexecute(self, command: str, *, timeout: int | None = None) -> ExecuteResponse:
@@ -485,19 +433,13 @@ class FilegateBackend(FilegateFileBackend, SandboxBackendProtocol):
         args: dict[str, Any] = {"command": command}
         if timeout:
             args["timeout"] = float(timeout)
-        outcome = _need((await self._run(self._tool("execute", args))).outcome)
+        outcome = await self.calls.tool("execute", args)
         return convert.execute_response(outcome)
 
     # ----------------------------------------------------------------------- sync operations
 
     def execute(self, command: str, *, timeout: int | None = None) -> ExecuteResponse:
         return self._sync(self.aexecute(command, timeout=timeout))
-
-
-def _need(outcome: Any) -> Any:
-    if outcome is None:
-        raise RuntimeError("the tool operation returned no outcome")
-    return outcome
 
 
 def _raw(outcome: Any, tool: str) -> Any:

@@ -1,22 +1,18 @@
 """Filegate's answers as deepagents' result types, and our error codes in deepagents' words.
 
-Structured answers (ls, glob, grep, the transfer activities) carry a Filegate
-:data:`~filegate.kernel.protocol.ErrorCode`, mapped here to the message a
-deepagents backend gives for the same condition, so prompts and middleware
-written for deepagents read what they expect. The mutations (write, edit,
-delete, execute) run as the journaled ``filegate.<tool>`` activities, whose
-answer is the model text: the few facts deepagents needs from it (the
-replacement count, the exit code, which failure it was) are read back with
-patterns built *from the kernel's own formatters* at import time, so a change
-of wording there changes the patterns too instead of silently breaking them.
+Every answer carries a Filegate :data:`~filegate.kernel.protocol.OutcomeCode`
+(structured answers: ls, glob, grep, the transfer activities; the mutations'
+:class:`~filegate.kernel.tool_types.ToolOutcome`: write, edit, delete,
+execute, with the replacement count and the exit code beside it), mapped here
+to the message a deepagents backend gives for the same condition, so prompts
+and middleware written for deepagents read what they expect. Nothing here
+reads the model's text to learn what happened: a change of wording in the
+kernel cannot change what the adapter answers.
 """
 
 from __future__ import annotations
 
 import base64
-import errno
-import os
-import re
 
 from deepagents.backends.protocol import (
     EditResult,
@@ -33,30 +29,12 @@ from deepagents.backends.protocol import (
 from deepagents.backends.utils import EMPTY_CONTENT_WARNING
 
 from filegate.kernel import protocol as fg
-from filegate.kernel.formatting import (
-    EXECUTE_TRUNCATED_NOTE,
-    edit_multiple_message,
-    format_edit,
-    format_execute,
-    permission_denied,
-)
+from filegate.kernel.formatting import command_output, permission_denied
 from filegate.kernel.gates import approval_missing
 from filegate.kernel.mount import Mount
 from filegate.kernel.operation_types import ReadWindow, TransferAnswer
-from filegate.kernel.textops import EOF_NEWLINE_HINT, eof_newline_reason
+from filegate.kernel.protocol import OutcomeCode, as_error_code
 from filegate.kernel.tool_types import ToolOutcome
-
-_PATH = "\x00path\x00"
-"""A sentinel no real path contains, for turning kernel messages into patterns."""
-
-
-def _pattern(message: str, **groups: str) -> re.Pattern[str]:
-    """A kernel message with its sentinel parts turned into named groups."""
-    pattern = re.escape(message)
-    for name, sentinel in groups.items():
-        pattern = pattern.replace(re.escape(sentinel), f"(?P<{name}>.+?)", 1)
-    return re.compile(pattern)
-
 
 # --------------------------------------------------------------------------- structured answers
 
@@ -65,10 +43,11 @@ _FILE_OPERATION_ERRORS = frozenset(
 )
 
 
-def _file_operation_error(code: str | None, error: str | None) -> str | None:
+def _file_operation_error(code: OutcomeCode | None, error: str | None) -> str | None:
     """An upload/download error as deepagents' ``FileOperationError`` literal where one fits."""
     if error is None:
         return None
+    code = as_error_code(code) if code is not None else None  # a rule's refusal: denied
     if code in _FILE_OPERATION_ERRORS:
         return code
     if code == "not_a_directory":
@@ -181,10 +160,10 @@ def _read_error(mount: Mount, path: str, window: ReadWindow) -> str:
     reason = _read_reason(mount, window)
     if window.code == "file_not_found":
         return f"File '{path}' not found"
+    refusal = _gate_refusal(mount, window)
+    if refusal is not None:
+        return refusal
     if window.code == "permission_denied":
-        refusal = _gate_refusal(mount, window)
-        if refusal is not None:
-            return refusal
         return f"Permission denied reading file '{path}': {reason}"
     if window.code == "is_directory":
         return f"File '{path}': is a directory, not a file"
@@ -204,20 +183,13 @@ def _read_reason(mount: Mount, window: ReadWindow) -> str:
     return reason
 
 
-_GATE_REFUSALS = tuple(
-    _pattern(render("read", _PATH).text.removeprefix("Error: "), path=_PATH)
-    for render in (permission_denied, approval_missing)
-)
-"""The entry gate's refusals (the transfer sends their text), with the path as a group."""
-
-
 def _gate_refusal(mount: Mount, window: ReadWindow) -> str | None:
     """An entry-gate refusal said again about the path in deepagents' space (or None)."""
-    text = window.error or ""
-    for render, pattern in zip((permission_denied, approval_missing), _GATE_REFUSALS, strict=True):
-        found = pattern.fullmatch(text)
-        if found is not None and found["path"] == window.path:
-            return render("read", mount.outward(window.path)).text.removeprefix("Error: ")
+    path = mount.outward(window.path)
+    if window.code == "denied":
+        return permission_denied("read", path).text.removeprefix("Error: ")
+    if window.code == "approval_required":
+        return approval_missing("read", path).text.removeprefix("Error: ")
     return None
 
 
@@ -241,28 +213,7 @@ def download_responses(mount: Mount, answers: list[TransferAnswer]) -> list[File
     ]
 
 
-# --------------------------------------------------------------------------- model-text answers
-
-
-_MULTIPLE = _pattern(edit_multiple_message(_PATH, 987654), count="987654", path=_PATH)
-_EOF_AMBIGUOUS = _pattern(eof_newline_reason(987654), count="987654")
-"""The trailing-newline hint when the shortened old_string occurs several times."""
-_STRING_MISSING = re.compile(r"\bold_string\b[^.]*\bnot found", re.IGNORECASE)
-"""An edit whose old_string is absent: the kernel's wording ("old_string was not found
-in ...") and the backends' reason ("old_string not found") alike."""
-_REPLACED = _pattern(
-    format_edit(fg.EditResult(path=_PATH, occurrences=987654)).text, count="987654", path=_PATH
-)
-_REPLACED_ONE = _pattern(format_edit(fg.EditResult(path=_PATH, occurrences=1)).text, path=_PATH)
-_NOT_FOUND = tuple(
-    reason
-    for reason in (
-        getattr(fg, "FILE_NOT_FOUND", "file not found"),
-        getattr(fg, "PATH_NOT_FOUND", "path not found"),
-        os.strerror(errno.ENOENT).lower(),
-    )
-)
-"""How a missing target reads in a tool's error text (the kernel's reasons, the OS's)."""
+# --------------------------------------------------------------------------- tool answers
 
 
 def _text(outcome: ToolOutcome) -> str:
@@ -280,11 +231,6 @@ def _reason(text: str, local: str) -> str:
     return reason.removeprefix(f"{local}: ")
 
 
-def _missing(text: str) -> bool:
-    lowered = text.lower()
-    return any(reason in lowered for reason in _NOT_FOUND)
-
-
 def write_error(path: str, local: str, outcome: ToolOutcome) -> str | None:
     """deepagents' message for a failed write, or None when it succeeded."""
     if outcome.status != "error":
@@ -293,40 +239,37 @@ def write_error(path: str, local: str, outcome: ToolOutcome) -> str | None:
 
 
 def edit_result(path: str, local: str, old: str, outcome: ToolOutcome) -> EditResult:
-    text = _text(outcome)
-    if outcome.status == "error":
-        multiple = _MULTIPLE.search(text)
-        if multiple is not None:
-            return EditResult(
-                error=f"Error: String '{old}' appears multiple times "
-                f"({multiple['count']} occurrences). Use replace_all=True to replace all "
-                "occurrences, or include more context to make it unique."
-            )
-        if EOF_NEWLINE_HINT in text:
-            return EditResult(error=_eof_newline_error(text))
-        if _STRING_MISSING.search(text):
-            return EditResult(error=f"Error: String not found in file: '{old}'")
-        if _missing(text):
-            return EditResult(error=f"Error: File '{path}' not found")
-        return EditResult(error=f"Error editing file '{path}': {_reason(text, local)}")
-    replaced = _REPLACED.fullmatch(text)
-    if replaced is not None:
-        return EditResult(path=path, occurrences=int(replaced["count"]))
-    return EditResult(path=path, occurrences=1 if _REPLACED_ONE.fullmatch(text) else None)
+    """deepagents' edit answer, from the outcome's code and occurrence count."""
+    if outcome.status != "error":
+        return EditResult(path=path, occurrences=outcome.occurrences)
+    count = outcome.occurrences or 0
+    if outcome.code == "multiple_matches" and count > 1:
+        return EditResult(
+            error=f"Error: String '{old}' appears multiple times "
+            f"({count} occurrences). Use replace_all=True to replace all "
+            "occurrences, or include more context to make it unique."
+        )
+    if outcome.code == "no_match" and count:
+        return EditResult(error=_eof_newline_error(count))
+    if outcome.code == "no_match":
+        return EditResult(error=f"Error: String not found in file: '{old}'")
+    if outcome.code == "file_not_found":
+        return EditResult(error=f"Error: File '{path}' not found")
+    return EditResult(error=f"Error editing file '{path}': {_reason(_text(outcome), local)}")
 
 
-def _eof_newline_error(text: str) -> str:
-    """The kernel's trailing-newline hint in deepagents' words (``perform_string_replacement``)."""
+def _eof_newline_error(count: int) -> str:
+    """The kernel's trailing-newline hint in deepagents' words (``perform_string_replacement``):
+    ``count`` is how often old_string without its newline occurs."""
     head = "Error: old_string ends with a newline, but the file does not end with a newline."
-    ambiguous = _EOF_AMBIGUOUS.search(text)
-    if ambiguous is None:
+    if count == 1:
         return (
             f"{head} Retry with the trailing newline removed from old_string (and from "
             "new_string if it also ends with a newline)."
         )
     return (
         f"{head} With the trailing newline removed, old_string would appear "
-        f"{ambiguous['count']} times in the file. Retry with the trailing newline removed "
+        f"{count} times in the file. Retry with the trailing newline removed "
         "and add surrounding context so the match is unique."
     )
 
@@ -335,43 +278,25 @@ def delete_error(path: str, local: str, outcome: ToolOutcome) -> str | None:
     """deepagents' message for a failed delete, or None when it succeeded."""
     if outcome.status != "error":
         return None
-    text = _text(outcome)
-    if _missing(text):
+    if outcome.code == "file_not_found":
         return f"Error: '{path}' not found"
-    return f"Error deleting '{path}': {_reason(text, local)}"
-
-
-_EXIT_OK = format_execute(fg.ExecuteResult(exit_code=0)).text
-_EXIT_NONE = format_execute(fg.ExecuteResult(exit_code=None)).text
-_EXIT_FAILED = _pattern(format_execute(fg.ExecuteResult(exit_code=987654)).text, code="987654")
+    return f"Error deleting '{path}': {_reason(_text(outcome), local)}"
 
 
 def execute_response(outcome: ToolOutcome) -> ExecuteResponse:
-    """Output, exit code and truncation from ``execute``'s text (footer lines at the end).
+    """Output, exit code and truncation of ``execute``, from the outcome's fields.
 
     An output that was offloaded to S3 stays the stub the model would see (a
     preview and the path to page it from), as deepagents' own large-output
     offload does. A tool error keeps its error text in the output; its exit
-    code is the footer's when it has one (a timeout: 124, an empty command:
+    code is the command's when it had one (a timeout: 124, an empty command:
     1, as deepagents' shell reports them), else None (an unsupported backend,
     a refused command).
     """
-    text = _text(outcome)
-    truncated = text.endswith(EXECUTE_TRUNCATED_NOTE)
-    if truncated:
-        text = text[: -len(EXECUTE_TRUNCATED_NOTE)].removesuffix("\n")
-    if outcome.status == "error":
-        head, _, footer = text.rpartition("\n")
-        failed = _EXIT_FAILED.fullmatch(footer)
-        if failed is not None:
-            return ExecuteResponse(output=head, exit_code=int(failed["code"]), truncated=truncated)
-        return ExecuteResponse(output=text, exit_code=None, truncated=truncated)
-    output, _, footer = text.rpartition("\n")
-    if footer == _EXIT_OK:
-        return ExecuteResponse(output=output, exit_code=0, truncated=truncated)
-    failed = _EXIT_FAILED.fullmatch(footer)
-    if failed is not None:
-        return ExecuteResponse(output=output, exit_code=int(failed["code"]), truncated=truncated)
-    if footer == _EXIT_NONE:
-        return ExecuteResponse(output=output, exit_code=None, truncated=truncated)
-    return ExecuteResponse(output=text, exit_code=None, truncated=truncated)
+    output = command_output(
+        _text(outcome),
+        exit_code=outcome.exit_code,
+        failed=outcome.status == "error",
+        truncated=outcome.truncated,
+    )
+    return ExecuteResponse(output=output, exit_code=outcome.exit_code, truncated=outcome.truncated)

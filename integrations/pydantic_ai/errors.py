@@ -21,9 +21,13 @@ _OS_ERRORS: dict[str, tuple[type[OSError], int]] = {
     "is_directory": (IsADirectoryError, errno.EISDIR),
     "not_a_directory": (NotADirectoryError, errno.ENOTDIR),
     "permission_denied": (PermissionError, errno.EACCES),
+    "denied": (PermissionError, errno.EACCES),
+    "approval_required": (PermissionError, errno.EACCES),
+    "rejected": (PermissionError, errno.EACCES),
     "invalid_path": (PermissionError, errno.EACCES),
 }
-"""Codes about the path. ``invalid_path`` is a path the backend refuses to reach
+"""Codes about the path; a rule's refusal, a missing approval and a reviewer's no are
+the OS's ``permission_denied`` to a caller. ``invalid_path`` is a path the backend refuses to reach
 (a link out of its root, a name it cannot hold): not the caller's argument, which the
 adapter checks before sending, but a place this workspace has no access to."""
 

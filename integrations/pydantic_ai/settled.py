@@ -37,10 +37,12 @@ METADATA_KEY = "filegate"
 
 @dataclass(frozen=True)
 class Settled:
-    """The outcome of an approved call as the workflow ran it: ok, and the tool's text."""
+    """The outcome of an approved call as the workflow ran it: ok, the tool's text and,
+    for a failure, its :data:`~filegate.kernel.protocol.OutcomeCode`."""
 
     ok: bool
     text: str
+    code: str | None = None
 
 
 def call_key(tool: str, args: dict[str, Any]) -> str:
@@ -65,9 +67,9 @@ def requested_call(metadata: Any) -> tuple[str, dict[str, Any], str] | None:
     return tool, args, key
 
 
-def settled_metadata(key: str, ok: bool, text: str) -> dict[str, Any]:
+def settled_metadata(key: str, ok: bool, text: str, code: str | None = None) -> dict[str, Any]:
     """The ``DeferredToolResults.metadata`` entry carrying an approved call's outcome."""
-    return {METADATA_KEY: {key: {"ok": ok, "text": text}}}
+    return {METADATA_KEY: {key: {"ok": ok, "text": text, "code": code}}}
 
 
 def current(bound: RunContext[Any] | None) -> RunContext[Any] | None:
@@ -89,7 +91,12 @@ def answer_for(ctx: RunContext[Any] | None, tool: str, args: dict[str, Any]) -> 
     entry = entries.get(call_key(tool, args)) if isinstance(entries, dict) else None
     if not isinstance(entry, dict):
         return None
-    return Settled(ok=bool(entry.get("ok")), text=str(entry.get("text", "")))
+    code = entry.get("code")
+    return Settled(
+        ok=bool(entry.get("ok")),
+        text=str(entry.get("text", "")),
+        code=code if isinstance(code, str) else None,
+    )
 
 
 def ask(ctx: RunContext[Any] | None, tool: str, args: dict[str, Any], *, shown: str) -> NoReturn:

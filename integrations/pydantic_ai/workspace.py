@@ -50,36 +50,27 @@ from pydantic_ai.workspaces import (
     WorkspaceRef,
     WorkspaceTimeoutError,
 )
-from temporalio import activity, workflow
 from temporalio.client import Client
 
-from filegate.activities.stubs import tool_request
-from filegate.kernel.formatting import EXECUTE_TRUNCATED_NOTE, format_execute
+from filegate.integrations.environment import operation_path_from_env
 from filegate.kernel.mount import Mount
 from filegate.kernel.network_rules import NetworkPermission
 from filegate.kernel.operation_types import (
-    DownloadRequest,
-    Operation,
-    OperationResult,
     TransferAnswer,
     UploadFile,
-    UploadRequest,
 )
 from filegate.kernel.paths import validate_path
 from filegate.kernel.permissions import FilesystemPermission, check_permission
-from filegate.kernel.protocol import ExecuteResult, FileInfo, LsResult
+from filegate.kernel.protocol import FileInfo, LsResult, as_error_code
 from filegate.kernel.tool_types import ToolName, ToolOutcome
 from filegate.operations import (
-    DEFAULT_OPERATION_PATH,
     DEFAULT_OPERATION_TIMEOUT,
+    OperationClient,
     OperationPath,
-    checked_path,
     checked_timeout,
-    run_outside,
 )
 from filegate.workflows.adapter_gate import check_adapter_gate, check_adapter_network
 from filegate.workflows.inputs import BackendRef, BackendSpec, FileToolsConfig
-from filegate.workflows.operation import run_operation
 
 from . import settled
 from .errors import raise_for
@@ -93,8 +84,6 @@ ADAPTER_REMEDIES = (
 )
 """The kernel's remedies name ``BackendRef`` and ``interrupt_on``; these are the adapter's."""
 
-_EXIT_TIMEOUT = format_execute(ExecuteResult(error="x", code="timeout", exit_code=124)).text
-_TIMEOUT_FOOTER = _EXIT_TIMEOUT.rsplit("\n", 1)[-1]
 """The last line of a command the tools worker stopped at its timeout (from the kernel)."""
 
 # Exit codes of make_dir's script: 100 plus the errno, as pydantic_ai's shell filesystem does.
@@ -116,7 +105,8 @@ class FilegateFileWorkspace:
     workflow (default: the running activity's client, if any);
     ``operation_task_queue`` is where the fallback ``OperationWorkflow`` runs
     (default: ``task_queue``; every tools worker serves it) and
-    ``operation_path`` forces a path (:mod:`filegate.operations`). ``mount`` is
+    ``operation_path`` forces a path (:mod:`filegate.operations`; default
+    ``FILEGATE_OPERATION_PATH``, else ``auto``). ``mount`` is
     where Filegate's ``/`` appears in the workspace's paths and is its working
     directory (``"/workspace"`` for the bwrap sandbox, whose commands see the
     files there). ``permissions`` and ``policies`` travel with every call, as
@@ -144,23 +134,25 @@ class FilegateFileWorkspace:
         policies: Sequence[str] | None = None,
         network: Sequence[NetworkPermission] = (),
         operation_timeout: timedelta | float = DEFAULT_OPERATION_TIMEOUT,
-        operation_path: OperationPath = DEFAULT_OPERATION_PATH,
+        operation_path: OperationPath | None = None,
     ) -> None:
-        if not backend or not task_queue:
-            raise ValueError("FilegateWorkspace needs backend= and task_queue= (non-empty)")
         if not mount.startswith("/"):
             raise ValueError(f"mount {mount!r}: must be an absolute path")
-        self.backend = backend
-        self.task_queue = task_queue
-        self.client = client
-        self.operation_task_queue = operation_task_queue or task_queue
+        self.calls = OperationClient(
+            backend=backend,
+            task_queue=task_queue,
+            owner="FilegateWorkspace",
+            client=client,
+            operation_task_queue=operation_task_queue,
+            permissions=list(permissions),
+            policies=None if policies is None else list(policies),
+            network=list(network),
+            operation_timeout=checked_timeout(operation_timeout),
+            operation_path=operation_path,
+            default_path=operation_path_from_env,
+        )
+        check_adapter_network(self.calls.network, backend=backend, can_execute=self.can_execute)
         self.mount = Mount(posixpath.normpath(mount))
-        self.permissions = list(permissions)
-        self.network = list(network)
-        check_adapter_network(self.network, backend=backend, can_execute=self.can_execute)
-        self.policies = None if policies is None else list(policies)
-        self.operation_timeout = checked_timeout(operation_timeout)
-        self.operation_path = checked_path(operation_path)
         self._ref = WorkspaceRef(provider=PROVIDER, id=f"{backend}@{task_queue}:{self.mount.at}")
         self._context: RunContext[Any] | None = None
 
@@ -193,8 +185,7 @@ class FilegateFileWorkspace:
     async def read_bytes(self, path: str) -> bytes:
         local = self._inward(path)
         self._refuse_interrupted_read(path, local)
-        request = DownloadRequest(paths=[local], **self._scope())
-        answer = (await self._files(Operation(task_queue=self.task_queue, download=request)))[0]
+        [answer] = await self.calls.download([local])
         _raise_answer(answer, path)
         return answer.content or b""
 
@@ -203,8 +194,7 @@ class FilegateFileWorkspace:
         if self._interrupted("write", local):
             await self._approved_write(path, local, data)
             return
-        request = UploadRequest(files=[UploadFile(path=local, content=data)], **self._scope())
-        answer = (await self._files(Operation(task_queue=self.task_queue, upload=request)))[0]
+        [answer] = await self.calls.upload([UploadFile(path=local, content=data)])
         _raise_answer(answer, path)
 
     async def stat(self, path: str) -> FileEntry:
@@ -263,12 +253,11 @@ class FilegateFileWorkspace:
                 f"{path}: writes there need a person's approval; write a file there instead "
                 "(its approval creates the directory)"
             )
-        request = UploadRequest(files=[UploadFile(path=marker, content=b"")], **self._scope())
-        answer = (await self._files(Operation(task_queue=self.task_queue, upload=request)))[0]
+        [answer] = await self.calls.upload([UploadFile(path=marker, content=b"")])
         _raise_answer(answer, path)
-        outcome = await self._tool("delete", {"file_path": marker})
+        outcome = await self.calls.tool("delete", {"file_path": marker})
         if outcome.status == "error":
-            raise_for("permission_denied" if _denied(outcome.text) else None, outcome.text, path)
+            raise_for(outcome.code, outcome.text, path)
 
     async def remove(self, path: str) -> None:
         if isinstance(path, str) and _contains(posixpath.normpath(path), self.mount.at):
@@ -281,9 +270,9 @@ class FilegateFileWorkspace:
         await self.stat(path)  # FileNotFoundError / NotADirectoryError, as the protocol wants
         if interrupted:
             settled.ask(settled.current(self._context), "delete", args, shown=path)
-        outcome = await self._tool("delete", {"file_path": local})
+        outcome = await self.calls.tool("delete", {"file_path": local})
         if outcome.status == "error":
-            raise_for("permission_denied" if _denied(outcome.text) else None, outcome.text, path)
+            raise_for(outcome.code, outcome.text, path)
 
     async def exists(self, path: str) -> bool:
         try:
@@ -298,8 +287,8 @@ class FilegateFileWorkspace:
         """This backend as a ``BackendRef`` (the kit's description of a remote backend)."""
         return BackendRef(
             kind="remote",
-            name=self.backend,
-            task_queue=self.task_queue,
+            name=self.calls.backend,
+            task_queue=self.calls.task_queue,
             can_execute=self.can_execute,
             sandboxed=self.sandboxed,
         )
@@ -313,9 +302,9 @@ class FilegateFileWorkspace:
         """
         return FileToolsConfig(
             backend=BackendSpec(default=self.backend_ref()),
-            permissions=self.permissions,
-            network=self.network,
-            policies=self.policies,
+            permissions=self.calls.permissions,
+            network=self.calls.network,
+            policies=self.calls.policies,
         )
 
     # ----------------------------------------------------------------------- plumbing
@@ -336,9 +325,6 @@ class FilegateFileWorkspace:
         except ValueError as exc:
             raise PermissionError(f"{path}: {exc}: not in this Filegate workspace") from None
 
-    def _scope(self) -> dict[str, Any]:
-        return {"backend": self.backend, "permissions": self.permissions, "policies": self.policies}
-
     def _entry(self, info: FileInfo) -> FileEntry:
         virtual = info.path.rstrip("/") or "/"
         shown = self.mount.outward(virtual)
@@ -346,7 +332,7 @@ class FilegateFileWorkspace:
         return FileEntry(name=posixpath.basename(shown), path=shown, is_dir=info.is_dir, size=size)
 
     def _interrupted(self, operation: str, local: str) -> bool:
-        return check_permission(self.permissions, operation, local) == "interrupt"
+        return check_permission(self.calls.permissions, operation, local) == "interrupt"
 
     def _refuse_interrupted_read(self, path: str, local: str) -> None:
         if self._interrupted("read", local):
@@ -377,58 +363,15 @@ class FilegateFileWorkspace:
         if answer is None:
             return False
         if not answer.ok:
-            raise_for("permission_denied" if _denied(answer.text) else None, answer.text, path)
+            raise_for(answer.code, answer.text, path)
         return True
 
-    async def _run(self, op: Operation) -> OperationResult:
-        if workflow.in_workflow():
-            return await run_operation(op)
-        client = self.client
-        if client is None and activity.in_activity():
-            client = activity.client()
-        if client is None:
-            raise RuntimeError(
-                "FilegateWorkspace outside a workflow or activity needs client=...: it starts "
-                "each operation's activity (or a short workflow) through it"
-            )
-        ran = await run_outside(
-            client,
-            op,
-            operation_task_queue=self.operation_task_queue,
-            operation_timeout=self.operation_timeout,
-            path=self.operation_path,
-        )
-        return ran.result
-
-    async def _files(self, op: Operation) -> list[TransferAnswer]:
-        files = (await self._run(op)).files
-        if not files:
-            raise WorkspaceError("the Filegate transfer returned no answer")
-        return files
-
-    async def _tool(self, tool: ToolName, args: dict[str, Any]) -> ToolOutcome:
-        request = tool_request(
-            tool,
-            args,
-            backend=self.backend,
-            tool_call_id="",  # filled by the workflow or the standalone activity that runs it
-            permissions=self.permissions,
-            policies=self.policies,
-            network=self.network,
-        )
-        outcome = (await self._run(Operation(task_queue=self.task_queue, tool=request))).outcome
-        if outcome is None:
-            raise WorkspaceError(f"the Filegate {tool} call returned no outcome")
-        return outcome
-
     async def _ls(self, local: str) -> LsResult:
-        outcome = await self._tool("ls", {"path": local})
+        outcome = await self.calls.tool("ls", {"path": local})
         if outcome.raw is not None and outcome.raw.ls is not None:
             return outcome.raw.ls
-        # An error before the backend answered (the entry gate, a policy): text only.
-        if _denied(outcome.text):
-            return LsResult(error=outcome.text, code="permission_denied")
-        return LsResult(error=outcome.text)
+        # An error before the backend answered (the entry gate, a policy): its code.
+        return LsResult(error=outcome.text, code=as_error_code(outcome.code))
 
 
 class FilegateWorkspace(FilegateFileWorkspace):
@@ -454,11 +397,11 @@ class FilegateWorkspace(FilegateFileWorkspace):
         super().__init__(**options)
         self.sandboxed = sandboxed
         check_adapter_gate(
-            self.permissions,
-            backend=self.backend,
+            self.calls.permissions,
+            backend=self.calls.backend,
             sandboxed=sandboxed,
             remedies=ADAPTER_REMEDIES,
-            network=self.network,
+            network=self.calls.network,
         )
 
     async def run(
@@ -475,13 +418,13 @@ class FilegateWorkspace(FilegateFileWorkspace):
         args: dict[str, Any] = {"command": _wrapped(inner, env or {}, marker)}
         if timeout is not None:
             args["timeout"] = float(timeout)
-        outcome = await self._tool("execute", args)
+        outcome = await self.calls.tool("execute", args)
         return _command_result(outcome, marker, timeout)
 
     async def make_dir(self, path: str) -> None:
         self._inward(path)
         script = f"sh -c {shlex.quote(_MKDIR_SCRIPT)} sh {shlex.quote(posixpath.normpath(path))}"
-        outcome = await self._tool("execute", {"command": script})
+        outcome = await self.calls.tool("execute", {"command": script})
         result = _command_result(outcome, None, None)
         if result.exit_code == 0:
             return
@@ -538,13 +481,13 @@ def _command_result(
 ) -> CommandResult:
     """A ``CommandResult`` from ``execute``'s answer (see :func:`_wrapped`)."""
     text = outcome.text
-    lines = text.split("\n")
-    if outcome.status == "error" and lines[-1] == _TIMEOUT_FOOTER:
+    if outcome.code == "timeout":
         raise WorkspaceTimeoutError(f"command timed out after {timeout:g}s" if timeout else text)
-    code = _exit_code(lines[-1])
+    code = outcome.exit_code
     if marker is None:  # an unwrapped helper command: its merged output
         return CommandResult(exit_code=code if code is not None else 1, stdout=text, stderr="")
-    if text.endswith(EXECUTE_TRUNCATED_NOTE) or f"{marker}-end" not in lines:
+    lines = text.split("\n")
+    if outcome.truncated or f"{marker}-end" not in lines:
         if outcome.status == "error":
             raise WorkspaceError(f"the Filegate execute call failed: {text}")
         raise WorkspaceOutputLimitError(
@@ -557,21 +500,6 @@ def _command_result(
     return CommandResult(exit_code=code if code is not None else 0, stdout=stdout, stderr=stderr)
 
 
-_OK_FOOTER = format_execute(ExecuteResult(exit_code=0)).text
-_FAILED_FOOTER = format_execute(ExecuteResult(exit_code=987654)).text.split("987654")
-
-
-def _exit_code(footer: str) -> int | None:
-    """The exit code of the kernel's execute footer line (None when it is not one)."""
-    if footer == _OK_FOOTER:
-        return 0
-    head, tail = _FAILED_FOOTER
-    number = footer.removeprefix(head).removesuffix(tail)
-    if footer.startswith(head) and footer.endswith(tail) and number.lstrip("-").isdigit():
-        return int(number)
-    return None
-
-
 def _between(lines: list[str], start: str, end: str) -> str:
     chunk = "".join(lines[lines.index(start) + 1 : lines.index(end)])
     return base64.b64decode(chunk).decode("utf-8", errors="replace")
@@ -580,11 +508,6 @@ def _between(lines: list[str], start: str, end: str) -> str:
 def _contains(directory: str, path: str) -> bool:
     """Whether ``path`` is ``directory`` or lies below it (both normalised, absolute)."""
     return path == directory or path.startswith(directory.rstrip("/") + "/")
-
-
-def _denied(text: str) -> bool:
-    """A refusal by a permission rule or policy (the kernel's texts say so)."""
-    return "ermission denied" in text
 
 
 def _raise_answer(answer: TransferAnswer, path: str) -> None:

@@ -23,10 +23,10 @@ WHERE: dict[str, Any] = {"backend": "b", "task_queue": "q"}
 
 @pytest.mark.parametrize("adapter", [FilegateWorkspace, FilegateBackend])
 def test_seconds_are_taken_and_nonsense_is_one_line(adapter: Any) -> None:
-    assert adapter(**WHERE, operation_timeout=20).operation_timeout == timedelta(seconds=20)
-    assert adapter(**WHERE, operation_timeout=1.5).operation_timeout == timedelta(seconds=1.5)
+    assert adapter(**WHERE, operation_timeout=20).calls.operation_timeout == timedelta(seconds=20)
+    assert adapter(**WHERE, operation_timeout=1.5).calls.operation_timeout == timedelta(seconds=1.5)
     given = timedelta(minutes=2)
-    assert adapter(**WHERE, operation_timeout=given).operation_timeout == given
+    assert adapter(**WHERE, operation_timeout=given).calls.operation_timeout == given
     with pytest.raises(
         TypeError, match="operation_timeout must be a timedelta or seconds, not str"
     ):

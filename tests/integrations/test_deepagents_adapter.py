@@ -34,9 +34,9 @@ with workflow.unsafe.imports_passed_through():
     from filegate.integrations.deepagents import FilegateBackend, convert, tools_worker
     from filegate.integrations.deepagents.worker import sandbox_runner
     from filegate.kernel import protocol as fg
-    from filegate.kernel.formatting import format_edit, format_execute, permission_denied
+    from filegate.kernel.formatting import permission_denied
     from filegate.kernel.permissions import FilesystemPermission
-    from filegate.kernel.tool_types import ToolOutcome
+    from tests.outcomes import ran_as_activity
 
 BACKEND = "ws"
 
@@ -236,23 +236,24 @@ def test_mount_maps_paths_both_ways_and_refuses_the_rest() -> None:
 
 
 @pytest.mark.parametrize("count", [1, 2, 17])
-def test_edit_counts_are_read_from_the_kernels_own_text(count: int) -> None:
-    text = format_edit(fg.EditResult(path="/x y.md", occurrences=count)).text
-    result = convert.edit_result("/x y.md", "/x y.md", "a", ToolOutcome(content=text))
+def test_edit_counts_come_from_the_outcome_not_its_text(count: int) -> None:
+    ran = ran_as_activity(fg.EditResult(path="/x y.md", occurrences=count))
+    result = convert.edit_result("/x y.md", "/x y.md", "a", ran)
     assert result.occurrences == count and result.error is None
+    # The wording is the kernel's business: another sentence changes nothing here.
+    reworded = ran.model_copy(update={"content": "Done."})
+    assert convert.edit_result("/x y.md", "/x y.md", "a", reworded).occurrences == count
 
 
 @pytest.mark.parametrize(
     ("output", "exit_code", "truncated"),
     [("hi\nthere", 0, False), ("", 0, False), ("boom", 7, True), ("no code", None, False)],
 )
-def test_execute_results_are_read_from_the_kernels_own_text(
+def test_execute_results_come_from_the_outcome(
     output: str, exit_code: int | None, truncated: bool
 ) -> None:
-    rendered = format_execute(
-        fg.ExecuteResult(output=output, exit_code=exit_code, truncated=truncated)
-    )
-    response = convert.execute_response(ToolOutcome(content=rendered.text))
+    ran = ran_as_activity(fg.ExecuteResult(output=output, exit_code=exit_code, truncated=truncated))
+    response = convert.execute_response(ran)
     assert (response.output, response.exit_code, response.truncated) == (
         output,
         exit_code,

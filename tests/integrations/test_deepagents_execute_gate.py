@@ -144,7 +144,7 @@ def test_the_constructor_refuses_rules_a_command_could_bypass() -> None:
     assert FilegateBackend(**where, sandboxed=True, permissions=compiled).sandboxed
     assert FilegateBackend(**where, permissions=[allow_all]).can_execute  # allow protects nothing
     files_only = FilegateBackend(**where, can_execute=False, permissions=[DENY_SECRETS])
-    assert files_only.permissions == [DENY_SECRETS]
+    assert files_only.calls.permissions == [DENY_SECRETS]
 
 
 @pytest.mark.services
@@ -165,7 +165,7 @@ async def test_the_worker_refuses_a_host_shell_command_that_bypassed_the_constru
     try:
         ok = await backend.aexecute("cat src/ok.txt")  # no rule: the host shell runs it
         assert (ok.exit_code, ok.output) == (0, "fine")
-        backend.permissions = [DENY_SECRETS]  # past the constructor's check
+        backend.calls.permissions = [DENY_SECRETS]  # past the constructor's check
         done = await backend.aexecute("cat secrets/key.txt")
         assert SECRET not in done.output and "execute refused" in done.output
     finally:

@@ -41,11 +41,11 @@ from filegate.backends.filesystem import FilesystemBackend
 from filegate.backends.local_shell import TIMEOUT_EXIT_CODE, LocalShellBackend
 from filegate.integrations.deepagents import FilegateBackend, convert, tools_worker
 from filegate.kernel import protocol as fg
-from filegate.kernel.formatting import format_execute, permission_denied
+from filegate.kernel.formatting import permission_denied
 from filegate.kernel.permissions import FilesystemPermission
 from filegate.kernel.state import StateBackend
 from filegate.kernel.textops import EOF_NEWLINE_HINT
-from filegate.kernel.tool_types import ToolOutcome
+from tests.outcomes import ran_as_activity
 
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(32))
 
@@ -576,12 +576,11 @@ async def test_adapter_offset_past_the_end_names_the_path_once(case: Case) -> No
         (fg.ExecuteResult(error="execute is not supported", code="unsupported"), None),
     ],
 )
-def test_adapter_reads_a_failed_commands_exit_code_from_the_kernels_text(
+def test_adapter_takes_a_failed_commands_exit_code_from_the_outcome(
     result: fg.ExecuteResult | None, exit_code: int | None
 ) -> None:
     """The decoder on its own (no server): an error result keeps its text as output."""
     assert result is not None
-    rendered = format_execute(result)
-    response = convert.execute_response(ToolOutcome(content=rendered.text, status="error"))
+    response = convert.execute_response(ran_as_activity(result))
     assert response.exit_code == exit_code
     assert response.output.endswith(f"Error: {result.error}")

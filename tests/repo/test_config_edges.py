@@ -28,7 +28,7 @@ READERS = {
     "devstack/servers.py": "the dev server child's environment, minus credentials",
     "activities/providers/common.py": "a model profile's API key, read by the variable it names",
     "activities/idempotency.py": "the crash tests' fault hooks (a tool call id to stall on)",
-    "integrations/deepagents/backend.py": "the adapter's default path (the adapter is an edge)",
+    "integrations/environment.py": "the adapters' default path (an adapter is an edge)",
 }
 """Library modules that touch ``os.environ`` for a reason other than configuration."""
 

@@ -29,7 +29,7 @@ from filegate.backends.filesystem import FilesystemBackend
 from filegate.cli.commands import run_cli
 from filegate.devstack.servers import TemporalDevServer
 from filegate.integrations.deepagents import FilegateBackend, tools_worker
-from filegate.integrations.deepagents.backend import operation_path_from_env
+from filegate.integrations.environment import operation_path_from_env
 from filegate.kernel.formatting import permission_denied
 from filegate.kernel.permissions import FilesystemPermission
 from filegate.kernel.tool_types import ToolOutcome, ToolRequest
