@@ -1,4 +1,4 @@
-"""The tools worker for the deepagents adapter: the core one, on a sandbox that passes the
+"""The tools worker for the deepagents adapter: the plugin's, on a sandbox that passes the
 frameworks through (for a workflow running a Deep Agents graph beside it)."""
 
 from __future__ import annotations
@@ -71,25 +71,39 @@ def tools_worker(
     workflows: Sequence[type] = (),
     **options: Any,
 ) -> Worker:
-    """:func:`filegate.worker.tools_worker` on :func:`sandbox_runner`'s sandbox.
+    """A tools worker built by :class:`~filegate.plugin.FilegatePlugin`, on
+    :func:`sandbox_runner`'s sandbox.
 
     Every tools worker serves what :class:`FilegateBackend` needs (the eight
     ``filegate.<tool>`` activities, the three ``filegate.transfer.*`` activities
     and :class:`OperationWorkflow`), so a plain ``filegate worker --role tools``
     does too. This one only adds the sandbox settings a workflow running a Deep
     Agents graph needs: ``workflows`` adds your own on them, for a
-    single-process setup.
+    single-process setup. Every value is explicit, as for any worker of the
+    core: ``artifacts`` None keeps results inline, ``policies`` None runs none,
+    and nothing is read from the environment. ``options`` go to ``Worker``.
     """
-    from filegate.worker import tools_worker as core_tools_worker
+    from temporalio.plugin import SimplePlugin
 
-    options.setdefault("workflow_runner", sandbox_runner())
-    return core_tools_worker(
-        client,
-        task_queue,
-        dict(backends),
-        journal_dir,
+    from filegate.backends.policy import PolicyConfig
+    from filegate.backends.settings import Settings
+    from filegate.plugin import FilegatePlugin
+
+    filegate = FilegatePlugin(
+        backends=dict(backends),
+        journal_dir=journal_dir,
         artifacts=artifacts,
-        policies=policies,
-        workflows=list(workflows),
-        **options,
+        settings=Settings(),
+        policies=policies or PolicyConfig(),
+        tracer_provider=None,
+        check_codec=False,  # the caller's client and codec, as the core's tools_worker
+    )
+    # Listed after the plugin, so the runner is used as it is (the plugin would wrap it).
+    runner = SimplePlugin(
+        "filegate.deepagents.runner",
+        workflow_runner=options.pop("workflow_runner", None) or sandbox_runner(),
+    )
+    plugins = [filegate, runner, *options.pop("plugins", ())]
+    return Worker(
+        client, task_queue=task_queue, workflows=list(workflows), plugins=plugins, **options
     )

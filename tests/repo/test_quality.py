@@ -87,7 +87,8 @@ def test_import_contracts_hold() -> None:
 
 
 def test_import_contracts_fail_on_a_planted_violation(tmp_path: Path) -> None:
-    """A copy of the package whose kernel imports a backend must break the contracts."""
+    """A copy of the package whose kernel imports a backend, and whose adapter imports
+    the wiring internals instead of the plugin, must break the contracts."""
     copy = tmp_path / "filegate"
     copy.mkdir()
     for module in ROOT.glob("*.py"):
@@ -96,6 +97,7 @@ def test_import_contracts_fail_on_a_planted_violation(tmp_path: Path) -> None:
         if (ROOT / folder).is_dir():
             shutil.copytree(ROOT / folder, copy / folder, ignore=shutil.ignore_patterns("*.pyc"))
     (copy / "kernel" / "planted.py").write_text("from filegate.backends import filesystem\n")
+    (copy / "integrations" / "planted.py").write_text("from filegate.worker import tools_worker\n")
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
     done = subprocess.run(
         [str(BIN / "lint-imports"), "--config", str(ROOT / ".importlinter")],
@@ -108,6 +110,7 @@ def test_import_contracts_fail_on_a_planted_violation(tmp_path: Path) -> None:
     )
     assert done.returncode != 0, done.stdout
     assert "filegate.kernel.planted -> filegate.backends" in done.stdout, done.stdout
+    assert "filegate.integrations.planted -> filegate.worker" in done.stdout, done.stdout
 
 
 def test_importing_the_kernel_loads_neither_minio_nor_the_temporal_worker() -> None:
