@@ -16,6 +16,7 @@ COPY processes ./processes
 COPY devstack ./devstack
 COPY activities ./activities
 COPY workflows ./workflows
+COPY wiring ./wiring
 COPY cli ./cli
 COPY integrations ./integrations
 RUN pip install '.[openai,anthropic,video,ui,otel,mcp]' \

@@ -29,15 +29,10 @@ if TYPE_CHECKING:
     from filegate.kernel.network_rules import NetworkPermission
     from filegate.kernel.permissions import FilesystemPermission
     from filegate.kernel.state import StateBackend
-    from filegate.plugin import FilegatePlugin
-    from filegate.worker import (
-        WorkerTuning,
-        agent_role,
-        agent_worker,
-        connect,
-        tools_role,
-        tools_worker,
-    )
+    from filegate.plugin import FilegatePlugin, connect
+    from filegate.wiring.roles import agent_role, tools_role
+    from filegate.wiring.tuning import WorkerTuning
+    from filegate.worker import agent_worker, tools_worker
     from filegate.workflows import (
         AgentInput,
         AgentResult,

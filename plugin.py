@@ -1,7 +1,7 @@
 """One Temporal plugin for Filegate: ``Client.connect(..., plugins=[FilegatePlugin(...)])``.
 
 A program that builds its own ``Client`` and ``Worker`` (instead of
-:func:`filegate.worker.connect`, :func:`~filegate.worker.agent_worker` and
+:func:`filegate.plugin.connect`, :func:`~filegate.worker.agent_worker` and
 :func:`~filegate.worker.tools_worker`) gets everything Filegate needs from one
 object, the way Temporal's own integrations (``OpenAIAgentsPlugin``) do:
 
@@ -21,7 +21,7 @@ object, the way Temporal's own integrations (``OpenAIAgentsPlugin``) do:
   ``tools_role``); give one to a single ``Worker`` to serve it there alone.
 
 On the client it also starts Filegate's workflow types with the short workflow
-task timeout when the caller names none (:class:`~filegate.worker.ShortWorkflowTasks`).
+task timeout when the caller names none (:class:`~filegate.wiring.connection.ShortWorkflowTasks`).
 
 Observability (docs/observability.md): ``tracer_provider`` traces the client,
 its workers and Filegate's own spans (default: OTLP over HTTP when
@@ -41,25 +41,20 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from temporalio.contrib.pydantic import PydanticPayloadConverter
-from temporalio.converter import DataConverter, DefaultPayloadConverter
+from temporalio.client import Client
+from temporalio.converter import DataConverter
 from temporalio.plugin import SimplePlugin
-from temporalio.service import ConnectConfig, ServiceClient
+from temporalio.service import ConnectConfig, ServiceClient, TLSConfig
 from temporalio.worker import (
     ReplayerConfig,
     WorkerConfig,
 )
 
-from filegate.activities.history import (
-    ArtifactPayloadCodec,
-    InlineMarkingPayloadConverter,
-    SharedPayloadConverter,
-    filegate_data_converter,
-)
+from filegate.activities.history import ArtifactPayloadCodec
 from filegate.activities.telemetry import (
     Telemetry,
     metrics_bind_address,
@@ -68,21 +63,24 @@ from filegate.activities.telemetry import (
 )
 from filegate.backends.policy import PolicyConfig
 from filegate.backends.settings import Settings
-from filegate.worker import (
+from filegate.wiring.connection import (
     FROM_SETTINGS,
-    NO_TUNING,
     ConfigError,
     ShortWorkflowTasks,
+    configured_store,
+    settings_store,
+    with_filegate_codec,
+)
+from filegate.wiring.roles import WORKFLOW_FAILURE_TYPES as WORKFLOW_FAILURE_TYPES
+from filegate.wiring.roles import (
     WorkerRole,
     agent_role,
-    configured_store,
     profiles_from,
-    settings_store,
     tools_role,
     with_filegate_runner,
 )
-from filegate.worker import WORKFLOW_FAILURE_TYPES as WORKFLOW_FAILURE_TYPES
-from filegate.worker import WorkerTuning as WorkerTuning
+from filegate.wiring.tuning import NO_TUNING
+from filegate.wiring.tuning import WorkerTuning as WorkerTuning
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
@@ -100,15 +98,6 @@ FROM_ENV: Literal["env"] = "env"
 
 log = logging.getLogger("filegate.plugin")
 
-_OURS = (
-    DefaultPayloadConverter,
-    PydanticPayloadConverter,
-    SharedPayloadConverter,
-    InlineMarkingPayloadConverter,
-)
-"""Payload converters the plugin replaces by Filegate's; any other one (another
-plugin's, such as ``OpenAIAgentsPlugin``'s) is kept and only gets the codec."""
-
 
 class FilegatePlugin(SimplePlugin):
     """Filegate's converter, runner, workflows and activities for a client and its workers.
@@ -121,7 +110,7 @@ class FilegatePlugin(SimplePlugin):
     ``agent`` or a workflow of your own, to ``kind="local"`` refs as local
     activities. ``policies`` (None: ``FILEGATE_POLICY_FILE`` / ``FILEGATE_POLICY_JSON``)
     and ``allow_execute_with_policies`` (None: the settings') are as for
-    :func:`~filegate.worker.file_tools`.
+    :func:`~filegate.wiring.roles.file_tools`.
 
     ``artifacts``: the S3 artifact store (payload codec, transcripts by
     reference, large-result offload); ``"settings"`` (default) opens the one
@@ -131,7 +120,7 @@ class FilegatePlugin(SimplePlugin):
     journal's fsync and ``commands`` the execute-with-policies consent.
 
     ``agent`` and ``backends`` are a shorthand for the worker roles
-    (:func:`~filegate.worker.agent_role`, :func:`~filegate.worker.tools_role`)
+    (:func:`~filegate.wiring.roles.agent_role`, :func:`~filegate.wiring.roles.tools_role`)
     that every worker built from this plugin's client then serves. For workers
     of different roles in one process, leave them out here
     (``FilegatePlugin()`` on the client: the converter, codec, runner and
@@ -280,7 +269,7 @@ class FilegatePlugin(SimplePlugin):
             raise ConfigError(
                 "FilegatePlugin has an artifact store but the worker's client has no Filegate "
                 "payload codec: give the plugin to Client.connect, or build the client with "
-                "filegate.worker.connect"
+                "filegate.plugin.connect"
             )
         self.tuning.apply(config)
         for role in self.roles():
@@ -300,28 +289,52 @@ class FilegatePlugin(SimplePlugin):
         return with_filegate_codec(existing, self.store())
 
 
-def with_filegate_codec(
-    existing: DataConverter | None, store: ArtifactStore | None
-) -> DataConverter:
-    """``existing`` with Filegate's payload converter and, with ``store``, its S3 codec.
+async def connect(
+    settings: Settings | None = None,
+    tls: TLSConfig | bool | None = None,
+    *,
+    artifacts: ArtifactStore | Literal["settings"] | None = FROM_SETTINGS,
+    api_key: str | None = None,
+    rpc_metadata: Mapping[str, str] | None = None,
+    telemetry: Telemetry | None = None,
+) -> Client:
+    """A client built through :class:`FilegatePlugin`, every value explicit: the one
+    client path of the command line, the examples and the tests.
 
-    The SDK's default and the pydantic converter become Filegate's (the one
-    :func:`~filegate.activities.history.filegate_data_converter` builds);
-    another payload converter is kept, since another plugin put it there, and
-    gets the codec only. A payload codec of someone else's is refused rather
-    than silently replaced: the payloads it encoded would no longer decode.
+    The plugin gives it the data converter every Filegate process must share
+    (with an artifact store, the S3 payload codec: payloads over its threshold
+    travel as references, so every process that encodes or decodes them --
+    workers, ``run``, ``approvals``, ``status``, the UI -- needs the same store),
+    the short workflow task timeout of Filegate's runs, and the traces and
+    metrics of ``telemetry`` (None: none). ``artifacts``: by default the store
+    the settings' S3 configures (none when no endpoint is set); pass a store or
+    None to choose. Temporal is reached first, so its failure is the one
+    reported. ``tls`` (None: plaintext), ``api_key``, ``rpc_metadata``: as
+    resolved by the CLI. ``settings`` None: the defaults (127.0.0.1:7233, no
+    S3); the environment is read by the caller (``Settings.from_env()``).
     """
-    base = existing or DataConverter.default
-    ours = filegate_data_converter(store)
-    payload_class = base.payload_converter_class
-    if payload_class in _OURS:
-        payload_class = ours.payload_converter_class
-    codec = base.payload_codec
-    if store is not None:
-        if codec is not None and not isinstance(codec, ArtifactPayloadCodec):
-            raise ConfigError(
-                f"the client already has a payload codec ({type(codec).__name__}); "
-                "FilegatePlugin's S3 codec cannot be combined with it"
-            )
-        codec = ours.payload_codec
-    return dataclasses.replace(base, payload_converter_class=payload_class, payload_codec=codec)
+    settings = settings or Settings()
+    telemetry = telemetry or Telemetry()
+    plugin = FilegatePlugin(
+        artifacts=artifacts,
+        settings=settings,
+        tracer_provider=telemetry.tracer_provider,
+        metrics_address=telemetry.metrics_address,
+    )
+    temporal = settings.temporal
+    try:
+        return await Client.connect(
+            temporal.address,
+            namespace=temporal.namespace,
+            tls=False if tls is None else tls,
+            api_key=api_key,
+            rpc_metadata=rpc_metadata or {},
+            plugins=[plugin],
+        )
+    except RuntimeError as exc:  # the core SDK reports connection failures this way
+        raise ConfigError(
+            f"cannot connect to Temporal at {temporal.address}: {exc}. Start a "
+            "server first (`filegate dev` holds a local one until Ctrl-C) or pass "
+            "yours in Settings.temporal.address (to the filegate command: --address "
+            "or TEMPORAL_ADDRESS)."
+        ) from None

@@ -51,7 +51,7 @@ class TransferActivities:
         Worker(client, task_queue=q, activities=[*tools.activities(),
                *TransferActivities(tools).activities()])
 
-    (:func:`filegate.worker.with_preview` does this, so every tools worker serves them.)
+    (:func:`filegate.wiring.roles.with_preview` does this, so every tools worker serves them.)
     """
 
     def __init__(self, tools: FileToolActivities) -> None:

@@ -40,7 +40,8 @@ from temporalio.client import Client
 
 from filegate import FilegatePlugin
 from filegate.backends.local_shell import LocalShellBackend
-from filegate.worker import WORKFLOW_TASK_TIMEOUT, tools_worker
+from filegate.wiring.connection import WORKFLOW_TASK_TIMEOUT
+from filegate.worker import tools_worker
 from filegate.workflows import AgentWorkflow, BackendRef
 
 FLOOR_SECONDS = 4.0

@@ -51,7 +51,9 @@ from filegate.devstack.servers import TemporalDevServer
 from filegate.kernel.messages import ModelSpec
 from filegate.kernel.permissions import FilesystemPermission
 from filegate.kernel.protocol import BackendProtocol
-from filegate.worker import agent_worker, configured_store, connect, tools_worker
+from filegate.plugin import connect
+from filegate.wiring.connection import configured_store
+from filegate.worker import agent_worker, tools_worker
 from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec, Decision
 from filegate.workflows.inputs import Limits
 

@@ -75,7 +75,8 @@ from filegate.kernel.tool_types import (
     ToolOutcome,
     ToolRequest,
 )
-from filegate.worker import ACTIVITY_TASK_POLLERS, WORKFLOW_TASK_POLLERS, agent_worker, tools_worker
+from filegate.wiring.tuning import ACTIVITY_TASK_POLLERS, WORKFLOW_TASK_POLLERS
+from filegate.worker import agent_worker, tools_worker
 from filegate.workflows import AgentResult, AgentWorkflow, BackendRef
 
 WORKFLOWS = int(os.environ.get("BENCH_WORKFLOWS", "50"))

@@ -6,7 +6,7 @@ duration whatever is missing (embedded Temporal and S3 servers, an agent
 worker and a tools worker) and stop what they started; ``filegate approvals /
 approve / reject / respond / edit / status`` and ``filegate ui`` are plain
 clients of any Temporal address. Every process shares one data converter
-(:func:`filegate.worker.connect`).
+(:func:`filegate.plugin.connect`).
 
 The top layer: nothing else in Filegate imports it. Names load lazily.
 """

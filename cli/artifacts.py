@@ -32,7 +32,7 @@ from filegate.backends.artifacts import (
 )
 from filegate.backends.settings import S3Settings
 from filegate.cli.errors import CliError
-from filegate.worker import configured_store
+from filegate.wiring.connection import configured_store
 
 if TYPE_CHECKING:
     from temporalio.client import Client

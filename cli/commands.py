@@ -41,7 +41,7 @@ from filegate.cli.outage import transient
 from filegate.cli.services import STOPPED_BY
 from filegate.cli.telemetry import finish as finish_telemetry
 from filegate.devstack.servers import LOOPBACK
-from filegate.worker import ConfigError
+from filegate.wiring.connection import ConfigError
 
 
 def _add_ui_parser(sub: Any, common: argparse.ArgumentParser) -> None:

@@ -25,7 +25,8 @@ from temporalio.service import TLSConfig
 from filegate.backends.settings import Settings, TemporalSettings
 from filegate.cli.errors import CliError
 from filegate.cli.telemetry import cli_telemetry
-from filegate.worker import FROM_SETTINGS, connect
+from filegate.plugin import connect
+from filegate.wiring.connection import FROM_SETTINGS
 
 
 @dataclass(frozen=True)
@@ -41,11 +42,11 @@ class Target:
     rpc_metadata: Mapping[str, str] = field(default_factory=dict)
 
     def connect_options(self) -> dict[str, Any]:
-        """The keyword arguments :func:`filegate.worker.connect` takes besides settings."""
+        """The keyword arguments :func:`filegate.plugin.connect` takes besides settings."""
         return {"tls": self.tls, "api_key": self.api_key, "rpc_metadata": self.rpc_metadata}
 
     async def connect(self, **overrides: Any) -> Client:
-        """:func:`filegate.worker.connect` to this target (``artifacts`` etc. as overrides),
+        """:func:`filegate.plugin.connect` to this target (``artifacts`` etc. as overrides),
         traced as the ``OTEL_*`` environment says (:mod:`filegate.cli.telemetry`)."""
         options: dict[str, Any] = {
             "artifacts": FROM_SETTINGS,

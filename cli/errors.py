@@ -9,13 +9,13 @@ from pathlib import Path
 
 from filegate.backends.settings import S3Settings
 from filegate.devstack.servers import StartupFailed
-from filegate.worker import ConfigError
+from filegate.wiring.connection import ConfigError
 
 
 class CliError(ConfigError):
     """A failure the CLI reports as one clear line and a non-zero exit code.
 
-    A subclass of the worker layer's :class:`~filegate.worker.ConfigError`
+    A subclass of the worker layer's :class:`~filegate.wiring.connection.ConfigError`
     (connection and S3 failures), so the CLI catches both as ``ConfigError``.
     """
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from filegate.backends.artifacts import ArtifactError, ArtifactStore, ArtifactStoreUnavailable
 from filegate.backends.s3 import OutageWaiter, client_from_settings, endpoint_url, is_transient
-from filegate.worker import ConfigError, settings_store
+from filegate.wiring.connection import ConfigError, settings_store
 
 if TYPE_CHECKING:
     from minio import Minio

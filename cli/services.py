@@ -28,7 +28,7 @@ from filegate.cli.shared_host import other_people, shared_host_refusal
 from filegate.devstack.s3 import S3DevServer
 from filegate.devstack.servers import LOOPBACK, TemporalDevServer, is_listening, listener_uid
 from filegate.devstack.stack import Lease, acquire, release, s3_entry, temporal_entry
-from filegate.worker import configured_store, with_payload_codec
+from filegate.wiring.connection import configured_store, with_payload_codec
 
 if TYPE_CHECKING:
     from filegate.backends.artifacts import ArtifactStore

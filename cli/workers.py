@@ -38,15 +38,14 @@ from filegate.cli.services import state_dir_outside
 from filegate.cli.telemetry import cli_telemetry, tracing_line, worker_service_name
 from filegate.processes.cgroups import aggregate_bounds_in_place, aggregate_bounds_status
 from filegate.processes.reaper import CommandBounds, parse_size, size_text
+from filegate.wiring.connection import configured_store, with_payload_codec
+from filegate.wiring.roles import profiles_from
 from filegate.worker import (
     BACKEND_KINDS,
     agent_worker,
-    configured_store,
     make_backend,
-    profiles_from,
     run_until_stopped,
     tools_worker,
-    with_payload_codec,
 )
 
 if TYPE_CHECKING:

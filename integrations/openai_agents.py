@@ -335,7 +335,7 @@ def agents_data_converter(converter: DataConverter) -> DataConverter:
     default class and let it swap. Both write the same ``json/plain``
     payloads, so Filegate's tools workers read what the agent workflow
     schedules; keeping the codec keeps the S3 references of large results
-    readable (:func:`filegate.worker.connect`).
+    readable (:func:`filegate.plugin.connect`).
     """
     return dataclasses.replace(converter, payload_converter_class=DefaultPayloadConverter)
 

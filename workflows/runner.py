@@ -9,7 +9,7 @@ pydantic JSON plus the S3 payload codec, never read that context, so this
 runner answers "no context" directly and delegates everything else, activation
 included, to the stock sandboxed instance: the determinism guards stay.
 
-Use it only with context-free converters, such as those ``filegate.worker.connect``
+Use it only with context-free converters, such as those ``filegate.plugin.connect``
 builds: :func:`filegate_runner`, the one builder every Filegate worker's runner
 comes from, picks the plain sandbox for a converter that needs the context.
 """

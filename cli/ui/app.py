@@ -72,7 +72,7 @@ from filegate.cli.ui.turns import mark_turns, turn_decision_text
 from filegate.cli.ui.web_guard import TOKEN_QUERY, GuardMiddleware, Reviewer, UiAccess, reviewer_of
 from filegate.devstack.servers import is_listening
 from filegate.kernel.wire import DECIDE_TURN_UPDATE, DECIDE_UPDATE
-from filegate.worker import ConfigError
+from filegate.wiring.connection import ConfigError
 from filegate.workflows.approvals.turn_decisions import TurnDecision
 from filegate.workflows.inputs import Decision
 

@@ -69,7 +69,7 @@ async def main(client: Client, workspace: Path) -> str:
     ``FilegatePlugin`` gives the worker the ``filegate.<tool>`` activities over
     ``backends`` next to your workflow, and the sandbox settings Filegate's
     modules need. ``client`` carries Filegate's converter: the pydantic one
-    here, ``filegate.worker.connect``'s when S3 is configured.
+    here, ``filegate.plugin.connect``'s when S3 is configured.
     """
     from temporalio.worker import Worker
 

@@ -27,7 +27,8 @@ from temporalio.exceptions import ApplicationError, FailureError
 from filegate.activities.providers.profiles import ModelProfile, ModelProfiles
 from filegate.backends.artifacts import ArtifactStore
 from filegate.kernel.messages import ModelSpec
-from filegate.worker import agent_worker, with_payload_codec
+from filegate.wiring.connection import with_payload_codec
+from filegate.worker import agent_worker
 from filegate.workflows import AgentInput, AgentResult, AgentWorkflow, Limits
 from tests.providers_http import FakeModelServer
 from tests.scripting import uid

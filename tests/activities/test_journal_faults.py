@@ -47,7 +47,8 @@ with workflow.unsafe.imports_passed_through():
     from filegate.activities.tools import FileToolActivities
     from filegate.backends.filesystem import FilesystemBackend
     from filegate.kernel.tool_types import TOOL_ACTIVITY_NAMES, ToolOutcome, ToolRequest
-    from filegate.worker import ConfigError, file_tools
+    from filegate.wiring.connection import ConfigError
+    from filegate.wiring.roles import file_tools
 
 PAGE = 4096
 

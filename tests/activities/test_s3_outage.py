@@ -58,7 +58,8 @@ from filegate.devstack.s3 import S3DevServer
 from filegate.kernel.messages import Message, ModelSpec
 from filegate.kernel.tool_types import ReadFileArgs, ToolName, ToolOutcome, ToolRequest
 from filegate.kernel.transcripts import ModelTurn
-from filegate.worker import agent_worker, tools_worker, with_payload_codec
+from filegate.wiring.connection import with_payload_codec
+from filegate.worker import agent_worker, tools_worker
 from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec
 from filegate.workflows.gate import ToolInterrupt
 from filegate.workflows.inputs import Limits

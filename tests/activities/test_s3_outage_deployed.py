@@ -38,7 +38,8 @@ from filegate.backends.settings import Settings
 from filegate.devstack.s3 import S3DevServer
 from filegate.devstack.servers import TemporalDevServer
 from filegate.kernel.protocol import ReadResult
-from filegate.worker import settings_store, tools_worker, with_payload_codec
+from filegate.wiring.connection import settings_store, with_payload_codec
+from filegate.worker import tools_worker
 from filegate.workflows import AgentWorkflow
 from tests.cli.test_cli import CLI, call, cli, start_worker, stop_worker, write_json
 from tests.cli.test_cli_outage import Lines

@@ -35,7 +35,8 @@ from filegate.devstack.s3 import S3DevServer
 from filegate.devstack.servers import TemporalDevServer
 from filegate.kernel.messages import ModelSpec
 from filegate.kernel.protocol import BackendProtocol
-from filegate.worker import agent_worker, tools_worker, with_payload_codec
+from filegate.wiring.connection import with_payload_codec
+from filegate.worker import agent_worker, tools_worker
 from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec
 from filegate.workflows.inputs import Limits
 

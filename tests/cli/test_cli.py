@@ -34,7 +34,8 @@ from filegate.cli.run import load_permissions, parse_model
 from filegate.devstack.s3 import S3DevServer
 from filegate.devstack.servers import TemporalDevServer
 from filegate.kernel.messages import ModelSpec
-from filegate.worker import configured_store, connect
+from filegate.plugin import connect
+from filegate.wiring.connection import configured_store
 from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec
 from filegate.workflows.approvals.handlers import DECIDED_APPROVALS, PENDING_APPROVALS
 from filegate.workflows.gate import ToolInterrupt

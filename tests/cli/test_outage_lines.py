@@ -24,7 +24,8 @@ import pytest
 from filegate.backends.settings import Settings, TemporalSettings
 from filegate.devstack.s3 import S3DevServer
 from filegate.devstack.servers import TemporalDevServer, free_port
-from filegate.worker import ConfigError, connect
+from filegate.plugin import connect
+from filegate.wiring.connection import ConfigError
 from tests.cli.test_cli import CLI, call, cli, env_for, start_worker, stop_worker, write_json
 from tests.cli.test_cli_outage import Lines, approval_id, gated_run, gated_write, private_temporal
 

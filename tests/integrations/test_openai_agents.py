@@ -52,7 +52,8 @@ from filegate.kernel.messages import RAW_ARGS_KEY, MediaBlock, TextBlock, ToolCa
 from filegate.kernel.permissions import FilesystemPermission
 from filegate.kernel.protocol import BackendProtocol
 from filegate.kernel.tool_types import TOOL_ARGS, TOOL_ORDER, ToolName, ToolOutcome
-from filegate.worker import file_tools, tools_worker
+from filegate.wiring.roles import file_tools
+from filegate.worker import tools_worker
 from filegate.workflows import FileTools, FileToolsConfig, ToolResult
 from filegate.workflows.inputs import (
     BackendRef,

@@ -24,6 +24,7 @@ PACKAGE_DIRS = (
     "devstack",
     "activities",
     "workflows",
+    "wiring",
     "cli",
     "integrations",
 )

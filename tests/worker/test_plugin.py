@@ -49,13 +49,8 @@ with workflow.unsafe.imports_passed_through():
     from filegate.devstack.s3 import S3DevServer
     from filegate.devstack.servers import TemporalDevServer
     from filegate.plugin import with_filegate_codec
-    from filegate.worker import (
-        ConfigError,
-        WorkerRole,
-        agent_role,
-        tools_role,
-        with_payload_codec,
-    )
+    from filegate.wiring.connection import ConfigError, with_payload_codec
+    from filegate.wiring.roles import WorkerRole, agent_role, tools_role
     from filegate.workflows import AgentInput, AgentResult, AgentWorkflow, BackendRef, BackendSpec
     from filegate.workflows.inputs import RouteSpec
     from filegate.workflows.operation import OperationWorkflow

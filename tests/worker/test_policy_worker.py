@@ -36,7 +36,9 @@ from filegate.cli.workers import backend_from_args
 from filegate.kernel.permissions import FilesystemPermission
 from filegate.kernel.protocol import BackendProtocol
 from filegate.kernel.state import StateBackend
-from filegate.worker import ConfigError, file_tools, make_backend
+from filegate.wiring.connection import ConfigError
+from filegate.wiring.roles import file_tools
+from filegate.worker import make_backend
 from filegate.workflows import AgentInput, AgentResult, AgentWorkflow, BackendSpec, Decision
 from tests.roots import made
 from tests.scripting import calls, scripted

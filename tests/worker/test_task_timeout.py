@@ -22,7 +22,8 @@ from filegate import FilegatePlugin
 from filegate.backends.settings import Settings, TemporalSettings
 from filegate.devstack.servers import TemporalDevServer
 from filegate.kernel.messages import ModelSpec
-from filegate.worker import WORKFLOW_TASK_TIMEOUT, connect
+from filegate.plugin import connect
+from filegate.wiring.connection import WORKFLOW_TASK_TIMEOUT
 from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec
 
 pytestmark = pytest.mark.services

@@ -21,7 +21,8 @@ from filegate.devstack.s3 import S3DevServer
 from filegate.kernel.messages import ModelSpec
 from filegate.kernel.protocol import BackendProtocol
 from filegate.kernel.transcripts import CONVERSATION_DIR, conversation_key
-from filegate.worker import agent_worker, configured_store, tools_worker, with_payload_codec
+from filegate.wiring.connection import configured_store, with_payload_codec
+from filegate.worker import agent_worker, tools_worker
 from filegate.workflows import AgentInput, AgentResult, AgentWorkflow, BackendRef, BackendSpec
 from filegate.workflows.context import EVICT_CHARS, evicted_name
 from tests.run_chain import scope_of

@@ -31,7 +31,7 @@ from filegate.kernel.permissions import FilesystemPermission
 from filegate.kernel.previews import MAX_DELETED, compute_preview
 from filegate.kernel.protocol import BackendProtocol
 from filegate.kernel.state import StateBackend
-from filegate.worker import file_tools
+from filegate.wiring.roles import file_tools
 from filegate.workflows import AgentInput, AgentWorkflow, BackendSpec, Decision
 from filegate.workflows.approvals.pending import PREVIEW_CHANGED, PREVIEW_NOT_READY
 from tests.scripting import scripted, uid

@@ -31,7 +31,8 @@ from filegate.kernel.previews import MAX_DIFF_CHARS, ChangePreview, compute_prev
 from filegate.kernel.protocol import BackendProtocol
 from filegate.kernel.state import StateBackend
 from filegate.kernel.tool_types import ToolRequest
-from filegate.worker import agent_worker, file_tools
+from filegate.wiring.roles import file_tools
+from filegate.worker import agent_worker
 from filegate.workflows import (
     AgentInput,
     AgentWorkflow,

@@ -34,7 +34,9 @@ from filegate.backends.settings import Settings
 from filegate.devstack.s3 import S3DevServer
 from filegate.devstack.servers import TemporalDevServer
 from filegate.kernel.messages import ModelSpec
-from filegate.worker import agent_worker, configured_store, connect, tools_worker
+from filegate.plugin import connect
+from filegate.wiring.connection import configured_store
+from filegate.worker import agent_worker, tools_worker
 from filegate.workflows import AgentInput, AgentWorkflow, BackendRef, BackendSpec
 from filegate.workflows.gate import ToolInterrupt
 from tests.cli.test_cli import CLI, call, cli, write_json
