@@ -104,7 +104,7 @@ def tool_activity_options(
                 maximum_attempts=2, non_retryable_error_types=list(NON_RETRYABLE_ERROR_TYPES)
             ),
         }
-    if tool == "execute":
+    if tool in TOOLS.running:
         command = DEFAULT_EXECUTE_TIMEOUT if execute_timeout is None else execute_timeout
         return {
             "start_to_close_timeout": timedelta(seconds=command + EXECUTE_MARGIN) + S3_OUTAGE_ROOM,

@@ -51,6 +51,7 @@ from filegate.backends.filesystem.host_files import named_for_call
 from filegate.kernel.dispatch import render_mutation, to_virtual
 from filegate.kernel.formatting import format_error
 from filegate.kernel.protocol import BackendProtocol, DeleteResult, EditResult, WriteResult
+from filegate.kernel.registry import TOOLS
 from filegate.kernel.textops import MISSING_FINGERPRINT, apply_edit, decode_text
 from filegate.kernel.textops import fingerprint as fingerprint_of
 from filegate.kernel.tool_types import (
@@ -455,7 +456,7 @@ class ToolJournal:
         self, backend: BackendProtocol, request: ToolRequest, args: BaseModel, intent: Intent
     ) -> ToolOutcome | None:
         """Outcome for an intent left without a result, or None to apply now."""
-        if request.tool == "execute":
+        if request.tool in TOOLS.running:
             return _interrupted_execute_outcome()
         target = getattr(args, "file_path", None)
         assert isinstance(target, str)

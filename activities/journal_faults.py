@@ -13,6 +13,7 @@ import errno
 from temporalio.exceptions import ApplicationError
 
 from filegate.kernel import wire
+from filegate.kernel.registry import TOOLS
 
 JOURNAL_UNAVAILABLE_ERROR = wire.JOURNAL_UNAVAILABLE_ERROR
 """ApplicationError type of a call its journal could not record (nothing applied)."""
@@ -41,7 +42,7 @@ def journal_reason(exc: OSError) -> str:
 
 def _unrecorded_message(tool: str, reason: str) -> str:
     """The one sentence the model reads when the journal refused its call."""
-    effect = "nothing was run" if tool == "execute" else "nothing was changed"
+    effect = "nothing was run" if tool in TOOLS.running else "nothing was changed"
     return f"the tools worker cannot record this call: {reason}; {effect}"
 
 

@@ -21,6 +21,7 @@ from temporalio import activity
 from filegate.backends.sandbox_network import Asker, HostAnswer, HostQuestion
 from filegate.kernel import wire
 from filegate.kernel.network_rules import NetworkAnswer, NetworkAsk, host_port
+from filegate.kernel.registry import TOOLS
 from filegate.kernel.tool_types import ToolRequest
 
 POLL_SECONDS = 0.5
@@ -30,7 +31,7 @@ POLL_SECONDS = 0.5
 def run_asker(request: ToolRequest) -> Asker | None:
     """The asker of this activity's run, when its ``execute`` has ``interrupt``
     network rules and runs in a workflow (call in the activity, on its loop)."""
-    if request.tool != "execute" or not any(r.mode == "interrupt" for r in request.network):
+    if request.tool not in TOOLS.running or not any(r.mode == "interrupt" for r in request.network):
         return None
     info = activity.info()
     if not info.in_workflow or not info.workflow_id:

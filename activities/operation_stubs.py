@@ -90,7 +90,7 @@ def tool_options(op: Operation) -> dict[str, Any]:
     request = op.tool
     if op.search_timeout is not None and request.tool in TOOLS.searching:
         return tool_activity_options(request.tool, search_timeout=op.search_timeout)
-    timeout = request.args.get("timeout") if request.tool == "execute" else None
+    timeout = request.args.get("timeout") if request.tool in TOOLS.running else None
     return tool_activity_options(request.tool, execute_timeout=timeout)
 
 

@@ -153,7 +153,7 @@ def tool_request(
         first_run_id=info.first_execution_run_id if info is not None else "",
         route_prefix=route_prefix,
         permissions=list(permissions or []),
-        network=list(network or []) if name == "execute" else [],
+        network=list(network or []) if name in TOOLS.running else [],
         policies=policies,
         want_raw=name in _LISTINGS,
     )
@@ -200,7 +200,7 @@ async def file_tool(
         route_prefix=route_prefix,
         network=network,
     )
-    execute_timeout = request.args.get("timeout") if request.tool == "execute" else None
+    execute_timeout = request.args.get("timeout") if request.tool in TOOLS.running else None
     options = tool_activity_options(request.tool, execute_timeout=execute_timeout)
     if start_to_close_timeout is not None:
         options["start_to_close_timeout"] = start_to_close_timeout

@@ -44,6 +44,7 @@ from filegate.cli.run_inputs import (
     workspace_root,
 )
 from filegate.kernel.limits import DEFAULT_EXECUTE_TIMEOUT
+from filegate.kernel.registry import TOOLS
 from filegate.kernel.tool_types import TOOL_ORDER, ToolRequest
 
 if TYPE_CHECKING:
@@ -124,7 +125,7 @@ def _call_timeout(args: argparse.Namespace, request: ToolRequest) -> timedelta:
     if args.timeout is not None:
         return timedelta(seconds=args.timeout)
     seconds = DEFAULT_CALL_TIMEOUT
-    if request.tool == "execute":
+    if request.tool in TOOLS.running:
         command = request.args.get("timeout") or DEFAULT_EXECUTE_TIMEOUT
         seconds += float(command)
     return timedelta(seconds=seconds)

@@ -275,8 +275,8 @@ def matching_interrupt_rule(
         if tool_name in EXACT_TOOLS and raw is not None:
             rule = first_match(rules, op, validate_path(raw))
             return rule if rule is not None and rule.mode == "interrupt" else None
-        if tool_name == "glob":
-            roots = _glob_roots(args.get("pattern"), raw)
+        if tool_name in TOOLS.pattern_reaching:
+            roots = _glob_roots(args.get(TOOLS.narrowing[tool_name]), raw)
         else:
             roots = [validate_path(raw)]
     except ValueError:
@@ -330,26 +330,29 @@ def interrupt_fires(
         return False  # the tool's schema refuses it
     if not search and raw.strip() in ("", "."):
         return False
-    if tool_name == "glob" and not isinstance(args.get("pattern"), str):
+    narrowing = TOOLS.narrowing.get(tool_name)
+    if tool_name in TOOLS.pattern_reaching and not isinstance(args.get(narrowing or ""), str):
         return False
     try:
         path = validate_path(raw)
     except ValueError:
         return False
-    given = args.get("pattern" if tool_name == "glob" else "glob")
-    pattern = given if isinstance(given, str) and tool_name != "ls" else None
-    if tool_name == "delete":
+    given = args.get(narrowing) if narrowing is not None else None
+    pattern = given if isinstance(given, str) else None
+    if tool_name in TOOLS.removing:
         if delete_blockers(rules, path, has_descendants=has_descendants):
             return False
     elif search:
         if search_root_denied(rules, op, path):
             return False
-        grep_root = path if tool_name == "grep" else None
+        grep_root = path if tool_name in TOOLS.root_results else None
         if answers_unasked(rules, op, search_roots(path, pattern), result_root=grep_root):
             return False
     elif check_permission(rules, op, path) == "deny":
         return False
-    checked = {field: path, "pattern": pattern} if tool_name == "glob" else {field: path}
+    checked: dict[str, Any] = {field: path}
+    if tool_name in TOOLS.pattern_reaching and narrowing is not None:
+        checked[narrowing] = pattern
     return matching_interrupt_rule(rules, tool_name, checked) is not None
 
 

@@ -20,6 +20,7 @@ from filegate.kernel.gates import entry_refused, search_visible
 from filegate.kernel.permissions import check_permission, filter_paths, interrupts_as
 from filegate.kernel.protocol import BackendProtocol, DeleteTree
 from filegate.kernel.reach import ReachRefused, judged_at_reach, reach_for
+from filegate.kernel.registry import TOOLS
 from filegate.kernel.textops import apply_edit, decode_text, fingerprint
 from filegate.kernel.tool_types import DeleteArgs, EditFileArgs, ToolRequest, WriteFileArgs
 from filegate.kernel.visibility import to_virtual
@@ -87,7 +88,7 @@ def compute_preview(backend: BackendProtocol, request: ToolRequest) -> ChangePre
 
 
 def _compute_preview(backend: BackendProtocol, request: ToolRequest) -> ChangePreview:
-    if request.tool == "execute":
+    if request.tool in TOOLS.running:
         return ChangePreview(kind="execute", command=str(request.args.get("command", "")))
     try:
         args = parse_args(request)

@@ -38,6 +38,13 @@ Operation = Literal["read", "write"]
 PathScope = Literal["exact", "tree"]
 """What a tool's path names: exactly the one file it touches, or a root it may touch
 anything below (a listing, a search, a recursive delete)."""
+Effect = Literal["lists", "reads", "writes", "edits", "removes", "searches", "runs"]
+"""What a call does, which the gate, the run's bookkeeping, grants, previews and the
+approval cards dispatch on (never on a tool's name): ``writes`` replaces a file's
+whole content (a stale read refuses it), ``edits`` changes part of a file (which
+must have been read first), ``removes`` deletes a path and all below it, ``runs``
+runs a command (its own gate and view; it may change any file, so what the run
+knew of file contents is forgotten)."""
 
 
 @dataclass(frozen=True)
@@ -67,6 +74,16 @@ class ToolDef:
     """A reviewer sees what the call would change before deciding."""
     offloaded: bool = False
     """A large result goes to the artifact store; the others cut their own output."""
+    effect: Effect = "reads"
+    """What a call does (:data:`Effect`)."""
+    narrowed_by: str | None = None
+    """The argument narrowing where a listing's answers lie (glob's pattern, grep's file
+    filter): the rules judge the roots it leaves (kernel.visibility)."""
+    pattern_reaches: bool = False
+    """Its narrowing pattern is part of where it reaches (glob: it may be absolute), so
+    interrupt rules, grants and the fan-out over backends judge the pattern too."""
+    root_is_result: bool = False
+    """Its root may itself be the answer (grep of one file), judged as such."""
 
     @property
     def activity(self) -> str:
@@ -168,10 +185,45 @@ class ToolRegistry:
     def offloaded(self) -> frozenset[ToolName]:
         return self._where(lambda tool: tool.offloaded)
 
+    @cached_property
+    def writing(self) -> frozenset[ToolName]:
+        """Tools that replace a file's whole content (a stale read refuses them)."""
+        return self._where(lambda tool: tool.effect == "writes")
+
+    @cached_property
+    def editing(self) -> frozenset[ToolName]:
+        """Tools that change part of a file, which the run must have read first."""
+        return self._where(lambda tool: tool.effect == "edits")
+
+    @cached_property
+    def removing(self) -> frozenset[ToolName]:
+        """Tools that delete a path and everything below it."""
+        return self._where(lambda tool: tool.effect == "removes")
+
+    @cached_property
+    def narrowing(self) -> dict[str, str]:
+        """Tool -> the argument narrowing where its answers lie (:attr:`ToolDef.narrowed_by`)."""
+        return {tool.name: tool.narrowed_by for tool in self if tool.narrowed_by is not None}
+
+    @cached_property
+    def pattern_reaching(self) -> frozenset[ToolName]:
+        """Tools whose pattern is part of where they reach (:attr:`ToolDef.pattern_reaches`)."""
+        return self._where(lambda tool: tool.pattern_reaches)
+
+    @cached_property
+    def root_results(self) -> frozenset[ToolName]:
+        """Tools whose root may itself be the answer (:attr:`ToolDef.root_is_result`)."""
+        return self._where(lambda tool: tool.root_is_result)
+
+    @cached_property
+    def running(self) -> frozenset[ToolName]:
+        """Tools that run a command (the execute gate and view apply, not path rules)."""
+        return self._where(lambda tool: tool.effect == "runs")
+
 
 TOOLS = ToolRegistry(
     [
-        ToolDef("ls", LsArgs, "path", "read", "tree", lists=True),
+        ToolDef("ls", LsArgs, "path", "read", "tree", lists=True, effect="lists"),
         ToolDef("read_file", ReadFileArgs, "file_path", "read", "exact", needs_path=True),
         ToolDef(
             "write_file",
@@ -182,6 +234,7 @@ TOOLS = ToolRegistry(
             needs_path=True,
             mutates=True,
             previewed=True,
+            effect="writes",
         ),
         ToolDef(
             "edit_file",
@@ -192,6 +245,7 @@ TOOLS = ToolRegistry(
             needs_path=True,
             mutates=True,
             previewed=True,
+            effect="edits",
         ),
         ToolDef(
             "delete",
@@ -202,9 +256,32 @@ TOOLS = ToolRegistry(
             needs_path=True,
             mutates=True,
             previewed=True,
+            effect="removes",
         ),
-        ToolDef("glob", GlobArgs, "path", "read", "tree", searches=True, lists=True),
-        ToolDef("grep", GrepArgs, "path", "read", "tree", searches=True, lists=True),
+        ToolDef(
+            "glob",
+            GlobArgs,
+            "path",
+            "read",
+            "tree",
+            searches=True,
+            lists=True,
+            effect="searches",
+            narrowed_by="pattern",
+            pattern_reaches=True,
+        ),
+        ToolDef(
+            "grep",
+            GrepArgs,
+            "path",
+            "read",
+            "tree",
+            searches=True,
+            lists=True,
+            effect="searches",
+            narrowed_by="glob",
+            root_is_result=True,
+        ),
         ToolDef(
             "execute",
             ExecuteArgs,
@@ -215,9 +292,10 @@ TOOLS = ToolRegistry(
             batched=False,  # its timeout is its command's, and it may run for minutes
             previewed=True,
             offloaded=True,
+            effect="runs",
         ),
     ]
 )
 """Filegate's eight tools (the reference design's file tools plus ``delete``)."""
 
-__all__ = ["TOOLS", "Operation", "PathScope", "ToolDef", "ToolName", "ToolRegistry"]
+__all__ = ["TOOLS", "Effect", "Operation", "PathScope", "ToolDef", "ToolName", "ToolRegistry"]

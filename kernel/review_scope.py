@@ -46,6 +46,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from filegate.kernel.command_rules import parse_prefix, simple_argv
 from filegate.kernel.messages import Message, ModelRequest, ModelSpec
 from filegate.kernel.previews import ChangePreview
+from filegate.kernel.registry import TOOLS
 from filegate.kernel.rule_patterns import normalise_rule_path, pattern_matches
 
 ReviewedTool = Literal["write_file", "edit_file", "delete", "execute", "connect"]
@@ -164,7 +165,7 @@ def _change(scope: ReviewScope, tool: str, path: object, preview: ChangePreview 
         return _escalate(problem)
     if preview is None or preview.error is not None or preview.truncated:
         return _escalate("no complete preview to judge")
-    if tool == "delete":
+    if tool in TOOLS.removing:
         if preview.kind != "delete" or preview.deleted_hidden or preview.deleted_more:
             return _escalate("the delete takes files the preview does not list")
         for gone in preview.deleted:
@@ -203,7 +204,7 @@ def review(
     """Whether the rule reviewer approves this interrupted call (module docstring)."""
     if tool not in scope.tools:
         return _escalate(f"{tool} is not among the reviewer's tools")
-    if tool == "execute":
+    if tool in TOOLS.running:
         return _command(scope, args.get("command"))
     if tool == "connect":
         where = f"{args.get('host')}:{args.get('port')}".lower()
@@ -227,7 +228,7 @@ FENCE = "=" * 12
 
 def _facts(tool: str, args: Mapping[str, Any], preview: ChangePreview | None) -> str:
     lines = [f"tool: {tool}"]
-    if tool == "execute":
+    if tool in TOOLS.running:
         lines += [f"argv: {list(simple_argv(args.get('command')) or [])!r}"]
         lines += [f"command: {args.get('command')!r}"]
     elif tool == "connect":

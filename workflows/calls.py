@@ -145,7 +145,7 @@ class Routes:
 
     def _has_descendants(self, call: CheckedCall) -> bool:
         """Only the State backend can be asked cheaply; remote targets count as trees."""
-        if call.tool != "delete" or call.local_path is None:
+        if call.tool not in TOOLS.removing or call.local_path is None:
             return True
         ref = self._input.backend.backend_for(call.prefix)
         if ref.kind != "state":
@@ -191,7 +191,7 @@ class Routes:
             virtual_path=virtual_path,
             # An explicit interrupt_on entry replaces the rule-generated approvals of its tool.
             permissions=self._request_rules(tool),
-            network=self._input.network if tool == "execute" else [],
+            network=self._input.network if tool in TOOLS.running else [],
             policies=self._input.policies,
             max_execute_timeout=self._input.limits.max_execute_timeout,
             want_raw=want_raw,
@@ -209,7 +209,7 @@ class Routes:
         rule-generated approvals of its tool.
         """
         rules = self._input.permissions
-        if tool == "execute":
+        if tool in TOOLS.running:
             return protecting_rules(rules, self._input.shell_unreachable_prefixes())
         return interrupts_as("allow", rules) if tool in self._input.interrupt_on else rules
 
@@ -272,7 +272,9 @@ class Routes:
         """
         if ref.kind == "local":
             return True
-        return ref.kind == "remote" and ref.task_queue == self._co_hosted and tool != "execute"
+        return (
+            ref.kind == "remote" and ref.task_queue == self._co_hosted and tool not in TOOLS.running
+        )
 
     async def dispatch(self, ref: BackendRef, request: ToolRequest) -> ToolOutcome:
         if ref.kind == "state":
@@ -309,7 +311,7 @@ class Routes:
 
     async def preview(self, checked: CheckedCall, call_id: str) -> ChangePreview:
         """What ``checked`` would change, read where its route's files are; never raises."""
-        if checked.tool == "execute":
+        if checked.tool in TOOLS.running:
             command = str(checked.args.get("command", ""))
             return ChangePreview(kind="execute", command=command, cwd=execute_cwd(self._input))
         local_args = dict(checked.args)
@@ -393,7 +395,7 @@ class ToolCalls:
         (a refused call touches nothing and waits for nobody)."""
         if isinstance(checked, Rendered):
             return None
-        return "<shell>" if checked.tool == "execute" else checked.path
+        return "<shell>" if checked.tool in TOOLS.running else checked.path
 
     async def _one_call(
         self,
@@ -424,7 +426,7 @@ class ToolCalls:
             approved_by = by
             if isinstance(decided, ToolOutcome):
                 return decided
-            if decided.tool == "write_file" and decided.path is not None:
+            if decided.tool in TOOLS.writing and decided.path is not None:
                 # Approved against what the reviewer saw, which may be newer than
                 # the model's read; an edited call was not shown: no check.
                 if seen is not None:
@@ -438,7 +440,7 @@ class ToolCalls:
             checked = decided
         # Only a call a human approved (as asked, edited, or by a grant) carries the approval.
         approved = trigger is not None and (granted is None or granted.approves)
-        network = self._network if checked.tool == "execute" else None
+        network = self._network if checked.tool in TOOLS.running else None
         if network is not None:
             network.started(call_id, call.id)
         outcome = await self._execute(checked, call_id, approved=approved, approved_by=approved_by)
@@ -460,7 +462,7 @@ class ToolCalls:
         if unread is not None:
             return unread
         ref = self._input.backend.backend_for(call.prefix)
-        if call.tool == "delete" and not ref.can_delete:
+        if call.tool in TOOLS.removing and not ref.can_delete:
             return _rendered(
                 format_error(f"delete is not supported for {call.path}", "unsupported")
             )
@@ -487,10 +489,10 @@ class ToolCalls:
         request = self._routes.exact_request(
             call, tool_call_id, approved=approved, approved_by=approved_by
         )
-        if call.tool == "write_file" and call.path in self.fingerprints:
+        if call.tool in TOOLS.writing and call.path in self.fingerprints:
             expected = self.fingerprints[call.path]
             request = request.model_copy(update={"expected_fingerprint": expected})
-        if call.tool == "execute":
+        if call.tool in TOOLS.running:
             self.fingerprints.clear()  # the run's own command may change any file
         outcome = await self._routes.dispatch(ref, request)
         self.remember(call, outcome)
@@ -504,7 +506,7 @@ class ToolCalls:
         if outcome.status == "success" and call.path is not None:
             if call.tool in TOOLS.exact:
                 self.seen.add(call.path)
-            elif call.tool == "delete":
+            elif call.tool in TOOLS.removing:
                 self.seen = {p for p in self.seen if not is_within(p, call.path)}
 
     def _remember_content(self, call: CheckedCall, outcome: ToolOutcome) -> None:
@@ -515,7 +517,7 @@ class ToolCalls:
         read never silently overwrites someone else's change. The run's own
         changes move the fingerprint along; a command forgets them all, since it
         may have changed any file."""
-        if call.tool == "execute":
+        if call.tool in TOOLS.running:
             self.fingerprints.clear()
         elif call.path is None or outcome.status != "success":
             return
@@ -524,13 +526,13 @@ class ToolCalls:
                 self.fingerprints[call.path] = outcome.fingerprint
             else:
                 self.fingerprints.pop(call.path, None)
-        elif call.tool == "delete":
+        elif call.tool in TOOLS.removing:
             for path in [p for p in self.fingerprints if is_within(p, call.path)]:
                 del self.fingerprints[path]
 
     def _unread_edit(self, call: CheckedCall) -> ToolOutcome | None:
         """The refusal of an ``edit_file`` of a file this run has not read, or None."""
-        if call.tool == "edit_file" and call.path not in self.seen:
+        if call.tool in TOOLS.editing and call.path not in self.seen:
             return _rendered(not_read_before_edit(call.path or ""))
         return None
 

@@ -50,7 +50,7 @@ def needs_fanout(router: Router, tool: str, args: dict[str, Any]) -> bool:
     """True when the call's answer involves more than the owner of its path."""
     if not router.prefixes or tool not in TOOLS.listing:
         return False
-    if tool == "glob" and str(args.get("pattern", "")).startswith("/"):
+    if tool in TOOLS.pattern_reaching and str(args.get(TOOLS.narrowing[tool], "")).startswith("/"):
         return True
     return bool(router.prefixes_under(args.get("path") or "/"))
 

@@ -154,7 +154,7 @@ def check_call(
     except ValidationError as error:
         return _validation_error(tool, error)
     args = parsed.model_dump()
-    if name == "execute":
+    if name in TOOLS.running:
         problem = execute_timeout_problem(args.get("timeout"), max_execute_timeout)
         if problem:
             return format_error(problem, "invalid_argument")
@@ -168,7 +168,7 @@ def check_call(
         match = router.resolve(path)
     except ValueError as error:
         return format_error(str(error), "invalid_path")
-    if name == "edit_file" and args["old_string"] == args["new_string"]:
+    if name in TOOLS.editing and args["old_string"] == args["new_string"]:
         return format_error(
             f"new_string is identical to old_string, so {path} would not change. "
             "Provide a different new_string.",
@@ -190,10 +190,13 @@ def _bulk_denied(rules: list[FilesystemPermission], op: str, root: str) -> bool:
 
 def _answers_unasked(rules: list[FilesystemPermission], call: CheckedCall) -> bool:
     """No answer of this ls/glob/grep needs a human: all would be denied (kernel.visibility)."""
-    pattern = call.args.get("pattern") if call.tool == "glob" else call.args.get("glob")
-    roots = search_roots(str(call.path), pattern if call.tool != "ls" else None)
+    narrowing = TOOLS.narrowing.get(call.tool)
+    pattern = call.args.get(narrowing) if narrowing is not None else None
+    roots = search_roots(str(call.path), pattern)
     op = TOOL_OPERATIONS[call.tool]
-    return answers_unasked(rules, op, roots, result_root=call.path if call.tool == "grep" else None)
+    return answers_unasked(
+        rules, op, roots, result_root=call.path if call.tool in TOOLS.root_results else None
+    )
 
 
 def deny_gate(
@@ -203,7 +206,7 @@ def deny_gate(
     if not rules or call.path is None:
         return None
     op = TOOL_OPERATIONS[call.tool]
-    if call.tool == "delete":
+    if call.tool in TOOLS.removing:
         blockers = delete_blockers(rules, call.path, has_descendants=has_descendants)
         if not blockers:
             return None

@@ -32,6 +32,7 @@ from urllib.parse import quote
 
 from markupsafe import Markup
 
+from filegate.kernel.registry import TOOLS
 from filegate.kernel.wire import CONNECT_TOOL
 
 PREVIEW_LIMIT = 20_000
@@ -148,7 +149,7 @@ def preview(tool: str, args: dict[str, Any]) -> dict[str, Any] | None:
     The fallback when the workflow sent no computed preview.
     """
     path = str(args.get("file_path", ""))
-    if tool == "edit_file":
+    if tool in TOOLS.editing:
         old, new = str(args.get("old_string", "")), str(args.get("new_string", ""))
         text, clipped = _clip(_unified(old, new, f"{path} (old_string)", f"{path} (new_string)"))
         return {
@@ -157,7 +158,7 @@ def preview(tool: str, args: dict[str, Any]) -> dict[str, Any] | None:
             "clipped": clipped,
             "replace_all": bool(args.get("replace_all", False)),
         }
-    if tool == "write_file":
+    if tool in TOOLS.writing:
         text, clipped = _clip(str(args.get("content", "")))
         return {"kind": "content", "text": text, "clipped": clipped}
     return None
@@ -270,7 +271,7 @@ def _args_preview(
             "cwd": approval.get("cwd"),
             "truncated": False,
         }
-    if tool == "execute":
+    if tool in TOOLS.running:
         return {
             "source": "args",
             "kind": "execute",
@@ -321,11 +322,11 @@ def edited_preview(tool: str, original: dict[str, Any], edited: dict[str, Any]) 
     """
     changed = sorted(k for k in original.keys() | edited.keys() if original.get(k) != edited.get(k))
     path = str(edited.get("file_path", ""))
-    if tool == "edit_file":
+    if tool in TOOLS.editing:
         old, new = str(edited.get("old_string", "")), str(edited.get("new_string", ""))
         diff = _unified(old, new, f"{path} (old_string)", f"{path} (new_string)")
         label = "the edited call replaces old_string with new_string"
-    elif tool == "write_file":
+    elif tool in TOOLS.writing:
         before, after = str(original.get("content", "")), str(edited.get("content", ""))
         diff = _unified(before, after, f"{path} (proposed)", f"{path} (edited)")
         label = "your changes to the proposed content"

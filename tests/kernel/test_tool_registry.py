@@ -49,6 +49,11 @@ def test_the_derived_tables_are_the_tables_the_code_had() -> None:
     }  # fmt: skip
     assert {"write_file", "edit_file", "delete", "execute"} == reviews.PREVIEWED_TOOLS
     assert {"execute"} == OFFLOADED_TOOLS
+    # What the gate, bookkeeping, grants and cards once found by comparing tool names.
+    assert (TOOLS.writing, TOOLS.editing) == ({"write_file"}, {"edit_file"})
+    assert (TOOLS.removing, TOOLS.running) == ({"delete"}, {"execute"})
+    assert TOOLS.narrowing == {"glob": "pattern", "grep": "glob"}
+    assert (TOOLS.pattern_reaching, TOOLS.root_results) == ({"glob"}, {"grep"})
 
 
 def test_every_map_holding_code_covers_exactly_the_registrys_tools() -> None:
@@ -91,15 +96,16 @@ class TouchArgs(LsArgs):
     pass
 
 toy = registry.ToolDef("touch", TouchArgs, "path", "write", "exact", needs_path=True,
-                       mutates=True, previewed=True, offloaded=True)
+                       mutates=True, previewed=True, offloaded=True, effect="edits")
 registry.TOOLS = registry.ToolRegistry([*registry.TOOLS, toy])
 
 from filegate.kernel import permissions, tool_types
 from filegate.workflows import gate
 from filegate.workflows.approvals import reviews
 from filegate.activities import stored_results, tools
-from filegate.workflows import batching
+from filegate.workflows import batching, calls
 print(json.dumps({
+    "edits": "touch" in calls.TOOLS.editing,  # read-before-edit, as the run books it
     "order": "touch" in tool_types.TOOL_ORDER,
     "activity": tool_types.TOOL_ACTIVITY_NAMES.get("touch"),
     "args": tool_types.TOOL_ARGS.get("touch") is TouchArgs,
@@ -124,7 +130,7 @@ def test_a_ninth_tool_is_one_registry_entry() -> None:
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert seen == {
-        "order": True, "activity": "filegate.touch", "args": True, "mutating": True,
+        "edits": True, "order": True, "activity": "filegate.touch", "args": True, "mutating": True,
         "batched": True, "operation": "write", "exact": True, "path_field": "path",
         "needs_path": True, "previewed": True, "offloaded": True,
     }  # fmt: skip

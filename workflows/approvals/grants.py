@@ -56,6 +56,7 @@ from filegate.kernel.command_rules import simple_argv
 from filegate.kernel.globbing import resolve_glob
 from filegate.kernel.network_rules import host_port
 from filegate.kernel.paths import is_within
+from filegate.kernel.registry import TOOLS
 from filegate.kernel.rule_patterns import (
     expand_braces,
     normalise_rule_path,
@@ -135,7 +136,7 @@ class GrantUse:
         path, whose rules the worker judges again on the path itself. Never for
         ``execute``: the same text can run a script the model rewrote since, so
         the execute gate and the sandbox's strict view still apply."""
-        return self.grant.tool != "execute"
+        return self.grant.tool not in TOOLS.running
 
 
 # --------------------------------------------------------------------------- scope
@@ -298,12 +299,12 @@ def grant_scope(
         if given is not None and given != asked:
             raise ValueError(f"a connection is remembered for its host and port ({asked}) only")
         return "host", asked
-    if tool == "execute":
+    if tool in TOOLS.running:
         if given is None:
             return "command", str(args.get("command", ""))
         _check_command_glob(given, rule)
         return "command_glob", given
-    if tool == "glob":
+    if tool in TOOLS.pattern_reaching:
         return _glob_scope(args, rule, given)
     path = args.get(PATH_FIELDS.get(tool, ""))
     if not isinstance(path, str):
@@ -321,8 +322,10 @@ def _connect_scope(args: Mapping[str, Any]) -> str:
 
 def grant_search(tool: str, args: Mapping[str, Any]) -> str | None:
     """What a grant keeps of the search besides its roots: a glob's pattern."""
-    pattern = args.get("pattern")
-    return pattern if tool == "glob" and isinstance(pattern, str) else None
+    if tool not in TOOLS.pattern_reaching:
+        return None
+    pattern = args.get(TOOLS.narrowing[tool])
+    return pattern if isinstance(pattern, str) else None
 
 
 def covers(grant: Grant, tool: str, args: Mapping[str, Any]) -> bool:
@@ -340,7 +343,7 @@ def covers(grant: Grant, tool: str, args: Mapping[str, Any]) -> bool:
         return simple_argv(command) is not None and _command_glob(grant.pattern).matches(
             "execute", {"command": command}
         )
-    if tool == "glob":
+    if tool in TOOLS.pattern_reaching:
         return _covers_glob(grant, args)
     path = args.get(PATH_FIELDS.get(tool, ""))
     return isinstance(path, str) and pattern_matches(grant.pattern, path)

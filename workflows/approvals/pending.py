@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 from filegate.kernel import wire
 from filegate.kernel.previews import ChangePreview
+from filegate.kernel.registry import TOOLS
 from filegate.kernel.transcripts import InlineOnly
 from filegate.workflows.gate import PATH_FIELDS, ApprovalTrigger
 from filegate.workflows.inputs import (
@@ -79,7 +80,7 @@ def _call_path(tool: str, args: dict[str, Any]) -> str | None:
 
 def _call_summary(tool: str, args: dict[str, Any]) -> str:
     """One line for a "recent decisions" list: ``write_file /docs/a.txt``, ``execute: ls``."""
-    if tool == "execute":
+    if tool in TOOLS.running:
         return clip(f"execute: {' '.join(str(args.get('command', '')).split())}", SUMMARY_MAX)
     if tool == wire.CONNECT_TOOL:
         return clip(f"connect {args.get('host')}:{args.get('port')}", SUMMARY_MAX)

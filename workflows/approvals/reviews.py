@@ -212,7 +212,7 @@ class ReviewDesk:
             tool_call_id=call.id,
             turn=turn_of(call_id),
             now=requested_at,
-            cwd=execute_cwd(self._input) if checked.tool == "execute" else None,
+            cwd=execute_cwd(self._input) if checked.tool in TOOLS.running else None,
             **self._card(call, trigger, requested_at, timeout, on_timeout),
         )
         opened = workflow.now()
