@@ -49,6 +49,7 @@ from filegate.activities.script_refs import ScriptShelf
 from filegate.activities.telemetry import model_call_span
 from filegate.kernel import wire
 from filegate.kernel.messages import Message, ModelRequest, ModelResponse, Usage
+from filegate.kernel.registry import TOOLS
 from filegate.kernel.scripts import ScriptRef
 from filegate.kernel.transcripts import (
     TRANSCRIPT_UNAVAILABLE,
@@ -110,8 +111,9 @@ def _scripted_summary(messages: list[Message]) -> str:
     touched: list[str] = []
     for message in messages:
         for call in message.tool_calls or []:
-            path = call.args.get("file_path")
-            if call.name in ("write_file", "edit_file") and path and path not in touched:
+            path = call.args.get(TOOLS.path_fields.get(call.name, ""))
+            changed = call.name in TOOLS.writing or call.name in TOOLS.editing
+            if changed and path and path not in touched:
                 touched.append(str(path))
     return (
         f"Summary of {len(messages)} earlier messages. Intent: {intent[:300]}. "

@@ -433,7 +433,7 @@ class FileToolActivities:
         try:
             return await run_blocking(
                 fn,
-                interruptible=tool not in ("write_file", "edit_file", "delete"),
+                interruptible=tool not in TOOLS.changing_files,
                 deadline=deadline,
                 heartbeat_interval=self.heartbeat_interval,
             )

@@ -216,6 +216,12 @@ class ToolRegistry:
         return self._where(lambda tool: tool.root_is_result)
 
     @cached_property
+    def changing_files(self) -> frozenset[ToolName]:
+        """Tools that change files by path (not a command): their thread must finish once
+        started, and a summary names the files they touched."""
+        return self.writing | self.editing | self.removing
+
+    @cached_property
     def running(self) -> frozenset[ToolName]:
         """Tools that run a command (the execute gate and view apply, not path rules)."""
         return self._where(lambda tool: tool.effect == "runs")
