@@ -45,7 +45,7 @@ from deepagents.backends.protocol import (
 from temporalio import workflow
 from temporalio.client import Client
 
-from filegate.integrations.environment import operation_path_from_env
+from filegate.integrations.calls import adapter_calls
 from filegate.kernel.network_rules import NetworkPermission
 from filegate.kernel.operation_types import (
     UploadFile,
@@ -53,11 +53,8 @@ from filegate.kernel.operation_types import (
 from filegate.kernel.permissions import FilesystemPermission
 from filegate.operations import (
     DEFAULT_OPERATION_TIMEOUT,
-    OperationClient,
     OperationPath,
-    checked_timeout,
 )
-from filegate.workflows.adapter_gate import check_adapter_network
 
 from . import convert
 from .convert import Mount
@@ -115,22 +112,13 @@ class FilegateFileBackend(BackendProtocol):
         sandbox_id: str | None = None,
         operation_path: OperationPath | None = None,
     ) -> None:
-        self.calls = OperationClient(
-            backend=backend,
-            task_queue=task_queue,
-            owner="FilegateBackend",
-            client=client,
-            operation_task_queue=operation_task_queue,
-            permissions=list(permissions),
-            policies=None if policies is None else list(policies),
-            network=list(network),
-            operation_timeout=checked_timeout(operation_timeout),
-            search_timeout=search_timeout,
-            # None: FILEGATE_OPERATION_PATH, read when a call is made outside a workflow.
-            operation_path=operation_path,
-            default_path=operation_path_from_env,
+        # fmt: off
+        self.calls = adapter_calls(
+            "FilegateBackend", self.can_execute, backend, task_queue, client,
+            operation_task_queue, permissions, policies, network, operation_timeout,
+            operation_path, search_timeout,
         )
-        check_adapter_network(self.calls.network, backend=backend, can_execute=self.can_execute)
+        # fmt: on
         self.mount = Mount(mount.rstrip("/") or "/")
         self._id = sandbox_id or f"filegate:{backend}@{task_queue}"
         self._portal: Portal | None = None

@@ -52,7 +52,7 @@ from pydantic_ai.workspaces import (
 )
 from temporalio.client import Client
 
-from filegate.integrations.environment import operation_path_from_env
+from filegate.integrations.calls import adapter_calls
 from filegate.kernel.mount import Mount
 from filegate.kernel.network_rules import NetworkPermission
 from filegate.kernel.operation_types import (
@@ -65,11 +65,9 @@ from filegate.kernel.protocol import FileInfo, LsResult, as_error_code
 from filegate.kernel.tool_types import ToolName, ToolOutcome
 from filegate.operations import (
     DEFAULT_OPERATION_TIMEOUT,
-    OperationClient,
     OperationPath,
-    checked_timeout,
 )
-from filegate.workflows.adapter_gate import check_adapter_gate, check_adapter_network
+from filegate.workflows.adapter_gate import check_adapter_gate
 from filegate.workflows.inputs import BackendRef, BackendSpec, FileToolsConfig
 
 from . import settled
@@ -138,20 +136,13 @@ class FilegateFileWorkspace:
     ) -> None:
         if not mount.startswith("/"):
             raise ValueError(f"mount {mount!r}: must be an absolute path")
-        self.calls = OperationClient(
-            backend=backend,
-            task_queue=task_queue,
-            owner="FilegateWorkspace",
-            client=client,
-            operation_task_queue=operation_task_queue,
-            permissions=list(permissions),
-            policies=None if policies is None else list(policies),
-            network=list(network),
-            operation_timeout=checked_timeout(operation_timeout),
-            operation_path=operation_path,
-            default_path=operation_path_from_env,
+        # fmt: off
+        self.calls = adapter_calls(
+            "FilegateWorkspace", self.can_execute, backend, task_queue, client,
+            operation_task_queue, permissions, policies, network, operation_timeout,
+            operation_path,
         )
-        check_adapter_network(self.calls.network, backend=backend, can_execute=self.can_execute)
+        # fmt: on
         self.mount = Mount(posixpath.normpath(mount))
         self._ref = WorkspaceRef(provider=PROVIDER, id=f"{backend}@{task_queue}:{self.mount.at}")
         self._context: RunContext[Any] | None = None
