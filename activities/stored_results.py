@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 from filegate.kernel.formatting import needs_offload, offload_stub
 from filegate.kernel.protocol import ReadResult
 from filegate.kernel.read_format import format_read, plan_read
-from filegate.kernel.registry import TOOLS
 from filegate.kernel.textops import split_lines
 from filegate.kernel.tool_types import LARGE_RESULTS_DIR, ReadFileArgs, ToolOutcome, ToolRequest
 from filegate.kernel.transcripts import CONVERSATION_DIR, conversation_key
@@ -25,9 +24,6 @@ if TYPE_CHECKING:
     from filegate.backends.artifacts import ArtifactStore
 
 logger = logging.getLogger(__name__)
-
-OFFLOADED_TOOLS = TOOLS.offloaded
-"""Tools whose result may be offloaded; the others cut their own output (contract §7)."""
 
 
 STORED_DIRS: dict[str, Callable[[str], str]] = {

@@ -87,8 +87,6 @@ glob = STUBS["glob"]
 grep = STUBS["grep"]
 execute = STUBS["execute"]
 
-_LISTINGS = TOOLS.listing
-
 
 ActivityResult = ToolResult
 """Deprecated: the stubs' answer is :class:`~filegate.kernel.tool_types.ToolResult`,
@@ -155,7 +153,7 @@ def tool_request(
         permissions=list(permissions or []),
         network=list(network or []) if name in TOOLS.running else [],
         policies=policies,
-        want_raw=name in _LISTINGS,
+        want_raw=name in TOOLS.listing,
     )
 
 
@@ -224,7 +222,7 @@ def tool_result(request: ToolRequest, outcome: ToolOutcome) -> ToolResult:
     the activity would have, so the text is identical and nothing is sent twice.
     """
     raw = outcome.raw
-    if raw is None or request.tool not in _LISTINGS:
+    if raw is None or request.tool not in TOOLS.listing:
         return ToolResult(name=request.tool, tool_call_id=request.tool_call_id, outcome=outcome)
     prefix = request.route_prefix
     shown = RawListing()

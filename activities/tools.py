@@ -48,12 +48,7 @@ from filegate.activities.idempotency import open_journal
 from filegate.activities.identity import run_scope
 from filegate.activities.journal_faults import JournalUnavailable, unrecorded_error
 from filegate.activities.network_asks import run_asker
-from filegate.activities.stored_results import (
-    OFFLOADED_TOOLS,
-    is_offloaded,
-    offload_large,
-    read_offloaded,
-)
+from filegate.activities.stored_results import is_offloaded, offload_large, read_offloaded
 from filegate.activities.telemetry import CallReport, measuring, tool_call_telemetry
 from filegate.activities.tool_threads import Job, ToolThreads
 from filegate.backends.audit import audit_context
@@ -424,7 +419,7 @@ class FileToolActivities:
                 return self.journal.run(request.backend, backend, request, args, call, scope=scope)
 
             fn = journaled
-            if store is not None and tool in OFFLOADED_TOOLS:
+            if store is not None and tool in TOOLS.offloaded:
 
                 def fn() -> ToolOutcome:
                     return offload_large(store, scope, request, journaled(), report.offloaded)

@@ -44,14 +44,6 @@ from filegate.kernel.rule_patterns import (
 
 Mode = Literal["allow", "deny", "interrupt"]
 
-TOOL_OPERATIONS: dict[str, Operation] = TOOLS.operations
-"""Which rule operation governs each path-taking tool (``execute`` has no path)."""
-
-EXACT_TOOLS = TOOLS.exact
-"""Tools whose path names exactly what they touch."""
-BULK_TOOLS = TOOLS.tree
-"""Tools whose path is a root: they may touch any descendant."""
-
 
 class FilesystemPermission(BaseModel):
     """One permission rule: which operations, on which path globs, decide what.
@@ -109,11 +101,11 @@ def operation_of(operation: str) -> Operation:
     if operation in ("read", "write"):
         return operation  # type: ignore[return-value]
     try:
-        return TOOL_OPERATIONS[operation]
+        return TOOLS.operations[operation]
     except KeyError:
         raise ValueError(
             f"unknown operation {operation!r}: expected 'read', 'write' or one of "
-            f"{', '.join(TOOL_OPERATIONS)}"
+            f"{', '.join(TOOLS.operations)}"
         ) from None
 
 
@@ -267,12 +259,12 @@ def matching_interrupt_rule(
     or climb are followed. A path the validator refuses needs no approval:
     the tool refuses it before touching anything.
     """
-    op = TOOL_OPERATIONS.get(tool_name)
+    op = TOOLS.operations.get(tool_name)
     if op is None or not any(rule.mode == "interrupt" and rule.governs(op) for rule in rules):
         return None
     raw = _raw_path_arg(tool_name, args)
     try:
-        if tool_name in EXACT_TOOLS and raw is not None:
+        if tool_name in TOOLS.exact and raw is not None:
             rule = first_match(rules, op, validate_path(raw))
             return rule if rule is not None and rule.mode == "interrupt" else None
         if tool_name in TOOLS.pattern_reaching:
@@ -286,9 +278,6 @@ def matching_interrupt_rule(
         if rule is not None:
             return rule
     return None
-
-
-_LISTING_TOOLS = TOOLS.listing
 
 
 def interrupt_fires(
@@ -318,10 +307,10 @@ def interrupt_fires(
     # import would be circular); the gate's search rules live there.
     from filegate.kernel.visibility import answers_unasked, search_root_denied, search_roots
 
-    op = TOOL_OPERATIONS.get(tool_name)
+    op = TOOLS.operations.get(tool_name)
     if op is None or not any(rule.mode == "interrupt" and rule.governs(op) for rule in rules):
         return False
-    search = tool_name in _LISTING_TOOLS
+    search = tool_name in TOOLS.listing
     field = "path" if search else "file_path"
     raw = args.get(field)
     if raw is None and search:
@@ -429,9 +418,6 @@ def filter_grep_matches(rules: Rules, matches: list[GrepMatch]) -> tuple[list[Gr
 
 
 __all__ = [
-    "BULK_TOOLS",
-    "EXACT_TOOLS",
-    "TOOL_OPERATIONS",
     "FilesystemPermission",
     "Mode",
     "Operation",

@@ -128,20 +128,20 @@ class ToolRegistry:
         """Fixed order in which tools are offered to the model (prompt-cache friendly)."""
         return tuple(tool.name for tool in self)
 
-    @property
+    @cached_property
     def args(self) -> dict[ToolName, type[ToolArgs]]:
         return {tool.name: tool.args for tool in self}
 
-    @property
+    @cached_property
     def activity_names(self) -> dict[ToolName, str]:
         return {tool.name: tool.activity for tool in self}
 
-    @property
+    @cached_property
     def path_fields(self) -> dict[str, str]:
         """Tool -> the argument holding its path (tools without a path are absent)."""
         return {tool.name: tool.path_field for tool in self if tool.path_field is not None}
 
-    @property
+    @cached_property
     def operations(self) -> dict[str, Operation]:
         """Tool -> the rule operation governing its path (tools without a path are absent)."""
         return {tool.name: tool.operation for tool in self if tool.operation is not None}

@@ -51,13 +51,7 @@ from filegate.workflows.approvals.network_asks import NetworkDesk
 from filegate.workflows.approvals.pending import APPROVED_NOTE, edited_note
 from filegate.workflows.approvals.reviews import ReviewDesk, execute_cwd
 from filegate.workflows.batching import LocalCalls, RemoteCalls
-from filegate.workflows.gate import (
-    PATH_FIELDS,
-    CheckedCall,
-    approval_trigger,
-    check_call,
-    deny_gate,
-)
+from filegate.workflows.gate import CheckedCall, approval_trigger, check_call, deny_gate
 from filegate.workflows.inputs import BackendRef, FileToolsConfig, FileToolsState, PendingApproval
 from filegate.workflows.unserved import not_picked_up, unserved_outcome, worker_wait_options
 
@@ -227,7 +221,7 @@ class Routes:
         one path, not two."""
         local_args = dict(call.args)
         if call.path is not None and call.local_path is not None:
-            local_args[PATH_FIELDS[call.tool]] = call.local_path
+            local_args[TOOLS.path_fields[call.tool]] = call.local_path
         return self.request(
             call.tool,
             call.prefix,
@@ -316,7 +310,7 @@ class Routes:
             return ChangePreview(kind="execute", command=command, cwd=execute_cwd(self._input))
         local_args = dict(checked.args)
         if checked.local_path is not None:
-            local_args[PATH_FIELDS[checked.tool]] = checked.local_path
+            local_args[TOOLS.path_fields[checked.tool]] = checked.local_path
         tool: ToolName = checked.tool
         request = self.request(tool, checked.prefix, local_args, call_id, virtual_path=checked.path)
         # All the rules: an interrupt_on entry waives the call's own approvals,

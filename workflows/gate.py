@@ -56,7 +56,6 @@ from filegate.kernel.messages import (
 )
 from filegate.kernel.paths import validate_path
 from filegate.kernel.permissions import (
-    TOOL_OPERATIONS,
     FilesystemPermission,
     check_permission,
     delete_blocked_message,
@@ -69,11 +68,6 @@ from filegate.kernel.rule_patterns import normalise_rule_path, pattern_matches
 from filegate.kernel.tool_types import TOOL_ARGS, ToolName
 from filegate.kernel.visibility import answers_unasked, search_root_denied, search_roots
 
-PATH_FIELDS: dict[str, str] = TOOLS.path_fields
-"""The argument holding each tool's path (execute has none)."""
-
-FILE_TOOLS = TOOLS.needing_path
-"""Exact tools: a call must name its path (an empty one is not the root)."""
 MISSING_FILE_PATH = (
     "{tool} needs a file path, but {field} is empty. "
     "Give the absolute path of a file, e.g. '/src/app.py'."
@@ -159,8 +153,8 @@ def check_call(
         if problem:
             return format_error(problem, "invalid_argument")
         return CheckedCall(name, args, None, None, None)
-    field = PATH_FIELDS[name]
-    if name in FILE_TOOLS and str(args.get(field) or "").strip() in ("", "."):
+    field = TOOLS.path_fields[name]
+    if name in TOOLS.needing_path and str(args.get(field) or "").strip() in ("", "."):
         # No file named: fail here, before any rule could ask a human about "/".
         return format_error(MISSING_FILE_PATH.format(tool=name, field=field), "invalid_argument")
     try:
@@ -193,7 +187,7 @@ def _answers_unasked(rules: list[FilesystemPermission], call: CheckedCall) -> bo
     narrowing = TOOLS.narrowing.get(call.tool)
     pattern = call.args.get(narrowing) if narrowing is not None else None
     roots = search_roots(str(call.path), pattern)
-    op = TOOL_OPERATIONS[call.tool]
+    op = TOOLS.operations[call.tool]
     return answers_unasked(
         rules, op, roots, result_root=call.path if call.tool in TOOLS.root_results else None
     )
@@ -205,7 +199,7 @@ def deny_gate(
     """The entry-gate refusal for ``call``, or None when it may proceed."""
     if not rules or call.path is None:
         return None
-    op = TOOL_OPERATIONS[call.tool]
+    op = TOOLS.operations[call.tool]
     if call.tool in TOOLS.removing:
         blockers = delete_blockers(rules, call.path, has_descendants=has_descendants)
         if not blockers:
@@ -315,7 +309,7 @@ class ArgPredicate(_GivenFieldsOnly):
         if kind == "regex":
             return re.search(self.regex or "", value) is not None
         pattern = self.glob or ""
-        if PATH_FIELDS.get(tool) == self.arg:
+        if TOOLS.path_fields.get(tool) == self.arg:
             try:
                 return pattern_matches(normalise_rule_path(pattern), value)
             except ValueError:
@@ -465,7 +459,7 @@ def approval_trigger(
     an earlier deny covering the subtree wins over a later interrupt), and for
     an exact tool without a path (:func:`check_call` refuses it first).
     """
-    if call.tool in FILE_TOOLS and call.path is None:
+    if call.tool in TOOLS.needing_path and call.path is None:
         return None
     bulk = call.tool in TOOLS.listing and call.path is not None
     if bulk and rules and _answers_unasked(rules, call):

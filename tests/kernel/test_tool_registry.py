@@ -17,7 +17,6 @@ from typing import get_args
 import pytest
 
 from filegate.activities import stubs
-from filegate.activities.stored_results import OFFLOADED_TOOLS
 from filegate.activities.tools import FileToolActivities
 from filegate.kernel import dispatch, permissions, tool_types
 from filegate.kernel.registry import TOOLS, ToolDef, ToolRegistry
@@ -36,19 +35,19 @@ def test_the_derived_tables_are_the_tables_the_code_had() -> None:
     assert {"write_file", "edit_file", "delete", "execute"} == TOOLS.mutating
     assert {"glob", "grep"} == TOOLS.searching
     assert set(TOOLS.order) - {"execute"} == TOOLS.batched
-    assert {"read_file", "write_file", "edit_file"} == permissions.EXACT_TOOLS
-    assert {"ls", "glob", "grep", "delete"} == permissions.BULK_TOOLS
-    assert permissions.TOOL_OPERATIONS == {
+    assert {"read_file", "write_file", "edit_file"} == permissions.TOOLS.exact
+    assert {"ls", "glob", "grep", "delete"} == permissions.TOOLS.tree
+    assert permissions.TOOLS.operations == {
         "ls": "read", "read_file": "read", "glob": "read", "grep": "read",
         "write_file": "write", "edit_file": "write", "delete": "write",
     }  # fmt: skip
-    assert {"read_file", "write_file", "edit_file", "delete"} == gate.FILE_TOOLS
-    assert gate.PATH_FIELDS == {
+    assert {"read_file", "write_file", "edit_file", "delete"} == gate.TOOLS.needing_path
+    assert gate.TOOLS.path_fields == {
         "ls": "path", "read_file": "file_path", "write_file": "file_path",
         "edit_file": "file_path", "delete": "file_path", "glob": "path", "grep": "path",
     }  # fmt: skip
-    assert {"write_file", "edit_file", "delete", "execute"} == reviews.PREVIEWED_TOOLS
-    assert {"execute"} == OFFLOADED_TOOLS
+    assert {"write_file", "edit_file", "delete", "execute"} == reviews.TOOLS.previewed
+    assert {"execute"} == TOOLS.offloaded
     # What the gate, bookkeeping, grants and cards once found by comparing tool names.
     assert (TOOLS.writing, TOOLS.editing) == ({"write_file"}, {"edit_file"})
     assert (TOOLS.removing, TOOLS.running) == ({"delete"}, {"execute"})
@@ -102,7 +101,7 @@ registry.TOOLS = registry.ToolRegistry([*registry.TOOLS, toy])
 from filegate.kernel import permissions, tool_types
 from filegate.workflows import gate
 from filegate.workflows.approvals import reviews
-from filegate.activities import stored_results, tools
+from filegate.activities import tools
 from filegate.workflows import batching, calls
 print(json.dumps({
     "edits": "touch" in calls.TOOLS.editing,  # read-before-edit, as the run books it
@@ -111,12 +110,12 @@ print(json.dumps({
     "args": tool_types.TOOL_ARGS.get("touch") is TouchArgs,
     "mutating": "touch" in tools.TOOLS.mutating,  # what the journal's reader bound
     "batched": "touch" in batching.TOOLS.batched,
-    "operation": permissions.TOOL_OPERATIONS.get("touch"),
-    "exact": "touch" in permissions.EXACT_TOOLS,
-    "path_field": gate.PATH_FIELDS.get("touch"),
-    "needs_path": "touch" in gate.FILE_TOOLS,
-    "previewed": "touch" in reviews.PREVIEWED_TOOLS,
-    "offloaded": "touch" in stored_results.OFFLOADED_TOOLS,
+    "operation": permissions.TOOLS.operations.get("touch"),
+    "exact": "touch" in permissions.TOOLS.exact,
+    "path_field": gate.TOOLS.path_fields.get("touch"),
+    "needs_path": "touch" in gate.TOOLS.needing_path,
+    "previewed": "touch" in reviews.TOOLS.previewed,
+    "offloaded": "touch" in tools.TOOLS.offloaded,  # where the offload decision reads it
 }))
 """
 

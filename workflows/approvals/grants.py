@@ -72,7 +72,7 @@ from filegate.workflows.approvals.grant_models import (
     check_visible,
 )
 from filegate.workflows.approvals.pending import InlineAnswer
-from filegate.workflows.gate import PATH_FIELDS, ArgPredicate
+from filegate.workflows.gate import ArgPredicate
 from filegate.workflows.inputs import Via
 
 if TYPE_CHECKING:
@@ -168,7 +168,7 @@ def _rule_patterns(tool: str, path: str, rule: Mapping[str, Any] | None) -> list
         return [str(p) for p in rule.get("paths") or []] or [_exact(path)]
     if rule.get("always") is True:
         return [EVERY_PATH]
-    field = PATH_FIELDS.get(tool)
+    field = TOOLS.path_fields.get(tool)
     for predicate in rule.get("when") or []:
         if predicate.get("arg") == field and isinstance(predicate.get("glob"), str):
             try:
@@ -306,7 +306,7 @@ def grant_scope(
         return "command_glob", given
     if tool in TOOLS.pattern_reaching:
         return _glob_scope(args, rule, given)
-    path = args.get(PATH_FIELDS.get(tool, ""))
+    path = args.get(TOOLS.path_fields.get(tool, ""))
     if not isinstance(path, str):
         raise ValueError(f"a {tool} call without a path cannot be remembered")
     outer = _rule_patterns(tool, path, rule)
@@ -345,7 +345,7 @@ def covers(grant: Grant, tool: str, args: Mapping[str, Any]) -> bool:
         )
     if tool in TOOLS.pattern_reaching:
         return _covers_glob(grant, args)
-    path = args.get(PATH_FIELDS.get(tool, ""))
+    path = args.get(TOOLS.path_fields.get(tool, ""))
     return isinstance(path, str) and pattern_matches(grant.pattern, path)
 
 

@@ -16,7 +16,7 @@ from filegate.kernel import wire
 from filegate.kernel.previews import ChangePreview
 from filegate.kernel.registry import TOOLS
 from filegate.kernel.transcripts import InlineOnly
-from filegate.workflows.gate import PATH_FIELDS, ApprovalTrigger
+from filegate.workflows.gate import ApprovalTrigger
 from filegate.workflows.inputs import (
     AgentStatus,
     ApprovalConfig,
@@ -74,7 +74,7 @@ def clip(text: str, limit: int) -> str:
 
 def _call_path(tool: str, args: dict[str, Any]) -> str | None:
     """The virtual path a call names (None for ``execute`` and a path-less bulk call)."""
-    value = args.get(PATH_FIELDS.get(tool, ""))
+    value = args.get(TOOLS.path_fields.get(tool, ""))
     return value if isinstance(value, str) else None
 
 

@@ -51,8 +51,6 @@ from filegate.workflows.approvals.turn_decisions import turn_of
 from filegate.workflows.gate import ApprovalTrigger, CheckedCall
 from filegate.workflows.inputs import Decision, FileToolsConfig
 
-PREVIEWED_TOOLS = TOOLS.previewed
-"""Tools whose approvals carry a preview (the others change nothing)."""
 TASK_MAX = 500
 ASSISTANT_TEXT_MAX = 2_000
 """Characters of the task and of the model's text kept on a card (history stays small)."""
@@ -216,7 +214,7 @@ class ReviewDesk:
             **self._card(call, trigger, requested_at, timeout, on_timeout),
         )
         opened = workflow.now()
-        if checked.tool in PREVIEWED_TOOLS and self._previews:
+        if checked.tool in TOOLS.previewed and self._previews:
             self._book.expect_preview(approval.id)
             self._approvals.publish()
             self._book.attach_preview(approval.id, await self._checks.preview(checked, call_id))
