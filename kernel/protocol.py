@@ -18,7 +18,7 @@ is shown as is (it may then name a backend-local path under a route).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Literal, Protocol, Self, get_args, runtime_checkable
+from typing import Literal, Protocol, Self, cast, get_args, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -81,7 +81,7 @@ def as_error_code(code: OutcomeCode | None) -> ErrorCode | None:
     gate or the workflow gives otherwise (``conflict``, ``cancelled``, ...) None."""
     if code in REFUSALS:
         return "permission_denied"
-    return code if code in _ERROR_CODES else None  # type: ignore[return-value]
+    return cast(ErrorCode, code) if code in _ERROR_CODES else None
 
 
 # Error reasons shared by the backends; results name the path in ``error_path``.

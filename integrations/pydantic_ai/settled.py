@@ -67,9 +67,9 @@ def requested_call(metadata: Any) -> tuple[str, dict[str, Any], str] | None:
     return tool, args, key
 
 
-def settled_metadata(key: str, ok: bool, text: str, code: str | None = None) -> dict[str, Any]:
+def settled_metadata(key: str, ok: bool, text: str) -> dict[str, Any]:
     """The ``DeferredToolResults.metadata`` entry carrying an approved call's outcome."""
-    return {METADATA_KEY: {key: {"ok": ok, "text": text, "code": code}}}
+    return {METADATA_KEY: {key: {"ok": ok, "text": text}}}
 
 
 def current(bound: RunContext[Any] | None) -> RunContext[Any] | None:
